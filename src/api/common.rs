@@ -1,0 +1,128 @@
+//! Types shared by several kinds and versions.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group of every infergate kind.
+pub const GROUP: &str = "infergate.dev";
+/// Field manager and controller name.
+pub const MANAGER: &str = "infergate";
+/// Annotation recording where each defaulted field came from.
+pub const DEFAULTED_FROM_ANNOTATION: &str = "infergate.dev/defaulted-from";
+/// Annotation carrying what one version cannot express across a conversion.
+pub const CONVERSION_DATA_ANNOTATION: &str = "infergate.dev/conversion-data";
+
+/// CPU, memory and GPU memory per replica.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesSpec {
+    /// CPU request and limit of the engine container (a Kubernetes quantity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Memory request and limit of the engine container (a Kubernetes quantity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
+    /// GPU memory each replica needs; recorded as the pod label `infergate.dev/gpu-memory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory: Option<Quantity>,
+}
+
+/// HTTP health check of the engine container.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckSpec {
+    /// HTTP path probed for liveness and readiness (default `/healthz`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message("healthCheck.path must start with '/'"))]
+    #[schemars(length(max = 1024))]
+    pub path: Option<String>,
+    /// Probe period, a Go-style duration such as `10s` (default `10s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub interval: Option<String>,
+    /// Probe timeout, a Go-style duration no longer than `interval` (default `1s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub timeout: Option<String>,
+}
+
+/// A reference to a Gateway API Gateway (an HTTPRoute parentRef).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayRef {
+    /// Name of the Gateway.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Namespace of the Gateway; the service's namespace when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
+    pub namespace: Option<String>,
+}
+
+/// Accelerator families infergate knows the resource names of.
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    JsonSchema,
+)]
+pub enum AcceleratorType {
+    /// `nvidia.com/gpu`
+    #[serde(rename = "nvidia")]
+    Nvidia,
+    /// `amd.com/gpu`
+    #[serde(rename = "amd")]
+    Amd,
+    /// `habana.ai/gaudi`
+    #[serde(rename = "intel-gaudi")]
+    IntelGaudi,
+    /// `google.com/tpu`
+    #[serde(rename = "google-tpu")]
+    GoogleTpu,
+    /// No accelerator: CPU only.
+    #[default]
+    #[serde(rename = "none")]
+    None,
+}
+
+impl AcceleratorType {
+    /// The name as written in manifests.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Nvidia => "nvidia",
+            Self::Amd => "amd",
+            Self::IntelGaudi => "intel-gaudi",
+            Self::GoogleTpu => "google-tpu",
+            Self::None => "none",
+        }
+    }
+
+    /// The extended resource name for this accelerator, `None` for `none`.
+    #[must_use]
+    pub fn resource_name(self) -> Option<&'static str> {
+        match self {
+            Self::Nvidia => Some("nvidia.com/gpu"),
+            Self::Amd => Some("amd.com/gpu"),
+            Self::IntelGaudi => Some("habana.ai/gaudi"),
+            Self::GoogleTpu => Some("google.com/tpu"),
+            Self::None => None,
+        }
+    }
+}
+
+impl std::fmt::Display for AcceleratorType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

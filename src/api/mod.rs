@@ -1,0 +1,10 @@
+//! The custom resource types, one module per version, and conversion
+//! between the `InferenceService` versions as pure functions.
+
+pub mod common;
+pub mod policy;
+pub mod v1alpha1;
+pub mod v1beta1;
+
+pub use common::*;
+pub use policy::{ClusterInferencePolicy, InferencePolicy};

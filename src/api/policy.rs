@@ -1,0 +1,224 @@
+//! `ClusterInferencePolicy` and `InferencePolicy` at `infergate.dev/v1beta1`:
+//! defaults and limits for inference services, layered by priority.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec};
+
+/// Cluster-wide defaults and limits for the namespaces a selector matches.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "infergate.dev",
+    version = "v1beta1",
+    kind = "ClusterInferencePolicy",
+    shortname = "cip",
+    category = "infergate",
+    status = "PolicyStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(name = "Priority", type_ = "integer", json_path = ".spec.priority"),
+    printcolumn(
+        name = "Enforcement",
+        type_ = "string",
+        json_path = ".spec.enforcement"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterInferencePolicySpec {
+    /// Namespaces the policy applies to; every namespace when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// Higher priority wins for defaults; ties are broken by name.
+    #[serde(default)]
+    pub priority: i32,
+    /// `Deny` (default) rejects violations; `Warn` admits them with warnings.
+    #[serde(default)]
+    pub enforcement: Enforcement,
+    /// Values filled into services that leave them unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<PolicyDefaults>,
+    /// Bounds every service must respect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PolicyLimits>,
+}
+
+/// Defaults and limits for the inference services of one namespace.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "infergate.dev",
+    version = "v1beta1",
+    kind = "InferencePolicy",
+    namespaced,
+    shortname = "ip",
+    category = "infergate",
+    status = "PolicyStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(name = "Priority", type_ = "integer", json_path = ".spec.priority"),
+    printcolumn(
+        name = "Enforcement",
+        type_ = "string",
+        json_path = ".spec.enforcement"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InferencePolicySpec {
+    /// Higher priority wins for defaults; ties are broken by name.
+    #[serde(default)]
+    pub priority: i32,
+    /// `Deny` (default) rejects violations; `Warn` admits them with warnings.
+    #[serde(default)]
+    pub enforcement: Enforcement,
+    /// Values filled into services that leave them unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<PolicyDefaults>,
+    /// Bounds every service must respect (may only tighten cluster limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PolicyLimits>,
+}
+
+/// What happens to a service that breaks a policy's limits.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Enforcement {
+    /// Reject the service.
+    #[default]
+    Deny,
+    /// Admit it with a warning.
+    Warn,
+}
+
+/// Defaults a policy supplies.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyDefaults {
+    /// Engine image and port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineDefaults>,
+    /// Replicas of the primary track.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Autoscaling target, applied to services that set `autoscaling`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingDefaults>,
+    /// CPU and memory per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceDefaults>,
+    /// Health check path, interval and timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheckSpec>,
+    /// Route template, request timeout and Gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingDefaults>,
+}
+
+/// Engine defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineDefaults {
+    /// Engine container image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Engine port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+/// Autoscaling defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct AutoscalingDefaults {
+    /// Target average CPU utilisation in percent.
+    #[serde(
+        default,
+        rename = "targetCPUUtilizationPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub target_cpu_utilization_percent: Option<i32>,
+}
+
+/// Resource defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDefaults {
+    /// CPU per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Memory per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
+}
+
+/// Routing defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingDefaults {
+    /// Route path template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_template: Option<String>,
+    /// Gateway API request timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]{1,5}(h|m|s|ms)){1,4}$')").message("routing.requestTimeout must be a Gateway API duration such as 30s, 5m or 1h30m"))]
+    pub request_timeout: Option<String>,
+    /// Gateway the HTTPRoute attaches to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayRef>,
+}
+
+/// Limits a policy imposes; unset means no limit from this policy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyLimits {
+    /// Upper bound for `replicas` and `autoscaling.maxReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0").message("limits.maxReplicas must be at least 0"))]
+    pub max_replicas: Option<i32>,
+    /// Upper bound for `canary.weight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message("limits.maxCanaryWeight must be between 0 and 100"))]
+    pub max_canary_weight: Option<i32>,
+    /// Upper bound for GPUs per replica (tensor x pipeline).
+    #[serde(
+        default,
+        rename = "maxGPUsPerReplica",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[x_kube(validation = Rule::new("self >= 0").message("limits.maxGPUsPerReplica must be at least 0"))]
+    pub max_gpus_per_replica: Option<i32>,
+    /// Upper bound for `routing.requestTimeout` (a Gateway API duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]{1,5}(h|m|s|ms)){1,4}$')").message("limits.maxRequestTimeout must be a Gateway API duration such as 30m"))]
+    pub max_request_timeout: Option<String>,
+    /// Image prefixes every image must start with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_image_registries: Option<Vec<String>>,
+    /// Accelerator types services may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_accelerators: Option<Vec<AcceleratorType>>,
+}
+
+/// Status of a policy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyStatus {
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Conditions in the Kubernetes shape.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,301 @@
+//! `InferenceService` at `infergate.dev/v1beta1`, the storage version.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec, ResourcesSpec};
+
+/// The desired state of an inference service.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[kube(
+    group = "infergate.dev",
+    version = "v1beta1",
+    kind = "InferenceService",
+    namespaced,
+    shortname = "infsvc",
+    category = "infergate",
+    status = "InferenceServiceStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(name = "Model", type_ = "string", json_path = ".spec.model.ref"),
+    printcolumn(name = "Replicas", type_ = "integer", json_path = ".status.replicas"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Canary",
+        type_ = "integer",
+        json_path = ".status.canary.weight",
+        description = "Canary weight actually routed"
+    ),
+    printcolumn(name = "Path", type_ = "string", json_path = ".status.routePath"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(
+    validation = Rule::new("!has(self.graph) || (has(self.backend) && self.backend == 'RayService')").message("spec.graph is allowed only when spec.backend is RayService"),
+    validation = Rule::new("!has(self.backend) || self.backend != 'RayService' || has(self.graph)").message("spec.graph is required when spec.backend is RayService")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceServiceSpec {
+    /// The model to serve.
+    #[serde(default)]
+    pub model: ModelSpec,
+    /// The serving engine (vLLM or similar).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineSpec>,
+    /// How the service runs: plain Deployments or a KubeRay RayService. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.backend is immutable"))]
+    pub backend: Option<Backend>,
+    /// Replicas of the primary track; 0 is honoured. Ignored by the workload when autoscaling is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0").message("spec.replicas must be at least 0"))]
+    pub replicas: Option<i32>,
+    /// Horizontal autoscaling on CPU utilisation; present means an HPA is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSpec>,
+    /// CPU, memory and GPU memory per replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesSpec>,
+    /// The accelerator the engine runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<AcceleratorSpec>,
+    /// Tensor and pipeline parallelism; GPUs per replica = tensor x pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<ParallelismSpec>,
+    /// A second model served beside the primary with a share of the traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanarySpec>,
+    /// Liveness and readiness probing of the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheckSpec>,
+    /// How requests reach the service through the Gateway API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingSpec>,
+    /// The Ray Serve graph; required iff `backend: RayService`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphSpec>,
+}
+
+/// A model reference.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.ref)").message("model.ref is required"))]
+pub struct ModelSpec {
+    /// Name of the model the engine serves (1..253 characters, no whitespace).
+    #[serde(rename = "ref", default)]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("size(self) >= 1 && !self.matches('\\\\s')").message("model.ref must be 1 to 253 characters without whitespace"))]
+    pub r#ref: String,
+    /// Optional OCI artifact holding the weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub image: Option<String>,
+}
+
+/// The serving engine container.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineSpec {
+    /// Engine container image; defaulted from policy or `--default-engine-image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub image: Option<String>,
+    /// Container port the engine listens on (default 8000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 65535").message("spec.engine.port must be between 1 and 65535"))]
+    pub port: Option<i32>,
+    /// Extra arguments appended to the generated ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+}
+
+/// An environment variable of the engine container.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Variable value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+/// Which workload runs the service.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Backend {
+    /// Deployments, Services, an optional HPA and an HTTPRoute.
+    #[default]
+    Deployment,
+    /// A KubeRay RayService generated from a serving graph.
+    RayService,
+}
+
+impl Backend {
+    /// The name as written in manifests.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deployment => "Deployment",
+            Self::RayService => "RayService",
+        }
+    }
+}
+
+/// Autoscaling bounds and target.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.minReplicas <= self.maxReplicas").message("spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas"))]
+pub struct AutoscalingSpec {
+    /// Lower bound (at least 1).
+    #[x_kube(validation = Rule::new("self >= 1").message("spec.autoscaling.minReplicas must be at least 1"))]
+    pub min_replicas: i32,
+    /// Upper bound (at least minReplicas).
+    #[x_kube(validation = Rule::new("self >= 1").message("spec.autoscaling.maxReplicas must be at least 1"))]
+    pub max_replicas: i32,
+    /// Target average CPU utilisation in percent, 1..100 (default 80).
+    #[serde(
+        default,
+        rename = "targetCPUUtilizationPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 100").message("spec.autoscaling.targetCPUUtilizationPercent must be between 1 and 100"))]
+    pub target_cpu_utilization_percent: Option<i32>,
+}
+
+/// The accelerator family.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceleratorSpec {
+    /// `nvidia`, `amd`, `intel-gaudi`, `google-tpu` or `none` (default).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub r#type: Option<AcceleratorType>,
+}
+
+/// Model parallelism.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ParallelismSpec {
+    /// Tensor-parallel size (at least 1, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("spec.parallelism.tensor must be at least 1"))]
+    pub tensor: Option<i32>,
+    /// Pipeline-parallel size (at least 1, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("spec.parallelism.pipeline must be at least 1"))]
+    pub pipeline: Option<i32>,
+}
+
+/// A canary track.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanarySpec {
+    /// The canary model (`ref` required).
+    #[serde(default)]
+    pub model: ModelSpec,
+    /// Engine image of the canary; `spec.engine.image` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub engine_image: Option<String>,
+    /// Share of traffic in percent, 0..100 (further limited by policy).
+    #[x_kube(validation = Rule::new("self >= 0 && self <= 100").message("spec.canary.weight must be between 0 and 100"))]
+    pub weight: i32,
+    /// Canary replicas; computed from the weight when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0").message("spec.canary.replicas must be at least 0"))]
+    pub replicas: Option<i32>,
+}
+
+/// Request routing through the Gateway API.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingSpec {
+    /// Route path template with `{...}` placeholders (default `/{.metadata.namespace}/{.metadata.name}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub path_template: Option<String>,
+    /// Gateway API (GEP-2257) request timeout such as `5m` (default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]{1,5}(h|m|s|ms)){1,4}$')").message("spec.routing.requestTimeout must be a Gateway API duration such as 30s, 5m or 1h30m"))]
+    pub request_timeout: Option<String>,
+    /// The Gateway the HTTPRoute attaches to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayRef>,
+}
+
+/// Where the Ray Serve graph is fetched from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphSpec {
+    /// HTTPS URL of the protobuf serving graph.
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new("self.startsWith('https://')").message("spec.graph.url must be an https:// URL"))]
+    pub url: String,
+    /// Secret key holding the bearer token sent with the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_secret_ref: Option<SecretKeyRef>,
+}
+
+/// A key in a Secret of the service's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Secret name.
+    pub name: String,
+    /// Key inside the Secret.
+    pub key: String,
+}
+
+/// The observed state of an inference service.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceServiceStatus {
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, Reconciled, RoutingReady, PolicyCompliant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Replicas of the primary track.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Ready replicas of the primary track.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// The canary track.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryStatus>,
+    /// The rendered route path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_path: Option<String>,
+    /// The request timeout in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_timeout: Option<String>,
+}
+
+/// The observed canary track.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    /// Canary replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// Ready canary replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+    /// The weight actually routed to the canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+}
