@@ -153,9 +153,8 @@ pub fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Serve(_) | Command::Check(_) | Command::Certs(_) => {
-            eprintln!("error: this command is not built yet");
-            ExitCode::from(2)
-        }
+        Command::Serve(args) => crate::webhook::serve::run(args),
+        Command::Check(args) => crate::check::run(args),
+        Command::Certs(args) => crate::webhook::certs::run_cli(args),
     }
 }

@@ -6,6 +6,11 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod check;
 pub mod cli;
 pub mod crdgen;
 pub mod engine;
+pub mod metrics;
+pub mod reconcile;
+pub mod telemetry;
+pub mod webhook;

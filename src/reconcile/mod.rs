@@ -1,0 +1,1 @@
+//! The co-located reconciler: desired-state builders, apply, status, leader election.

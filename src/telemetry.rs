@@ -1,0 +1,1 @@
+//! Logging and tracing set-up.

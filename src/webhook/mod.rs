@@ -1,0 +1,4 @@
+//! Transport: the TLS server, admission and conversion handlers, certificates.
+
+pub mod certs;
+pub mod serve;
