@@ -2,6 +2,7 @@
 //! between the `InferenceService` versions as pure functions.
 
 pub mod common;
+pub mod conversion;
 pub mod policy;
 pub mod v1alpha1;
 pub mod v1beta1;

@@ -1,0 +1,1 @@
+//! Policy resolution: which policies apply, in which order.

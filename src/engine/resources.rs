@@ -1,0 +1,43 @@
+//! GPUs and replica arithmetic (API.md sections 6 and 7).
+
+use crate::api::{AcceleratorType, v1beta1::InferenceService};
+
+/// GPUs per replica: tensor*pipeline when accelerator != none, else 0.
+#[must_use]
+pub fn gpus_per_replica(svc: &InferenceService) -> i32 {
+    let accel = svc
+        .spec
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.r#type)
+        .unwrap_or_default();
+    if accel == AcceleratorType::None {
+        return 0;
+    }
+    let p = svc.spec.parallelism.as_ref();
+    let tensor = p.and_then(|p| p.tensor).unwrap_or(1);
+    let pipeline = p.and_then(|p| p.pipeline).unwrap_or(1);
+    tensor.saturating_mul(pipeline)
+}
+
+/// Canary replicas: spec.canary.replicas or ceil(base*weight/100), >= 1 when weight > 0.
+#[must_use]
+pub fn canary_replicas(svc: &InferenceService) -> i32 {
+    let Some(canary) = svc.spec.canary.as_ref() else {
+        return 0;
+    };
+    if let Some(r) = canary.replicas {
+        return r;
+    }
+    let base = match svc.spec.autoscaling.as_ref() {
+        Some(a) => a.min_replicas,
+        None => svc.spec.replicas.unwrap_or(1),
+    };
+    let weight = i64::from(canary.weight.clamp(0, 100));
+    if weight == 0 {
+        return 0;
+    }
+    let base = i64::from(base.max(0));
+    let n = (base * weight + 99) / 100;
+    i32::try_from(n.max(1)).unwrap_or(i32::MAX)
+}

@@ -1,0 +1,1 @@
+//! Kubernetes LabelSelector matching (matchLabels and matchExpressions).
