@@ -1,1 +1,322 @@
 //! Prometheus metrics (prometheus-client).
+//!
+//! One [`Metrics`] value is created by `serve` and cloned (cheaply, it is an
+//! `Arc`) into the admission handlers, the conversion handler, the
+//! certificate manager and the reconciler. `GET /metrics` on the plain-HTTP
+//! listener renders [`Metrics::encode`].
+//!
+//! Metric names (API.md section 10):
+//! - `infergate_admission_requests_total{webhook,operation,allowed}`
+//! - `infergate_admission_duration_seconds{webhook}` (histogram)
+//! - `infergate_conversion_objects_total{from,to,result}`
+//! - `infergate_reconcile_total{result}`
+//! - `infergate_reconcile_duration_seconds` (histogram)
+//! - `infergate_certificate_expiry_timestamp_seconds{certificate}`
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Which admission webhook handled a request (the `webhook` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Webhook {
+    /// `POST /mutate`.
+    Mutate,
+    /// `POST /validate`.
+    Validate,
+}
+
+impl Webhook {
+    /// The label value: `mutate` or `validate`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Webhook::Mutate => "mutate",
+            Webhook::Validate => "validate",
+        }
+    }
+}
+
+/// Which certificate an expiry refers to (the `certificate` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CertificateKind {
+    /// The leaf certificate the TLS listener serves.
+    Serving,
+    /// The CA that signed it (self-signed mode only).
+    Ca,
+}
+
+impl CertificateKind {
+    /// The label value: `serving` or `ca`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CertificateKind::Serving => "serving",
+            CertificateKind::Ca => "ca",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AdmissionLabels {
+    webhook: &'static str,
+    operation: &'static str,
+    allowed: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    webhook: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConversionLabels {
+    from: &'static str,
+    to: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CertificateLabels {
+    certificate: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn admission_histogram() -> Histogram {
+    // 100 µs .. ~6.5 s
+    Histogram::new(exponential_buckets(0.0001, 2.0, 17))
+}
+
+struct Inner {
+    registry: Registry,
+    admission_requests: Family<AdmissionLabels, Counter>,
+    admission_duration: HistogramFamily<WebhookLabels>,
+    conversion_objects: Family<ConversionLabels, Counter>,
+    reconcile_total: Family<ReconcileLabels, Counter>,
+    reconcile_duration: Histogram,
+    certificate_expiry: Family<CertificateLabels, Gauge>,
+}
+
+/// All of infergate's metrics and the registry that renders them.
+/// Cheap to clone; every clone records into the same registry.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Map an operation string to a bounded label value.
+fn operation_label(op: &str) -> &'static str {
+    match op {
+        "CREATE" => "CREATE",
+        "UPDATE" => "UPDATE",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        _ => "other",
+    }
+}
+
+/// Map an apiVersion (or bare version) to a bounded label value.
+fn version_label(v: &str) -> &'static str {
+    match v.rsplit('/').next().unwrap_or(v) {
+        "v1alpha1" => "v1alpha1",
+        "v1beta1" => "v1beta1",
+        "" => "unknown",
+        _ => "other",
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every infergate metric registered.
+    #[must_use]
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let admission_requests = Family::<AdmissionLabels, Counter>::default();
+        // prometheus-client appends `_total` to counters.
+        registry.register(
+            "infergate_admission_requests",
+            "Admission requests answered, by webhook, operation and outcome",
+            admission_requests.clone(),
+        );
+        let admission_duration: HistogramFamily<WebhookLabels> =
+            Family::new_with_constructor(admission_histogram);
+        registry.register(
+            "infergate_admission_duration_seconds",
+            "Time to answer an admission request, by webhook",
+            admission_duration.clone(),
+        );
+        let conversion_objects = Family::<ConversionLabels, Counter>::default();
+        registry.register(
+            "infergate_conversion_objects",
+            "Objects converted by the conversion webhook, by source and target version and result",
+            conversion_objects.clone(),
+        );
+        let reconcile_total = Family::<ReconcileLabels, Counter>::default();
+        registry.register(
+            "infergate_reconcile",
+            "Reconciliations of InferenceServices, by result",
+            reconcile_total.clone(),
+        );
+        // 1 ms .. ~65 s
+        let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 17));
+        registry.register(
+            "infergate_reconcile_duration_seconds",
+            "Time spent reconciling one InferenceService",
+            reconcile_duration.clone(),
+        );
+        let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
+        registry.register(
+            "infergate_certificate_expiry_timestamp_seconds",
+            "Expiry (notAfter) of the certificates in use, as a Unix timestamp",
+            certificate_expiry.clone(),
+        );
+        Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                admission_requests,
+                admission_duration,
+                conversion_objects,
+                reconcile_total,
+                reconcile_duration,
+                certificate_expiry,
+            }),
+        }
+    }
+
+    /// Record one answered admission request. `operation` is the
+    /// AdmissionRequest operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
+    pub fn admission(&self, webhook: Webhook, operation: &str, allowed: bool, elapsed: Duration) {
+        self.inner
+            .admission_requests
+            .get_or_create(&AdmissionLabels {
+                webhook: webhook.as_str(),
+                operation: operation_label(operation),
+                allowed: if allowed { "true" } else { "false" },
+            })
+            .inc();
+        self.inner
+            .admission_duration
+            .get_or_create(&WebhookLabels {
+                webhook: webhook.as_str(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Record one object converted (or not) from `from` to `to` (apiVersions or
+    /// bare versions; anything but `v1alpha1`/`v1beta1` is counted as `other`).
+    pub fn conversion(&self, from: &str, to: &str, success: bool) {
+        self.inner
+            .conversion_objects
+            .get_or_create(&ConversionLabels {
+                from: version_label(from),
+                to: version_label(to),
+                result: if success { "success" } else { "failure" },
+            })
+            .inc();
+    }
+
+    /// Record one reconciliation. `result` is `success` or a short, bounded
+    /// error label (such as the reconciler error's `metric_label()`).
+    pub fn reconcile(&self, result: &str, elapsed: Duration) {
+        self.inner
+            .reconcile_total
+            .get_or_create(&ReconcileLabels {
+                result: result.to_owned(),
+            })
+            .inc();
+        self.inner.reconcile_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Set the expiry (notAfter, Unix seconds) of a certificate in use.
+    pub fn set_certificate_expiry(&self, certificate: CertificateKind, not_after_unix: i64) {
+        self.inner
+            .certificate_expiry
+            .get_or_create(&CertificateLabels {
+                certificate: certificate.as_str(),
+            })
+            .set(not_after_unix);
+    }
+
+    /// Render every metric in the Prometheus text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.inner.registry)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contract_metric_is_rendered() {
+        let m = Metrics::new();
+        m.admission(Webhook::Mutate, "CREATE", true, Duration::from_millis(2));
+        m.admission(Webhook::Validate, "UPDATE", false, Duration::from_millis(1));
+        m.conversion("infergate.dev/v1alpha1", "infergate.dev/v1beta1", true);
+        m.reconcile("success", Duration::from_millis(30));
+        m.set_certificate_expiry(CertificateKind::Serving, 1_900_000_000);
+        let text = m.encode().unwrap();
+        for needle in [
+            r#"infergate_admission_requests_total{webhook="mutate",operation="CREATE",allowed="true"} 1"#,
+            r#"infergate_admission_requests_total{webhook="validate",operation="UPDATE",allowed="false"} 1"#,
+            r#"infergate_admission_duration_seconds_count{webhook="mutate"} 1"#,
+            r#"infergate_conversion_objects_total{from="v1alpha1",to="v1beta1",result="success"} 1"#,
+            r#"infergate_reconcile_total{result="success"} 1"#,
+            "infergate_reconcile_duration_seconds_count 1",
+            r#"infergate_certificate_expiry_timestamp_seconds{certificate="serving"} 1900000000"#,
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn labels_from_input_are_bounded() {
+        let m = Metrics::new();
+        m.admission(Webhook::Mutate, "EXPLODE", true, Duration::ZERO);
+        m.conversion("evil/v9", "", false);
+        let text = m.encode().unwrap();
+        assert!(text.contains(r#"operation="other""#), "{text}");
+        assert!(
+            text.contains(r#"from="other",to="unknown",result="failure""#),
+            "{text}"
+        );
+        assert!(!text.contains("EXPLODE"));
+    }
+
+    #[test]
+    fn clones_share_one_registry() {
+        let a = Metrics::new();
+        let b = a.clone();
+        b.reconcile("error_apply", Duration::from_millis(5));
+        assert!(
+            a.encode()
+                .unwrap()
+                .contains(r#"infergate_reconcile_total{result="error_apply"} 1"#)
+        );
+    }
+}
