@@ -3,6 +3,9 @@
 //! `infergate serve` calls [`run`] unless `--no-reconcile`. Every replica
 //! competes for one coordination.k8s.io Lease; only the holder reconciles.
 
+pub mod builders;
+pub mod httproute;
+
 use std::time::Duration;
 
 /// Name of the Lease the replicas compete for.
