@@ -1,8 +1,20 @@
-//! Derived child names (API.md section 8).
+//! Derived child names and label syntax (API.md section 8).
+//!
+//! Every child name must be a DNS-1035 label of at most 63 characters
+//! (a RayService at most 47, KubeRay's limit); every label value at most
+//! 63 characters. Nothing is truncated: a name that cannot fit is an error
+//! that names the child.
 
 use kube::ResourceExt;
 
-use crate::api::v1beta1::InferenceService;
+use crate::api::v1beta1::{Backend, InferenceService};
+
+use super::FieldError;
+
+/// Longest DNS-1035 label / label value.
+pub const MAX_LABEL: usize = 63;
+/// Longest RayService name KubeRay accepts.
+pub const MAX_RAYSERVICE_NAME: usize = 47;
 
 /// Name of the primary children (Deployment, Service, HPA, HTTPRoute, RayService): `S`.
 #[must_use]
@@ -14,4 +26,207 @@ pub fn primary_name(svc: &InferenceService) -> String {
 #[must_use]
 pub fn canary_name(svc: &InferenceService) -> String {
     format!("{}-canary", svc.name_any())
+}
+
+/// Why `s` is not a DNS-1035 label (`[a-z]([-a-z0-9]*[a-z0-9])?`), ignoring length.
+fn dns1035_error(s: &str) -> Option<&'static str> {
+    let b = s.as_bytes();
+    match (b.first(), b.last()) {
+        (None, _) | (_, None) => Some("must not be empty"),
+        (Some(f), _) if !f.is_ascii_lowercase() => {
+            Some("must start with a lowercase letter (DNS-1035 label)")
+        }
+        (_, Some(l)) if !(l.is_ascii_lowercase() || l.is_ascii_digit()) => {
+            Some("must end with a lowercase letter or digit (DNS-1035 label)")
+        }
+        _ if !b
+            .iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-') =>
+        {
+            Some("must consist of lowercase letters, digits and '-' (DNS-1035 label)")
+        }
+        _ => None,
+    }
+}
+
+/// Checks a label value: at most 63 characters, empty or alphanumeric at
+/// both ends with `-`, `_`, `.` inside.
+pub fn check_label_value(v: &str) -> Result<(), String> {
+    if v.len() > MAX_LABEL {
+        return Err(format!(
+            "must be no more than {MAX_LABEL} characters (is {})",
+            v.len()
+        ));
+    }
+    if v.is_empty() {
+        return Ok(());
+    }
+    let b = v.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_alphanumeric();
+    if !alnum(&b[0]) || !alnum(&b[b.len() - 1]) {
+        return Err("must start and end with an alphanumeric character".to_owned());
+    }
+    if !b
+        .iter()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    {
+        return Err("must consist of alphanumeric characters, '-', '_' or '.'".to_owned());
+    }
+    Ok(())
+}
+
+/// Checks a label key: an optional DNS-1123 subdomain prefix and `/`, then a
+/// name of at most 63 characters.
+pub fn check_label_key(k: &str) -> Result<(), String> {
+    let (prefix, name) = match k.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, k),
+    };
+    if let Some(p) = prefix {
+        let ok = !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                let b = part.as_bytes();
+                !b.is_empty()
+                    && b[0].is_ascii_alphanumeric()
+                    && b[b.len() - 1].is_ascii_alphanumeric()
+                    && b.iter()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            });
+        if !ok {
+            return Err(format!(
+                "Invalid value: {k:?}: prefix must be a DNS-1123 subdomain"
+            ));
+        }
+    }
+    if name.is_empty() {
+        return Err(format!("Invalid value: {k:?}: name part must not be empty"));
+    }
+    check_label_value(name).map_err(|e| format!("Invalid value: {k:?}: name part {e}"))
+}
+
+/// Every derived child name and label value of `svc`, checked.
+/// Errors are reported on `metadata.name` and name the child that overflows.
+#[must_use]
+pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    let name = svc.name_any();
+    if name.is_empty() {
+        out.push(FieldError::required("metadata.name", "name is required"));
+        return out;
+    }
+    let backend = svc.spec.backend.unwrap_or_default();
+    let mut check = |kind: &str, child: &str, limit: usize| {
+        if child.len() > limit {
+            out.push(FieldError::too_long(
+                "metadata.name",
+                &format!(
+                    "derived {kind} name {child:?} is {} characters; the limit is {limit}",
+                    child.len()
+                ),
+            ));
+        } else if let Some(why) = dns1035_error(child) {
+            out.push(FieldError::invalid(
+                "metadata.name",
+                format!("{name:?}"),
+                &format!("derived {kind} name {child:?} {why}"),
+            ));
+        }
+    };
+    match backend {
+        Backend::Deployment => {
+            check("Deployment", &name, MAX_LABEL);
+            // Service, HPA and HTTPRoute share the name and the limit; one
+            // message per distinct name keeps the output readable.
+            if svc.spec.canary.is_some() {
+                check("Service", &canary_name(svc), MAX_LABEL);
+            }
+        }
+        Backend::RayService => check("RayService", &name, MAX_RAYSERVICE_NAME),
+    }
+    // Label values: app.kubernetes.io/name and infergate.dev/service carry S.
+    if name.len() <= MAX_LABEL
+        && let Err(e) = check_label_value(&name)
+    {
+        out.push(FieldError::invalid(
+            "metadata.name",
+            format!("{name:?}"),
+            &format!("label value app.kubernetes.io/name {e}"),
+        ));
+    } else if name.len() > MAX_LABEL && backend == Backend::Deployment {
+        // Already reported as the Deployment name; the label is the same string.
+    } else if name.len() > MAX_LABEL {
+        out.push(FieldError::too_long(
+            "metadata.name",
+            &format!(
+                "label value app.kubernetes.io/name {name:?} is {} characters; the limit is {MAX_LABEL}",
+                name.len()
+            ),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn svc(name: &str) -> InferenceService {
+        InferenceService::new(name, Default::default())
+    }
+
+    #[test]
+    fn label_values() {
+        assert!(check_label_value("").is_ok());
+        assert!(check_label_value("a.b_c-d").is_ok());
+        assert!(check_label_value("-a").is_err());
+        assert!(check_label_value("a/b").is_err());
+        assert!(check_label_value(&"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn label_keys() {
+        assert!(check_label_key("tier").is_ok());
+        assert!(check_label_key("kubernetes.io/metadata.name").is_ok());
+        assert!(check_label_key("/x").is_err());
+        assert!(check_label_key("Bad_Prefix/x").is_err());
+        assert!(check_label_key("a/").is_err());
+    }
+
+    #[test]
+    fn canary_name_overflow_names_the_child() {
+        let mut s = svc(&"a".repeat(59));
+        assert!(derived_name_errors(&s).is_empty(), "no canary: S fits");
+        s.spec.canary = Some(Default::default());
+        let errs = derived_name_errors(&s);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let msg = errs[0].to_string();
+        assert!(msg.starts_with("metadata.name: "), "{msg}");
+        assert!(msg.contains("derived Service name"), "{msg}");
+        assert!(
+            msg.contains("-canary\" is 66 characters; the limit is 63"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn rayservice_limit_is_47() {
+        let mut s = svc(&"r".repeat(48));
+        s.spec.backend = Some(Backend::RayService);
+        let errs = derived_name_errors(&s);
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].to_string().contains("derived RayService name"));
+        assert!(errs[0].to_string().contains("the limit is 47"));
+        s.metadata.name = Some("r".repeat(47));
+        assert!(derived_name_errors(&s).is_empty());
+    }
+
+    #[test]
+    fn names_must_be_dns1035() {
+        let errs = derived_name_errors(&svc("1chat"));
+        assert!(errs.iter().any(|e| e.message.contains("lowercase letter")));
+        let errs = derived_name_errors(&svc("chat.v1"));
+        assert!(!errs.is_empty());
+        assert!(derived_name_errors(&svc("chat-v1")).is_empty());
+    }
 }
