@@ -85,3 +85,76 @@ pub fn all_yaml() -> Result<String, Error> {
     let docs = all()?.iter().map(to_yaml).collect::<Result<Vec<_>, _>>()?;
     Ok(docs.join("---\n"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
+
+    #[test]
+    fn committed_crds_equal_the_generated_ones() {
+        let committed =
+            std::fs::read_to_string(COMMITTED).expect("reading crds/infergate.dev.yaml");
+        let generated = all_yaml().expect("generating CRDs");
+        assert!(
+            committed == generated,
+            "crds/infergate.dev.yaml differs from `infergate crds`; regenerate it with `make crds`"
+        );
+    }
+
+    #[test]
+    fn every_crd_fits_the_last_applied_annotation() {
+        // Client-side `kubectl apply` stores the whole object in an annotation
+        // limited to 262,144 bytes.
+        for crd in all().expect("generating CRDs") {
+            let size = serde_json::to_vec(&crd).expect("serializing").len();
+            assert!(
+                size < 262_144 / 2,
+                "{} is {size} bytes as JSON",
+                file_name(&crd)
+            );
+        }
+    }
+
+    #[test]
+    fn inference_service_versions_conversion_and_deprecation() {
+        let crd = inference_service().expect("generating");
+        let versions: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.storage, v.deprecated))
+            .collect();
+        assert!(versions.contains(&("v1beta1", true, None)), "{versions:?}");
+        assert!(
+            versions.contains(&("v1alpha1", false, Some(true))),
+            "{versions:?}"
+        );
+        let alpha = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == "v1alpha1")
+            .expect("v1alpha1");
+        assert!(
+            alpha
+                .deprecation_warning
+                .as_deref()
+                .unwrap_or_default()
+                .contains("v1beta1")
+        );
+        let conversion = crd.spec.conversion.expect("conversion stanza");
+        assert_eq!(conversion.strategy, "Webhook");
+        let webhook = conversion.webhook.expect("webhook conversion");
+        assert_eq!(webhook.conversion_review_versions, vec!["v1".to_string()]);
+        for version in &crd.spec.versions {
+            let sub = version.subresources.as_ref().expect("subresources");
+            assert!(
+                sub.status.is_some(),
+                "{} has no status subresource",
+                version.name
+            );
+        }
+    }
+}

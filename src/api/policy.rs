@@ -58,7 +58,10 @@ pub struct ClusterInferencePolicySpec {
     version = "v1beta1",
     kind = "InferencePolicy",
     namespaced,
+    // `ip` is the contract's short name, but kubectl resolves it to the built-in
+    // IPAddress (networking.k8s.io) first; `infpol` is unambiguous.
     shortname = "ip",
+    shortname = "infpol",
     category = "infergate",
     status = "PolicyStatus",
     derive = "PartialEq",

@@ -34,7 +34,6 @@ pub use super::common::{HealthCheckSpec, ResourcesSpec};
 #[serde(rename_all = "camelCase")]
 pub struct InferenceServiceSpec {
     /// Name of the model the engine serves.
-    #[serde(default)]
     #[schemars(length(max = 253))]
     #[x_kube(validation = Rule::new("size(self) >= 1 && !self.matches('\\\\s')").message("spec.modelRef must be 1 to 253 characters without whitespace"))]
     pub model_ref: String,
@@ -66,7 +65,6 @@ pub struct InferenceServiceSpec {
 #[serde(rename_all = "camelCase")]
 pub struct CanarySpec {
     /// Canary model name.
-    #[serde(default)]
     #[schemars(length(max = 253))]
     pub model_ref: String,
     /// Share of traffic in percent, 0..100.

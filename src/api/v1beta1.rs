@@ -46,7 +46,6 @@ pub use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec, ResourcesS
 #[serde(rename_all = "camelCase")]
 pub struct InferenceServiceSpec {
     /// The model to serve.
-    #[serde(default)]
     pub model: ModelSpec,
     /// The serving engine (vLLM or similar).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,10 +87,9 @@ pub struct InferenceServiceSpec {
 /// A model reference.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.ref)").message("model.ref is required"))]
 pub struct ModelSpec {
     /// Name of the model the engine serves (1..253 characters, no whitespace).
-    #[serde(rename = "ref", default)]
+    #[serde(rename = "ref")]
     #[schemars(length(max = 253))]
     #[x_kube(validation = Rule::new("size(self) >= 1 && !self.matches('\\\\s')").message("model.ref must be 1 to 253 characters without whitespace"))]
     pub r#ref: String,
@@ -202,7 +200,6 @@ pub struct ParallelismSpec {
 #[serde(rename_all = "camelCase")]
 pub struct CanarySpec {
     /// The canary model (`ref` required).
-    #[serde(default)]
     pub model: ModelSpec,
     /// Engine image of the canary; `spec.engine.image` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

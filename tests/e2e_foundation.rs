@@ -1,0 +1,294 @@
+//! End-to-end: the committed CRDs against a real kube-apiserver and etcd.
+//!
+//! The CRDs install with plain `kubectl apply`, a valid service is stored,
+//! printer columns and the `infergate` category work, and objects breaking a
+//! CEL rule are rejected by the apiserver itself (no webhook involved).
+
+mod support;
+
+use std::process::Output;
+
+use support::{ControlPlane, control_plane};
+
+const CRD_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+static APPLIED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+
+/// Apply the committed CRD file with plain client-side `kubectl apply` (as a user
+/// would, which also stores the last-applied annotation) and wait for Established.
+/// Once per test binary: the tests run in parallel.
+async fn apply_committed_crds(cp: &ControlPlane) {
+    APPLIED.get_or_init(|| async { apply_crds_once(cp) }).await;
+}
+
+fn apply_crds_once(cp: &ControlPlane) {
+    let out = cp.kubectl(&["apply", "-f", CRD_FILE]);
+    assert!(
+        out.status.success(),
+        "kubectl apply of crds/ failed: {}",
+        text(&out)
+    );
+    let out = cp.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/inferenceservices.infergate.dev",
+        "crd/clusterinferencepolicies.infergate.dev",
+        "crd/inferencepolicies.infergate.dev",
+    ]);
+    assert!(out.status.success(), "CRDs not Established: {}", text(&out));
+}
+
+fn service(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
+    )
+}
+
+/// Apply `manifest` and assert the apiserver rejects it with `message`.
+fn assert_rejected(cp: &ControlPlane, manifest: &str, message: &str) {
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    let all = text(&out);
+    assert!(
+        !out.status.success(),
+        "expected rejection ({message}), but kubectl said: {all}"
+    );
+    assert!(
+        all.contains(message),
+        "expected the message {message:?} in: {all}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crds_install_and_store_a_valid_service() {
+    let cp = control_plane().await;
+    apply_committed_crds(cp).await;
+    let ns = cp.fresh_namespace("foundation").await;
+
+    let manifest = service(
+        &ns,
+        "chat",
+        "  model:\n    ref: llama3-8b-q4\n  engine:\n    image: registry.example.com/vllm:0.9\n  replicas: 2\n  autoscaling:\n    minReplicas: 1\n    maxReplicas: 4\n  canary:\n    model:\n      ref: llama3-8b-q5\n    weight: 10\n  routing:\n    requestTimeout: 1h30m\n",
+    );
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &manifest);
+    assert!(
+        out.status.success(),
+        "valid service rejected: {}",
+        text(&out)
+    );
+
+    let out = cp.kubectl(&[
+        "get",
+        "-n",
+        &ns,
+        "inferenceservice",
+        "chat",
+        "-o",
+        "jsonpath={.spec.model.ref}/{.spec.canary.weight}/{.spec.routing.requestTimeout}",
+    ]);
+    assert_eq!(text(&out), "llama3-8b-q4/10/1h30m");
+
+    // The short name, the category and the printer columns.
+    let out = cp.kubectl(&["get", "-n", &ns, "infsvc"]);
+    let table = text(&out);
+    assert!(out.status.success(), "{table}");
+    let header = table.lines().next().unwrap_or_default();
+    for column in [
+        "NAME", "MODEL", "REPLICAS", "READY", "CANARY", "PATH", "AGE",
+    ] {
+        assert!(
+            header.contains(column),
+            "column {column} missing in: {header}"
+        );
+    }
+    assert!(table.contains("llama3-8b-q4"), "{table}");
+    let out = cp.kubectl(&["get", "-n", &ns, "infergate", "-o", "name"]);
+    assert!(
+        text(&out).contains("inferenceservice.infergate.dev/chat"),
+        "{}",
+        text(&out)
+    );
+
+    // The served versions: v1alpha1 deprecated, v1beta1 stored, conversion by webhook.
+    let out = cp.kubectl(&[
+        "get",
+        "crd",
+        "inferenceservices.infergate.dev",
+        "-o",
+        "jsonpath={.spec.versions[?(@.name==\"v1alpha1\")].deprecated}/{.spec.versions[?(@.storage==true)].name}/{.spec.conversion.strategy}",
+    ]);
+    assert_eq!(text(&out), "true/v1beta1/Webhook");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cel_rules_reject_invalid_specs() {
+    let cp = control_plane().await;
+    apply_committed_crds(cp).await;
+    let ns = cp.fresh_namespace("cel").await;
+    let base = "  model:\n    ref: m\n";
+
+    assert_rejected(
+        cp,
+        &service(
+            &ns,
+            "weight",
+            &format!("{base}  canary:\n    model:\n      ref: m2\n    weight: 150\n"),
+        ),
+        "spec.canary.weight must be between 0 and 100",
+    );
+    assert_rejected(
+        cp,
+        &service(
+            &ns,
+            "minmax",
+            &format!("{base}  autoscaling:\n    minReplicas: 5\n    maxReplicas: 2\n"),
+        ),
+        "spec.autoscaling.minReplicas must be less than or equal to spec.autoscaling.maxReplicas",
+    );
+    assert_rejected(
+        cp,
+        &service(&ns, "negative", &format!("{base}  replicas: -1\n")),
+        "spec.replicas must be at least 0",
+    );
+    assert_rejected(
+        cp,
+        &service(
+            &ns,
+            "timeout",
+            &format!("{base}  routing:\n    requestTimeout: 1.5s\n"),
+        ),
+        "spec.routing.requestTimeout must be a Gateway API duration",
+    );
+    assert_rejected(
+        cp,
+        &service(
+            &ns,
+            "health",
+            &format!("{base}  healthCheck:\n    path: healthz\n"),
+        ),
+        "healthCheck.path must start with '/'",
+    );
+    assert_rejected(
+        cp,
+        &service(
+            &ns,
+            "graph",
+            &format!("{base}  graph:\n    url: https://graphs.example.com/g\n"),
+        ),
+        "spec.graph is allowed only when spec.backend is RayService",
+    );
+    assert_rejected(
+        cp,
+        &service(&ns, "ray", &format!("{base}  backend: RayService\n")),
+        "spec.graph is required when spec.backend is RayService",
+    );
+    assert_rejected(
+        cp,
+        &service(
+            &ns,
+            "plainurl",
+            &format!(
+                "{base}  backend: RayService\n  graph:\n    url: http://graphs.example.com/g\n"
+            ),
+        ),
+        "spec.graph.url must be an https:// URL",
+    );
+    assert_rejected(
+        cp,
+        &service(&ns, "blank", "  model:\n    ref: \"two words\"\n"),
+        "model.ref must be 1 to 253 characters without whitespace",
+    );
+
+    // backend is immutable (a transition rule).
+    let created = cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &service(&ns, "immutable", &format!("{base}  backend: Deployment\n")),
+    );
+    assert!(created.status.success(), "{}", text(&created));
+    assert_rejected(
+        cp,
+        &service(
+            &ns,
+            "immutable",
+            &format!(
+                "{base}  backend: RayService\n  graph:\n    url: https://graphs.example.com/g\n"
+            ),
+        ),
+        "spec.backend is immutable",
+    );
+
+    // All violations are reported at once.
+    let out = cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &service(
+            &ns,
+            "several",
+            &format!(
+                "{base}  replicas: -3\n  canary:\n    model:\n      ref: m2\n    weight: 101\n"
+            ),
+        ),
+    );
+    let all = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        all.contains("spec.replicas must be at least 0")
+            && all.contains("spec.canary.weight must be between 0 and 100"),
+        "{all}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_kinds_are_served() {
+    let cp = control_plane().await;
+    apply_committed_crds(cp).await;
+    let ns = cp.fresh_namespace("policy").await;
+    let policies = format!(
+        "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata:\n  name: platform-{ns}\nspec:\n  namespaceSelector:\n    matchLabels:\n      tier: prod\n  priority: 10\n  enforcement: Warn\n  limits:\n    maxCanaryWeight: 50\n    maxGPUsPerReplica: 8\n    maxRequestTimeout: 30m\n    allowedAccelerators: [nvidia, amd]\n---\napiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata:\n  name: defaults\n  namespace: {ns}\nspec:\n  defaults:\n    replicas: 2\n    routing:\n      requestTimeout: 10m\n"
+    );
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policies);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = cp.kubectl(&[
+        "get",
+        "cip",
+        &format!("platform-{ns}"),
+        "-o",
+        "jsonpath={.spec.enforcement}/{.spec.limits.maxGPUsPerReplica}",
+    ]);
+    assert_eq!(text(&out), "Warn/8");
+    let out = cp.kubectl(&[
+        "get",
+        "-n",
+        &ns,
+        "infpol",
+        "defaults",
+        "-o",
+        "jsonpath={.spec.defaults.replicas}",
+    ]);
+    assert_eq!(text(&out), "2");
+    // `ip` is also the short name of the built-in IPAddress, which kubectl prefers.
+    let out = cp.kubectl(&["api-resources", "--api-group=infergate.dev"]);
+    let resources = text(&out);
+    let line = resources
+        .lines()
+        .find(|l| l.starts_with("inferencepolicies"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("infpol") && line.contains("ip"),
+        "{resources}"
+    );
+    assert_rejected(
+        cp,
+        &format!(
+            "apiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata:\n  name: bad\n  namespace: {ns}\nspec:\n  limits:\n    maxCanaryWeight: 120\n"
+        ),
+        "limits.maxCanaryWeight must be between 0 and 100",
+    );
+}
