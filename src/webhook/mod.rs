@@ -1,4 +1,9 @@
 //! Transport: the TLS server, admission and conversion handlers, certificates.
 
+pub mod admission;
+pub mod cache;
 pub mod certs;
+pub mod conversion;
 pub mod serve;
+pub mod server;
+pub mod tls;

@@ -1,0 +1,2 @@
+//! Load driver for the webhook server (placeholder until written).
+fn main() {}

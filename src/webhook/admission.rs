@@ -1,0 +1,467 @@
+//! `POST /mutate` and `POST /validate`: admission.k8s.io/v1 AdmissionReview
+//! for InferenceService and both policy kinds.
+//!
+//! The review is decoded into kube-core's [`AdmissionRequest`] over
+//! [`AdmittedObject`] (the object kept as JSON, decoded into the typed kind
+//! once the request's kind is known) and answered with kube-core's
+//! [`AdmissionResponse`]. Everything here is synchronous and makes no API
+//! call: policies, namespace labels and routes come from the [`PolicyCache`].
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
+use kube::core::{ApiResource, DynamicObject, DynamicResourceScope, Status, TypeMeta};
+use serde::{Deserialize, Serialize};
+
+use crate::api::v1beta1::InferenceService;
+use crate::api::{ClusterInferencePolicy, InferencePolicy, v1alpha1};
+use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
+use crate::metrics::{Metrics, Webhook};
+use crate::webhook::cache::PolicyCache;
+
+/// The API group of infergate's kinds.
+pub const GROUP: &str = "infergate.dev";
+
+/// Warning added to every request made through the deprecated version.
+pub const V1ALPHA1_WARNING: &str =
+    "infergate.dev/v1alpha1 InferenceService is deprecated; use infergate.dev/v1beta1";
+
+/// The object of an admission request, kept as JSON until its kind is known.
+/// Implements [`Resource`] so kube-core's [`AdmissionRequest`] can carry it;
+/// its metadata is decoded on first use.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AdmittedObject {
+    /// The object as the API server sent it.
+    pub json: serde_json::Value,
+    #[serde(skip)]
+    meta: OnceLock<ObjectMeta>,
+}
+
+impl AdmittedObject {
+    /// Wrap a JSON object.
+    #[must_use]
+    pub fn new(json: serde_json::Value) -> Self {
+        Self {
+            json,
+            meta: OnceLock::new(),
+        }
+    }
+
+    fn decode_meta(&self) -> ObjectMeta {
+        self.json
+            .get("metadata")
+            .and_then(|m| ObjectMeta::deserialize(m).ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Resource for AdmittedObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        self.meta.get_or_init(|| self.decode_meta())
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        if self.meta.get().is_none() {
+            let m = self.decode_meta();
+            let _ = self.meta.set(m);
+        }
+        match self.meta.get_mut() {
+            Some(m) => m,
+            None => unreachable!("metadata was initialised above"),
+        }
+    }
+}
+
+/// The incoming envelope. kube-core's own `AdmissionReview` flattens
+/// `TypeMeta`, which makes serde buffer the whole body first; this decodes
+/// in one pass into the same [`AdmissionRequest`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewIn {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: Option<AdmissionRequest<AdmittedObject>>,
+}
+
+/// Why a body is not an AdmissionReview (answered with HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum BadReview {
+    /// Not JSON, or JSON of the wrong shape.
+    #[error("request body is not an admission.k8s.io/v1 AdmissionReview: {0}")]
+    Decode(String),
+    /// Some other apiVersion/kind.
+    #[error(
+        "unsupported review type {api_version:?}/{kind:?}: expected admission.k8s.io/v1 AdmissionReview"
+    )]
+    WrongType {
+        /// The apiVersion sent.
+        api_version: String,
+        /// The kind sent.
+        kind: String,
+    },
+    /// The review carries no request.
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+}
+
+/// Decode an AdmissionReview body.
+pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<AdmittedObject>, BadReview> {
+    let review: ReviewIn =
+        serde_json::from_slice(body).map_err(|e| BadReview::Decode(e.to_string()))?;
+    if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
+        return Err(BadReview::WrongType {
+            api_version: review.api_version,
+            kind: review.kind,
+        });
+    }
+    let mut request = review.request.ok_or(BadReview::NoRequest)?;
+    request.types = TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    };
+    Ok(request)
+}
+
+/// What the admission handlers need.
+#[derive(Debug)]
+pub struct Admission {
+    /// Policies, namespaces, routes.
+    pub cache: std::sync::Arc<PolicyCache>,
+    /// Server flag defaults.
+    pub server: ServerDefaults,
+    /// Metrics.
+    pub metrics: Metrics,
+}
+
+/// The answer to one review plus what the trace records.
+#[derive(Debug)]
+pub struct Answer {
+    /// The AdmissionReview to send back.
+    pub review: AdmissionReview<DynamicObject>,
+    /// Whether the request was allowed.
+    pub allowed: bool,
+    /// Whether a non-empty patch was returned.
+    pub mutated: bool,
+}
+
+fn operation_str(op: &Operation) -> &'static str {
+    match op {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    }
+}
+
+/// A denial with HTTP-ish `code`, `message`, and field causes.
+fn deny(
+    mut resp: AdmissionResponse,
+    code: u16,
+    reason: &str,
+    message: String,
+    causes: &[FieldError],
+    req: &AdmissionRequest<AdmittedObject>,
+) -> AdmissionResponse {
+    resp.allowed = false;
+    resp.result = Status {
+        status: Some(StatusSummary::Failure),
+        code,
+        message,
+        metadata: None,
+        reason: reason.to_owned(),
+        details: Some(StatusDetails {
+            name: req.name.clone(),
+            group: req.kind.group.clone(),
+            kind: req.kind.kind.clone(),
+            uid: String::new(),
+            causes: causes
+                .iter()
+                .map(|e| StatusCause {
+                    reason: e.reason.as_str().to_owned(),
+                    message: e.message.clone(),
+                    field: e.field.clone(),
+                })
+                .collect(),
+            retry_after_seconds: 0,
+        }),
+    };
+    resp
+}
+
+fn with_warnings(mut resp: AdmissionResponse, warnings: Vec<String>) -> AdmissionResponse {
+    if !warnings.is_empty() {
+        resp.warnings.get_or_insert_with(Vec::new).extend(warnings);
+    }
+    resp
+}
+
+fn deprecated_version(req: &AdmissionRequest<AdmittedObject>) -> bool {
+    let kind = req.request_kind.as_ref().unwrap_or(&req.kind);
+    kind.group == GROUP && kind.kind == "InferenceService" && kind.version == "v1alpha1"
+}
+
+fn namespace_of(req: &AdmissionRequest<AdmittedObject>) -> String {
+    req.namespace
+        .clone()
+        .filter(|ns| !ns.is_empty())
+        .or_else(|| {
+            req.object
+                .as_ref()
+                .and_then(|o| o.json.pointer("/metadata/namespace"))
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+/// Decode the request's InferenceService (v1beta1, or v1alpha1 converted).
+fn decode_service(obj: &AdmittedObject, version: &str) -> Result<InferenceService, String> {
+    if version == "v1alpha1" {
+        let old = v1alpha1::InferenceService::deserialize(&obj.json).map_err(|e| e.to_string())?;
+        crate::api::conversion::to_v1beta1(&old).map_err(|e| e.to_string())
+    } else {
+        InferenceService::deserialize(&obj.json).map_err(|e| e.to_string())
+    }
+}
+
+fn bad_object(
+    resp: AdmissionResponse,
+    req: &AdmissionRequest<AdmittedObject>,
+    e: &str,
+) -> AdmissionResponse {
+    deny(
+        resp,
+        400,
+        "BadRequest",
+        format!("invalid {} object: {e}", req.kind.kind),
+        &[],
+        req,
+    )
+}
+
+impl Admission {
+    /// Answer a review body for `webhook`. `Err` means the body is not an
+    /// AdmissionReview at all (HTTP 400).
+    pub fn handle(&self, webhook: Webhook, body: &[u8]) -> Result<Answer, BadReview> {
+        let start = Instant::now();
+        let req = decode_review(body)?;
+        let resp = match webhook {
+            Webhook::Mutate => self.mutate(&req),
+            Webhook::Validate => self.validate(&req),
+        };
+        let allowed = resp.allowed;
+        let mutated = resp.patch.as_ref().is_some_and(|p| p.as_slice() != b"[]");
+        let elapsed = start.elapsed();
+        self.metrics
+            .admission(webhook, operation_str(&req.operation), allowed, elapsed);
+        tracing::debug!(
+            webhook = webhook.as_str(),
+            uid = %req.uid,
+            kind = %req.kind.kind,
+            namespace = req.namespace.as_deref().unwrap_or(""),
+            name = %req.name,
+            operation = operation_str(&req.operation),
+            dry_run = req.dry_run,
+            allowed,
+            mutated,
+            elapsed_us = elapsed.as_micros() as u64,
+            "admission"
+        );
+        Ok(Answer {
+            review: resp.into_review(),
+            allowed,
+            mutated,
+        })
+    }
+
+    /// The mutating webhook: fill in defaults (InferenceService only).
+    pub fn mutate(&self, req: &AdmissionRequest<AdmittedObject>) -> AdmissionResponse {
+        let resp = AdmissionResponse::from(req);
+        if !matches!(req.operation, Operation::Create | Operation::Update)
+            || req.kind.group != GROUP
+            || req.kind.kind != "InferenceService"
+        {
+            return resp;
+        }
+        let mut warnings = Vec::new();
+        if deprecated_version(req) {
+            warnings.push(V1ALPHA1_WARNING.to_owned());
+        }
+        let Some(obj) = req.object.as_ref() else {
+            return bad_object(resp, req, "no object in request");
+        };
+        if req.kind.version != "v1beta1" {
+            // Registered for v1beta1 with matchPolicy Equivalent: the API server
+            // converts first. A v1alpha1 request reaching here (another
+            // registration) cannot be patched in its own version.
+            return with_warnings(resp, warnings);
+        }
+        let svc = match decode_service(obj, &req.kind.version) {
+            Ok(s) => s,
+            Err(e) => return bad_object(resp, req, &e),
+        };
+        let namespace = namespace_of(req);
+        let labels = self.cache.namespace_labels(&namespace);
+        let policies = self.cache.policies();
+        let routes = self.cache.routes();
+        let ctx = Context {
+            namespace: &namespace,
+            namespace_labels: &labels,
+            policies: &policies,
+            server: &self.server,
+            routes: &*routes,
+        };
+        let defaulted = crate::engine::default_service(&svc, &ctx);
+        let patch = match service_patch(&obj.json, &defaulted.object) {
+            Ok(p) => p,
+            Err(e) => {
+                return deny(
+                    resp,
+                    500,
+                    "InternalError",
+                    format!("failed to build patch: {e}"),
+                    &[],
+                    req,
+                );
+            }
+        };
+        let resp = if patch.0.is_empty() {
+            resp
+        } else {
+            match resp.with_patch(patch) {
+                Ok(r) => r,
+                Err(e) => {
+                    return deny(
+                        AdmissionResponse::from(req),
+                        500,
+                        "InternalError",
+                        e.to_string(),
+                        &[],
+                        req,
+                    );
+                }
+            }
+        };
+        with_warnings(resp, warnings)
+    }
+
+    /// The validating webhook: every rule of the engine, all errors at once.
+    pub fn validate(&self, req: &AdmissionRequest<AdmittedObject>) -> AdmissionResponse {
+        let resp = AdmissionResponse::from(req);
+        if !matches!(req.operation, Operation::Create | Operation::Update)
+            || req.kind.group != GROUP
+        {
+            return resp;
+        }
+        let Some(obj) = req.object.as_ref() else {
+            return bad_object(resp, req, "no object in request");
+        };
+        let namespace = namespace_of(req);
+        let labels = self.cache.namespace_labels(&namespace);
+        let policies = self.cache.policies();
+        let routes = self.cache.routes();
+        let ctx = Context {
+            namespace: &namespace,
+            namespace_labels: &labels,
+            policies: &policies,
+            server: &self.server,
+            routes: &*routes,
+        };
+        let mut warnings = Vec::new();
+        let verdict: Verdict = match req.kind.kind.as_str() {
+            "InferenceService" => {
+                if deprecated_version(req) {
+                    warnings.push(V1ALPHA1_WARNING.to_owned());
+                }
+                let svc = match decode_service(obj, &req.kind.version) {
+                    Ok(s) => s,
+                    Err(e) => return with_warnings(bad_object(resp, req, &e), warnings),
+                };
+                let old = match (&req.operation, req.old_object.as_ref()) {
+                    (Operation::Update, Some(o)) => match decode_service(o, &req.kind.version) {
+                        Ok(s) => Some(s),
+                        Err(e) => return with_warnings(bad_object(resp, req, &e), warnings),
+                    },
+                    _ => None,
+                };
+                crate::engine::validate_service(&svc, old.as_ref(), &ctx)
+            }
+            "ClusterInferencePolicy" => match ClusterInferencePolicy::deserialize(&obj.json) {
+                Ok(p) => crate::engine::validate_cluster_policy(&p),
+                Err(e) => return bad_object(resp, req, &e.to_string()),
+            },
+            "InferencePolicy" => match InferencePolicy::deserialize(&obj.json) {
+                Ok(p) => crate::engine::validate_namespaced_policy(&p, &ctx),
+                Err(e) => return bad_object(resp, req, &e.to_string()),
+            },
+            _ => return resp,
+        };
+        warnings.extend(verdict.warnings.iter().cloned());
+        if verdict.allowed() {
+            with_warnings(resp, warnings)
+        } else {
+            with_warnings(
+                deny(
+                    resp,
+                    403,
+                    "Forbidden",
+                    verdict.message(),
+                    &verdict.errors,
+                    req,
+                ),
+                warnings,
+            )
+        }
+    }
+}
+
+/// JSONPatch from the object as received to the defaulted object. Only
+/// `spec` and `metadata.annotations` may change (defaulting touches nothing
+/// else), so everything else of the received object is kept as is.
+pub fn service_patch(
+    original: &serde_json::Value,
+    defaulted: &InferenceService,
+) -> Result<json_patch::Patch, serde_json::Error> {
+    let mut after = original.clone();
+    let spec = serde_json::to_value(&defaulted.spec)?;
+    let annotations = serde_json::to_value(&defaulted.metadata.annotations)?;
+    if let Some(map) = after.as_object_mut() {
+        map.insert("spec".to_owned(), spec);
+        let meta = map
+            .entry("metadata")
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            if annotations.is_null() {
+                meta.remove("annotations");
+            } else {
+                meta.insert("annotations".to_owned(), annotations);
+            }
+        }
+    }
+    Ok(crate::engine::diff_patch(original, &after))
+}

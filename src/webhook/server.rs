@@ -1,0 +1,286 @@
+//! The HTTP side: the TLS router (`/mutate`, `/validate`, `/convert`), the
+//! plain-HTTP probe router (`/healthz`, `/readyz`, `/metrics`), and the TLS
+//! accept loop with graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Webhook;
+use crate::webhook::admission::{Admission, BadReview};
+use crate::webhook::tls::CertResolver;
+
+/// Largest admission body accepted: an UPDATE review carries the object and
+/// the old object, each up to the API server's 3 MiB, plus the envelope.
+pub const ADMISSION_BODY_LIMIT: usize = 8 * 1024 * 1024;
+/// Largest conversion body accepted: the API server sends whole lists.
+pub const CONVERSION_BODY_LIMIT: usize = 32 * 1024 * 1024;
+/// Time a client has to send the request headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time a client has to finish the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time in-flight requests get to finish after a shutdown signal.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Shared state of both listeners.
+#[derive(Debug)]
+pub struct AppState {
+    /// Admission handlers and their cache.
+    pub admission: Admission,
+    /// The certificate the TLS listener serves.
+    pub resolver: Arc<CertResolver>,
+    /// Set once the TLS listener is bound.
+    pub tls_bound: AtomicBool,
+}
+
+impl AppState {
+    /// Ready: TLS bound, a certificate loaded, the policy cache synced.
+    #[must_use]
+    pub fn readiness(&self) -> Result<(), &'static str> {
+        if !self.tls_bound.load(Ordering::Acquire) {
+            return Err("tls listener not bound");
+        }
+        if !self.resolver.is_loaded() {
+            return Err("no serving certificate loaded");
+        }
+        if !self.admission.cache.is_synced() {
+            return Err("policy cache not synced");
+        }
+        Ok(())
+    }
+}
+
+/// A JSON error body: `{"error": "..."}`.
+fn json_error(status: StatusCode, message: String) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// The request body, limited, with every rejection answered as JSON
+/// (413 beyond the limit, 400 when unreadable).
+pub struct Body(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Bytes::from_request(req, state).await {
+            Ok(b) => Ok(Body(b)),
+            Err(rejection) => {
+                let status = rejection.status();
+                let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                    "request body is larger than the webhook accepts".to_owned()
+                } else {
+                    format!("failed to read request body: {}", rejection.body_text())
+                };
+                Err(json_error(status, message))
+            }
+        }
+    }
+}
+
+fn admission_response(state: &AppState, webhook: Webhook, body: &[u8]) -> Response {
+    match state.admission.handle(webhook, body) {
+        Ok(answer) => axum::Json(answer.review).into_response(),
+        Err(e @ (BadReview::Decode(_) | BadReview::WrongType { .. } | BadReview::NoRequest)) => {
+            tracing::info!(webhook = webhook.as_str(), error = %e, "rejected malformed admission request");
+            json_error(StatusCode::BAD_REQUEST, e.to_string())
+        }
+    }
+}
+
+async fn mutate(State(state): State<Arc<AppState>>, Body(body): Body) -> Response {
+    admission_response(&state, Webhook::Mutate, &body)
+}
+
+async fn validate(State(state): State<Arc<AppState>>, Body(body): Body) -> Response {
+    admission_response(&state, Webhook::Validate, &body)
+}
+
+async fn convert(State(state): State<Arc<AppState>>, Body(body): Body) -> Response {
+    let review = crate::webhook::conversion::convert_review(&body, &state.admission.metrics);
+    axum::Json(review).into_response()
+}
+
+async fn not_found() -> Response {
+    json_error(StatusCode::NOT_FOUND, "no such endpoint".to_owned())
+}
+
+/// The TLS router: `POST /mutate`, `POST /validate`, `POST /convert`.
+/// Query strings (`?timeout=10s`) are ignored.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(
+            "/mutate",
+            post(mutate).layer(DefaultBodyLimit::max(ADMISSION_BODY_LIMIT)),
+        )
+        .route(
+            "/validate",
+            post(validate).layer(DefaultBodyLimit::max(ADMISSION_BODY_LIMIT)),
+        )
+        .route(
+            "/convert",
+            post(convert).layer(DefaultBodyLimit::max(CONVERSION_BODY_LIMIT)),
+        )
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    match state.readiness() {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    match state.admission.metrics.encode() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The plain-HTTP probe router: `/healthz`, `/readyz`, `/metrics`.
+pub fn probe_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// Serve `router` over TLS on `listener` until `shutdown`, then stop
+/// accepting, let in-flight requests finish (up to `drain`), and return.
+/// HTTP/1.1 and HTTP/2 (ALPN), TCP_NODELAY on every accepted socket, a
+/// header-read timeout and a handshake timeout.
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    shutdown: CancellationToken,
+    drain: Duration,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Some(HEADER_READ_TIMEOUT))
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(30)));
+    let builder = Arc::new(builder);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "failed to set TCP_NODELAY");
+        }
+        let acceptor = acceptor.clone();
+        let builder = Arc::clone(&builder);
+        let router = router.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "tls handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "tls handshake timed out");
+                    return;
+                }
+            };
+            let service = TowerToHyperService::new(router);
+            let conn = builder.serve_connection(TokioIo::new(tls), service);
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("tls listener drained"),
+        () = tokio::time::sleep(drain) => tracing::warn!("drain timeout: closing remaining connections"),
+    }
+}
+
+/// Serve the probe router on `listener` until `shutdown`.
+pub async fn serve_plain(listener: TcpListener, router: Router, shutdown: CancellationToken) {
+    let result = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await;
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "probe listener failed");
+    }
+}
+
+/// Bind a TCP listener, with a clear error.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("failed to bind {addr}: {e}")))
+}
+
+/// Wait for SIGTERM or SIGINT, then cancel `token`.
+pub async fn signal_shutdown(token: CancellationToken) {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT received: shutting down"),
+        () = term => tracing::info!("SIGTERM received: shutting down"),
+        () = token.cancelled() => return,
+    }
+    token.cancel();
+}
