@@ -5,6 +5,7 @@
 
 pub mod builders;
 pub mod httproute;
+pub mod status;
 
 use std::time::Duration;
 

@@ -1,0 +1,568 @@
+//! Status as a pure function of what the reconciler observed.
+//!
+//! Conditions follow the Kubernetes shape (`type`, `status`, `reason`,
+//! `message`, `observedGeneration`, `lastTransitionTime`); the transition
+//! time moves only when `status` changes.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::v1beta1::{CanaryStatus, InferenceServiceStatus};
+
+/// The service serves: every wanted replica of every track is ready and up to date.
+pub const READY: &str = "Ready";
+/// The desired children were applied for the current generation.
+pub const RECONCILED: &str = "Reconciled";
+/// An HTTPRoute routes traffic to the service.
+pub const ROUTING_READY: &str = "RoutingReady";
+/// The service complies with every applicable policy.
+pub const POLICY_COMPLIANT: &str = "PolicyCompliant";
+
+/// What a Deployment reports about its rollout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rollout {
+    /// `spec.replicas` (after the HPA, when it manages the Deployment).
+    pub desired: i32,
+    /// `status.readyReplicas`.
+    pub ready: i32,
+    /// `status.updatedReplicas`.
+    pub updated: i32,
+    /// The deployment controller has seen the current spec.
+    pub observed: bool,
+}
+
+impl Rollout {
+    /// Read a Deployment as returned by the apiserver.
+    #[must_use]
+    pub fn of(d: &Deployment) -> Self {
+        let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let st = d.status.clone().unwrap_or_default();
+        let observed = match (st.observed_generation, d.metadata.generation) {
+            (Some(seen), Some(current)) => seen >= current,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        Self {
+            desired,
+            ready: st.ready_replicas.unwrap_or(0),
+            updated: st.updated_replicas.unwrap_or(0),
+            observed,
+        }
+    }
+
+    /// Every wanted replica is ready and runs the current template.
+    #[must_use]
+    pub fn complete(&self) -> bool {
+        self.observed && self.ready >= self.desired && self.updated >= self.desired
+    }
+}
+
+/// How routing turned out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// The HTTPRoute was applied; `rejection` holds a parent's `Accepted=False` message.
+    Applied {
+        /// `namespace/name` of the gateway.
+        gateway: String,
+        /// The routed path.
+        path: String,
+        /// Why a gateway refused the route, if one did.
+        rejection: Option<String>,
+    },
+    /// `spec.routing.gateway` is not set.
+    NoGateway,
+    /// The HTTPRoute CRD is not installed.
+    GatewayApiMissing {
+        /// `namespace/name` of the gateway that would be used.
+        gateway: String,
+    },
+}
+
+/// How the reconcile went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every child was applied.
+    Applied {
+        /// The primary Deployment's rollout.
+        primary: Rollout,
+        /// The canary Deployment's rollout, when there is a canary.
+        canary: Option<Rollout>,
+        /// The routing result.
+        routing: Routing,
+        /// The canary weight actually routed (None without a route or canary).
+        routed_weight: Option<i32>,
+    },
+    /// The object fails validation: nothing was applied.
+    Invalid(String),
+    /// Applying failed (the reconcile will be retried).
+    Failed(String),
+}
+
+/// Everything [`compute`] needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    /// `metadata.generation` of the service.
+    pub generation: Option<i64>,
+    /// The reconcile result.
+    pub outcome: Outcome,
+    /// Policy violations (`Err` with the message) or compliance.
+    pub policy: PolicyResult,
+    /// The rendered route path (when a gateway is set).
+    pub route_path: Option<String>,
+    /// The request timeout in force (when a gateway is set).
+    pub request_timeout: Option<String>,
+}
+
+/// Result of checking the applicable policies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyResult {
+    /// No violation.
+    Compliant,
+    /// Violations of `Deny` policies (the service predates the policy).
+    Violation(String),
+    /// Violations of `Warn` policies.
+    Warning(String),
+}
+
+/// A condition to set (without timestamps).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cond {
+    /// Condition type.
+    pub type_: &'static str,
+    /// True or False.
+    pub status: bool,
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// Human readable message.
+    pub message: String,
+}
+
+impl Cond {
+    fn new(type_: &'static str, status: bool, reason: &'static str, message: String) -> Self {
+        Self {
+            type_,
+            status,
+            reason,
+            message,
+        }
+    }
+}
+
+/// Set `cond` in `conditions`, keeping `lastTransitionTime` when the status is unchanged.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    cond: Cond,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let status = if cond.status { "True" } else { "False" }.to_owned();
+    let existing = conditions.iter_mut().find(|c| c.type_ == cond.type_);
+    match existing {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Time(now);
+                c.status = status;
+            }
+            c.reason = cond.reason.to_owned();
+            c.message = cond.message;
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: cond.type_.to_owned(),
+            status,
+            reason: cond.reason.to_owned(),
+            message: cond.message,
+            observed_generation: generation,
+            last_transition_time: Time(now),
+        }),
+    }
+}
+
+/// Find a condition by type.
+#[must_use]
+pub fn condition<'a>(
+    status: Option<&'a InferenceServiceStatus>,
+    type_: &str,
+) -> Option<&'a Condition> {
+    status?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+fn rollout_message(primary: &Rollout, canary: Option<&Rollout>) -> String {
+    let mut msg = format!(
+        "{}/{} primary replicas ready",
+        primary.ready, primary.desired
+    );
+    if let Some(c) = canary {
+        msg.push_str(&format!(
+            ", {}/{} canary replicas ready",
+            c.ready, c.desired
+        ));
+    }
+    msg
+}
+
+/// The conditions an observation implies (only those it decides).
+#[must_use]
+pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
+    let mut out = Vec::with_capacity(4);
+    match &obs.outcome {
+        Outcome::Applied {
+            primary,
+            canary,
+            routing,
+            ..
+        } => {
+            out.push(Cond::new(
+                RECONCILED,
+                true,
+                "Applied",
+                "every child is applied".to_owned(),
+            ));
+            let complete = primary.complete() && canary.as_ref().is_none_or(Rollout::complete);
+            let msg = rollout_message(primary, canary.as_ref());
+            out.push(if complete {
+                Cond::new(READY, true, "Available", msg)
+            } else {
+                Cond::new(READY, false, "Progressing", msg)
+            });
+            out.push(match routing {
+                Routing::Applied {
+                    gateway,
+                    path,
+                    rejection: None,
+                } => Cond::new(
+                    ROUTING_READY,
+                    true,
+                    "RouteApplied",
+                    format!("HTTPRoute routes {path} through gateway {gateway}"),
+                ),
+                Routing::Applied {
+                    gateway,
+                    rejection: Some(why),
+                    ..
+                } => Cond::new(
+                    ROUTING_READY,
+                    false,
+                    "RouteNotAccepted",
+                    format!("gateway {gateway} did not accept the HTTPRoute: {why}"),
+                ),
+                Routing::NoGateway => Cond::new(
+                    ROUTING_READY,
+                    false,
+                    "NoGateway",
+                    "spec.routing.gateway is not set (no policy supplies one): no HTTPRoute is made; the Service is reachable inside the cluster".to_owned(),
+                ),
+                Routing::GatewayApiMissing { gateway } => Cond::new(
+                    ROUTING_READY,
+                    false,
+                    "GatewayAPINotInstalled",
+                    format!(
+                        "the Gateway API HTTPRoute CRD (httproutes.gateway.networking.k8s.io/v1) is not installed: install Gateway API to route through gateway {gateway}"
+                    ),
+                ),
+            });
+        }
+        Outcome::Invalid(msg) => {
+            out.push(Cond::new(RECONCILED, false, "InvalidSpec", msg.clone()));
+            out.push(Cond::new(
+                READY,
+                false,
+                "InvalidSpec",
+                "the spec is invalid; children are left as they are".to_owned(),
+            ));
+        }
+        Outcome::Failed(msg) => {
+            // Ready keeps what was last observed: the children may still serve.
+            out.push(Cond::new(RECONCILED, false, "ApplyFailed", msg.clone()));
+        }
+    }
+    out.push(match &obs.policy {
+        PolicyResult::Compliant => Cond::new(
+            POLICY_COMPLIANT,
+            true,
+            "Compliant",
+            "the service complies with every applicable policy".to_owned(),
+        ),
+        PolicyResult::Violation(msg) => Cond::new(
+            POLICY_COMPLIANT,
+            false,
+            "PolicyViolation",
+            format!(
+                "the service violates a policy adopted after it (left running as it is): {msg}"
+            ),
+        ),
+        PolicyResult::Warning(msg) => {
+            Cond::new(POLICY_COMPLIANT, false, "PolicyWarning", msg.clone())
+        }
+    });
+    out
+}
+
+/// The new status from the previous one and an observation.
+#[must_use]
+pub fn compute(
+    previous: Option<&InferenceServiceStatus>,
+    obs: &Observation,
+    now: Timestamp,
+) -> InferenceServiceStatus {
+    let mut st = previous.cloned().unwrap_or_default();
+    st.observed_generation = obs.generation;
+    for cond in conditions_for(obs) {
+        set_condition(&mut st.conditions, cond, obs.generation, now);
+    }
+    // A stable order makes `kubectl get -o yaml` and status diffs quiet.
+    let order = |t: &str| match t {
+        READY => 0,
+        RECONCILED => 1,
+        ROUTING_READY => 2,
+        POLICY_COMPLIANT => 3,
+        _ => 4,
+    };
+    st.conditions.sort_by_key(|c| order(&c.type_));
+    if let Outcome::Applied {
+        primary,
+        canary,
+        routed_weight,
+        ..
+    } = &obs.outcome
+    {
+        st.replicas = Some(primary.desired);
+        st.ready_replicas = Some(primary.ready);
+        st.canary = canary.as_ref().map(|c| CanaryStatus {
+            replicas: Some(c.desired),
+            ready_replicas: Some(c.ready),
+            weight: *routed_weight,
+        });
+        st.route_path.clone_from(&obs.route_path);
+        st.request_timeout.clone_from(&obs.request_timeout);
+    }
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> Observation {
+        Observation {
+            generation: Some(3),
+            outcome: Outcome::Applied {
+                primary: Rollout {
+                    desired: 2,
+                    ready: primary_ready,
+                    updated: 2,
+                    observed: true,
+                },
+                canary: canary_ready.map(|r| Rollout {
+                    desired: 1,
+                    ready: r,
+                    updated: 1,
+                    observed: true,
+                }),
+                routed_weight: canary_ready.map(|r| if r > 0 { 10 } else { 0 }),
+                routing,
+            },
+            policy: PolicyResult::Compliant,
+            route_path: Some("/team-a/chat".into()),
+            request_timeout: Some("5m".into()),
+        }
+    }
+
+    fn routed() -> Routing {
+        Routing::Applied {
+            gateway: "gateways/gw".into(),
+            path: "/team-a/chat".into(),
+            rejection: None,
+        }
+    }
+
+    fn cond<'a>(st: &'a InferenceServiceStatus, t: &str) -> &'a Condition {
+        st.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn fields_and_conditions_of_an_applied_service() {
+        let st = compute(None, &applied(2, Some(1), routed()), ts(0));
+        assert_eq!(st.observed_generation, Some(3));
+        assert_eq!(st.replicas, Some(2));
+        assert_eq!(st.ready_replicas, Some(2));
+        assert_eq!(
+            st.canary,
+            Some(CanaryStatus {
+                replicas: Some(1),
+                ready_replicas: Some(1),
+                weight: Some(10)
+            })
+        );
+        assert_eq!(st.route_path.as_deref(), Some("/team-a/chat"));
+        assert_eq!(st.request_timeout.as_deref(), Some("5m"));
+        let types: Vec<_> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, [READY, RECONCILED, ROUTING_READY, POLICY_COMPLIANT]);
+        for c in &st.conditions {
+            assert_eq!(c.status, "True", "{c:?}");
+            assert_eq!(c.observed_generation, Some(3));
+            assert!(!c.reason.is_empty() && !c.message.is_empty());
+        }
+    }
+
+    #[test]
+    fn ready_needs_every_track_complete() {
+        let st = compute(None, &applied(1, None, routed()), ts(0));
+        let r = cond(&st, READY);
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_str()),
+            ("False", "Progressing")
+        );
+        assert_eq!(r.message, "1/2 primary replicas ready");
+        let st = compute(None, &applied(2, Some(0), routed()), ts(0));
+        assert_eq!(cond(&st, READY).status, "False");
+        assert_eq!(
+            cond(&st, READY).message,
+            "2/2 primary replicas ready, 0/1 canary replicas ready"
+        );
+        assert_eq!(st.canary.unwrap().weight, Some(0));
+        // A rollout the deployment controller has not seen yet is not ready.
+        let mut obs = applied(2, None, routed());
+        if let Outcome::Applied { primary, .. } = &mut obs.outcome {
+            primary.observed = false;
+        }
+        assert_eq!(cond(&compute(None, &obs, ts(0)), READY).status, "False");
+    }
+
+    #[test]
+    fn last_transition_time_moves_only_on_status_change() {
+        let st1 = compute(None, &applied(1, None, routed()), ts(0));
+        let st2 = compute(Some(&st1), &applied(1, None, routed()), ts(60));
+        assert_eq!(
+            st1, st2,
+            "an unchanged observation gives an identical status"
+        );
+        let st3 = compute(Some(&st2), &applied(2, None, routed()), ts(120));
+        assert_eq!(cond(&st3, READY).last_transition_time, Time(ts(120)));
+        assert_eq!(
+            cond(&st3, RECONCILED).last_transition_time,
+            Time(ts(0)),
+            "Reconciled stayed True"
+        );
+        // Reason and message changes alone keep the time.
+        let mut obs = applied(2, None, routed());
+        obs.policy = PolicyResult::Violation("x".into());
+        let st4 = compute(Some(&st3), &obs, ts(180));
+        obs.policy = PolicyResult::Warning("y".into());
+        let st5 = compute(Some(&st4), &obs, ts(240));
+        let p = cond(&st5, POLICY_COMPLIANT);
+        assert_eq!(p.reason, "PolicyWarning");
+        assert_eq!(p.last_transition_time, Time(ts(180)));
+    }
+
+    #[test]
+    fn routing_conditions_say_why() {
+        let st = compute(None, &applied(2, None, Routing::NoGateway), ts(0));
+        assert_eq!(cond(&st, ROUTING_READY).reason, "NoGateway");
+        let st = compute(
+            None,
+            &applied(
+                2,
+                None,
+                Routing::GatewayApiMissing {
+                    gateway: "gateways/gw".into(),
+                },
+            ),
+            ts(0),
+        );
+        let c = cond(&st, ROUTING_READY);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "GatewayAPINotInstalled")
+        );
+        assert!(c.message.contains("httproutes.gateway.networking.k8s.io"));
+        let st = compute(
+            None,
+            &applied(
+                2,
+                None,
+                Routing::Applied {
+                    gateway: "gateways/gw".into(),
+                    path: "/a".into(),
+                    rejection: Some("NotAllowedByListeners".into()),
+                },
+            ),
+            ts(0),
+        );
+        assert_eq!(cond(&st, ROUTING_READY).reason, "RouteNotAccepted");
+        // Ready does not depend on routing.
+        assert_eq!(cond(&st, READY).status, "True");
+    }
+
+    #[test]
+    fn invalid_spec_keeps_observed_numbers_and_flags_reconciled() {
+        let st1 = compute(None, &applied(2, Some(1), routed()), ts(0));
+        let obs = Observation {
+            generation: Some(4),
+            outcome: Outcome::Invalid("spec.replicas: Invalid value: -1".into()),
+            policy: PolicyResult::Compliant,
+            route_path: None,
+            request_timeout: None,
+        };
+        let st = compute(Some(&st1), &obs, ts(10));
+        assert_eq!(st.observed_generation, Some(4));
+        assert_eq!(st.replicas, Some(2));
+        assert_eq!(st.route_path.as_deref(), Some("/team-a/chat"));
+        let r = cond(&st, RECONCILED);
+        assert_eq!(
+            (r.status.as_str(), r.reason.as_str()),
+            ("False", "InvalidSpec")
+        );
+        assert!(r.message.contains("spec.replicas"));
+        assert_eq!(cond(&st, READY).reason, "InvalidSpec");
+        assert_eq!(cond(&st, ROUTING_READY).status, "True", "routing untouched");
+    }
+
+    #[test]
+    fn apply_failure_leaves_ready_alone() {
+        let st1 = compute(None, &applied(2, None, routed()), ts(0));
+        let obs = Observation {
+            generation: Some(3),
+            outcome: Outcome::Failed("conflict".into()),
+            policy: PolicyResult::Compliant,
+            route_path: None,
+            request_timeout: None,
+        };
+        let st = compute(Some(&st1), &obs, ts(10));
+        assert_eq!(cond(&st, READY).status, "True");
+        assert_eq!(cond(&st, RECONCILED).reason, "ApplyFailed");
+    }
+
+    #[test]
+    fn removing_the_canary_clears_its_status() {
+        let st1 = compute(None, &applied(2, Some(1), routed()), ts(0));
+        let st2 = compute(Some(&st1), &applied(2, None, routed()), ts(1));
+        assert!(st2.canary.is_none());
+    }
+
+    #[test]
+    fn rollout_reads_a_deployment() {
+        let d: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "chat", "generation": 4},
+            "spec": {"replicas": 3, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 4, "readyReplicas": 2, "updatedReplicas": 3}
+        }))
+        .unwrap();
+        let r = Rollout::of(&d);
+        assert_eq!(
+            r,
+            Rollout {
+                desired: 3,
+                ready: 2,
+                updated: 3,
+                observed: true
+            }
+        );
+        assert!(!r.complete());
+    }
+}
