@@ -1,30 +1,889 @@
 //! Validation of services and policies (API.md sections 2 and 4).
+//!
+//! One validator, shared by admission and the reconciler. Every violation is
+//! reported at once as a Kubernetes-style field error; violations of a
+//! policy with `enforcement: Warn` become warnings instead.
 
-use crate::api::{ClusterInferencePolicy, InferencePolicy, v1beta1::InferenceService};
+use std::fmt::Display;
+use std::sync::LazyLock;
+use std::time::Duration;
 
-use super::{Context, Verdict};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
+use kube_quantity::ParsedQuantity;
+
+use crate::api::policy::{Enforcement, PolicyDefaults, PolicyLimits};
+use crate::api::{
+    AcceleratorType, ClusterInferencePolicy, HealthCheckSpec, InferencePolicy,
+    v1beta1::{Backend, InferenceService, ModelSpec},
+};
+
+use super::default::{
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+};
+use super::duration::{format_gateway_duration, parse_gateway_duration, parse_go_duration};
+use super::policy::{Layer, cluster_layers, layers, strictest};
+use super::{Context, FieldError, Verdict};
+
+static ZERO: LazyLock<Option<ParsedQuantity>> =
+    LazyLock::new(|| ParsedQuantity::try_from("0").ok());
 
 /// Validate a (defaulted) service; `old` is the stored object on UPDATE.
+///
+/// Fields left unset are judged by their built-in defaults, except
+/// `spec.engine.image`, which has none.
 #[must_use]
 pub fn validate_service(
     svc: &InferenceService,
     old: Option<&InferenceService>,
     ctx: &Context,
 ) -> Verdict {
-    let _ = (svc, old, ctx);
-    Verdict::default()
+    let layers = layers(ctx);
+    let mut v = Verdict::default();
+    let s = &svc.spec;
+    let errs = &mut v.errors;
+
+    // Names.
+    errs.extend(super::names::derived_name_errors(svc));
+
+    // Model.
+    check_model_ref(errs, "spec.model.ref", &s.model);
+
+    // Engine.
+    let engine = s.engine.as_ref();
+    let engine_image = engine.and_then(|e| e.image.as_deref());
+    match engine_image {
+        None | Some("") => errs.push(FieldError::required(
+            "spec.engine.image",
+            "no engine image: set spec.engine.image, or defaults.engine.image in an InferencePolicy or ClusterInferencePolicy, or start the server with --default-engine-image",
+        )),
+        Some(img) if img.chars().any(char::is_whitespace) => errs.push(FieldError::invalid(
+            "spec.engine.image",
+            format!("{img:?}"),
+            "must not contain whitespace",
+        )),
+        Some(_) => {}
+    }
+    if let Some(port) = engine.and_then(|e| e.port)
+        && !(1..=65535).contains(&port)
+    {
+        errs.push(FieldError::invalid(
+            "spec.engine.port",
+            port,
+            "must be between 1 and 65535, inclusive",
+        ));
+    }
+    if let Some(e) = engine {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, var) in e.env.iter().enumerate() {
+            if var.name.is_empty() {
+                errs.push(FieldError::required(
+                    format!("spec.engine.env[{i}].name"),
+                    "",
+                ));
+            } else if !seen.insert(var.name.as_str()) {
+                errs.push(FieldError::duplicate(
+                    format!("spec.engine.env[{i}].name"),
+                    format!("{:?}", var.name),
+                    "environment variable names must be unique",
+                ));
+            }
+        }
+    }
+
+    // Backend and graph.
+    let backend = s.backend.unwrap_or_default();
+    if let Some(old) = old {
+        let before = old.spec.backend.unwrap_or_default();
+        if before != backend {
+            errs.push(FieldError::invalid(
+                "spec.backend",
+                format!("{:?}", backend.as_str()),
+                &format!("field is immutable (was {:?})", before.as_str()),
+            ));
+        }
+    }
+    match (&s.graph, backend) {
+        (None, Backend::RayService) => errs.push(FieldError::required(
+            "spec.graph",
+            "required when spec.backend is RayService",
+        )),
+        (Some(_), Backend::Deployment) => errs.push(FieldError::forbidden(
+            "spec.graph",
+            "allowed only when spec.backend is RayService",
+        )),
+        (Some(g), Backend::RayService) => {
+            let host = g.url.strip_prefix("https://");
+            if host.is_none_or(|h| h.is_empty() || h.starts_with('/')) {
+                errs.push(FieldError::invalid(
+                    "spec.graph.url",
+                    format!("{:?}", g.url),
+                    "must be an https:// URL with a host",
+                ));
+            }
+            if let Some(r) = &g.bearer_token_secret_ref {
+                if r.name.is_empty() {
+                    errs.push(FieldError::required(
+                        "spec.graph.bearerTokenSecretRef.name",
+                        "",
+                    ));
+                }
+                if r.key.is_empty() {
+                    errs.push(FieldError::required(
+                        "spec.graph.bearerTokenSecretRef.key",
+                        "",
+                    ));
+                }
+            }
+        }
+        (None, Backend::Deployment) => {}
+    }
+
+    // Replicas and autoscaling.
+    if let Some(r) = s.replicas
+        && r < 0
+    {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            r,
+            "must be greater than or equal to 0",
+        ));
+    }
+    if let Some(a) = &s.autoscaling {
+        if a.min_replicas < 1 {
+            errs.push(FieldError::invalid(
+                "spec.autoscaling.minReplicas",
+                a.min_replicas,
+                "must be greater than or equal to 1",
+            ));
+        }
+        if a.max_replicas < a.min_replicas {
+            errs.push(FieldError::invalid(
+                "spec.autoscaling.maxReplicas",
+                a.max_replicas,
+                &format!(
+                    "must be greater than or equal to spec.autoscaling.minReplicas ({})",
+                    a.min_replicas
+                ),
+            ));
+        }
+        if let Some(t) = a.target_cpu_utilization_percent
+            && !(1..=100).contains(&t)
+        {
+            errs.push(FieldError::invalid(
+                "spec.autoscaling.targetCPUUtilizationPercent",
+                t,
+                "must be between 1 and 100, inclusive",
+            ));
+        }
+    }
+
+    // Resources.
+    if let Some(r) = &s.resources {
+        check_quantity(errs, "spec.resources.cpu", r.cpu.as_ref());
+        check_quantity(errs, "spec.resources.memory", r.memory.as_ref());
+        check_quantity(errs, "spec.resources.gpuMemory", r.gpu_memory.as_ref());
+    }
+
+    // Accelerator and parallelism.
+    let accel = s
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.r#type)
+        .unwrap_or_default();
+    let par = s.parallelism.as_ref();
+    for (field, value) in [
+        ("spec.parallelism.tensor", par.and_then(|p| p.tensor)),
+        ("spec.parallelism.pipeline", par.and_then(|p| p.pipeline)),
+    ] {
+        if let Some(n) = value
+            && n < 1
+        {
+            errs.push(FieldError::invalid(
+                field,
+                n,
+                "must be greater than or equal to 1",
+            ));
+        }
+    }
+
+    // Canary.
+    if let Some(c) = &s.canary {
+        check_model_ref(errs, "spec.canary.model.ref", &c.model);
+        if !(0..=100).contains(&c.weight) {
+            errs.push(FieldError::invalid(
+                "spec.canary.weight",
+                c.weight,
+                "must be between 0 and 100, inclusive",
+            ));
+        }
+        if let Some(r) = c.replicas
+            && r < 0
+        {
+            errs.push(FieldError::invalid(
+                "spec.canary.replicas",
+                r,
+                "must be greater than or equal to 0",
+            ));
+        }
+        let canary_image = c.engine_image.as_deref().or(engine_image);
+        if !c.model.r#ref.is_empty()
+            && c.model.r#ref == s.model.r#ref
+            && canary_image == engine_image
+        {
+            v.warnings.push(format!(
+                "spec.canary: the canary is identical to the primary (model {:?}, engine image {:?}); it only splits traffic between two copies",
+                c.model.r#ref,
+                engine_image.unwrap_or_default()
+            ));
+        }
+    }
+
+    // Health check.
+    check_health(&mut v.errors, "spec.healthCheck", s.health_check.as_ref());
+
+    // Routing.
+    let routing = s.routing.as_ref();
+    let timeout_str = routing
+        .and_then(|r| r.request_timeout.as_deref())
+        .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+    let request_timeout = match parse_gateway_duration(timeout_str) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            v.errors.push(FieldError::invalid(
+                "spec.routing.requestTimeout",
+                format!("{timeout_str:?}"),
+                &e,
+            ));
+            None
+        }
+    };
+    match super::route::render_route_path(svc) {
+        Err(e) => v.errors.push(e),
+        Ok(path) => {
+            if let Some((gw, _)) = super::route::route_claim(svc) {
+                let ns = svc.metadata.namespace.as_deref().unwrap_or(ctx.namespace);
+                if let Some((ons, oname)) = ctx.routes.owner(&gw, &path, (ns, &svc.name_any())) {
+                    v.errors.push(FieldError::duplicate(
+                        "spec.routing.pathTemplate",
+                        format!("{path:?}"),
+                        &format!(
+                            "route path on Gateway {}/{} is already used by InferenceService {ons}/{oname}",
+                            gw.namespace.as_deref().unwrap_or(ns),
+                            gw.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(gw) = routing.and_then(|r| r.gateway.as_ref())
+        && gw.name.is_empty()
+    {
+        v.errors
+            .push(FieldError::required("spec.routing.gateway.name", ""));
+    }
+
+    // Policy limits.
+    let mut lim = Limits {
+        layers: &layers,
+        verdict: &mut v,
+    };
+    if let Some(r) = s.replicas {
+        lim.max("spec.replicas", r, |l| l.max_replicas, "");
+    }
+    if let Some(a) = &s.autoscaling {
+        lim.max(
+            "spec.autoscaling.maxReplicas",
+            a.max_replicas,
+            |l| l.max_replicas,
+            "",
+        );
+    }
+    if let Some(c) = &s.canary {
+        lim.max("spec.canary.weight", c.weight, |l| l.max_canary_weight, "");
+    }
+    let gpus = super::resources::gpus_per_replica(svc);
+    if gpus > 0 {
+        let detail = format!(
+            "GPUs per replica (tensor {} x pipeline {}) ",
+            par.and_then(|p| p.tensor).unwrap_or(1),
+            par.and_then(|p| p.pipeline).unwrap_or(1)
+        );
+        lim.max(
+            "spec.parallelism",
+            gpus,
+            |l| l.max_gpus_per_replica,
+            &detail,
+        );
+    }
+    if let Some(d) = request_timeout {
+        lim.max_duration("spec.routing.requestTimeout", timeout_str, d);
+    }
+    if accel != AcceleratorType::None {
+        lim.accelerator(accel);
+    }
+    let mut images: Vec<(&str, &str)> = Vec::new();
+    if let Some(img) = engine_image {
+        images.push(("spec.engine.image", img));
+    }
+    if let Some(img) = s.model.image.as_deref() {
+        images.push(("spec.model.image", img));
+    }
+    if let Some(c) = &s.canary {
+        if let Some(img) = c.model.image.as_deref() {
+            images.push(("spec.canary.model.image", img));
+        }
+        if let Some(img) = c.engine_image.as_deref() {
+            images.push(("spec.canary.engineImage", img));
+        }
+    }
+    for (field, img) in images {
+        lim.registry(field, img);
+    }
+    v
+}
+
+fn check_model_ref(errs: &mut Vec<FieldError>, field: &str, m: &ModelSpec) {
+    let r = &m.r#ref;
+    if r.is_empty() {
+        errs.push(FieldError::required(field, "the model to serve"));
+    } else if r.len() > 253 {
+        errs.push(FieldError::too_long(
+            field,
+            &format!("may not be more than 253 bytes (is {})", r.len()),
+        ));
+    } else if r.chars().any(char::is_whitespace) {
+        errs.push(FieldError::invalid(
+            field,
+            format!("{r:?}"),
+            "must not contain whitespace",
+        ));
+    }
+}
+
+/// A quantity must parse and be non-negative.
+fn check_quantity(errs: &mut Vec<FieldError>, field: &str, q: Option<&Quantity>) {
+    let Some(q) = q else { return };
+    match ParsedQuantity::try_from(q) {
+        Err(_) => errs.push(FieldError::invalid(
+            field,
+            format!("{:?}", q.0),
+            "must be a Kubernetes quantity such as 500m, 4 or 16Gi",
+        )),
+        Ok(p) => {
+            if ZERO.as_ref().is_some_and(|z| p < *z) {
+                errs.push(FieldError::invalid(
+                    field,
+                    format!("{:?}", q.0),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+    }
+}
+
+/// Health check rules; unset fields take their built-in values.
+fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<&HealthCheckSpec>) {
+    let path = hc
+        .and_then(|h| h.path.as_deref())
+        .unwrap_or(DEFAULT_HEALTH_PATH);
+    if !path.starts_with('/') {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.path"),
+            format!("{path:?}"),
+            "must start with '/'",
+        ));
+    }
+    let mut parse = |name: &str, value: &str| -> Option<Duration> {
+        match parse_go_duration(value) {
+            Ok(d) if d.is_zero() => {
+                errs.push(FieldError::invalid(
+                    format!("{prefix}.{name}"),
+                    format!("{value:?}"),
+                    "must be greater than 0",
+                ));
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                errs.push(FieldError::invalid(
+                    format!("{prefix}.{name}"),
+                    format!("{value:?}"),
+                    &e,
+                ));
+                None
+            }
+        }
+    };
+    let interval_s = hc
+        .and_then(|h| h.interval.as_deref())
+        .unwrap_or(DEFAULT_HEALTH_INTERVAL);
+    let timeout_s = hc
+        .and_then(|h| h.timeout.as_deref())
+        .unwrap_or(DEFAULT_HEALTH_TIMEOUT);
+    let interval = parse("interval", interval_s);
+    let timeout = parse("timeout", timeout_s);
+    if let (Some(i), Some(t)) = (interval, timeout)
+        && t > i
+    {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.timeout"),
+            format!("{timeout_s:?}"),
+            &format!("must be less than or equal to {prefix}.interval ({interval_s})"),
+        ));
+    }
+}
+
+/// Policy limit checks: Deny violations are errors, Warn violations warnings.
+struct Limits<'l, 'a, 'v> {
+    layers: &'l [Layer<'a>],
+    verdict: &'v mut Verdict,
+}
+
+impl Limits<'_, '_, '_> {
+    fn report(&mut self, enforcement: Enforcement, e: FieldError) {
+        match enforcement {
+            Enforcement::Deny => self.verdict.errors.push(e),
+            Enforcement::Warn => self.verdict.warnings.push(e.to_string()),
+        }
+    }
+
+    fn max(
+        &mut self,
+        field: &str,
+        value: i32,
+        get: impl Fn(&PolicyLimits) -> Option<i32>,
+        what: &str,
+    ) {
+        let (deny, warn) = strictest(self.layers, get);
+        for (b, enf) in [(deny, Enforcement::Deny), (warn, Enforcement::Warn)] {
+            if let Some(b) = b
+                && value > b.value
+            {
+                let e = FieldError::invalid(
+                    field,
+                    value,
+                    &format!("{what}must be at most {} ({})", b.value, b.layer.display()),
+                );
+                self.report(enf, e);
+                // A Deny violation makes the same Warn violation noise.
+                return;
+            }
+        }
+    }
+
+    fn max_duration(&mut self, field: &str, shown: &str, value: Duration) {
+        let (deny, warn) = strictest(self.layers, |l| {
+            l.max_request_timeout
+                .as_deref()
+                .and_then(|s| parse_gateway_duration(s).ok())
+        });
+        for (b, enf) in [(deny, Enforcement::Deny), (warn, Enforcement::Warn)] {
+            if let Some(b) = b
+                && value > b.value
+            {
+                let e = FieldError::invalid(
+                    field,
+                    format!("{shown:?}"),
+                    &format!(
+                        "must be at most {} ({})",
+                        format_gateway_duration(b.value),
+                        b.layer.display()
+                    ),
+                );
+                self.report(enf, e);
+                return;
+            }
+        }
+    }
+
+    fn accelerator(&mut self, accel: AcceleratorType) {
+        let layers = self.layers;
+        for l in layers {
+            let Some(list) = l.limits.and_then(|x| x.allowed_accelerators.as_ref()) else {
+                continue;
+            };
+            if !list.contains(&accel) {
+                let supported: Vec<&str> = list.iter().map(|a| a.as_str()).collect();
+                let e = FieldError::not_supported(
+                    "spec.accelerator.type",
+                    accel,
+                    &supported,
+                    &format!(" ({})", l.display()),
+                );
+                self.report(l.enforcement, e);
+            }
+        }
+    }
+
+    fn registry(&mut self, field: &str, image: &str) {
+        let layers = self.layers;
+        for l in layers {
+            let Some(list) = l.limits.and_then(|x| x.allowed_image_registries.as_ref()) else {
+                continue;
+            };
+            if !list.iter().any(|p| image.starts_with(p.as_str())) {
+                let e = FieldError::invalid(
+                    field,
+                    format!("{image:?}"),
+                    &format!(
+                        "must start with one of {} ({})",
+                        quoted_list(list),
+                        l.display()
+                    ),
+                );
+                self.report(l.enforcement, e);
+            }
+        }
+    }
+}
+
+fn quoted_list<T: Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|i| format!("\"{i}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Validate a ClusterInferencePolicy.
 #[must_use]
 pub fn validate_cluster_policy(p: &ClusterInferencePolicy) -> Verdict {
-    let _ = p;
-    Verdict::default()
+    let mut v = Verdict::default();
+    if let Some(sel) = &p.spec.namespace_selector {
+        for (suffix, msg) in super::selector::selector_errors(sel) {
+            v.errors.push(FieldError {
+                field: format!("spec.namespaceSelector.{suffix}"),
+                reason: reason_of(&msg),
+                message: msg,
+            });
+        }
+    }
+    check_policy_spec(
+        &mut v,
+        p.spec.defaults.as_ref(),
+        p.spec.limits.as_ref(),
+        &[],
+    );
+    v
 }
 
-/// Validate an InferencePolicy against the cluster policies that apply to its namespace.
+/// Validate an InferencePolicy, also against the ClusterInferencePolicy
+/// objects that apply to its namespace (`ctx.namespace`, `ctx.namespace_labels`):
+/// a namespace policy may tighten a cluster limit, never loosen it, and its
+/// defaults must respect the cluster limits.
 #[must_use]
 pub fn validate_namespaced_policy(p: &InferencePolicy, ctx: &Context) -> Verdict {
-    let _ = (p, ctx);
-    Verdict::default()
+    let mut v = Verdict::default();
+    let cluster = cluster_layers(ctx);
+    check_policy_spec(
+        &mut v,
+        p.spec.defaults.as_ref(),
+        p.spec.limits.as_ref(),
+        &cluster,
+    );
+    v
+}
+
+fn reason_of(msg: &str) -> super::FieldErrorReason {
+    use super::FieldErrorReason as R;
+    if msg.starts_with("Required value") {
+        R::Required
+    } else if msg.starts_with("Forbidden") {
+        R::Forbidden
+    } else if msg.starts_with("Unsupported value") {
+        R::NotSupported
+    } else {
+        R::Invalid
+    }
+}
+
+/// Policy rules shared by both kinds. `outer` are the cluster layers a
+/// namespace policy must not loosen (empty for a cluster policy).
+fn check_policy_spec(
+    v: &mut Verdict,
+    defaults: Option<&PolicyDefaults>,
+    limits: Option<&PolicyLimits>,
+    outer: &[Layer<'_>],
+) {
+    let errs = &mut v.errors;
+    let max_timeout = limits.and_then(|l| l.max_request_timeout.as_deref());
+    let max_timeout_d = max_timeout.and_then(|s| match parse_gateway_duration(s) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errs.push(FieldError::invalid(
+                "spec.limits.maxRequestTimeout",
+                format!("{s:?}"),
+                &e,
+            ));
+            None
+        }
+    });
+    if let Some(l) = limits {
+        for (field, val, lo, hi) in [
+            ("spec.limits.maxReplicas", l.max_replicas, 0, i32::MAX),
+            ("spec.limits.maxCanaryWeight", l.max_canary_weight, 0, 100),
+            (
+                "spec.limits.maxGPUsPerReplica",
+                l.max_gpus_per_replica,
+                0,
+                i32::MAX,
+            ),
+        ] {
+            if let Some(x) = val
+                && !(lo..=hi).contains(&x)
+            {
+                let range = if hi == i32::MAX {
+                    format!("must be greater than or equal to {lo}")
+                } else {
+                    format!("must be between {lo} and {hi}, inclusive")
+                };
+                errs.push(FieldError::invalid(field, x, &range));
+            }
+        }
+        if let Some(list) = &l.allowed_image_registries {
+            for (i, prefix) in list.iter().enumerate() {
+                if prefix.trim().is_empty() {
+                    errs.push(FieldError::invalid(
+                        format!("spec.limits.allowedImageRegistries[{i}]"),
+                        format!("{prefix:?}"),
+                        "must not be empty (an empty prefix allows every image)",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(d) = defaults {
+        if let Some(e) = &d.engine {
+            if let Some(port) = e.port
+                && !(1..=65535).contains(&port)
+            {
+                errs.push(FieldError::invalid(
+                    "spec.defaults.engine.port",
+                    port,
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+            if let Some(img) = &e.image
+                && (img.is_empty() || img.chars().any(char::is_whitespace))
+            {
+                errs.push(FieldError::invalid(
+                    "spec.defaults.engine.image",
+                    format!("{img:?}"),
+                    "must be a non-empty image reference without whitespace",
+                ));
+            }
+        }
+        if let Some(r) = d.replicas
+            && r < 0
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.replicas",
+                r,
+                "must be greater than or equal to 0",
+            ));
+        }
+        if let Some(t) = d
+            .autoscaling
+            .as_ref()
+            .and_then(|a| a.target_cpu_utilization_percent)
+            && !(1..=100).contains(&t)
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.autoscaling.targetCPUUtilizationPercent",
+                t,
+                "must be between 1 and 100, inclusive",
+            ));
+        }
+        if let Some(r) = &d.resources {
+            check_quantity(errs, "spec.defaults.resources.cpu", r.cpu.as_ref());
+            check_quantity(errs, "spec.defaults.resources.memory", r.memory.as_ref());
+        }
+        if let Some(hc) = &d.health_check {
+            // Only the fields the policy sets; the rest are built-ins.
+            check_health(errs, "spec.defaults.healthCheck", Some(hc));
+        }
+        if let Some(r) = &d.routing {
+            if let Some(t) = &r.path_template
+                && let Err(e) = super::route::check_template_on_sample(t)
+            {
+                errs.push(FieldError::invalid(
+                    "spec.defaults.routing.pathTemplate",
+                    format!("{t:?}"),
+                    &format!("{e} (rendered on a sample service)"),
+                ));
+            }
+            if let Some(gw) = &r.gateway
+                && gw.name.is_empty()
+            {
+                errs.push(FieldError::required(
+                    "spec.defaults.routing.gateway.name",
+                    "",
+                ));
+            }
+            if let Some(t) = &r.request_timeout {
+                match parse_gateway_duration(t) {
+                    Err(e) => errs.push(FieldError::invalid(
+                        "spec.defaults.routing.requestTimeout",
+                        format!("{t:?}"),
+                        &e,
+                    )),
+                    Ok(d) => {
+                        if let Some(max) = max_timeout_d
+                            && d > max
+                        {
+                            errs.push(FieldError::invalid(
+                                "spec.defaults.routing.requestTimeout",
+                                format!("{t:?}"),
+                                &format!(
+                                    "must be at most spec.limits.maxRequestTimeout ({})",
+                                    max_timeout.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        // Defaults above this policy's own limits.
+        if let (Some(r), Some(max)) = (d.replicas, limits.and_then(|l| l.max_replicas))
+            && r > max
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.replicas",
+                r,
+                &format!("must be at most spec.limits.maxReplicas ({max})"),
+            ));
+        }
+        if let (Some(img), Some(list)) = (
+            d.engine.as_ref().and_then(|e| e.image.as_deref()),
+            limits.and_then(|l| l.allowed_image_registries.as_ref()),
+        ) && !list.iter().any(|p| img.starts_with(p.as_str()))
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.engine.image",
+                format!("{img:?}"),
+                &format!(
+                    "must start with one of spec.limits.allowedImageRegistries ({})",
+                    quoted_list(list)
+                ),
+            ));
+        }
+    }
+
+    // A namespace policy against the cluster policies over it.
+    for outer_layer in outer {
+        let Some(ol) = outer_layer.limits else {
+            continue;
+        };
+        let mut out: Vec<FieldError> = Vec::new();
+        let who = outer_layer.display();
+        let l = limits.cloned().unwrap_or_default();
+        for (field, mine, theirs) in [
+            ("spec.limits.maxReplicas", l.max_replicas, ol.max_replicas),
+            (
+                "spec.limits.maxCanaryWeight",
+                l.max_canary_weight,
+                ol.max_canary_weight,
+            ),
+            (
+                "spec.limits.maxGPUsPerReplica",
+                l.max_gpus_per_replica,
+                ol.max_gpus_per_replica,
+            ),
+        ] {
+            if let (Some(m), Some(t)) = (mine, theirs)
+                && m > t
+            {
+                out.push(FieldError::invalid(
+                    field,
+                    m,
+                    &format!("may not loosen the limit {t} of {who}"),
+                ));
+            }
+        }
+        if let (Some(m), Some(t)) = (
+            l.max_request_timeout.as_deref(),
+            ol.max_request_timeout.as_deref(),
+        ) && let (Ok(md), Ok(td)) = (parse_gateway_duration(m), parse_gateway_duration(t))
+            && md > td
+        {
+            out.push(FieldError::invalid(
+                "spec.limits.maxRequestTimeout",
+                format!("{m:?}"),
+                &format!("may not loosen the limit {t} of {who}"),
+            ));
+        }
+        if let (Some(mine), Some(theirs)) =
+            (&l.allowed_image_registries, &ol.allowed_image_registries)
+        {
+            for (i, p) in mine.iter().enumerate() {
+                if !theirs.iter().any(|t| p.starts_with(t.as_str())) {
+                    out.push(FieldError::invalid(
+                        format!("spec.limits.allowedImageRegistries[{i}]"),
+                        format!("{p:?}"),
+                        &format!(
+                            "may not loosen the allowed registries {} of {who}",
+                            quoted_list(theirs)
+                        ),
+                    ));
+                }
+            }
+        }
+        if let (Some(mine), Some(theirs)) = (&l.allowed_accelerators, &ol.allowed_accelerators) {
+            for (i, a) in mine.iter().enumerate() {
+                if *a != AcceleratorType::None && !theirs.contains(a) {
+                    out.push(FieldError::invalid(
+                        format!("spec.limits.allowedAccelerators[{i}]"),
+                        format!("{:?}", a.as_str()),
+                        &format!(
+                            "may not loosen the allowed accelerators {} of {who}",
+                            quoted_list(theirs)
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(d) = defaults {
+            if let (Some(r), Some(max)) = (d.replicas, ol.max_replicas)
+                && r > max
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.replicas",
+                    r,
+                    &format!("must be at most {max} ({who})"),
+                ));
+            }
+            if let (Some(t), Some(max)) = (
+                d.routing
+                    .as_ref()
+                    .and_then(|r| r.request_timeout.as_deref()),
+                ol.max_request_timeout.as_deref(),
+            ) && let (Ok(td), Ok(md)) = (parse_gateway_duration(t), parse_gateway_duration(max))
+                && td > md
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.routing.requestTimeout",
+                    format!("{t:?}"),
+                    &format!("must be at most {max} ({who})"),
+                ));
+            }
+            if let (Some(img), Some(list)) = (
+                d.engine.as_ref().and_then(|e| e.image.as_deref()),
+                ol.allowed_image_registries.as_ref(),
+            ) && !list.iter().any(|p| img.starts_with(p.as_str()))
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.engine.image",
+                    format!("{img:?}"),
+                    &format!("must start with one of {} ({who})", quoted_list(list)),
+                ));
+            }
+        }
+        match outer_layer.enforcement {
+            Enforcement::Deny => v.errors.extend(out),
+            Enforcement::Warn => v.warnings.extend(out.iter().map(ToString::to_string)),
+        }
+    }
 }
