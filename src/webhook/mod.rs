@@ -4,6 +4,7 @@ pub mod admission;
 pub mod cache;
 pub mod certs;
 pub mod conversion;
+pub mod selfsigned;
 pub mod serve;
 pub mod server;
 pub mod tls;

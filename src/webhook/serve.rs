@@ -1,11 +1,223 @@
-//! `infergate serve`.
+//! `infergate serve`: the TLS webhook server, the probe listener, the
+//! certificate source, the policy cache and (unless `--no-reconcile`) the
+//! reconciler, all stopped by one shutdown signal.
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::ServeArgs;
+use crate::engine::ServerDefaults;
+use crate::metrics::{CertificateKind, Metrics};
+use crate::webhook::admission::Admission;
+use crate::webhook::cache::PolicyCache;
+use crate::webhook::selfsigned::{self, SelfSignedConfig};
+use crate::webhook::server::{self, AppState};
+use crate::webhook::tls::{self, CertResolver};
+
+/// How often `--tls-cert-file`/`--tls-key-file` are checked for changes.
+pub const CERT_FILE_POLL: Duration = Duration::from_secs(2);
+
+/// Errors that stop `serve`.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// No certificate source was given.
+    #[error("no serving certificate: pass --tls-cert-file and --tls-key-file, or --self-signed")]
+    NoCertificateSource,
+    /// Certificates could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// Self-signed certificates could not be set up.
+    #[error("self-signed certificates: {0}")]
+    SelfSigned(#[from] selfsigned::Error),
+    /// `--policy-file` could not be loaded.
+    #[error(transparent)]
+    PolicyFile(#[from] crate::webhook::cache::PolicyFileError),
+    /// No Kubernetes client could be built.
+    #[error("failed to create kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+    /// A listener could not be bound.
+    #[error("{0}")]
+    Bind(#[from] std::io::Error),
+    /// The reconciler failed.
+    #[error("reconciler failed: {0}")]
+    Reconcile(String),
+}
+
+/// This replica's identity: `POD_NAME`, else `HOSTNAME`, else the process id.
+#[must_use]
+pub fn identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("infergate-{}", std::process::id()))
+}
 
 /// Run `infergate serve` until a shutdown signal.
-pub fn run(_args: ServeArgs) -> ExitCode {
-    eprintln!("error: `infergate serve` is not built yet");
-    ExitCode::from(2)
+pub fn run(args: ServeArgs) -> ExitCode {
+    crate::telemetry::init(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shutdown = CancellationToken::new();
+    runtime.spawn(server::signal_shutdown(shutdown.clone()));
+    match runtime.block_on(serve(args, Metrics::new(), shutdown)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "serve failed");
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The server, for callers that bring their own runtime and shutdown token
+/// (tests, benchmarks). Returns after `shutdown` is cancelled and in-flight
+/// requests have drained.
+pub async fn serve(
+    args: ServeArgs,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let needs_client = args.policy_files.is_empty() || args.self_signed || !args.no_reconcile;
+    let client = if needs_client {
+        Some(kube::Client::try_default().await?)
+    } else {
+        None
+    };
+
+    // Certificates first: nothing is served without one.
+    let resolver = Arc::new(CertResolver::new());
+    let mut background = Vec::new();
+    match (&args.tls_cert_file, &args.tls_key_file, args.self_signed) {
+        (Some(cert), Some(key), _) => {
+            let sc = tls::load_files(cert, key)?;
+            metrics.set_certificate_expiry(CertificateKind::Serving, sc.not_after);
+            resolver.set(sc.key);
+            background.push(tokio::spawn(tls::watch_files(
+                cert.clone(),
+                key.clone(),
+                Arc::clone(&resolver),
+                metrics.clone(),
+                CERT_FILE_POLL,
+                shutdown.clone(),
+            )));
+        }
+        (_, _, true) => {
+            let Some(client) = client.clone() else {
+                return Err(ServeError::NoCertificateSource);
+            };
+            let mut cfg = SelfSignedConfig::new(&args.namespace, &identity());
+            cfg.dns_names.extend(args.cert_dns.iter().cloned());
+            cfg.ips.extend(args.cert_ips.iter().copied());
+            background.push(
+                selfsigned::start(
+                    client,
+                    cfg,
+                    Arc::clone(&resolver),
+                    metrics.clone(),
+                    shutdown.clone(),
+                )
+                .await?,
+            );
+        }
+        _ => return Err(ServeError::NoCertificateSource),
+    }
+
+    // The policy cache: from files, or watched.
+    let cache = Arc::new(if args.policy_files.is_empty() {
+        PolicyCache::default()
+    } else {
+        PolicyCache::from_files(&args.policy_files)?
+    });
+    if let Some(client) = &client {
+        cache.spawn_watches(
+            client.clone(),
+            args.policy_files.is_empty(),
+            shutdown.clone(),
+        );
+    }
+
+    let server_defaults = ServerDefaults {
+        engine_image: args.default_engine_image.clone(),
+        replicas: args.default_replicas,
+    };
+    let state = Arc::new(AppState {
+        admission: Admission {
+            cache,
+            server: server_defaults.clone(),
+            metrics: metrics.clone(),
+        },
+        resolver: Arc::clone(&resolver),
+        tls_bound: false.into(),
+    });
+
+    let probe_listener = server::bind(args.probe_listen).await?;
+    let probe = tokio::spawn(server::serve_plain(
+        probe_listener,
+        server::probe_router(Arc::clone(&state)),
+        shutdown.clone(),
+    ));
+    let tls_listener = server::bind(args.listen).await?;
+    state.tls_bound.store(true, Ordering::Release);
+    tracing::info!(listen = %args.listen, probe = %args.probe_listen, "serving webhooks");
+
+    let reconciler = match (&client, args.no_reconcile) {
+        (Some(client), false) => {
+            let config = crate::reconcile::Config::new(
+                server_defaults,
+                metrics.clone(),
+                args.namespace.clone(),
+                identity(),
+            );
+            let client = client.clone();
+            let token = shutdown.clone();
+            Some(tokio::spawn(async move {
+                let result = crate::reconcile::run(client, config, token.clone()).await;
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, "reconciler stopped; shutting down");
+                    token.cancel();
+                }
+                result.map_err(|e| ServeError::Reconcile(e.to_string()))
+            }))
+        }
+        _ => None,
+    };
+
+    let tls_config = tls::server_config(Arc::clone(&resolver))?;
+    server::serve_tls(
+        tls_listener,
+        tls_config,
+        server::router(state),
+        shutdown.clone(),
+        server::DRAIN_TIMEOUT,
+    )
+    .await;
+
+    let mut result = Ok(());
+    if let Some(r) = reconciler {
+        match tokio::time::timeout(Duration::from_secs(20), r).await {
+            Ok(Ok(Err(e))) => result = Err(e),
+            Ok(Err(e)) => result = Err(ServeError::Reconcile(e.to_string())),
+            Ok(Ok(Ok(()))) => {}
+            Err(_) => tracing::warn!("reconciler did not stop in time"),
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), probe).await;
+    for task in background {
+        let _ = tokio::time::timeout(Duration::from_secs(6), task).await;
+    }
+    tracing::info!("stopped");
+    result
 }
