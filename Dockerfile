@@ -5,7 +5,7 @@
 
 FROM docker.io/library/rust:1.95-bookworm AS build
 WORKDIR /src
-# Dependencies first, so source edits reuse the cached dependency layer.
+# Every file cargo's manifest names (benches, examples, tests) must be present.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
