@@ -1,13 +1,26 @@
 //! The co-located reconciler: desired-state builders, apply, status, leader election.
 //!
 //! `infergate serve` calls [`run`] unless `--no-reconcile`. Every replica
-//! competes for one coordination.k8s.io Lease; only the holder reconciles.
+//! competes for one coordination.k8s.io Lease ([`LEASE_NAME`] in infergate's
+//! namespace); only the holder runs the controller, and it stops the moment
+//! the lease is lost. Webhooks are served by every replica regardless.
+//!
+//! - [`builders`]: desired children as pure functions;
+//! - [`status`]: status and conditions as a pure function of what was observed;
+//! - [`controller`]: caches, triggers, validation, server-side apply, deletion, events;
+//! - [`httproute`]: the Gateway API HTTPRoute types infergate writes.
 
 pub mod builders;
+pub mod controller;
 pub mod httproute;
+pub mod routes;
 pub mod status;
 
 use std::time::Duration;
+
+use kube_lease_manager::{LeaseCreateMode, LeaseManagerBuilder};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
 
 /// Name of the Lease the replicas compete for.
 pub const LEASE_NAME: &str = "infergate-reconciler";
@@ -70,17 +83,20 @@ pub enum Error {
     /// A Kubernetes API call failed.
     #[error("kubernetes api error: {0}")]
     Kube(#[from] kube::Error),
-    /// The InferenceService CRD is not installed.
+    /// One of infergate's CRDs is not installed.
     #[error(
-        "the InferenceService CRD (inferenceservices.infergate.dev) is not installed: run `infergate crds | kubectl apply -f -` and restart"
+        "the CRD {0} is not installed: install infergate's CRDs with `infergate crds | kubectl apply -f -` (or `kubectl apply -f crds/`), then restart infergate"
     )]
-    CrdMissing,
+    CrdMissing(String),
     /// Leader election failed.
     #[error("leader election failed: {0}")]
     Lease(String),
-    /// A child object could not be serialized for apply.
-    #[error("failed to serialize child object: {0}")]
-    Serialize(#[from] serde_json::Error),
+    /// A child object could not be built.
+    #[error("failed to build child object: {0}")]
+    Build(#[from] builders::BuildError),
+    /// The object lacks metadata the reconciler needs.
+    #[error("object has no {0}")]
+    MissingMetadata(&'static str),
 }
 
 impl Error {
@@ -88,21 +104,130 @@ impl Error {
     #[must_use]
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Self::Kube(_) => "kube_error",
-            Self::CrdMissing => "crd_missing",
+            Self::Kube(kube::Error::Api(s)) if s.is_not_found() => "not_found",
+            Self::Kube(kube::Error::Api(s)) if s.is_conflict() => "conflict",
+            Self::Kube(kube::Error::Api(_)) => "api_error",
+            Self::Kube(_) => "transport_error",
+            Self::CrdMissing(_) => "crd_missing",
             Self::Lease(_) => "lease_error",
-            Self::Serialize(_) => "serialize_error",
+            Self::Build(_) => "build_error",
+            Self::MissingMetadata(_) => "missing_metadata",
         }
+    }
+
+    /// The apiserver answered 404 NotFound.
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Kube(kube::Error::Api(s)) if s.is_not_found())
+    }
+
+    /// The apiserver answered 409 Conflict.
+    #[must_use]
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Kube(kube::Error::Api(s)) if s.is_conflict())
     }
 }
 
 /// Run the controller with leader election until `shutdown` is cancelled.
+///
+/// Fails fast (with instructions) when infergate's CRDs are missing. Retries
+/// leader election and API errors otherwise; on shutdown the lease is released
+/// so another replica takes over at once.
 pub async fn run(
     client: kube::Client,
     config: Config,
-    shutdown: tokio_util::sync::CancellationToken,
+    shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    let _ = (client, config, Duration::ZERO);
-    shutdown.cancelled().await;
-    Ok(())
+    controller::preflight(&client).await?;
+    let timing = config.lease;
+    if timing.duration_seconds == 0 || timing.grace_seconds >= timing.duration_seconds {
+        return Err(Error::Lease(format!(
+            "lease grace ({}s) must be shorter than its duration ({}s)",
+            timing.grace_seconds, timing.duration_seconds
+        )));
+    }
+    let mut delay = Duration::from_secs(1);
+    let manager = loop {
+        let built = LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+            .with_namespace(config.namespace.clone())
+            .with_create_mode(LeaseCreateMode::AutoCreate)
+            .with_identity(config.identity.clone())
+            .with_field_manager(format!("infergate-lease-{}", config.identity))
+            .with_duration(timing.duration_seconds)
+            .with_grace(timing.grace_seconds)
+            .build();
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            built = built => match built {
+                Ok(m) => break m,
+                Err(e) => {
+                    warn!(error = %e, namespace = %config.namespace, lease = LEASE_NAME, "cannot set up the leader-election lease; retrying");
+                }
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    };
+    let (mut leader, lease_task) = manager.watch().await;
+    info!(identity = %config.identity, lease = LEASE_NAME, "waiting for leadership");
+    let mut result = Ok(());
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            changed = leader.wait_for(|is_leader| *is_leader) => {
+                if changed.is_err() {
+                    result = Err(Error::Lease("the lease manager stopped".to_owned()));
+                    break;
+                }
+            }
+        }
+        info!(identity = %config.identity, "acquired the lease; starting the reconciler");
+        let term = shutdown.child_token();
+        let mut session = tokio::spawn(controller::run_controller(
+            client.clone(),
+            config.clone(),
+            term.clone(),
+        ));
+        let lost = tokio::select! {
+            () = shutdown.cancelled() => false,
+            changed = leader.wait_for(|is_leader| !*is_leader) => {
+                if changed.is_err() {
+                    result = Err(Error::Lease("the lease manager stopped".to_owned()));
+                }
+                true
+            }
+            ended = &mut session => {
+                match ended {
+                    Ok(Ok(())) => warn!("reconciler ended on its own; restarting it while the lease is held"),
+                    Ok(Err(e)) => error!(error = %e, "reconciler failed; restarting it while the lease is held"),
+                    Err(e) => error!(error = %e, "reconciler task panicked; restarting it while the lease is held"),
+                }
+                false
+            }
+        };
+        term.cancel();
+        if !session.is_finished() {
+            let _ = session.await;
+        }
+        if lost {
+            warn!(identity = %config.identity, "lost the lease; reconciler stopped");
+        }
+        if shutdown.is_cancelled() || result.is_err() {
+            break;
+        }
+        if !lost {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    // Closing the channel makes the lease task release the lease and end.
+    drop(leader);
+    match lease_task.await {
+        Ok(Ok(_)) => info!(identity = %config.identity, "released the lease"),
+        Ok(Err(e)) => warn!(error = %e, "failed to release the lease"),
+        Err(e) => warn!(error = %e, "lease task failed"),
+    }
+    result
 }

@@ -1,0 +1,971 @@
+//! The kube-runtime Controller on InferenceService: caches, triggers,
+//! validation, server-side apply of the children, deletion of unwanted
+//! children, status and events.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{
+    Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, Preconditions,
+};
+use kube::runtime::controller::{self, Action};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::builders::{self, Desired, LABEL_MANAGED_BY, Track};
+use super::httproute::{self, HTTPRoute};
+use super::routes::{ClaimCache, StoreRoutes};
+use super::status::{self, Observation, Outcome, PolicyResult, Rollout, Routing};
+use super::{Config, Error};
+use crate::api::v1beta1::{Backend, InferenceService};
+use crate::api::{ClusterInferencePolicy, InferencePolicy, MANAGER};
+use crate::engine::{self, PolicySnapshot, Verdict};
+
+/// Reconciles running at once.
+pub const CONCURRENCY: u16 = 16;
+/// Periodic re-reconcile of every service (drift that no watch event reported).
+pub const RESYNC: Duration = Duration::from_secs(3600);
+/// Re-reconcile while waiting for the Gateway API to be installed.
+pub const GATEWAY_API_RECHECK: Duration = Duration::from_secs(60);
+/// How long a "not installed" discovery answer is trusted.
+const DISCOVERY_TTL_MISSING: Duration = Duration::from_secs(30);
+/// How long an "installed" discovery answer is trusted.
+const DISCOVERY_TTL_PRESENT: Duration = Duration::from_secs(300);
+
+/// Cached answer to "is the HTTPRoute CRD served?".
+#[derive(Default)]
+pub struct GatewayApi {
+    state: Mutex<Option<(bool, Instant)>>,
+}
+
+impl GatewayApi {
+    /// Whether `gateway.networking.k8s.io/v1` serves `httproutes` (cached).
+    pub async fn installed(&self, client: &Client) -> Result<bool, kube::Error> {
+        if let Ok(state) = self.state.lock()
+            && let Some((known, at)) = *state
+        {
+            let ttl = if known {
+                DISCOVERY_TTL_PRESENT
+            } else {
+                DISCOVERY_TTL_MISSING
+            };
+            if at.elapsed() < ttl {
+                return Ok(known);
+            }
+        }
+        let known = match client
+            .list_api_group_resources(httproute::API_VERSION)
+            .await
+        {
+            Ok(list) => list.resources.iter().any(|r| r.name == httproute::PLURAL),
+            Err(kube::Error::Api(s)) if s.is_not_found() => false,
+            Err(e) => return Err(e),
+        };
+        if let Ok(mut state) = self.state.lock() {
+            *state = Some((known, Instant::now()));
+        }
+        Ok(known)
+    }
+
+    /// Forget the cached answer (an apply said the resource is gone).
+    pub fn forget(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            *state = None;
+        }
+    }
+}
+
+/// (kind, namespace, name) of a child.
+type ChildKey = (&'static str, String, String);
+/// (uid, generation or resourceVersion) of a child as last applied.
+type ChildMarker = (String, String);
+
+/// Shared state of one leadership term's controller.
+pub struct Ctx {
+    client: Client,
+    config: Config,
+    recorder: Recorder,
+    services: Store<InferenceService>,
+    cluster_policies: Store<ClusterInferencePolicy>,
+    policies: Store<InferencePolicy>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    deployments: Store<PartialObjectMeta<Deployment>>,
+    k8s_services: Store<PartialObjectMeta<Service>>,
+    hpas: Store<PartialObjectMeta<HorizontalPodAutoscaler>>,
+    routes: Store<PartialObjectMeta<HTTPRoute>>,
+    gateway_api: Arc<GatewayApi>,
+    claims: ClaimCache,
+    /// Last applied (uid, generation or resourceVersion) per child, for events.
+    seen: Mutex<HashMap<ChildKey, ChildMarker>>,
+    /// Consecutive failures per service, for backoff.
+    failures: Mutex<HashMap<ObjectRef<InferenceService>, u32>>,
+}
+
+/// Check that infergate's CRDs are served; tell the user how to install them if not.
+pub async fn preflight(client: &Client) -> Result<(), Error> {
+    let lp = ListParams::default().limit(1);
+    let checks = [
+        (
+            "inferenceservices.infergate.dev",
+            Api::<InferenceService>::all(client.clone())
+                .list_metadata(&lp)
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "clusterinferencepolicies.infergate.dev",
+            Api::<ClusterInferencePolicy>::all(client.clone())
+                .list_metadata(&lp)
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "inferencepolicies.infergate.dev",
+            Api::<InferencePolicy>::all(client.clone())
+                .list_metadata(&lp)
+                .await
+                .map(|_| ()),
+        ),
+    ];
+    for (crd, result) in checks {
+        match result {
+            Ok(()) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                return Err(Error::CrdMissing(crd.to_owned()));
+            }
+            Err(e) => return Err(Error::Kube(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Drive a metadata reflector for a child kind; forward every touched object
+/// (including deletions) to the controller as an owner trigger.
+fn child_reflector<K>(
+    tasks: &mut JoinSet<()>,
+    api: Api<PartialObjectMeta<K>>,
+) -> (
+    Store<PartialObjectMeta<K>>,
+    mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let (tx, rx) = mpsc::unbounded();
+    let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
+    let kind = K::kind(&()).into_owned();
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(
+            watcher(api, wc)
+                .default_backoff()
+                .reflect(writer)
+                .touched_objects()
+        );
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(obj) => {
+                    if tx.unbounded_send(obj).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => warn!(kind = %kind, error = %e, "child watch failed; retrying"),
+            }
+        }
+    });
+    (reader, rx)
+}
+
+/// Drive a policy reflector; after the initial list, every change asks for
+/// a re-reconcile of every service (defaults and compliance may change).
+fn policy_reflector<K>(
+    tasks: &mut JoinSet<()>,
+    api: Api<K>,
+    trigger: mpsc::UnboundedSender<()>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let kind = K::kind(&()).into_owned();
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .reflect(writer)
+        );
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
+                    if trigger.unbounded_send(()).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => warn!(kind = %kind, error = %e, "policy watch failed; retrying"),
+            }
+        }
+    });
+    reader
+}
+
+/// Namespace labels select cluster policies: a label change re-reconciles everything.
+fn namespace_reflector(
+    tasks: &mut JoinSet<()>,
+    api: Api<PartialObjectMeta<Namespace>>,
+    trigger: mpsc::UnboundedSender<()>,
+) -> Store<PartialObjectMeta<Namespace>> {
+    let (reader, writer) = reflector::store();
+    tasks.spawn(async move {
+        let mut known: HashMap<String, BTreeMap<String, String>> = HashMap::new();
+        let mut stream = std::pin::pin!(
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .reflect(writer)
+        );
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(watcher::Event::InitApply(ns)) => {
+                    known.insert(ns.name_any(), ns.labels().clone());
+                }
+                Ok(watcher::Event::Apply(ns)) => {
+                    let labels = ns.labels().clone();
+                    if known.insert(ns.name_any(), labels.clone()) != Some(labels)
+                        && trigger.unbounded_send(()).is_err()
+                    {
+                        return;
+                    }
+                }
+                Ok(watcher::Event::Delete(ns)) => {
+                    known.remove(&ns.name_any());
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "namespace watch failed; retrying"),
+            }
+        }
+    });
+    reader
+}
+
+/// HTTPRoutes are watched once the Gateway API is installed.
+fn route_reflector(
+    tasks: &mut JoinSet<()>,
+    client: Client,
+    gateway_api: Arc<GatewayApi>,
+) -> (
+    Store<PartialObjectMeta<HTTPRoute>>,
+    mpsc::UnboundedReceiver<PartialObjectMeta<HTTPRoute>>,
+) {
+    let (reader, writer) = reflector::store();
+    let (tx, rx) = mpsc::unbounded();
+    tasks.spawn(async move {
+        loop {
+            match gateway_api.installed(&client).await {
+                Ok(true) => break,
+                Ok(false) => debug!("Gateway API not installed; HTTPRoutes are not watched yet"),
+                Err(e) => warn!(error = %e, "Gateway API discovery failed"),
+            }
+            tokio::time::sleep(DISCOVERY_TTL_MISSING).await;
+        }
+        let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
+        let mut stream = std::pin::pin!(
+            watcher(Api::<PartialObjectMeta<HTTPRoute>>::all(client), wc)
+                .default_backoff()
+                .reflect(writer)
+                .touched_objects()
+        );
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(obj) => {
+                    if tx.unbounded_send(obj).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => warn!(error = %e, "HTTPRoute watch failed; retrying"),
+            }
+        }
+    });
+    (reader, rx)
+}
+
+/// Run the controller until `token` is cancelled (leadership lost or shutdown).
+pub async fn run_controller(
+    client: Client,
+    config: Config,
+    token: CancellationToken,
+) -> Result<(), Error> {
+    let mut tasks = JoinSet::new();
+    let (policy_tx, policy_rx) = mpsc::unbounded();
+    let cluster_policies = policy_reflector(
+        &mut tasks,
+        Api::<ClusterInferencePolicy>::all(client.clone()),
+        policy_tx.clone(),
+    );
+    let policies = policy_reflector(
+        &mut tasks,
+        Api::<InferencePolicy>::all(client.clone()),
+        policy_tx.clone(),
+    );
+    let namespaces = namespace_reflector(&mut tasks, Api::all(client.clone()), policy_tx);
+    let (deployments, deploy_rx) = child_reflector(
+        &mut tasks,
+        Api::<PartialObjectMeta<Deployment>>::all(client.clone()),
+    );
+    let (k8s_services, service_rx) = child_reflector(
+        &mut tasks,
+        Api::<PartialObjectMeta<Service>>::all(client.clone()),
+    );
+    let (hpas, hpa_rx) = child_reflector(
+        &mut tasks,
+        Api::<PartialObjectMeta<HorizontalPodAutoscaler>>::all(client.clone()),
+    );
+    let gateway_api = Arc::new(GatewayApi::default());
+    let (routes, route_rx) = route_reflector(&mut tasks, client.clone(), gateway_api.clone());
+
+    info!("waiting for the policy, namespace and child caches");
+    let ready = async {
+        let _ = cluster_policies.wait_until_ready().await;
+        let _ = policies.wait_until_ready().await;
+        let _ = namespaces.wait_until_ready().await;
+        let _ = deployments.wait_until_ready().await;
+        let _ = k8s_services.wait_until_ready().await;
+        let _ = hpas.wait_until_ready().await;
+    };
+    tokio::select! {
+        () = token.cancelled() => return Ok(()),
+        () = ready => {}
+    }
+    info!("caches synced; reconciling");
+
+    let (svc_reader, svc_writer) = reflector::store();
+    // Status-only updates (our own status writes among them) do not trigger;
+    // spec, label and annotation changes do (templates may read labels).
+    let svc_stream = watcher(
+        Api::<InferenceService>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(svc_writer)
+    .applied_objects()
+    .predicate_filter(
+        predicates::generation
+            .combine(predicates::labels)
+            .combine(predicates::annotations),
+        Default::default(),
+    );
+
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: MANAGER.to_owned(),
+            instance: Some(config.identity.clone()),
+        },
+    );
+    let ctx = Arc::new(Ctx {
+        client,
+        config,
+        recorder,
+        services: svc_reader.clone(),
+        cluster_policies,
+        policies,
+        namespaces,
+        deployments,
+        k8s_services,
+        hpas,
+        routes,
+        gateway_api,
+        claims: ClaimCache::default(),
+        seen: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+    });
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_token = token.clone();
+    tasks.spawn(async move {
+        stop_token.cancelled().await;
+        let _ = stop_tx.send(true);
+    });
+    let shutdown = async move {
+        let mut rx = stop_rx;
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+
+    Controller::for_stream(svc_stream, svc_reader)
+        .with_config(controller::Config::default().concurrency(CONCURRENCY))
+        .owns_stream(deploy_rx.map(Ok))
+        .owns_stream(service_rx.map(Ok))
+        .owns_stream(hpa_rx.map(Ok))
+        .owns_stream(route_rx.map(Ok))
+        .reconcile_all_on(policy_rx)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok(_) => {}
+                Err(controller::Error::ObjectNotFound(obj)) => {
+                    debug!(object = %obj, "object gone before it was reconciled");
+                }
+                Err(controller::Error::ReconcilerFailed(e, obj)) => {
+                    warn!(object = %obj, error = %e, "reconcile failed; retrying with backoff");
+                }
+                Err(e) => warn!(error = %e, "controller error"),
+            }
+        })
+        .await;
+    tasks.shutdown().await;
+    info!("reconciler stopped");
+    Ok(())
+}
+
+async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let start = Instant::now();
+    let span = info_span!(
+        "reconcile",
+        namespace = %svc.namespace().unwrap_or_default(),
+        name = %svc.name_any()
+    );
+    let result = reconcile_service(&svc, &ctx).instrument(span.clone()).await;
+    let elapsed = start.elapsed();
+    let label = match &result {
+        Ok(_) => "success",
+        Err(e) => e.metric_label(),
+    };
+    ctx.config.metrics.reconcile(label, elapsed);
+    let _enter = span.enter();
+    debug!(
+        elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        result = label,
+        "reconciled"
+    );
+    if result.is_ok()
+        && let Ok(mut f) = ctx.failures.lock()
+    {
+        f.remove(&ObjectRef::from_obj(svc.as_ref()));
+    }
+    result
+}
+
+/// Exponential backoff per service (1 s for conflicts, 5 s doubling up to 5 min otherwise).
+fn error_policy(svc: Arc<InferenceService>, error: &Error, ctx: Arc<Ctx>) -> Action {
+    if error.is_conflict() {
+        return Action::requeue(Duration::from_secs(1));
+    }
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(ObjectRef::from_obj(svc.as_ref())).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let secs = 5u64
+        .saturating_mul(1 << n.saturating_sub(1).min(6))
+        .min(300);
+    Action::requeue(Duration::from_secs(secs))
+}
+
+/// Split policy findings from the object's own errors.
+fn policy_result(intrinsic: &Verdict, full: &Verdict) -> PolicyResult {
+    let own: Vec<String> = intrinsic.errors.iter().map(ToString::to_string).collect();
+    let violations: Vec<String> = full
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .filter(|e| !own.contains(e))
+        .collect();
+    if !violations.is_empty() {
+        return PolicyResult::Violation(violations.join("; "));
+    }
+    let warnings: Vec<&String> = full
+        .warnings
+        .iter()
+        .filter(|w| !intrinsic.warnings.contains(w))
+        .collect();
+    if warnings.is_empty() {
+        PolicyResult::Compliant
+    } else {
+        PolicyResult::Warning(
+            warnings
+                .iter()
+                .map(|w| w.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    }
+}
+
+async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, Error> {
+    let ns = svc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    if svc.metadata.deletion_timestamp.is_some() {
+        // Children carry owner references: the garbage collector removes them.
+        return Ok(Action::await_change());
+    }
+    if svc.spec.backend == Some(Backend::RayService) {
+        let obs = Observation {
+            generation: svc.metadata.generation,
+            outcome: Outcome::Invalid(
+                "spec.backend: RayService is not reconciled by this version of infergate"
+                    .to_owned(),
+            ),
+            policy: PolicyResult::Compliant,
+            route_path: None,
+            request_timeout: None,
+        };
+        ctx.write_status(svc, &obs).await?;
+        return Ok(Action::await_change());
+    }
+
+    let Evaluation {
+        defaulted,
+        intrinsic,
+        policy,
+    } = ctx.evaluate(svc, &ns);
+    let gateway = builders::gateway(&defaulted);
+    let mut obs = Observation {
+        generation: svc.metadata.generation,
+        outcome: Outcome::Invalid(String::new()),
+        policy,
+        route_path: None,
+        request_timeout: None,
+    };
+
+    if !intrinsic.allowed() {
+        obs.outcome = Outcome::Invalid(intrinsic.message());
+        ctx.write_status(svc, &obs).await?;
+        return Ok(Action::await_change());
+    }
+    let built = builders::desired(&defaulted).and_then(|d| {
+        let path = match gateway {
+            Some(_) => Some(
+                engine::render_route_path(&defaulted)
+                    .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok((d, path))
+    });
+    let (desired, path) = match built {
+        Ok(b) => b,
+        Err(e) => {
+            obs.outcome = Outcome::Invalid(e.to_string());
+            ctx.write_status(svc, &obs).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    obs.route_path = path;
+    obs.request_timeout = gateway
+        .as_ref()
+        .map(|_| builders::request_timeout(&defaulted));
+
+    match ctx.apply_all(svc, &defaulted, desired).await {
+        Ok(outcome) => {
+            let waiting_for_gateway_api = matches!(
+                outcome,
+                Outcome::Applied {
+                    routing: Routing::GatewayApiMissing { .. },
+                    ..
+                }
+            );
+            obs.outcome = outcome;
+            ctx.write_status(svc, &obs).await?;
+            Ok(Action::requeue(if waiting_for_gateway_api {
+                GATEWAY_API_RECHECK
+            } else {
+                RESYNC
+            }))
+        }
+        Err(e) => {
+            obs.outcome = Outcome::Failed(e.to_string());
+            if let Err(se) = ctx.write_status(svc, &obs).await {
+                warn!(error = %se, "failed to record the apply failure in status");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The engine's view of one service: defaulted in memory, validated on its
+/// own and against the applicable policies.
+struct Evaluation {
+    defaulted: InferenceService,
+    intrinsic: Verdict,
+    policy: PolicyResult,
+}
+
+fn gateway_display(svc: &InferenceService) -> String {
+    builders::gateway(svc)
+        .map(|g| format!("{}/{}", g.namespace.unwrap_or_default(), g.name))
+        .unwrap_or_default()
+}
+
+/// The message of a parent's `Accepted=False`, if any.
+fn rejection(route: &HTTPRoute) -> Option<String> {
+    route.status.as_ref()?.parents.iter().find_map(|p| {
+        p.conditions
+            .iter()
+            .find(|c| c.type_ == "Accepted" && c.status == "False")
+            .map(|c| format!("{}: {}", c.reason, c.message))
+    })
+}
+
+fn owned_by(meta: &kube::api::ObjectMeta, svc: &InferenceService) -> bool {
+    let Some(uid) = svc.uid() else {
+        return false;
+    };
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == uid && o.controller == Some(true))
+}
+
+impl Ctx {
+    /// Default and validate (synchronous: the engine's context is not `Send`).
+    fn evaluate(&self, svc: &InferenceService, ns: &str) -> Evaluation {
+        let snapshot = self.policy_snapshot();
+        let ns_labels = self.namespace_labels(ns);
+        self.claims.prune(&self.services);
+        let routes = StoreRoutes {
+            store: &self.services,
+            me: svc,
+            cache: &self.claims,
+        };
+        let full_ctx = engine::Context {
+            namespace: ns,
+            namespace_labels: &ns_labels,
+            policies: &snapshot,
+            server: &self.config.server,
+            routes: &routes,
+        };
+        let defaulted = engine::default_service(svc, &full_ctx).object;
+        let no_policies = PolicySnapshot::default();
+        let bare_ctx = engine::Context {
+            policies: &no_policies,
+            ..full_ctx
+        };
+        let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
+        let full = engine::validate_service(&defaulted, None, &full_ctx);
+        let policy = policy_result(&intrinsic, &full);
+        Evaluation {
+            defaulted,
+            intrinsic,
+            policy,
+        }
+    }
+
+    fn policy_snapshot(&self) -> PolicySnapshot {
+        PolicySnapshot {
+            cluster: self
+                .cluster_policies
+                .state()
+                .iter()
+                .map(|p| p.as_ref().clone())
+                .collect(),
+            namespaced: self
+                .policies
+                .state()
+                .iter()
+                .map(|p| p.as_ref().clone())
+                .collect(),
+        }
+    }
+
+    fn namespace_labels(&self, ns: &str) -> BTreeMap<String, String> {
+        self.namespaces
+            .get(&ObjectRef::new(ns))
+            .map(|n| n.labels().clone())
+            .unwrap_or_default()
+    }
+
+    async fn publish(&self, svc: &InferenceService, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &svc.object_ref(&())).await {
+            warn!(error = %e, reason, "failed to publish event");
+        }
+    }
+
+    /// Server-side apply one child; publish Created/Updated when it changed.
+    async fn apply<K>(
+        &self,
+        svc: &InferenceService,
+        obj: &K,
+        store: &Store<PartialObjectMeta<K>>,
+    ) -> Result<K, Error>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let ns = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let kind: &'static str = match K::kind(&()).as_ref() {
+            "Deployment" => "Deployment",
+            "Service" => "Service",
+            "HorizontalPodAutoscaler" => "HorizontalPodAutoscaler",
+            "HTTPRoute" => "HTTPRoute",
+            _ => "object",
+        };
+        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
+        let params = PatchParams::apply(MANAGER).force();
+        let applied = api.patch(&name, &params, &Patch::Apply(obj)).await?;
+        let marker = |m: &kube::api::ObjectMeta| {
+            (
+                m.uid.clone().unwrap_or_default(),
+                m.generation
+                    .map(|g| g.to_string())
+                    .or_else(|| m.resource_version.clone())
+                    .unwrap_or_default(),
+            )
+        };
+        let now = marker(applied.meta());
+        let key = (kind, ns.clone(), name.clone());
+        let before = self
+            .seen
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&key).cloned())
+            .or_else(|| {
+                store
+                    .get(&ObjectRef::new(&name).within(&ns))
+                    .map(|m| marker(m.meta()))
+            });
+        if let Ok(mut s) = self.seen.lock() {
+            s.insert(key, now.clone());
+        }
+        match before {
+            Some((uid, _)) if uid != now.0 => {
+                self.publish(
+                    svc,
+                    EventType::Normal,
+                    "Created",
+                    format!("created {kind} {name}"),
+                )
+                .await;
+            }
+            None => {
+                self.publish(
+                    svc,
+                    EventType::Normal,
+                    "Created",
+                    format!("created {kind} {name}"),
+                )
+                .await;
+            }
+            Some((_, m)) if m != now.1 => {
+                self.publish(
+                    svc,
+                    EventType::Normal,
+                    "Updated",
+                    format!("updated {kind} {name}"),
+                )
+                .await;
+            }
+            Some(_) => {}
+        }
+        Ok(applied)
+    }
+
+    /// Delete a child this service controls, if the cache knows one.
+    async fn delete<K>(
+        &self,
+        svc: &InferenceService,
+        name: &str,
+        store: &Store<PartialObjectMeta<K>>,
+    ) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let ns = svc.namespace().unwrap_or_default();
+        let Some(meta) = store.get(&ObjectRef::new(name).within(&ns)) else {
+            return Ok(());
+        };
+        if meta.metadata.deletion_timestamp.is_some() || !owned_by(&meta.metadata, svc) {
+            return Ok(());
+        }
+        let kind = K::kind(&()).into_owned();
+        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: meta.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => {
+                if let Ok(mut s) = self.seen.lock() {
+                    s.retain(|(_, n, m), _| !(n == &ns && m == name));
+                }
+                self.publish(
+                    svc,
+                    EventType::Normal,
+                    "Deleted",
+                    format!("deleted {kind} {name}"),
+                )
+                .await;
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+            Err(e) => Err(Error::Kube(e)),
+        }
+    }
+
+    async fn apply_all(
+        &self,
+        svc: &InferenceService,
+        defaulted: &InferenceService,
+        desired: Desired,
+    ) -> Result<Outcome, Error> {
+        let primary = self.apply(svc, &desired.primary, &self.deployments).await?;
+        self.apply(svc, &desired.primary_service, &self.k8s_services)
+            .await?;
+        let canary_name = builders::child_name(defaulted, Track::Canary);
+        let canary = match desired.canary {
+            Some((deployment, service)) => {
+                let d = self.apply(svc, &deployment, &self.deployments).await?;
+                self.apply(svc, &service, &self.k8s_services).await?;
+                Some(Rollout::of(&d))
+            }
+            None => {
+                self.delete::<Deployment>(svc, &canary_name, &self.deployments)
+                    .await?;
+                self.delete::<Service>(svc, &canary_name, &self.k8s_services)
+                    .await?;
+                None
+            }
+        };
+        let primary_name = builders::child_name(defaulted, Track::Primary);
+        match desired.hpa {
+            Some(hpa) => {
+                self.apply(svc, &hpa, &self.hpas).await?;
+            }
+            None => {
+                self.delete::<HorizontalPodAutoscaler>(svc, &primary_name, &self.hpas)
+                    .await?;
+            }
+        }
+        let routed = canary
+            .as_ref()
+            .map(|c| builders::routed_canary_weight(defaulted, c.ready));
+        let (routing, routed_weight) = match builders::gateway(defaulted) {
+            None => {
+                self.delete::<HTTPRoute>(svc, &primary_name, &self.routes)
+                    .await?;
+                (Routing::NoGateway, None)
+            }
+            Some(_) if !self.gateway_api.installed(&self.client).await? => (
+                Routing::GatewayApiMissing {
+                    gateway: gateway_display(defaulted),
+                },
+                None,
+            ),
+            Some(_) => {
+                let route = builders::http_route(defaulted, routed.unwrap_or(0))?
+                    .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
+                match self.apply(svc, &route, &self.routes).await {
+                    Ok(applied) => (
+                        Routing::Applied {
+                            gateway: gateway_display(defaulted),
+                            path: engine::render_route_path(defaulted)
+                                .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+                            rejection: rejection(&applied),
+                        },
+                        routed,
+                    ),
+                    Err(e) if e.is_not_found() => {
+                        // The CRD went away between discovery and apply.
+                        self.gateway_api.forget();
+                        (
+                            Routing::GatewayApiMissing {
+                                gateway: gateway_display(defaulted),
+                            },
+                            None,
+                        )
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        Ok(Outcome::Applied {
+            primary: Rollout::of(&primary),
+            canary,
+            routing,
+            routed_weight,
+        })
+    }
+
+    /// Write the status through the status subresource (server-side apply)
+    /// when it changed, with events for condition transitions that matter.
+    async fn write_status(&self, svc: &InferenceService, obs: &Observation) -> Result<(), Error> {
+        let previous = svc.status.as_ref();
+        let new = status::compute(previous, obs, Timestamp::now());
+        if previous == Some(&new) {
+            return Ok(());
+        }
+        for c in &new.conditions {
+            let old = status::condition(previous, &c.type_);
+            if old.is_some_and(|o| o.status == c.status && o.reason == c.reason) {
+                continue;
+            }
+            let warn = c.status == "False"
+                && matches!(
+                    c.reason.as_str(),
+                    "InvalidSpec"
+                        | "ApplyFailed"
+                        | "PolicyViolation"
+                        | "PolicyWarning"
+                        | "GatewayAPINotInstalled"
+                        | "RouteNotAccepted"
+                );
+            if warn {
+                self.publish(svc, EventType::Warning, &c.reason, c.message.clone())
+                    .await;
+            } else if c.type_ == status::READY && c.status == "True" {
+                self.publish(svc, EventType::Normal, "Ready", c.message.clone())
+                    .await;
+            }
+        }
+        let api: Api<InferenceService> =
+            Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
+        let patch = serde_json::json!({
+            "apiVersion": InferenceService::api_version(&()),
+            "kind": InferenceService::kind(&()),
+            "status": new,
+        });
+        api.patch_status(
+            &svc.name_any(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+        Ok(())
+    }
+}
