@@ -258,3 +258,35 @@ mod tests {
         assert_eq!(rule["timeouts"]["request"], "5m");
     }
 }
+
+/// Where the minimal HTTPRoute CRD used as test data is committed.
+pub const TEST_CRD_PATH: &str = "tests/fixtures/reconcile/httproute-crd.yaml";
+
+/// The minimal HTTPRoute CRD (only the fields infergate sets) as YAML: test
+/// data for clusters without Gateway API; never installed in production.
+pub fn test_crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
+    use kube::CustomResourceExt;
+    let body = serde_saphyr::to_string(&HTTPRoute::crd())?;
+    Ok(format!(
+        "# Minimal Gateway API HTTPRoute CRD generated from src/reconcile/httproute.rs\n# (test data; install the real Gateway API CRDs in clusters).\n# Regenerate: INFERGATE_UPDATE_FIXTURES=1 cargo test --lib reconcile::httproute\n{body}"
+    ))
+}
+
+#[cfg(test)]
+mod fixture_tests {
+    #[test]
+    fn committed_test_crd_matches_the_types() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(super::TEST_CRD_PATH);
+        let generated = super::test_crd_yaml().unwrap();
+        if std::env::var_os("INFERGATE_UPDATE_FIXTURES").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == generated,
+            "{} is stale: run INFERGATE_UPDATE_FIXTURES=1 cargo test --lib reconcile::httproute",
+            path.display()
+        );
+    }
+}
