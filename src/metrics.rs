@@ -193,6 +193,12 @@ impl Metrics {
             "Expiry (notAfter) of the certificates in use, as a Unix timestamp",
             certificate_expiry.clone(),
         );
+        // Start the common series at zero so rates work from the first scrape.
+        reconcile_total
+            .get_or_create(&ReconcileLabels {
+                result: "success".to_owned(),
+            })
+            .inc_by(0);
         Metrics {
             inner: Arc::new(Inner {
                 registry,

@@ -161,8 +161,8 @@ pub struct Admission {
 /// The answer to one review plus what the trace records.
 #[derive(Debug)]
 pub struct Answer {
-    /// The AdmissionReview to send back.
-    pub review: AdmissionReview<DynamicObject>,
+    /// The response to send back (see [`Answer::to_json`]).
+    pub response: AdmissionResponse,
     /// Whether the request was allowed.
     pub allowed: bool,
     /// Whether a non-empty patch was returned.
@@ -293,7 +293,7 @@ impl Admission {
             "admission"
         );
         Ok(Answer {
-            review: resp.into_review(),
+            response: resp,
             allowed,
             mutated,
         })
@@ -438,6 +438,71 @@ impl Admission {
             )
         }
     }
+}
+
+impl Answer {
+    /// The AdmissionReview in Kubernetes' wire format. kube-core's
+    /// `AdmissionResponse` serializes `patch` as an array of numbers; the API
+    /// server documents (and every client expects) base64, which is also a
+    /// quarter of the size.
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        review_json(&self.response)
+    }
+
+    /// The same review as kube-core's typed value.
+    #[must_use]
+    pub fn into_review(self) -> AdmissionReview<DynamicObject> {
+        self.response.into_review()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReview<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: WireResponse<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireResponse<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
+    audit_annotations: &'a std::collections::HashMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<&'a Vec<String>>,
+}
+
+/// Serialize `resp` as an `admission.k8s.io/v1` AdmissionReview with a
+/// base64 `patch`.
+pub fn review_json(resp: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
+    use base64::Engine as _;
+    let patch = resp
+        .patch
+        .as_ref()
+        .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+    let status = (!resp.allowed || resp.result != Status::default()).then_some(&resp.result);
+    serde_json::to_vec(&WireReview {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response: WireResponse {
+            uid: &resp.uid,
+            allowed: resp.allowed,
+            status,
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            audit_annotations: &resp.audit_annotations,
+            warnings: resp.warnings.as_ref().filter(|w| !w.is_empty()),
+        },
+    })
 }
 
 /// JSONPatch from the object as received to the defaulted object. Only

@@ -50,7 +50,6 @@ pub struct AppState {
 
 impl AppState {
     /// Ready: TLS bound, a certificate loaded, the policy cache synced.
-    #[must_use]
     pub fn readiness(&self) -> Result<(), &'static str> {
         if !self.tls_bound.load(Ordering::Acquire) {
             return Err("tls listener not bound");
@@ -95,7 +94,13 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 
 fn admission_response(state: &AppState, webhook: Webhook, body: &[u8]) -> Response {
     match state.admission.handle(webhook, body) {
-        Ok(answer) => axum::Json(answer.review).into_response(),
+        Ok(answer) => match answer.to_json() {
+            Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+            Err(e) => json_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("failed to serialize response: {e}"),
+            ),
+        },
         Err(e @ (BadReview::Decode(_) | BadReview::WrongType { .. } | BadReview::NoRequest)) => {
             tracing::info!(webhook = webhook.as_str(), error = %e, "rejected malformed admission request");
             json_error(StatusCode::BAD_REQUEST, e.to_string())

@@ -1,0 +1,1003 @@
+//! The webhook server without a cluster: AdmissionReview and ConversionReview
+//! fixtures sent through the router in process, the probe endpoints, and the
+//! TLS listener over 127.0.0.1 with rcgen certificates, including rotation
+//! under load and graceful shutdown.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use base64::Engine as _;
+use http_body_util::BodyExt;
+use infergate::api::v1beta1::InferenceService;
+use infergate::api::{ClusterInferencePolicy, InferencePolicy};
+use infergate::engine::{PolicySnapshot, ServerDefaults};
+use infergate::metrics::Metrics;
+use infergate::webhook::admission::Admission;
+use infergate::webhook::cache::{PolicyCache, RouteTable};
+use infergate::webhook::certs::{self, PemPair};
+use infergate::webhook::server::{self, AppState};
+use infergate::webhook::tls::{self, CertResolver};
+use rustls::pki_types::ServerName;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+const ENGINE_IMAGE: &str = "registry.example.com/vllm:0.9";
+
+fn install_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn fixture(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/webhook")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn state_with(cache: PolicyCache) -> Arc<AppState> {
+    let resolver = Arc::new(CertResolver::new());
+    Arc::new(AppState {
+        admission: Admission {
+            cache: Arc::new(cache),
+            server: ServerDefaults {
+                engine_image: Some(ENGINE_IMAGE.to_owned()),
+                replicas: None,
+            },
+            metrics: Metrics::new(),
+        },
+        resolver,
+        tls_bound: AtomicBool::new(false),
+    })
+}
+
+fn state() -> Arc<AppState> {
+    state_with(PolicyCache::default())
+}
+
+async fn post_raw(state: &Arc<AppState>, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+    let req = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let resp = server::router(Arc::clone(state))
+        .oneshot(req)
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "response is not JSON ({e}): {}",
+            String::from_utf8_lossy(&bytes)
+        )
+    });
+    (status, value)
+}
+
+async fn post(state: &Arc<AppState>, path: &str, body: &Value) -> (StatusCode, Value) {
+    post_raw(state, path, serde_json::to_vec(body).unwrap()).await
+}
+
+/// The response of an AdmissionReview answered with HTTP 200.
+async fn review(state: &Arc<AppState>, path: &str, body: &Value) -> Value {
+    let (status, v) = post(state, path, body).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["apiVersion"], "admission.k8s.io/v1", "{v}");
+    assert_eq!(v["kind"], "AdmissionReview", "{v}");
+    assert_eq!(
+        v["response"]["uid"], body["request"]["uid"],
+        "uid must be echoed: {v}"
+    );
+    v["response"].clone()
+}
+
+fn decode_patch(response: &Value) -> Option<json_patch::Patch> {
+    let b64 = response.get("patch")?.as_str()?;
+    assert_eq!(response["patchType"], "JSONPatch");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .expect("patch is base64");
+    Some(serde_json::from_slice(&bytes).expect("patch is a JSONPatch"))
+}
+
+fn apply(mut object: Value, patch: &json_patch::Patch) -> Value {
+    json_patch::patch(&mut object, patch).expect("patch applies to the object sent");
+    object
+}
+
+fn with_object(mut review: Value, object: Value) -> Value {
+    review["request"]["object"] = object;
+    review
+}
+
+fn causes(response: &Value) -> Vec<String> {
+    response["status"]["details"]["causes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|c| c["field"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------- mutate
+
+#[tokio::test]
+async fn mutate_fills_every_default_with_provenance() {
+    let st = state();
+    let req = fixture("mutate-create-minimal.json");
+    let resp = review(&st, "/mutate", &req).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let patch = decode_patch(&resp).expect("a minimal service gets a patch");
+    let out = apply(req["request"]["object"].clone(), &patch);
+    let spec = &out["spec"];
+    assert_eq!(spec["engine"]["image"], ENGINE_IMAGE, "{out}");
+    assert_eq!(spec["engine"]["port"], 8000, "{out}");
+    assert_eq!(spec["backend"], "Deployment", "{out}");
+    assert_eq!(spec["replicas"], 1, "{out}");
+    assert_eq!(spec["healthCheck"]["path"], "/healthz", "{out}");
+    assert_eq!(spec["routing"]["requestTimeout"], "5m", "{out}");
+    assert_eq!(
+        spec["routing"]["pathTemplate"], "/{.metadata.namespace}/{.metadata.name}",
+        "{out}"
+    );
+    // The object is otherwise untouched (the patch never removes anything).
+    assert_eq!(out["metadata"]["name"], "chat");
+    assert!(
+        patch
+            .0
+            .iter()
+            .all(|op| !matches!(op, json_patch::PatchOperation::Remove(_))),
+        "{patch:?}"
+    );
+    let annotation = out["metadata"]["annotations"]["infergate.dev/defaulted-from"]
+        .as_str()
+        .expect("provenance annotation");
+    let provenance: BTreeMap<String, String> = serde_json::from_str(annotation).unwrap();
+    assert_eq!(
+        provenance.get("spec.engine.image").map(String::as_str),
+        Some("flag")
+    );
+    assert_eq!(
+        provenance.get("spec.engine.port").map(String::as_str),
+        Some("built-in")
+    );
+
+    // Idempotent: the defaulted object gets no patch (reinvocationPolicy: IfNeeded).
+    let again = review(&st, "/mutate", &with_object(req, out)).await;
+    assert_eq!(again["allowed"], true);
+    assert!(
+        decode_patch(&again).is_none_or(|p| p.0.is_empty()),
+        "{again}"
+    );
+}
+
+#[tokio::test]
+async fn mutate_takes_policy_defaults_and_sees_policy_changes_without_restart() {
+    let st = state();
+    let policy: InferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
+        "metadata": {"name": "defaults", "namespace": "team-a"},
+        "spec": {"defaults": {"replicas": 3}}
+    }))
+    .unwrap();
+    let req = fixture("mutate-create-minimal.json");
+
+    let before = review(&st, "/mutate", &req).await;
+    let out = apply(
+        req["request"]["object"].clone(),
+        &decode_patch(&before).unwrap(),
+    );
+    assert_eq!(out["spec"]["replicas"], 1);
+
+    st.admission.cache.set_policies(PolicySnapshot {
+        cluster: vec![],
+        namespaced: vec![policy],
+    });
+    let after = review(&st, "/mutate", &req).await;
+    let out = apply(
+        req["request"]["object"].clone(),
+        &decode_patch(&after).unwrap(),
+    );
+    assert_eq!(out["spec"]["replicas"], 3, "{out}");
+    let annotation = out["metadata"]["annotations"]["infergate.dev/defaulted-from"]
+        .as_str()
+        .unwrap();
+    assert!(
+        annotation.contains("InferencePolicy/team-a/defaults"),
+        "{annotation}"
+    );
+}
+
+#[tokio::test]
+async fn mutate_leaves_policies_and_deletes_alone() {
+    let st = state();
+    let mut policy = fixture("validate-cluster-policy-invalid.json");
+    let resp = review(&st, "/mutate", &policy).await;
+    assert_eq!(resp["allowed"], true);
+    assert!(resp.get("patch").is_none());
+    policy["request"]["operation"] = json!("DELETE");
+    let resp = review(&st, "/validate", &policy).await;
+    assert_eq!(resp["allowed"], true);
+}
+
+// ---------------------------------------------------------------- validate
+
+#[tokio::test]
+async fn validate_reports_every_field_error_at_once() {
+    let st = state();
+    let req = fixture("validate-create-invalid.json");
+    // dryRun: true in the fixture: same answer, no side effects.
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], false, "{resp}");
+    assert_eq!(resp["status"]["code"], 403, "{resp}");
+    let message = resp["status"]["message"].as_str().unwrap();
+    let fields = causes(&resp);
+    for field in [
+        "spec.canary.weight",
+        "spec.healthCheck.timeout",
+        "spec.routing.requestTimeout",
+    ] {
+        assert!(message.contains(field), "{field} missing in {message}");
+        assert!(
+            fields.iter().any(|f| f == field),
+            "{field} missing in {fields:?}"
+        );
+    }
+    assert!(
+        message.contains("120"),
+        "the offending value is named: {message}"
+    );
+    for cause in resp["status"]["details"]["causes"].as_array().unwrap() {
+        assert!(
+            cause["reason"].as_str().unwrap().starts_with("FieldValue"),
+            "{cause}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn validate_enforces_immutable_backend_and_warns_for_v1alpha1() {
+    let st = state();
+    let req = fixture("validate-update-backend.json");
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], false, "{resp}");
+    assert!(causes(&resp).iter().any(|f| f == "spec.backend"), "{resp}");
+    let warnings = resp["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("v1alpha1")
+                && w.as_str().unwrap().contains("v1beta1")),
+        "{warnings:?}"
+    );
+}
+
+#[tokio::test]
+async fn validate_allows_delete_untouched() {
+    let st = state();
+    let resp = review(&st, "/validate", &fixture("validate-delete.json")).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(resp.get("patch").is_none());
+    let resp = review(&st, "/mutate", &fixture("validate-delete.json")).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(resp.get("patch").is_none());
+}
+
+#[tokio::test]
+async fn validate_denies_inconsistent_cluster_policy() {
+    let st = state();
+    let resp = review(
+        &st,
+        "/validate",
+        &fixture("validate-cluster-policy-invalid.json"),
+    )
+    .await;
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let message = resp["status"]["message"].as_str().unwrap();
+    assert!(message.contains("spec.defaults"), "{message}");
+}
+
+#[tokio::test]
+async fn warn_policy_admits_with_warnings_deny_policy_rejects() {
+    let warn: ClusterInferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
+        "metadata": {"name": "soft"},
+        "spec": {"enforcement": "Warn", "limits": {"maxReplicas": 1}}
+    }))
+    .unwrap();
+    let st = state_with(PolicyCache::new(PolicySnapshot {
+        cluster: vec![warn.clone()],
+        namespaced: vec![],
+    }));
+    let mut req = fixture("validate-create-invalid.json");
+    req["request"]["object"]["spec"] = json!({
+        "model": {"ref": "llama3-8b-q4"},
+        "engine": {"image": ENGINE_IMAGE},
+        "replicas": 2
+    });
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let warnings = resp["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("spec.replicas")),
+        "{warnings:?}"
+    );
+
+    let mut deny = warn;
+    deny.spec.enforcement = infergate::api::policy::Enforcement::Deny;
+    st.admission.cache.set_policies(PolicySnapshot {
+        cluster: vec![deny],
+        namespaced: vec![],
+    });
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], false, "{resp}");
+    assert!(causes(&resp).iter().any(|f| f == "spec.replicas"), "{resp}");
+}
+
+#[tokio::test]
+async fn validate_rejects_a_route_another_service_owns() {
+    let other: InferenceService = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "other", "namespace": "team-a"},
+        "spec": {"model": {"ref": "m"}, "engine": {"image": ENGINE_IMAGE},
+                 "routing": {"pathTemplate": "/shared", "gateway": {"name": "gw", "namespace": "gateways"}}}
+    }))
+    .unwrap();
+    let cache = PolicyCache::default();
+    cache.set_routes(RouteTable::build([&other]));
+    let st = state_with(cache);
+    let mut req = fixture("validate-create-invalid.json");
+    req["request"]["object"]["spec"] = json!({
+        "model": {"ref": "llama3-8b-q4"},
+        "engine": {"image": ENGINE_IMAGE},
+        "routing": {"pathTemplate": "/shared", "gateway": {"name": "gw", "namespace": "gateways"}}
+    });
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], false, "{resp}");
+    let message = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("other"),
+        "names the other service: {message}"
+    );
+
+    // The same service updating itself is no collision.
+    req["request"]["object"]["metadata"]["name"] = json!("other");
+    req["request"]["name"] = json!("other");
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+}
+
+#[tokio::test]
+async fn namespace_labels_select_cluster_policies() {
+    let selective: ClusterInferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
+        "metadata": {"name": "prod"},
+        "spec": {"namespaceSelector": {"matchLabels": {"tier": "prod"}}, "defaults": {"replicas": 5}}
+    }))
+    .unwrap();
+    let cache = PolicyCache::new(PolicySnapshot {
+        cluster: vec![selective],
+        namespaced: vec![],
+    });
+    let st = state_with(cache);
+    let req = fixture("mutate-create-minimal.json");
+    let resp = review(&st, "/mutate", &req).await;
+    let out = apply(
+        req["request"]["object"].clone(),
+        &decode_patch(&resp).unwrap(),
+    );
+    assert_eq!(out["spec"]["replicas"], 1, "team-a is not prod yet");
+    st.admission.cache.set_namespaces(HashMap::from([(
+        "team-a".to_owned(),
+        BTreeMap::from([("tier".to_owned(), "prod".to_owned())]),
+    )]));
+    let resp = review(&st, "/mutate", &req).await;
+    let out = apply(
+        req["request"]["object"].clone(),
+        &decode_patch(&resp).unwrap(),
+    );
+    assert_eq!(out["spec"]["replicas"], 5, "{out}");
+}
+
+// ---------------------------------------------------------------- bad input
+
+#[tokio::test]
+async fn bodies_that_are_not_admission_reviews_get_400_json() {
+    let st = state();
+    for body in [
+        b"not json at all".to_vec(),
+        b"{}".to_vec(),
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+        br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{}}"#
+            .to_vec(),
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}"#
+            .to_vec(),
+        br#"[1,2,3]"#.to_vec(),
+        Vec::new(),
+    ] {
+        for path in ["/mutate", "/validate"] {
+            let (status, v) = post_raw(&st, path, body.clone()).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {v}");
+            assert!(v["error"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_object_of_the_wrong_shape_is_denied_not_a_panic() {
+    let st = state();
+    let mut req = fixture("mutate-create-minimal.json");
+    req["request"]["object"]["spec"] = json!({"model": "not-an-object", "replicas": "many"});
+    for path in ["/mutate", "/validate"] {
+        let resp = review(&st, path, &req).await;
+        assert_eq!(resp["allowed"], false, "{resp}");
+        assert_eq!(resp["status"]["code"], 400, "{resp}");
+    }
+}
+
+#[tokio::test]
+async fn query_strings_are_ignored() {
+    let st = state();
+    let req = fixture("validate-create-invalid.json");
+    let resp = review(&st, "/validate?timeout=10s", &req).await;
+    assert_eq!(resp["allowed"], false);
+    let resp = review(
+        &st,
+        "/mutate?timeout=10s",
+        &fixture("mutate-create-minimal.json"),
+    )
+    .await;
+    assert_eq!(resp["allowed"], true);
+}
+
+#[tokio::test]
+async fn an_update_of_two_large_objects_fits_and_beyond_the_limit_is_413() {
+    let st = state();
+    // Two ~3 MiB objects (object and oldObject) in one UPDATE review.
+    let filler = "x".repeat(3 * 1024 * 1024 - 4096);
+    let mut req = fixture("validate-update-backend.json");
+    req["request"]["object"]["metadata"]["annotations"] = json!({"big": filler});
+    req["request"]["oldObject"]["metadata"]["annotations"] = json!({"big": filler});
+    let body = serde_json::to_vec(&req).unwrap();
+    assert!(body.len() > 6 * 1024 * 1024 - 16 * 1024);
+    let (status, v) = post_raw(&st, "/validate", body).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        &v.to_string()[..200.min(v.to_string().len())]
+    );
+
+    let huge = vec![b' '; server::ADMISSION_BODY_LIMIT + 1];
+    let (status, v) = post_raw(&st, "/mutate", huge).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(v["error"].as_str().unwrap().contains("larger"), "{v}");
+}
+
+// ---------------------------------------------------------------- convert
+
+#[tokio::test]
+async fn convert_keeps_order_and_round_trips() {
+    let st = state();
+    let req = fixture("convert-alpha-to-beta.json");
+    let (status, v) = post(&st, "/convert", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["kind"], "ConversionReview");
+    let resp = &v["response"];
+    assert_eq!(resp["uid"], req["request"]["uid"]);
+    assert_eq!(resp["result"]["status"], "Success", "{v}");
+    let objects = resp["convertedObjects"].as_array().unwrap();
+    assert_eq!(objects.len(), 3);
+    let names: Vec<&str> = objects
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["first", "second", "third"]);
+    for o in objects {
+        assert_eq!(o["apiVersion"], "infergate.dev/v1beta1");
+    }
+    assert_eq!(objects[0]["spec"]["model"]["ref"], "llama3-8b-q4");
+    assert_eq!(objects[0]["spec"]["autoscaling"]["maxReplicas"], 4);
+    assert_eq!(objects[0]["metadata"]["labels"]["a"], "b");
+    assert_eq!(objects[0]["metadata"]["resourceVersion"], "10");
+    assert_eq!(objects[2]["spec"]["replicas"], 0);
+
+    // And back: the v1alpha1 originals come out identical.
+    let mut back = req.clone();
+    back["request"]["desiredAPIVersion"] = json!("infergate.dev/v1alpha1");
+    back["request"]["objects"] = json!([objects[0].clone(), objects[2].clone()]);
+    let (_, v) = post(&st, "/convert", &back).await;
+    let objects = v["response"]["convertedObjects"].as_array().unwrap();
+    assert_eq!(objects[0], req["request"]["objects"][0]);
+    assert_eq!(objects[1], req["request"]["objects"][2]);
+}
+
+#[tokio::test]
+async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
+    let st = state();
+    let mut req = fixture("convert-alpha-to-beta.json");
+    req["request"]["desiredAPIVersion"] = json!("infergate.dev/v9");
+    let (status, v) = post(&st, "/convert", &req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+    assert!(
+        v["response"]["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("v9")
+    );
+    assert_eq!(v["response"]["uid"], req["request"]["uid"]);
+
+    for body in [b"garbage".to_vec(), b"{}".to_vec()] {
+        let (status, v) = post_raw(&st, "/convert", body).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+        assert!(
+            !v["response"]["result"]["message"]
+                .as_str()
+                .unwrap()
+                .is_empty()
+        );
+    }
+}
+
+// ---------------------------------------------------------------- probes
+
+async fn get_probe(st: &Arc<AppState>, path: &str) -> (StatusCode, String) {
+    let resp = server::probe_router(Arc::clone(st))
+        .oneshot(Request::get(path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn readiness_waits_for_tls_and_certificates_and_metrics_count_requests() {
+    install_provider();
+    let st = state();
+    assert_eq!(get_probe(&st, "/healthz").await.0, StatusCode::OK);
+    assert_eq!(
+        get_probe(&st, "/readyz").await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    st.tls_bound.store(true, Ordering::Release);
+    let (status, why) = get_probe(&st, "/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(why.contains("certificate"), "{why}");
+    let (ca, leaf) = pki(&["localhost"]);
+    let _ = ca;
+    st.resolver.set(
+        tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
+            .unwrap()
+            .key,
+    );
+    assert_eq!(get_probe(&st, "/readyz").await.0, StatusCode::OK);
+
+    review(&st, "/validate", &fixture("validate-create-invalid.json")).await;
+    review(&st, "/mutate", &fixture("mutate-create-minimal.json")).await;
+    post(&st, "/convert", &fixture("convert-alpha-to-beta.json")).await;
+    let (status, text) = get_probe(&st, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    for needle in [
+        r#"infergate_admission_requests_total{webhook="validate",operation="CREATE",allowed="false"} 1"#,
+        r#"infergate_admission_requests_total{webhook="mutate",operation="CREATE",allowed="true"} 1"#,
+        r#"infergate_admission_duration_seconds_bucket{le="#,
+        r#"infergate_conversion_objects_total{from="v1alpha1",to="v1beta1",result="success"} 2"#,
+        r#"infergate_conversion_objects_total{from="v1beta1",to="v1beta1",result="success"} 1"#,
+        r#"infergate_reconcile_total{result="success"} 0"#,
+        "# TYPE infergate_reconcile_duration_seconds histogram",
+    ] {
+        assert!(text.contains(needle), "missing {needle} in\n{text}");
+    }
+}
+
+#[test]
+fn policy_files_load_both_kinds_and_reject_other_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("policies.yaml");
+    std::fs::write(
+        &good,
+        "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {name: platform}\nspec: {priority: 1}\n---\napiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata: {name: d, namespace: team-a}\nspec: {defaults: {replicas: 2}}\n",
+    )
+    .unwrap();
+    let cache = PolicyCache::from_files(&[&good]).unwrap();
+    assert_eq!(cache.policies().cluster.len(), 1);
+    assert_eq!(cache.policies().namespaced.len(), 1);
+    assert!(cache.is_synced());
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+    )
+    .unwrap();
+    let err = PolicyCache::from_files(&[&bad]).unwrap_err().to_string();
+    assert!(err.contains("ConfigMap"), "{err}");
+    assert!(PolicyCache::from_files(&[dir.path().join("missing.yaml")]).is_err());
+}
+
+// ---------------------------------------------------------------- real TLS
+
+fn pki(dns: &[&str]) -> (PemPair, PemPair) {
+    let ca = certs::generate_ca("test-ca", Duration::from_secs(3600)).unwrap();
+    let dns: Vec<String> = dns.iter().map(|s| (*s).to_owned()).collect();
+    let leaf = certs::issue_serving(
+        &ca,
+        &dns,
+        &["127.0.0.1".parse().unwrap()],
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    (ca, leaf)
+}
+
+fn client_config(cas: &[&PemPair], alpn: &[&[u8]], tls12_only: bool) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in cas {
+        roots
+            .add(CertificateDer::from_pem_slice(ca.cert.as_bytes()).unwrap())
+            .unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: &[&rustls::SupportedProtocolVersion] = if tls12_only {
+        &[&rustls::version::TLS12]
+    } else {
+        &[&rustls::version::TLS13, &rustls::version::TLS12]
+    };
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(cfg)
+}
+
+type Conn = hyper::client::conn::http1::SendRequest<http_body_util::Full<axum::body::Bytes>>;
+
+/// Open an HTTP/1.1 keep-alive connection over TLS; returns the sender and the
+/// served leaf certificate.
+async fn connect(
+    addr: SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+) -> Result<(Conn, Vec<u8>), Box<dyn std::error::Error + Send + Sync>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(ServerName::try_from("127.0.0.1")?, tcp)
+        .await?;
+    let leaf = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await?;
+    tokio::spawn(conn);
+    Ok((sender, leaf))
+}
+
+async fn send(
+    conn: &mut Conn,
+    path: &str,
+    body: &[u8],
+) -> Result<(StatusCode, Vec<u8>), Box<dyn std::error::Error + Send + Sync>> {
+    conn.ready().await?;
+    let req = Request::post(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(
+            axum::body::Bytes::copy_from_slice(body),
+        ))?;
+    let resp = conn.send_request(req).await?;
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await?.to_bytes();
+    Ok((status, bytes.to_vec()))
+}
+
+struct Running {
+    addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start_tls(router: axum::Router, resolver: Arc<CertResolver>) -> Running {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let cfg = tls::server_config(resolver).unwrap();
+    let task = tokio::spawn(server::serve_tls(
+        listener,
+        cfg,
+        router,
+        shutdown.clone(),
+        Duration::from_secs(5),
+    ));
+    Running {
+        addr,
+        shutdown,
+        task,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_serves_http1_and_h2_with_tls12_and_13() {
+    install_provider();
+    let (ca, leaf) = pki(&["localhost"]);
+    let st = state();
+    st.resolver.set(
+        tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
+            .unwrap()
+            .key,
+    );
+    let run = start_tls(server::router(Arc::clone(&st)), Arc::clone(&st.resolver)).await;
+    let body = serde_json::to_vec(&fixture("validate-create-invalid.json")).unwrap();
+
+    for tls12 in [false, true] {
+        let (mut conn, _) = connect(run.addr, client_config(&[&ca], &[b"http/1.1"], tls12))
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            let (status, bytes) = send(&mut conn, "/validate?timeout=10s", &body)
+                .await
+                .unwrap();
+            assert_eq!(status, StatusCode::OK);
+            let v: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(v["response"]["allowed"], false);
+        }
+    }
+
+    // ALPN h2 is offered and negotiated.
+    let tcp = TcpStream::connect(run.addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(client_config(&[&ca], &[b"h2"], false))
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    h2.ready().await.unwrap();
+    let resp = h2
+        .send_request(
+            Request::post("https://127.0.0.1/mutate")
+                .body(http_body_util::Full::new(axum::body::Bytes::from(
+                    serde_json::to_vec(&fixture("mutate-create-minimal.json")).unwrap(),
+                )))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+
+    // An untrusting client fails the handshake; the server keeps serving.
+    let (other_ca, _) = pki(&["localhost"]);
+    assert!(
+        connect(run.addr, client_config(&[&other_ca], &[], false))
+            .await
+            .is_err()
+    );
+    assert!(
+        connect(run.addr, client_config(&[&ca], &[], false))
+            .await
+            .is_ok()
+    );
+
+    run.shutdown.cancel();
+    run.task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_files_rotate_under_load_without_losing_a_request() {
+    install_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let cert_path = dir.path().join("tls.crt");
+    let key_path = dir.path().join("tls.key");
+    let (ca1, leaf1) = pki(&["localhost"]);
+    let (ca2, leaf2) = pki(&["localhost"]);
+    std::fs::write(&cert_path, &leaf1.cert).unwrap();
+    std::fs::write(&key_path, &leaf1.key).unwrap();
+
+    let st = state();
+    let initial = tls::load_files(&cert_path, &key_path).unwrap();
+    st.resolver.set(initial.key);
+    let run = start_tls(server::router(Arc::clone(&st)), Arc::clone(&st.resolver)).await;
+    let watcher = tokio::spawn(tls::watch_files(
+        cert_path.clone(),
+        key_path.clone(),
+        Arc::clone(&st.resolver),
+        st.admission.metrics.clone(),
+        Duration::from_millis(100),
+        run.shutdown.clone(),
+    ));
+
+    let body = Arc::new(serde_json::to_vec(&fixture("mutate-create-minimal.json")).unwrap());
+    let trust_both = client_config(&[&ca1, &ca2], &[b"http/1.1"], false);
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let stop = CancellationToken::new();
+    let mut workers = Vec::new();
+    // Long-lived keep-alive connections (as the apiserver holds them) and
+    // short-lived ones that handshake again and again.
+    for w in 0..6 {
+        let (body, cfg, ok, failed, stop) = (
+            Arc::clone(&body),
+            Arc::clone(&trust_both),
+            Arc::clone(&ok),
+            Arc::clone(&failed),
+            stop.clone(),
+        );
+        let addr = run.addr;
+        workers.push(tokio::spawn(async move {
+            let mut conn = None;
+            while !stop.is_cancelled() {
+                if conn.is_none() || w % 2 == 1 {
+                    conn = match connect(addr, Arc::clone(&cfg)).await {
+                        Ok((c, _)) => Some(c),
+                        Err(e) => {
+                            eprintln!("connect failed: {e}");
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            None
+                        }
+                    };
+                }
+                let Some(c) = conn.as_mut() else { continue };
+                match send(c, "/mutate", &body).await {
+                    Ok((StatusCode::OK, _)) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => {
+                        eprintln!("request failed: {other:?}");
+                        failed.fetch_add(1, Ordering::Relaxed);
+                        conn = None;
+                    }
+                }
+            }
+        }));
+    }
+
+    // A connection opened before the rotation.
+    let (mut old_conn, served_before) =
+        connect(run.addr, client_config(&[&ca1], &[b"http/1.1"], false))
+            .await
+            .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Rotate: key first, then certificate (a half-written pair must not be served).
+    std::fs::write(&key_path, &leaf2.key).unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    std::fs::write(&cert_path, &leaf2.cert).unwrap();
+
+    // New handshakes get the new certificate.
+    let mut rotated = false;
+    for _ in 0..50 {
+        if let Ok((_, served)) = connect(run.addr, client_config(&[&ca2], &[], false)).await {
+            assert_ne!(served, served_before);
+            rotated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(rotated, "the new certificate was never served");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.cancel();
+    for w in workers {
+        w.await.unwrap();
+    }
+    // The connection from before the rotation still works.
+    let (status, _) = send(&mut old_conn, "/mutate", &body).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+
+    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    assert!(ok > 50, "too few requests under load: {ok}");
+    assert_eq!(failed, 0, "{failed} of {} requests failed", ok + failed);
+    let metrics = st.admission.metrics.encode().unwrap();
+    assert!(
+        metrics.contains("infergate_certificate_expiry_timestamp_seconds{certificate=\"serving\"}"),
+        "{metrics}"
+    );
+    run.shutdown.cancel();
+    run.task.await.unwrap();
+    watcher.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_stops_accepting_and_drains_in_flight_requests() {
+    install_provider();
+    let (ca, leaf) = pki(&["localhost"]);
+    let resolver = Arc::new(CertResolver::new());
+    resolver.set(
+        tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
+            .unwrap()
+            .key,
+    );
+    let started = Arc::new(tokio::sync::Notify::new());
+    let notify = Arc::clone(&started);
+    let router = axum::Router::new().route(
+        "/slow",
+        axum::routing::post(move || {
+            let notify = Arc::clone(&notify);
+            async move {
+                notify.notify_one();
+                tokio::time::sleep(Duration::from_millis(700)).await;
+                "done"
+            }
+        }),
+    );
+    let run = start_tls(router, Arc::clone(&resolver)).await;
+    let cfg = client_config(&[&ca], &[b"http/1.1"], false);
+    let (mut conn, _) = connect(run.addr, Arc::clone(&cfg)).await.unwrap();
+    let in_flight = tokio::spawn(async move { send(&mut conn, "/slow", b"").await });
+    started.notified().await;
+    run.shutdown.cancel();
+    let (status, body) = in_flight
+        .await
+        .unwrap()
+        .expect("in-flight request completes");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, b"done");
+    tokio::time::timeout(Duration::from_secs(5), run.task)
+        .await
+        .expect("server exits after draining")
+        .unwrap();
+    assert!(connect(run.addr, cfg).await.is_err(), "no longer accepting");
+}
+
+#[test]
+fn a_mismatched_key_is_refused() {
+    install_provider();
+    let (_, leaf1) = pki(&["localhost"]);
+    let (_, leaf2) = pki(&["localhost"]);
+    assert!(tls::parse_pem_pair(leaf1.cert.as_bytes(), leaf2.key.as_bytes()).is_err());
+    assert!(tls::parse_pem_pair(b"", leaf1.key.as_bytes()).is_err());
+    assert!(tls::parse_pem_pair(leaf1.cert.as_bytes(), b"garbage").is_err());
+}
+
+#[test]
+fn certs_command_writes_a_usable_pair() {
+    install_provider();
+    let dir = tempfile::tempdir().unwrap();
+    certs::write_bundle(
+        dir.path(),
+        &["infergate.infergate-system.svc".to_owned()],
+        &["127.0.0.1".parse().unwrap()],
+        Duration::from_secs(86400),
+    )
+    .unwrap();
+    for f in ["ca.crt", "ca.key", "tls.crt", "tls.key"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+    let sc = tls::load_files(&dir.path().join("tls.crt"), &dir.path().join("tls.key")).unwrap();
+    assert!(sc.not_after > jiff::Timestamp::now().as_second());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("tls.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "private keys are not world-readable");
+    }
+}
