@@ -364,8 +364,12 @@ fn classify(doc: &Document) -> Result<(String, Object), InputError> {
     Ok((kind_label(kind, ns, name), obj))
 }
 
-/// Rendered routes of the services under check, for the collision rule.
-struct LocalRoutes(HashMap<(String, Option<String>, String), Vec<(String, String)>>);
+/// (gateway name, gateway namespace, rendered path).
+type RouteKey = (String, Option<String>, String);
+
+/// Rendered routes of the services under check, for the collision rule:
+/// route -> the `(namespace, name)` of every service claiming it.
+struct LocalRoutes(HashMap<RouteKey, Vec<(String, String)>>);
 
 impl RouteIndex for LocalRoutes {
     fn owner(

@@ -1,0 +1,1221 @@
+//! Engine and conversion: property tests (defaulting is idempotent,
+//! conversion round-trips both ways) and one test per policy/validation rule
+//! that the examples cannot express on their own.
+
+use std::collections::BTreeMap;
+
+use infergate::api::conversion::{self, V1ALPHA1, V1BETA1};
+use infergate::api::policy::{
+    ClusterInferencePolicySpec, Enforcement, EngineDefaults, InferencePolicySpec, PolicyDefaults,
+    PolicyLimits, ResourceDefaults, RoutingDefaults,
+};
+use infergate::api::v1beta1::{
+    self, AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec, EnvVar,
+    GraphSpec, InferenceService, InferenceServiceSpec, InferenceServiceStatus, ModelSpec,
+    ParallelismSpec, RoutingSpec, SecretKeyRef,
+};
+use infergate::api::{
+    AcceleratorType, CONVERSION_DATA_ANNOTATION, ClusterInferencePolicy, GatewayRef,
+    HealthCheckSpec, InferencePolicy, ResourcesSpec, v1alpha1,
+};
+use infergate::engine::{
+    self, Context, NoRoutes, PolicySnapshot, RouteIndex, ServerDefaults, Verdict,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, LabelSelectorRequirement, Time,
+};
+use kube::api::ObjectMeta;
+use proptest::prelude::*;
+
+// ---------------------------------------------------------------- strategies
+
+fn opt<T: std::fmt::Debug + Clone + 'static>(
+    s: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<Option<T>> {
+    prop_oneof![Just(None), s.prop_map(Some)].boxed()
+}
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z][a-z0-9-]{0,20}[a-z0-9]"
+}
+
+fn image() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "registry\\.example\\.com/[a-z]{1,8}:[0-9]\\.[0-9]",
+        "docker\\.io/[a-z]{1,8}/[a-z]{1,8}:latest",
+    ]
+}
+
+fn quantity() -> impl Strategy<Value = Quantity> {
+    prop_oneof!["[1-9][0-9]{0,2}m", "[1-9][0-9]?", "[1-9][0-9]?(Mi|Gi)"].prop_map(Quantity)
+}
+
+fn go_duration() -> impl Strategy<Value = String> {
+    prop_oneof!["[1-9][0-9]?s", "[1-9]m", "[1-9][0-9]{0,2}ms"]
+}
+
+fn gateway_duration() -> impl Strategy<Value = String> {
+    prop_oneof!["[1-9][0-9]?s", "[1-9][0-9]?m", "1h[1-5]?[0-9]m"]
+}
+
+fn metadata() -> impl Strategy<Value = ObjectMeta> {
+    (
+        name(),
+        name(),
+        opt(prop::collection::btree_map(
+            "[a-z]{1,5}",
+            "[a-z0-9]{0,5}",
+            1..3,
+        )),
+        opt(prop::collection::btree_map(
+            "(example\\.com/)?[a-z]{1,5}",
+            ".{0,10}",
+            1..3,
+        )),
+        opt(1i64..100),
+        opt("[a-f0-9]{8}"),
+    )
+        .prop_map(
+            |(name, ns, labels, annotations, generation, uid)| ObjectMeta {
+                name: Some(name),
+                namespace: Some(ns),
+                labels,
+                annotations,
+                generation,
+                uid,
+                ..Default::default()
+            },
+        )
+}
+
+fn resources() -> impl Strategy<Value = ResourcesSpec> {
+    (opt(quantity()), opt(quantity()), opt(quantity())).prop_map(|(cpu, memory, gpu_memory)| {
+        ResourcesSpec {
+            cpu,
+            memory,
+            gpu_memory,
+        }
+    })
+}
+
+fn health() -> impl Strategy<Value = HealthCheckSpec> {
+    (opt("/[a-z]{1,8}"), opt(go_duration()), opt(go_duration())).prop_map(
+        |(path, interval, timeout)| HealthCheckSpec {
+            path,
+            interval,
+            timeout,
+        },
+    )
+}
+
+fn accelerator() -> impl Strategy<Value = AcceleratorType> {
+    prop_oneof![
+        Just(AcceleratorType::Nvidia),
+        Just(AcceleratorType::Amd),
+        Just(AcceleratorType::IntelGaudi),
+        Just(AcceleratorType::GoogleTpu),
+        Just(AcceleratorType::None),
+    ]
+}
+
+fn time() -> impl Strategy<Value = Time> {
+    (0i64..2_000_000_000)
+        .prop_map(|s| Time(jiff::Timestamp::from_second(s).unwrap_or(jiff::Timestamp::UNIX_EPOCH)))
+}
+
+fn condition() -> impl Strategy<Value = Condition> {
+    (
+        prop_oneof![
+            Just("Ready"),
+            Just("Reconciled"),
+            Just("RoutingReady"),
+            Just("PolicyCompliant")
+        ],
+        prop_oneof![Just("True"), Just("False"), Just("Unknown")],
+        "[A-Z][a-zA-Z]{0,10}",
+        ".{0,20}",
+        opt(0i64..50),
+        time(),
+    )
+        .prop_map(|(t, s, reason, message, og, ts)| Condition {
+            type_: t.to_owned(),
+            status: s.to_owned(),
+            reason,
+            message,
+            observed_generation: og,
+            last_transition_time: ts,
+        })
+}
+
+fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
+    (
+        opt(0i64..50),
+        prop::collection::vec(condition(), 0..4).prop_map(|mut cs| {
+            // Condition types are unique in a real status.
+            let mut seen = std::collections::BTreeSet::new();
+            cs.retain(|c| seen.insert(c.type_.clone()));
+            cs
+        }),
+        opt(0i32..10),
+        opt(0i32..10),
+        opt(
+            (opt(0i32..5), opt(0i32..5), opt(0i32..100)).prop_map(|(r, rr, w)| CanaryStatus {
+                replicas: r,
+                ready_replicas: rr,
+                weight: w,
+            }),
+        ),
+        opt("/[a-z]{1,5}/[a-z]{1,5}"),
+        opt(gateway_duration()),
+    )
+        .prop_map(
+            |(observed_generation, conditions, replicas, ready_replicas, canary, route, rt)| {
+                InferenceServiceStatus {
+                    observed_generation,
+                    conditions,
+                    replicas,
+                    ready_replicas,
+                    canary,
+                    route_path: route,
+                    request_timeout: rt,
+                }
+            },
+        )
+}
+
+fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
+    let model = (name(), opt(image())).prop_map(|(r, image)| ModelSpec { r#ref: r, image });
+    let engine = (
+        opt(image()),
+        opt(1i32..65535),
+        prop::collection::vec("--[a-z]{1,6}", 0..3),
+        prop::collection::vec(
+            ("[A-Z]{1,6}", opt("[a-z]{0,5}")).prop_map(|(name, value)| EnvVar { name, value }),
+            0..2,
+        ),
+    )
+        .prop_map(|(image, port, args, env)| EngineSpec {
+            image,
+            port,
+            args,
+            env,
+        });
+    let autoscaling =
+        (1i32..5, 0i32..5, opt(1i32..100)).prop_map(|(min, extra, t)| AutoscalingSpec {
+            min_replicas: min,
+            max_replicas: min + extra,
+            target_cpu_utilization_percent: t,
+        });
+    let canary = (
+        (name(), opt(image())).prop_map(|(r, image)| ModelSpec { r#ref: r, image }),
+        opt(image()),
+        0i32..=100,
+        opt(0i32..4),
+    )
+        .prop_map(|(model, engine_image, weight, replicas)| CanarySpec {
+            model,
+            engine_image,
+            weight,
+            replicas,
+        });
+    let routing = (
+        opt(prop_oneof![
+            Just("/{.metadata.namespace}/{.metadata.name}".to_owned()),
+            Just("/models/{.spec.model.ref}".to_owned()),
+        ]),
+        opt(gateway_duration()),
+        opt((name(), opt(name())).prop_map(|(name, namespace)| GatewayRef { name, namespace })),
+    )
+        .prop_map(|(path_template, request_timeout, gateway)| RoutingSpec {
+            path_template,
+            request_timeout,
+            gateway,
+        });
+    let backend_graph = prop_oneof![
+        Just((None, None)),
+        Just((Some(Backend::Deployment), None)),
+        (
+            "https://[a-z]{1,8}\\.example\\.com/[a-z]{1,5}",
+            opt((name(), "[a-z]{1,5}").prop_map(|(name, key)| SecretKeyRef { name, key }))
+        )
+            .prop_map(|(url, r)| (
+                Some(Backend::RayService),
+                Some(GraphSpec {
+                    url,
+                    bearer_token_secret_ref: r
+                })
+            )),
+    ];
+    (
+        (
+            model,
+            opt(engine),
+            backend_graph,
+            opt(0i32..10),
+            opt(autoscaling),
+        ),
+        (
+            opt(resources()),
+            opt(opt(accelerator()).prop_map(|r#type| AcceleratorSpec { r#type })),
+            opt((opt(1i32..4), opt(1i32..4))
+                .prop_map(|(tensor, pipeline)| ParallelismSpec { tensor, pipeline })),
+            opt(canary),
+            opt(health()),
+            opt(routing),
+        ),
+    )
+        .prop_map(
+            |(
+                (model, engine, (backend, graph), replicas, autoscaling),
+                (resources, accelerator, parallelism, canary, health_check, routing),
+            )| InferenceServiceSpec {
+                model,
+                engine,
+                backend,
+                replicas,
+                autoscaling,
+                resources,
+                accelerator,
+                parallelism,
+                canary,
+                health_check,
+                routing,
+                graph,
+            },
+        )
+}
+
+fn beta_service() -> impl Strategy<Value = InferenceService> {
+    (metadata(), beta_spec(), opt(beta_status())).prop_map(|(metadata, spec, status)| {
+        InferenceService {
+            metadata,
+            spec,
+            status,
+        }
+    })
+}
+
+fn alpha_service() -> impl Strategy<Value = v1alpha1::InferenceService> {
+    let spec = (
+        name(),
+        opt(0i32..10),
+        opt(0i32..5),
+        opt(0i32..10),
+        opt(resources()),
+        opt((name(), 0i32..=100)
+            .prop_map(|(model_ref, weight)| v1alpha1::CanarySpec { model_ref, weight })),
+        opt(health()),
+    )
+        .prop_filter(
+            "minReplicas <= maxReplicas when autoscaling",
+            |(_, _, min, max, ..)| match (min, max) {
+                (Some(a), Some(b)) if *a > 0 => a <= b,
+                _ => true,
+            },
+        )
+        .prop_map(
+            |(model_ref, replicas, min_replicas, max_replicas, resources, canary, health_check)| {
+                v1alpha1::InferenceServiceSpec {
+                    model_ref,
+                    replicas,
+                    min_replicas,
+                    max_replicas,
+                    resources,
+                    canary,
+                    health_check,
+                }
+            },
+        );
+    let status = (opt(any::<bool>()), opt(0i32..10), opt(".{0,20}")).prop_map(
+        |(ready, replicas, message)| v1alpha1::InferenceServiceStatus {
+            ready,
+            replicas,
+            message,
+        },
+    );
+    (metadata(), spec, opt(status)).prop_map(|(metadata, spec, status)| {
+        v1alpha1::InferenceService {
+            metadata,
+            spec,
+            status,
+        }
+    })
+}
+
+fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
+    (
+        opt((opt(image()), opt(1i32..65535))
+            .prop_map(|(image, port)| EngineDefaults { image, port })),
+        opt(0i32..10),
+        opt((opt(quantity()), opt(quantity()))
+            .prop_map(|(cpu, memory)| ResourceDefaults { cpu, memory })),
+        opt(health()),
+        opt((
+            opt(Just("/{.metadata.name}".to_owned())),
+            opt(gateway_duration()),
+            opt((name(), opt(name())).prop_map(|(name, namespace)| GatewayRef { name, namespace })),
+        )
+            .prop_map(
+                |(path_template, request_timeout, gateway)| RoutingDefaults {
+                    path_template,
+                    request_timeout,
+                    gateway,
+                },
+            )),
+        opt(1i32..100),
+    )
+        .prop_map(
+            |(engine, replicas, resources, health_check, routing, target)| PolicyDefaults {
+                engine,
+                replicas,
+                autoscaling: target.map(|t| infergate::api::policy::AutoscalingDefaults {
+                    target_cpu_utilization_percent: Some(t),
+                }),
+                resources,
+                health_check,
+                routing,
+            },
+        )
+}
+
+fn snapshot() -> impl Strategy<Value = PolicySnapshot> {
+    (
+        prop::collection::vec((name(), -2i32..3, opt(policy_defaults())), 0..3),
+        prop::collection::vec((name(), -2i32..3, opt(policy_defaults())), 0..3),
+    )
+        .prop_map(|(cluster, namespaced)| PolicySnapshot {
+            cluster: cluster
+                .into_iter()
+                .map(|(n, priority, defaults)| {
+                    ClusterInferencePolicy::new(
+                        &n,
+                        ClusterInferencePolicySpec {
+                            priority,
+                            defaults,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+            namespaced: namespaced
+                .into_iter()
+                .map(|(n, priority, defaults)| {
+                    let mut p = InferencePolicy::new(
+                        &n,
+                        InferencePolicySpec {
+                            priority,
+                            defaults,
+                            ..Default::default()
+                        },
+                    );
+                    p.metadata.namespace = Some("team-a".to_owned());
+                    p
+                })
+                .collect(),
+        })
+}
+
+// ------------------------------------------------------------- helpers
+
+fn ctx_run<R>(
+    policies: &PolicySnapshot,
+    labels: &BTreeMap<String, String>,
+    routes: &dyn RouteIndex,
+    f: impl FnOnce(&Context) -> R,
+) -> R {
+    let server = ServerDefaults::default();
+    let ctx = Context {
+        namespace: "team-a",
+        namespace_labels: labels,
+        policies,
+        server: &server,
+        routes,
+    };
+    f(&ctx)
+}
+
+fn valid_service() -> InferenceService {
+    let mut s = InferenceService::new("chat", Default::default());
+    s.metadata.namespace = Some("team-a".to_owned());
+    s.spec.model.r#ref = "llama3-8b-q4".to_owned();
+    s.spec.engine = Some(EngineSpec {
+        image: Some("registry.example.com/vllm:0.9".to_owned()),
+        ..Default::default()
+    });
+    s
+}
+
+fn validate(s: &InferenceService, p: &PolicySnapshot) -> Verdict {
+    let labels = BTreeMap::new();
+    ctx_run(p, &labels, &NoRoutes, |c| {
+        engine::validate_service(s, None, c)
+    })
+}
+
+fn cluster(name: &str, enforcement: Enforcement, limits: PolicyLimits) -> ClusterInferencePolicy {
+    ClusterInferencePolicy::new(
+        name,
+        ClusterInferencePolicySpec {
+            enforcement,
+            limits: Some(limits),
+            ..Default::default()
+        },
+    )
+}
+
+fn namespaced(name: &str, limits: PolicyLimits) -> InferencePolicy {
+    let mut p = InferencePolicy::new(
+        name,
+        InferencePolicySpec {
+            limits: Some(limits),
+            ..Default::default()
+        },
+    );
+    p.metadata.namespace = Some("team-a".to_owned());
+    p
+}
+
+fn errors(v: &Verdict) -> Vec<String> {
+    v.errors.iter().map(ToString::to_string).collect()
+}
+
+// ------------------------------------------------------------- properties
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// down(up(x)) == x for every valid v1alpha1 object.
+    #[test]
+    fn alpha_round_trips(a in alpha_service()) {
+        let b = conversion::to_v1beta1(&a).unwrap();
+        let back = conversion::to_v1alpha1(&b).unwrap();
+        prop_assert_eq!(&back, &a);
+        // Metadata changes only in the conversion annotation.
+        let mut meta = b.metadata.clone();
+        if let Some(an) = meta.annotations.as_mut() {
+            an.remove(CONVERSION_DATA_ANNOTATION);
+            if an.is_empty() && a.metadata.annotations.is_none() {
+                meta.annotations = None;
+            }
+        }
+        prop_assert_eq!(meta, a.metadata.clone());
+        // The same through the JSON entry point the webhook uses.
+        let json = serde_json::to_value(&a).unwrap();
+        let up = conversion::convert(json.clone(), V1BETA1).unwrap();
+        prop_assert_eq!(up["apiVersion"].as_str(), Some(V1BETA1));
+        let down = conversion::convert(up, V1ALPHA1).unwrap();
+        prop_assert_eq!(down, json);
+    }
+
+    /// up(down(x)) == x for every valid v1beta1 object, status included.
+    #[test]
+    fn beta_round_trips(b in beta_service()) {
+        let a = conversion::to_v1alpha1(&b).unwrap();
+        let back = conversion::to_v1beta1(&a).unwrap();
+        prop_assert_eq!(&back, &b);
+        let json = serde_json::to_value(&b).unwrap();
+        let down = conversion::convert(json.clone(), V1ALPHA1).unwrap();
+        prop_assert_eq!(down["apiVersion"].as_str(), Some(V1ALPHA1));
+        prop_assert_eq!(&down["metadata"]["name"], &json["metadata"]["name"]);
+        let up = conversion::convert(down, V1BETA1).unwrap();
+        prop_assert_eq!(up, json);
+    }
+
+    /// default(default(x)) == default(x), and the patch for an already
+    /// defaulted object is empty; the patch for x turns x into default(x).
+    #[test]
+    fn defaulting_is_idempotent(svc in beta_service(), policies in snapshot(), tier in any::<bool>()) {
+        let mut svc = svc;
+        svc.metadata.namespace = Some("team-a".to_owned());
+        let labels: BTreeMap<String, String> = if tier {
+            BTreeMap::from([("tier".to_owned(), "prod".to_owned())])
+        } else {
+            BTreeMap::new()
+        };
+        let (once, twice) = ctx_run(&policies, &labels, &NoRoutes, |c| {
+            let once = engine::default_service(&svc, c);
+            let twice = engine::default_service(&once.object, c);
+            (once, twice)
+        });
+        prop_assert_eq!(&twice.object, &once.object);
+        prop_assert!(twice.filled.is_empty());
+        let j1 = serde_json::to_value(&once.object).unwrap();
+        let j2 = serde_json::to_value(&twice.object).unwrap();
+        prop_assert!(engine::diff_patch(&j1, &j2).0.is_empty());
+        let j0 = serde_json::to_value(&svc).unwrap();
+        let patch = engine::diff_patch(&j0, &j1);
+        prop_assert_eq!(patch.0.is_empty(), once.filled.is_empty());
+        let mut patched = j0.clone();
+        json_patch::patch(&mut patched, &patch).unwrap();
+        prop_assert_eq!(patched, j1);
+        // Replicas the user set, 0 included, are never changed.
+        if let Some(r) = svc.spec.replicas {
+            prop_assert_eq!(once.object.spec.replicas, Some(r));
+        }
+    }
+
+    /// Validation never panics and every error names a field.
+    #[test]
+    fn every_error_names_its_field(svc in beta_service()) {
+        let v = validate(&svc, &PolicySnapshot::default());
+        for e in &v.errors {
+            prop_assert!(e.field.starts_with("spec.") || e.field.starts_with("metadata."), "{}", e);
+            let prefix = format!("{}: ", e.field);
+            prop_assert!(e.to_string().starts_with(&prefix));
+        }
+    }
+}
+
+// ------------------------------------------------------------- conversion
+
+#[test]
+fn alpha_autoscaling_and_ready_mapping() {
+    let mut a = v1alpha1::InferenceService::new(
+        "chat",
+        v1alpha1::InferenceServiceSpec {
+            model_ref: "m".to_owned(),
+            replicas: Some(2),
+            min_replicas: Some(1),
+            max_replicas: Some(8),
+            canary: Some(v1alpha1::CanarySpec {
+                model_ref: "c".to_owned(),
+                weight: 10,
+            }),
+            ..Default::default()
+        },
+    );
+    a.status = Some(v1alpha1::InferenceServiceStatus {
+        ready: Some(true),
+        replicas: Some(2),
+        message: Some("all replicas ready".to_owned()),
+    });
+    let b = conversion::to_v1beta1(&a).unwrap();
+    assert_eq!(
+        b.spec.autoscaling,
+        Some(AutoscalingSpec {
+            min_replicas: 1,
+            max_replicas: 8,
+            target_cpu_utilization_percent: None
+        })
+    );
+    assert_eq!(b.spec.model.r#ref, "m");
+    assert_eq!(b.spec.canary.as_ref().map(|c| c.weight), Some(10));
+    let st = b.status.as_ref().unwrap();
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.status, "True");
+    assert_eq!(ready.message, "all replicas ready");
+    // Everything v1alpha1 says, v1beta1 can say: no annotation needed.
+    assert!(b.metadata.annotations.is_none());
+
+    // minReplicas 0 means no autoscaling; the values survive in the annotation.
+    a.spec.min_replicas = Some(0);
+    let b = conversion::to_v1beta1(&a).unwrap();
+    assert_eq!(b.spec.autoscaling, None);
+    assert!(
+        b.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(CONVERSION_DATA_ANNOTATION)
+    );
+    assert_eq!(conversion::to_v1alpha1(&b).unwrap(), a);
+}
+
+#[test]
+fn edits_through_the_old_version_are_kept() {
+    let mut b = valid_service();
+    b.spec.canary = Some(CanarySpec {
+        model: ModelSpec {
+            r#ref: "c".to_owned(),
+            image: Some("registry.example.com/c:1".to_owned()),
+        },
+        engine_image: Some("registry.example.com/e:2".to_owned()),
+        weight: 10,
+        replicas: Some(2),
+    });
+    b.spec.accelerator = Some(AcceleratorSpec {
+        r#type: Some(AcceleratorType::Nvidia),
+    });
+    let mut a = conversion::to_v1alpha1(&b).unwrap();
+    // a v1alpha1 client changes the weight and the model
+    if let Some(c) = a.spec.canary.as_mut() {
+        c.weight = 30;
+    }
+    a.spec.model_ref = "new-model".to_owned();
+    let up = conversion::to_v1beta1(&a).unwrap();
+    let c = up.spec.canary.as_ref().unwrap();
+    assert_eq!(c.weight, 30, "the edit is kept");
+    assert_eq!(up.spec.model.r#ref, "new-model");
+    assert_eq!(c.engine_image, b.spec.canary.as_ref().unwrap().engine_image);
+    assert_eq!(c.replicas, Some(2));
+    assert_eq!(up.spec.accelerator, b.spec.accelerator);
+    assert!(up.metadata.annotations.is_none());
+    // a v1alpha1 client removes the canary: nothing of it comes back
+    let mut a = conversion::to_v1alpha1(&b).unwrap();
+    a.spec.canary = None;
+    let up = conversion::to_v1beta1(&a).unwrap();
+    assert_eq!(up.spec.canary, None);
+}
+
+#[test]
+fn convert_rejects_what_it_cannot_convert() {
+    let b = serde_json::to_value(valid_service()).unwrap();
+    assert!(conversion::convert(b.clone(), "infergate.dev/v2").is_err());
+    let mut other = b.clone();
+    other["kind"] = "ClusterInferencePolicy".into();
+    assert!(conversion::convert(other, V1ALPHA1).is_err());
+    let mut bad = b.clone();
+    bad["metadata"]["annotations"] = serde_json::json!({ CONVERSION_DATA_ANNOTATION: "{not json" });
+    assert!(conversion::convert(bad, V1ALPHA1).is_err());
+    // same version: untouched
+    assert_eq!(conversion::convert(b.clone(), V1BETA1).unwrap(), b);
+}
+
+#[test]
+fn convert_keeps_unknown_metadata_verbatim() {
+    let mut b = serde_json::to_value(valid_service()).unwrap();
+    b["metadata"]["managedFields"] =
+        serde_json::json!([{"manager": "kubectl", "operation": "Apply"}]);
+    b["metadata"]["resourceVersion"] = "42".into();
+    b["spec"]["accelerator"] = serde_json::json!({"type": "amd"});
+    let a = conversion::convert(b.clone(), V1ALPHA1).unwrap();
+    let mut meta = a["metadata"].clone();
+    assert!(meta["annotations"][CONVERSION_DATA_ANNOTATION].is_string());
+    meta.as_object_mut().unwrap().remove("annotations");
+    assert_eq!(meta, b["metadata"]);
+    assert_eq!(conversion::convert(a, V1BETA1).unwrap(), b);
+}
+
+// ------------------------------------------------------------- policies
+
+#[test]
+fn strictest_limit_wins_and_names_its_policy() {
+    let s = {
+        let mut s = valid_service();
+        s.spec.replicas = Some(10);
+        s
+    };
+    // cluster 16, namespace 8 -> 8 from the namespace policy
+    let p = PolicySnapshot {
+        cluster: vec![cluster(
+            "platform",
+            Enforcement::Deny,
+            PolicyLimits {
+                max_replicas: Some(16),
+                ..Default::default()
+            },
+        )],
+        namespaced: vec![namespaced(
+            "tight",
+            PolicyLimits {
+                max_replicas: Some(8),
+                ..Default::default()
+            },
+        )],
+    };
+    assert_eq!(
+        errors(&validate(&s, &p)),
+        vec![
+            "spec.replicas: Invalid value: 10: must be at most 8 (InferencePolicy \"team-a/tight\")"
+        ]
+    );
+    // a namespace policy cannot loosen: cluster 4 still applies against namespace 8
+    let p = PolicySnapshot {
+        cluster: vec![cluster(
+            "platform",
+            Enforcement::Deny,
+            PolicyLimits {
+                max_replicas: Some(4),
+                ..Default::default()
+            },
+        )],
+        namespaced: p.namespaced,
+    };
+    assert_eq!(
+        errors(&validate(&s, &p)),
+        vec![
+            "spec.replicas: Invalid value: 10: must be at most 4 (ClusterInferencePolicy \"platform\")"
+        ]
+    );
+}
+
+#[test]
+fn warn_enforcement_turns_violations_into_warnings() {
+    let mut s = valid_service();
+    s.spec.canary = Some(CanarySpec {
+        model: ModelSpec {
+            r#ref: "other".to_owned(),
+            image: None,
+        },
+        weight: 40,
+        ..Default::default()
+    });
+    let soft = PolicySnapshot {
+        cluster: vec![cluster(
+            "soft",
+            Enforcement::Warn,
+            PolicyLimits {
+                max_canary_weight: Some(20),
+                allowed_image_registries: Some(vec!["other.example.com/".to_owned()]),
+                ..Default::default()
+            },
+        )],
+        ..Default::default()
+    };
+    let v = validate(&s, &soft);
+    assert!(v.allowed(), "{:?}", v.errors);
+    assert!(v.warnings.iter().any(|w| w
+        == "spec.canary.weight: Invalid value: 40: must be at most 20 (ClusterInferencePolicy \"soft\")"));
+    assert!(
+        v.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.engine.image: Invalid value:"))
+    );
+    // A Deny policy next to it still denies; the Warn duplicate is dropped.
+    let mut both = soft.clone();
+    both.cluster.push(cluster(
+        "hard",
+        Enforcement::Deny,
+        PolicyLimits {
+            max_canary_weight: Some(30),
+            ..Default::default()
+        },
+    ));
+    let v = validate(&s, &both);
+    assert_eq!(
+        errors(&v),
+        vec![
+            "spec.canary.weight: Invalid value: 40: must be at most 30 (ClusterInferencePolicy \"hard\")"
+        ]
+    );
+    assert!(
+        !v.warnings
+            .iter()
+            .any(|w| w.starts_with("spec.canary.weight"))
+    );
+}
+
+#[test]
+fn cluster_policies_apply_by_namespace_selector() {
+    let mut p = cluster(
+        "prod-only",
+        Enforcement::Deny,
+        PolicyLimits {
+            max_replicas: Some(1),
+            ..Default::default()
+        },
+    );
+    p.spec.namespace_selector = Some(LabelSelector {
+        match_labels: Some(BTreeMap::from([("tier".to_owned(), "prod".to_owned())])),
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "team".to_owned(),
+            operator: "NotIn".to_owned(),
+            values: Some(vec!["platform".to_owned()]),
+        }]),
+    });
+    let snap = PolicySnapshot {
+        cluster: vec![p],
+        ..Default::default()
+    };
+    let mut s = valid_service();
+    s.spec.replicas = Some(3);
+    let check = |labels: &[(&str, &str)]| {
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        ctx_run(&snap, &labels, &NoRoutes, |c| {
+            engine::validate_service(&s, None, c).allowed()
+        })
+    };
+    assert!(!check(&[("tier", "prod")]));
+    assert!(check(&[("tier", "dev")]));
+    assert!(check(&[("tier", "prod"), ("team", "platform")]));
+    assert!(check(&[]));
+}
+
+#[test]
+fn list_limits_apply_from_every_policy() {
+    let mut s = valid_service();
+    s.spec.accelerator = Some(AcceleratorSpec {
+        r#type: Some(AcceleratorType::Amd),
+    });
+    let snap = PolicySnapshot {
+        cluster: vec![cluster(
+            "platform",
+            Enforcement::Deny,
+            PolicyLimits {
+                allowed_accelerators: Some(vec![AcceleratorType::Nvidia, AcceleratorType::Amd]),
+                ..Default::default()
+            },
+        )],
+        namespaced: vec![namespaced(
+            "nvidia-only",
+            PolicyLimits {
+                allowed_accelerators: Some(vec![AcceleratorType::Nvidia]),
+                ..Default::default()
+            },
+        )],
+    };
+    assert_eq!(
+        errors(&validate(&s, &snap)),
+        vec![
+            "spec.accelerator.type: Unsupported value: \"amd\": supported values: \"nvidia\" (InferencePolicy \"team-a/nvidia-only\")"
+        ]
+    );
+    // no accelerator is always allowed
+    s.spec.accelerator = None;
+    assert!(validate(&s, &snap).allowed());
+}
+
+#[test]
+fn policy_defaults_are_layered_by_priority_then_name() {
+    let mk = |n: &str, prio: i32, port: i32| {
+        ClusterInferencePolicy::new(
+            n,
+            ClusterInferencePolicySpec {
+                priority: prio,
+                defaults: Some(PolicyDefaults {
+                    engine: Some(EngineDefaults {
+                        image: None,
+                        port: Some(port),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+    };
+    let snap = PolicySnapshot {
+        cluster: vec![mk("b", 5, 2), mk("a", 5, 1), mk("z", 9, 3)],
+        ..Default::default()
+    };
+    let labels = BTreeMap::new();
+    let port = |snap: &PolicySnapshot| {
+        ctx_run(snap, &labels, &NoRoutes, |c| {
+            engine::default_service(&valid_service(), c)
+                .object
+                .spec
+                .engine
+                .and_then(|e| e.port)
+        })
+    };
+    assert_eq!(port(&snap), Some(3));
+    let snap2 = PolicySnapshot {
+        cluster: vec![mk("b", 5, 2), mk("a", 5, 1)],
+        ..Default::default()
+    };
+    assert_eq!(port(&snap2), Some(1), "ties by name");
+}
+
+#[test]
+fn namespaced_policy_may_only_tighten() {
+    let snap = PolicySnapshot {
+        cluster: vec![cluster(
+            "platform",
+            Enforcement::Deny,
+            PolicyLimits {
+                max_replicas: Some(16),
+                max_request_timeout: Some("30m".to_owned()),
+                allowed_image_registries: Some(vec!["registry.example.com/".to_owned()]),
+                ..Default::default()
+            },
+        )],
+        ..Default::default()
+    };
+    let labels = BTreeMap::new();
+    let run = |p: &InferencePolicy| {
+        ctx_run(&snap, &labels, &NoRoutes, |c| {
+            engine::validate_namespaced_policy(p, c)
+        })
+    };
+    let tighter = namespaced(
+        "ok",
+        PolicyLimits {
+            max_replicas: Some(8),
+            max_request_timeout: Some("10m".to_owned()),
+            allowed_image_registries: Some(vec!["registry.example.com/team-a/".to_owned()]),
+            ..Default::default()
+        },
+    );
+    assert!(run(&tighter).allowed(), "{:?}", run(&tighter).errors);
+    let looser = namespaced(
+        "loose",
+        PolicyLimits {
+            max_replicas: Some(32),
+            max_request_timeout: Some("1h".to_owned()),
+            allowed_image_registries: Some(vec!["docker.io/".to_owned()]),
+            ..Default::default()
+        },
+    );
+    let e = errors(&run(&looser));
+    assert_eq!(e.len(), 3, "{e:?}");
+    assert!(e[0].contains("may not loosen the limit 16 of ClusterInferencePolicy \"platform\""));
+    // a default above a cluster limit is denied too
+    let mut def = namespaced("defaults", PolicyLimits::default());
+    def.spec.defaults = Some(PolicyDefaults {
+        replicas: Some(20),
+        ..Default::default()
+    });
+    assert_eq!(
+        errors(&run(&def)),
+        vec![
+            "spec.defaults.replicas: Invalid value: 20: must be at most 16 (ClusterInferencePolicy \"platform\")"
+        ]
+    );
+}
+
+#[test]
+fn cluster_policy_validation() {
+    let mut p = ClusterInferencePolicy::new("p", Default::default());
+    p.spec.defaults = Some(PolicyDefaults {
+        engine: Some(EngineDefaults {
+            image: Some("docker.io/x:1".to_owned()),
+            port: Some(0),
+        }),
+        health_check: Some(HealthCheckSpec {
+            path: None,
+            interval: Some("1s".to_owned()),
+            timeout: Some("5s".to_owned()),
+        }),
+        resources: Some(ResourceDefaults {
+            cpu: Some(Quantity("two".to_owned())),
+            memory: None,
+        }),
+        routing: Some(RoutingDefaults {
+            request_timeout: Some("5 minutes".to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    p.spec.limits = Some(PolicyLimits {
+        allowed_image_registries: Some(vec!["registry.example.com/".to_owned()]),
+        max_request_timeout: Some("30x".to_owned()),
+        ..Default::default()
+    });
+    let e = errors(&engine::validate_cluster_policy(&p));
+    for field in [
+        "spec.limits.maxRequestTimeout: Invalid value: \"30x\"",
+        "spec.defaults.engine.port: Invalid value: 0",
+        "spec.defaults.healthCheck.timeout: Invalid value: \"5s\"",
+        "spec.defaults.resources.cpu: Invalid value: \"two\"",
+        "spec.defaults.routing.requestTimeout: Invalid value: \"5 minutes\"",
+        "spec.defaults.engine.image: Invalid value: \"docker.io/x:1\": must start with one of spec.limits.allowedImageRegistries",
+    ] {
+        assert!(
+            e.iter().any(|x| x.starts_with(field)),
+            "{field} missing from {e:#?}"
+        );
+    }
+    assert_eq!(e.len(), 6, "{e:#?}");
+}
+
+// ------------------------------------------------------------- services
+
+#[test]
+fn identical_canary_is_a_warning() {
+    let mut s = valid_service();
+    s.spec.canary = Some(CanarySpec {
+        model: s.spec.model.clone(),
+        weight: 10,
+        ..Default::default()
+    });
+    let v = validate(&s, &PolicySnapshot::default());
+    assert!(v.allowed());
+    assert_eq!(v.warnings.len(), 1);
+    assert!(v.warnings[0].contains("identical to the primary"));
+    // a different engine image makes it a real canary
+    if let Some(c) = s.spec.canary.as_mut() {
+        c.engine_image = Some("registry.example.com/vllm:1.0".to_owned());
+    }
+    assert!(validate(&s, &PolicySnapshot::default()).warnings.is_empty());
+}
+
+#[test]
+fn backend_is_immutable() {
+    let old = valid_service();
+    let mut new = old.clone();
+    new.spec.backend = Some(Backend::RayService);
+    new.spec.graph = Some(GraphSpec {
+        url: "https://g.example.com/x".to_owned(),
+        bearer_token_secret_ref: None,
+    });
+    let labels = BTreeMap::new();
+    let v = ctx_run(&PolicySnapshot::default(), &labels, &NoRoutes, |c| {
+        engine::validate_service(&new, Some(&old), c)
+    });
+    assert_eq!(
+        errors(&v),
+        vec![
+            "spec.backend: Invalid value: \"RayService\": field is immutable (was \"Deployment\")"
+        ]
+    );
+    // unset and explicit Deployment are the same backend
+    let mut explicit = old.clone();
+    explicit.spec.backend = Some(Backend::Deployment);
+    let v = ctx_run(&PolicySnapshot::default(), &labels, &NoRoutes, |c| {
+        engine::validate_service(&explicit, Some(&old), c)
+    });
+    assert!(v.allowed());
+}
+
+struct OneRoute;
+impl RouteIndex for OneRoute {
+    fn owner(
+        &self,
+        gw: &GatewayRef,
+        path: &str,
+        exclude: (&str, &str),
+    ) -> Option<(String, String)> {
+        (gw.name == "gw"
+            && gw.namespace.as_deref() == Some("gateways")
+            && path == "/team-a/chat"
+            && exclude != ("team-b", "other"))
+            .then(|| ("team-b".to_owned(), "other".to_owned()))
+    }
+}
+
+#[test]
+fn route_collision_names_the_other_service() {
+    let mut s = valid_service();
+    s.spec.routing = Some(RoutingSpec {
+        gateway: Some(GatewayRef {
+            name: "gw".to_owned(),
+            namespace: Some("gateways".to_owned()),
+        }),
+        ..Default::default()
+    });
+    let labels = BTreeMap::new();
+    let v = ctx_run(&PolicySnapshot::default(), &labels, &OneRoute, |c| {
+        engine::validate_service(&s, None, c)
+    });
+    assert_eq!(
+        errors(&v),
+        vec![
+            "spec.routing.pathTemplate: Duplicate value: \"/team-a/chat\": route path on Gateway gateways/gw is already used by InferenceService team-b/other"
+        ]
+    );
+    assert_eq!(v.errors[0].reason.as_str(), "FieldValueDuplicate");
+    // without a gateway there is nothing to collide on
+    s.spec.routing = None;
+    let v = ctx_run(&PolicySnapshot::default(), &labels, &OneRoute, |c| {
+        engine::validate_service(&s, None, c)
+    });
+    assert!(v.allowed());
+}
+
+#[test]
+fn all_violations_are_reported_at_once() {
+    let mut s = valid_service();
+    s.spec.replicas = Some(-1);
+    s.spec.engine = Some(EngineSpec {
+        image: None,
+        port: Some(0),
+        ..Default::default()
+    });
+    s.spec.resources = Some(ResourcesSpec {
+        cpu: Some(Quantity("-1".to_owned())),
+        ..Default::default()
+    });
+    s.spec.parallelism = Some(ParallelismSpec {
+        tensor: Some(0),
+        pipeline: None,
+    });
+    s.spec.health_check = Some(HealthCheckSpec {
+        interval: Some("0s".to_owned()),
+        ..Default::default()
+    });
+    s.spec.engine.as_mut().unwrap().env = vec![
+        EnvVar {
+            name: "A".to_owned(),
+            value: None,
+        },
+        EnvVar {
+            name: "A".to_owned(),
+            value: None,
+        },
+    ];
+    let v = validate(&s, &PolicySnapshot::default());
+    let fields: Vec<&str> = v.errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        vec![
+            "spec.engine.image",
+            "spec.engine.port",
+            "spec.engine.env[1].name",
+            "spec.replicas",
+            "spec.resources.cpu",
+            "spec.parallelism.tensor",
+            "spec.healthCheck.interval",
+        ]
+    );
+    assert!(
+        v.message()
+            .starts_with("[spec.engine.image: Required value: ")
+    );
+    assert_eq!(v.errors[0].reason.as_str(), "FieldValueRequired");
+    assert!(
+        v.errors[4]
+            .to_string()
+            .ends_with("must be greater than or equal to 0")
+    );
+}
+
+#[test]
+fn gpu_helpers() {
+    let mut s = valid_service();
+    assert_eq!(engine::gpus_per_replica(&s), 0);
+    s.spec.parallelism = Some(ParallelismSpec {
+        tensor: Some(2),
+        pipeline: Some(3),
+    });
+    assert_eq!(engine::gpus_per_replica(&s), 0, "no accelerator, no GPUs");
+    s.spec.accelerator = Some(AcceleratorSpec {
+        r#type: Some(AcceleratorType::IntelGaudi),
+    });
+    assert_eq!(engine::gpus_per_replica(&s), 6);
+    s.spec.replicas = Some(3);
+    s.spec.canary = Some(CanarySpec {
+        model: ModelSpec {
+            r#ref: "c".to_owned(),
+            image: None,
+        },
+        weight: 10,
+        ..Default::default()
+    });
+    assert_eq!(engine::canary_replicas(&s), 1, "ceil(3*10/100) = 1");
+    s.spec.autoscaling = Some(AutoscalingSpec {
+        min_replicas: 15,
+        max_replicas: 20,
+        target_cpu_utilization_percent: None,
+    });
+    assert_eq!(
+        engine::canary_replicas(&s),
+        2,
+        "base is minReplicas: ceil(1.5)"
+    );
+    if let Some(c) = s.spec.canary.as_mut() {
+        c.weight = 0;
+    }
+    assert_eq!(engine::canary_replicas(&s), 0);
+    if let Some(c) = s.spec.canary.as_mut() {
+        c.replicas = Some(4);
+    }
+    assert_eq!(engine::canary_replicas(&s), 4);
+    assert_eq!(engine::primary_name(&s), "chat");
+    assert_eq!(engine::canary_name(&s), "chat-canary");
+}
+
+#[test]
+fn v1beta1_module_is_the_storage_shape() {
+    // The status written by the reconciler round-trips through JSON unchanged.
+    let mut s = valid_service();
+    s.status = Some(InferenceServiceStatus {
+        route_path: Some("/team-a/chat".to_owned()),
+        ..Default::default()
+    });
+    let j = serde_json::to_value(&s).unwrap();
+    let back: v1beta1::InferenceService = serde_json::from_value(j).unwrap();
+    assert_eq!(back, s);
+}
