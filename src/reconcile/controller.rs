@@ -43,7 +43,7 @@ pub const CONCURRENCY: u16 = 16;
 /// Periodic re-reconcile of every service (drift that no watch event reported).
 pub const RESYNC: Duration = Duration::from_secs(3600);
 /// Re-reconcile while waiting for the Gateway API to be installed.
-pub const GATEWAY_API_RECHECK: Duration = Duration::from_secs(60);
+pub const GATEWAY_API_RECHECK: Duration = Duration::from_secs(30);
 /// How long a "not installed" discovery answer is trusted.
 const DISCOVERY_TTL_MISSING: Duration = Duration::from_secs(30);
 /// How long an "installed" discovery answer is trusted.
@@ -75,7 +75,7 @@ impl GatewayApi {
             .await
         {
             Ok(list) => list.resources.iter().any(|r| r.name == httproute::PLURAL),
-            Err(kube::Error::Api(s)) if s.is_not_found() => false,
+            Err(kube::Error::Api(s)) if super::status_not_found(&s) => false,
             Err(e) => return Err(e),
         };
         if let Ok(mut state) = self.state.lock() {
@@ -147,7 +147,7 @@ pub async fn preflight(client: &Client) -> Result<(), Error> {
     for (crd, result) in checks {
         match result {
             Ok(()) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => {
+            Err(kube::Error::Api(s)) if super::status_not_found(&s) => {
                 return Err(Error::CrdMissing(crd.to_owned()));
             }
             Err(e) => return Err(Error::Kube(e)),
@@ -833,7 +833,7 @@ impl Ctx {
                 .await;
                 Ok(())
             }
-            Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+            Err(kube::Error::Api(s)) if super::status_not_found(&s) => Ok(()),
             Err(e) => Err(Error::Kube(e)),
         }
     }

@@ -104,8 +104,8 @@ impl Error {
     #[must_use]
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Self::Kube(kube::Error::Api(s)) if s.is_not_found() => "not_found",
-            Self::Kube(kube::Error::Api(s)) if s.is_conflict() => "conflict",
+            Self::Kube(kube::Error::Api(s)) if status_not_found(s) => "not_found",
+            Self::Kube(kube::Error::Api(s)) if status_conflict(s) => "conflict",
             Self::Kube(kube::Error::Api(_)) => "api_error",
             Self::Kube(_) => "transport_error",
             Self::CrdMissing(_) => "crd_missing",
@@ -118,14 +118,25 @@ impl Error {
     /// The apiserver answered 404 NotFound.
     #[must_use]
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::Kube(kube::Error::Api(s)) if s.is_not_found())
+        matches!(self, Self::Kube(kube::Error::Api(s)) if status_not_found(s))
     }
 
     /// The apiserver answered 409 Conflict.
     #[must_use]
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Kube(kube::Error::Api(s)) if s.is_conflict())
+        matches!(self, Self::Kube(kube::Error::Api(s)) if status_conflict(s))
     }
+}
+
+/// A 404, with or without a parseable Status body (an unknown API group
+/// answers a plain-text `404 page not found`).
+pub(crate) fn status_not_found(s: &kube::core::Status) -> bool {
+    s.is_not_found() || s.code == 404
+}
+
+/// A 409 Conflict.
+pub(crate) fn status_conflict(s: &kube::core::Status) -> bool {
+    s.is_conflict() || s.code == 409
 }
 
 /// Run the controller with leader election until `shutdown` is cancelled.
@@ -230,4 +241,41 @@ pub async fn run(
         Err(e) => warn!(error = %e, "lease task failed"),
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str) -> Error {
+        Error::Kube(kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            reason: reason.to_owned(),
+            ..kube::core::Status::default()
+        })))
+    }
+
+    #[test]
+    fn not_found_is_told_apart_from_other_errors() {
+        assert!(api_error(404, "NotFound").is_not_found());
+        // An unknown API group answers with a plain-text body.
+        assert!(api_error(404, "Failed to parse error data").is_not_found());
+        assert!(!api_error(500, "InternalError").is_not_found());
+        assert!(api_error(409, "Conflict").is_conflict());
+        assert!(!api_error(404, "NotFound").is_conflict());
+        assert_eq!(api_error(404, "NotFound").metric_label(), "not_found");
+        assert_eq!(api_error(409, "Conflict").metric_label(), "conflict");
+        assert_eq!(api_error(422, "Invalid").metric_label(), "api_error");
+        assert_eq!(
+            Error::CrdMissing("inferenceservices.infergate.dev".into()).metric_label(),
+            "crd_missing"
+        );
+    }
+
+    #[test]
+    fn missing_crd_message_says_how_to_install() {
+        let msg = Error::CrdMissing("inferenceservices.infergate.dev".into()).to_string();
+        assert!(msg.contains("inferenceservices.infergate.dev"));
+        assert!(msg.contains("infergate crds | kubectl apply -f -"));
+    }
 }
