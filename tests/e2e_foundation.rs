@@ -292,3 +292,78 @@ async fn policy_kinds_are_served() {
         "limits.maxCanaryWeight must be between 0 and 100",
     );
 }
+
+/// `kubectl apply --dry-run=server -k deploy/` is accepted by the apiserver
+/// (the namespace exists first: a dry-run creates nothing to put objects into).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kustomize_deployment_is_accepted_by_a_real_apiserver() {
+    let cp = control_plane().await;
+    apply_committed_crds(cp).await;
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let out = cp.kubectl(&["create", "namespace", "infergate-system"]);
+    let created = text(&out);
+    assert!(
+        out.status.success() || created.contains("AlreadyExists"),
+        "{created}"
+    );
+    let out = cp.kubectl(&["apply", "--dry-run=server", "-k", deploy]);
+    let all = text(&out);
+    assert!(out.status.success(), "dry-run of deploy/ failed: {all}");
+    for object in [
+        "deployment.apps/infergate",
+        "clusterrole.rbac.authorization.k8s.io/infergate",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/infergate",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/infergate",
+        "poddisruptionbudget.policy/infergate",
+        "networkpolicy.networking.k8s.io/infergate",
+    ] {
+        assert!(all.contains(object), "{object} missing from: {all}");
+    }
+}
+
+/// The RBAC of deploy/ grants no wildcard verb, resource or API group.
+#[test]
+fn deploy_rbac_has_no_wildcards() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml"))
+        .expect("reading deploy/rbac.yaml");
+    let mut rules = Vec::new();
+    for doc in text.split("\n---\n") {
+        let value: serde_json::Value = serde_saphyr::from_str(doc).expect("parsing rbac.yaml");
+        match value["kind"].as_str() {
+            Some("ClusterRole") => {
+                let role: ClusterRole = serde_json::from_value(value).expect("ClusterRole");
+                rules.extend(role.rules.unwrap_or_default());
+            }
+            Some("Role") => {
+                let role: Role = serde_json::from_value(value).expect("Role");
+                rules.extend(role.rules.unwrap_or_default());
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        rules.len() >= 8,
+        "expected the roles' rules, found {}",
+        rules.len()
+    );
+    for rule in &rules {
+        let fields = [
+            &rule.verbs,
+            rule.resources.as_ref().unwrap_or(&Vec::new()),
+            rule.api_groups.as_ref().unwrap_or(&Vec::new()),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect::<Vec<_>>();
+        assert!(
+            !fields.iter().any(|f| f.contains('*')),
+            "wildcard in rule {rule:?}"
+        );
+        assert!(
+            rule.non_resource_urls.is_none(),
+            "non-resource URLs granted: {rule:?}"
+        );
+    }
+}

@@ -339,10 +339,9 @@ impl ControlPlane {
     /// Poll an authenticated /readyz, then wait for namespace `default`.
     async fn wait_ready(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
-        let mut last = String::from("no answer yet");
         loop {
             self.ensure_running()?;
-            match client_from(&self.kubeconfig).await {
+            let last = match client_from(&self.kubeconfig).await {
                 Ok(client) => {
                     let req = http::Request::get("/readyz").body(Vec::new())?;
                     match client.request_text(req).await {
@@ -351,14 +350,14 @@ impl ControlPlane {
                             if ns.get_opt("default").await?.is_some() {
                                 return Ok(());
                             }
-                            last = "namespace default not created yet".into();
+                            "namespace default not created yet".to_string()
                         }
-                        Ok(body) => last = body,
-                        Err(e) => last = e.to_string(),
+                        Ok(body) => body,
+                        Err(e) => e.to_string(),
                     }
                 }
-                Err(e) => last = format!("{e:#}"),
-            }
+                Err(e) => format!("{e:#}"),
+            };
             if Instant::now() > deadline {
                 anyhow::bail!("not ready after {READY_TIMEOUT:?}: {last}");
             }
