@@ -367,3 +367,24 @@ fn deploy_rbac_has_no_wildcards() {
         );
     }
 }
+
+/// The cert-manager overlay swaps the built-in certificates for cert-manager's:
+/// file certificates in the Deployment, CA injection into every consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cert_manager_overlay_renders() {
+    let cp = control_plane().await;
+    let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/overlays/cert-manager");
+    let out = cp.kubectl(&["kustomize", overlay]);
+    let rendered = text(&out);
+    assert!(out.status.success(), "{rendered}");
+    assert_eq!(
+        rendered
+            .matches("cert-manager.io/inject-ca-from: infergate-system/infergate-webhook")
+            .count(),
+        3,
+        "CRD, mutating and validating configurations are annotated: {rendered}"
+    );
+    assert!(rendered.contains("--tls-cert-file=/tls/tls.crt"));
+    assert!(!rendered.contains("--self-signed"), "{rendered}");
+    assert!(rendered.contains("secretName: infergate-webhook-cert"));
+}
