@@ -373,7 +373,7 @@ fn deploy_rbac_has_no_wildcards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cert_manager_overlay_renders() {
     let cp = control_plane().await;
-    let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/overlays/cert-manager");
+    let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/certs/with-cert-manager");
     let out = cp.kubectl(&["kustomize", overlay]);
     let rendered = text(&out);
     assert!(out.status.success(), "{rendered}");
