@@ -29,6 +29,11 @@ pub enum Command {
     Crds,
     /// Generate a CA and a serving certificate for the given SANs.
     Certs(CertsArgs),
+    /// Decode a protobuf serving graph, validate it as a DAG, and print the DAG
+    /// and the generated Ray Serve `serveConfigV2`.
+    ///
+    /// Exit codes: 0 valid, 1 violations found, 2 unreadable input or usage error.
+    Graph(GraphArgs),
 }
 
 /// Flags of `infergate serve`.
@@ -122,6 +127,16 @@ pub struct CertsArgs {
     pub days: u32,
 }
 
+/// Flags of `infergate graph`.
+#[derive(Debug, Clone, Args)]
+pub struct GraphArgs {
+    /// The serving graph file (protobuf binary); `-` reads standard input.
+    pub file: PathBuf,
+    /// Route prefix of the generated Ray Serve application.
+    #[arg(long, default_value = "/")]
+    pub route_prefix: String,
+}
+
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -156,5 +171,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve(args) => crate::webhook::serve::run(args),
         Command::Check(args) => crate::check::run(args),
         Command::Certs(args) => crate::webhook::certs::run_cli(args),
+        Command::Graph(args) => crate::graph::run_cli(args),
     }
 }

@@ -10,6 +10,7 @@ pub mod check;
 pub mod cli;
 pub mod crdgen;
 pub mod engine;
+pub mod graph;
 pub mod metrics;
 pub mod reconcile;
 pub mod telemetry;
