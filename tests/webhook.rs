@@ -443,11 +443,15 @@ async fn an_object_of_the_wrong_shape_is_denied_not_a_panic() {
     let st = state();
     let mut req = fixture("mutate-create-minimal.json");
     req["request"]["object"]["spec"] = json!({"model": "not-an-object", "replicas": "many"});
-    for path in ["/mutate", "/validate"] {
-        let resp = review(&st, path, &req).await;
-        assert_eq!(resp["allowed"], false, "{resp}");
-        assert_eq!(resp["status"]["code"], 400, "{resp}");
-    }
+    // Mutation runs before the API server's schema check: leave it untouched
+    // so the user sees the schema's field error.
+    let resp = review(&st, "/mutate", &req).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(resp.get("patch").is_none(), "{resp}");
+    // Validation runs after it: whatever still does not decode is denied.
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], false, "{resp}");
+    assert_eq!(resp["status"]["code"], 400, "{resp}");
 }
 
 #[tokio::test]

@@ -323,7 +323,14 @@ impl Admission {
         }
         let svc = match decode_service(obj, &req.kind.version) {
             Ok(s) => s,
-            Err(e) => return bad_object(resp, req, &e),
+            Err(e) => {
+                // Mutating admission runs before the API server's schema
+                // validation: leave a malformed object untouched so the user
+                // gets the schema's field error (the validating webhook, run
+                // after the schema, denies anything that still does not decode).
+                tracing::debug!(uid = %req.uid, error = %e, "object does not decode; not defaulting");
+                return with_warnings(resp, warnings);
+            }
         };
         let namespace = namespace_of(req);
         let labels = self.cache.namespace_labels(&namespace);

@@ -27,6 +27,11 @@ pub enum ServeError {
     /// No certificate source was given.
     #[error("no serving certificate: pass --tls-cert-file and --tls-key-file, or --self-signed")]
     NoCertificateSource,
+    /// Watching policies or reconciling needs a cluster.
+    #[error(
+        "no kubernetes client: policies are watched unless --policy-file is given, and the reconciler needs one unless --no-reconcile"
+    )]
+    NeedsCluster,
     /// Certificates could not be loaded.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
@@ -72,7 +77,16 @@ pub fn run(args: ServeArgs) -> ExitCode {
     };
     let shutdown = CancellationToken::new();
     runtime.spawn(server::signal_shutdown(shutdown.clone()));
-    match runtime.block_on(serve(args, Metrics::new(), shutdown)) {
+    let result = runtime.block_on(async {
+        let needs_client = args.policy_files.is_empty() || args.self_signed || !args.no_reconcile;
+        let client = if needs_client {
+            Some(kube::Client::try_default().await?)
+        } else {
+            None
+        };
+        serve(args, client, Metrics::new(), shutdown).await
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "serve failed");
@@ -82,20 +96,19 @@ pub fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
-/// The server, for callers that bring their own runtime and shutdown token
-/// (tests, benchmarks). Returns after `shutdown` is cancelled and in-flight
-/// requests have drained.
+/// The server, for callers that bring their own runtime, client and shutdown
+/// token (tests, benchmarks). `client` is needed unless `--policy-file` is
+/// given with `--no-reconcile` and without `--self-signed`. Returns after
+/// `shutdown` is cancelled and in-flight requests have drained.
 pub async fn serve(
     args: ServeArgs,
+    client: Option<kube::Client>,
     metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let needs_client = args.policy_files.is_empty() || args.self_signed || !args.no_reconcile;
-    let client = if needs_client {
-        Some(kube::Client::try_default().await?)
-    } else {
-        None
-    };
+    if client.is_none() && (args.policy_files.is_empty() || !args.no_reconcile) {
+        return Err(ServeError::NeedsCluster);
+    }
 
     // Certificates first: nothing is served without one.
     let resolver = Arc::new(CertResolver::new());
