@@ -695,12 +695,25 @@ impl Ctx {
     }
 
     async fn publish(&self, svc: &InferenceService, type_: EventType, reason: &str, note: String) {
+        self.publish_related(svc, type_, reason, note, None).await;
+    }
+
+    /// Publish an event regarding the service; `related` names the child it is
+    /// about (so events about different children are not merged into one series).
+    async fn publish_related(
+        &self,
+        svc: &InferenceService,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        related: Option<k8s_openapi::api::core::v1::ObjectReference>,
+    ) {
         let event = Event {
             type_,
             reason: reason.to_owned(),
             note: Some(note),
             action: "Reconcile".to_owned(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(e) = self.recorder.publish(&event, &svc.object_ref(&())).await {
             warn!(error = %e, reason, "failed to publish event");

@@ -266,7 +266,13 @@ pub const TEST_CRD_PATH: &str = "tests/fixtures/reconcile/httproute-crd.yaml";
 /// data for clusters without Gateway API; never installed in production.
 pub fn test_crd_yaml() -> Result<String, serde_saphyr::ser::Error> {
     use kube::CustomResourceExt;
-    let body = serde_saphyr::to_string(&HTTPRoute::crd())?;
+    let mut crd = HTTPRoute::crd();
+    // `*.k8s.io` groups are protected: the real Gateway API CRDs carry this approval.
+    crd.metadata.annotations = Some(std::collections::BTreeMap::from([(
+        "api-approved.kubernetes.io".to_owned(),
+        "https://github.com/kubernetes-sigs/gateway-api/pull/2466".to_owned(),
+    )]));
+    let body = serde_saphyr::to_string(&crd)?;
     Ok(format!(
         "# Minimal Gateway API HTTPRoute CRD generated from src/reconcile/httproute.rs\n# (test data; install the real Gateway API CRDs in clusters).\n# Regenerate: INFERGATE_UPDATE_FIXTURES=1 cargo test --lib reconcile::httproute\n{body}"
     ))
