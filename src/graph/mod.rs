@@ -1,12 +1,55 @@
-//! Ray Serve serving graphs: the protobuf format, DAG validation,
-//! `serveConfigV2` generation and fetching over bearer-authenticated HTTPS.
+//! Ray Serve serving graphs for `backend: RayService` (API.md section 7).
+//!
+//! - [`proto`]: the protobuf schema (`proto/infergate/graph/v1/graph.proto`),
+//!   compiled by build.rs with protox, and [`decode`];
+//! - [`validate`]: the graph as a DAG plus Ray Serve's own rules, pure;
+//! - [`serve_config`]: the generated `serveConfigV2`, pure;
+//! - [`rayservice`]: the `ray.io/v1` RayService types and the pure builder;
+//! - [`fetch`]: fetching over bearer-authenticated HTTPS with an ETag cache;
+//! - [`cli`]: `infergate graph FILE`.
+//!
+//! Every failure on the way from `spec.graph` to a RayService is a
+//! [`GraphError`] with a distinct [`GraphError::reason`] for the
+//! InferenceService's conditions. No message ever contains the bearer token.
 
-use std::process::ExitCode;
+pub mod cli;
+pub mod error;
+pub mod fetch;
+pub mod rayservice;
+pub mod serve_config;
+pub mod validate;
 
-use crate::cli::GraphArgs;
+/// The protobuf messages generated from `proto/infergate/graph/v1/graph.proto`.
+#[allow(
+    missing_docs,
+    clippy::doc_markdown,
+    clippy::derive_partial_eq_without_eq
+)]
+pub mod proto {
+    include!(concat!(env!("OUT_DIR"), "/infergate.graph.v1.rs"));
+}
 
-/// Run `infergate graph`.
-pub fn run_cli(_args: GraphArgs) -> ExitCode {
-    eprintln!("error: `infergate graph` is not built yet");
-    ExitCode::from(2)
+pub use cli::run_cli;
+pub use error::GraphError;
+pub use proto::ServingGraph;
+
+/// The encoded `FileDescriptorSet` of the graph schema (for text-format
+/// encoders and reflection).
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/graph_descriptor.bin"));
+
+/// Fully qualified name of the top-level message.
+pub const GRAPH_MESSAGE: &str = "infergate.graph.v1.ServingGraph";
+
+/// Decode a protobuf-encoded [`ServingGraph`].
+pub fn decode(bytes: &[u8]) -> Result<ServingGraph, GraphError> {
+    <ServingGraph as prost::Message>::decode(bytes).map_err(|e| GraphError::Undecodable {
+        message: e.to_string(),
+    })
+}
+
+/// Encode a [`ServingGraph`] (deterministic: maps are ordered).
+#[must_use]
+pub fn encode(graph: &ServingGraph) -> Vec<u8> {
+    prost::Message::encode_to_vec(graph)
 }

@@ -1,0 +1,199 @@
+//! `infergate graph FILE`: decode, validate, print the DAG and `serveConfigV2`.
+//!
+//! Exit codes as `check`: 0 valid, 1 violations found, 2 unreadable or
+//! undecodable input.
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::process::ExitCode;
+
+use super::proto::ServingGraph;
+use super::validate::Dag;
+use super::{decode, serve_config, validate};
+use crate::cli::GraphArgs;
+
+/// Application name used when the graph has none (offline there is no service).
+pub const OFFLINE_APP_NAME: &str = "default";
+
+/// Run `infergate graph`.
+pub fn run_cli(args: GraphArgs) -> ExitCode {
+    let bytes = if args.file.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        match std::io::stdin().lock().read_to_end(&mut buf) {
+            Ok(_) => buf,
+            Err(e) => {
+                eprintln!("error: cannot read standard input: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        match std::fs::read(&args.file) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("error: cannot read {}: {e}", args.file.display());
+                return ExitCode::from(2);
+            }
+        }
+    };
+    match report(&bytes, &args.route_prefix) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err((code, message)) => {
+            eprint!("{message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// The text `infergate graph` prints for an encoded graph, or the exit code
+/// and the error text.
+pub fn report(bytes: &[u8], route_prefix: &str) -> Result<String, (u8, String)> {
+    let graph = decode(bytes).map_err(|e| (2, format!("error: {e}\n")))?;
+    let dag = validate::validate(&graph, route_prefix).map_err(|v| {
+        let mut msg = format!("graph has {} violation(s):\n", v.0.len());
+        for violation in &v.0 {
+            let _ = writeln!(msg, "  {violation}");
+        }
+        (1, msg)
+    })?;
+    let config = serve_config::from_dag(&graph, &dag, OFFLINE_APP_NAME, route_prefix);
+    let yaml = serve_config::to_yaml(&config).map_err(|e| (2, format!("error: {e}\n")))?;
+    let mut out = render_dag(&graph, &dag);
+    out.push_str("---\n# serveConfigV2\n");
+    out.push_str(&yaml);
+    if !yaml.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The DAG as a tree from the ingress; a node reached a second time is
+/// marked instead of repeated.
+#[must_use]
+pub fn render_dag(graph: &ServingGraph, dag: &Dag) -> String {
+    let mut out = format!(
+        "# graph {:?}: {} node(s), ingress {:?}\n",
+        graph.name,
+        graph.nodes.len(),
+        graph.ingress
+    );
+    let mut shown = vec![false; graph.nodes.len()];
+    // (node, prefix for its children, connector for itself)
+    let mut stack = vec![(dag.ingress, String::new(), String::new())];
+    while let Some((i, child_prefix, connector)) = stack.pop() {
+        let Some(node) = graph.nodes.get(i) else {
+            continue;
+        };
+        let seen = std::mem::replace(&mut shown[i], true);
+        let _ = write!(out, "{connector}{}", describe(node));
+        if seen && !dag.edges[i].is_empty() {
+            out.push_str(" (shown above)\n");
+            continue;
+        }
+        out.push('\n');
+        let deps = &dag.edges[i];
+        // Push in reverse so the first dependency prints first.
+        for (k, &d) in deps.iter().enumerate().rev() {
+            let last = k + 1 == deps.len();
+            let conn = format!("{child_prefix}{}", if last { "└── " } else { "├── " });
+            let next = format!("{child_prefix}{}", if last { "    " } else { "│   " });
+            stack.push((d, next, conn));
+        }
+    }
+    out
+}
+
+fn describe(node: &super::proto::Node) -> String {
+    let mut parts = vec![node.import_path.clone()];
+    if let Some(n) = node.num_replicas {
+        parts.push(format!("replicas {n}"));
+    }
+    if let Some(a) = node.autoscaling.as_ref() {
+        parts.push(format!(
+            "autoscaling {}..{}",
+            a.min_replicas, a.max_replicas
+        ));
+    }
+    if let Some(o) = node.actor_options.as_ref() {
+        if let Some(c) = o.num_cpus {
+            parts.push(format!("cpus {c}"));
+        }
+        if let Some(g) = o.num_gpus {
+            parts.push(format!("gpus {g}"));
+        }
+        if let Some(m) = o.memory_bytes {
+            parts.push(format!("memory {m}"));
+        }
+        for (k, v) in &o.resources {
+            parts.push(format!("{k} {v}"));
+        }
+    }
+    format!("{} [{}]", node.name, parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::proto::Node;
+    use super::*;
+
+    fn node(name: &str, deps: &[&str]) -> Node {
+        Node {
+            name: name.into(),
+            import_path: format!("app.{name}:{name}"),
+            dependencies: deps.iter().map(|d| (*d).to_owned()).collect(),
+            ..Node::default()
+        }
+    }
+
+    fn diamond() -> ServingGraph {
+        ServingGraph {
+            name: "rag".into(),
+            ingress: "router".into(),
+            nodes: vec![
+                node("router", &["retriever", "generator"]),
+                node("retriever", &["embedder"]),
+                node("generator", &["embedder"]),
+                node("embedder", &[]),
+            ],
+        }
+    }
+
+    #[test]
+    fn tree_shows_every_edge_once_and_shared_nodes_once() {
+        let g = diamond();
+        let dag = validate::validate(&g, "/").expect("valid");
+        let text = render_dag(&g, &dag);
+        let expected = "\
+# graph \"rag\": 4 node(s), ingress \"router\"
+router [app.router:router]
+├── retriever [app.retriever:retriever]
+│   └── embedder [app.embedder:embedder]
+└── generator [app.generator:generator]
+    └── embedder [app.embedder:embedder]
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn exit_codes() {
+        let good = super::super::encode(&diamond());
+        let out = report(&good, "/rag").expect("valid");
+        assert!(out.contains("route_prefix: /rag"));
+        assert!(out.contains("import_path: app.router:router"));
+
+        let mut bad = diamond();
+        bad.nodes[3].dependencies.push("router".into());
+        let (code, msg) = report(&super::super::encode(&bad), "/").unwrap_err();
+        assert_eq!(code, 1);
+        assert!(msg.contains("dependency cycle: router -> retriever -> embedder -> router"));
+
+        let (code, msg) = report(b"\xff\xff\xff", "/").unwrap_err();
+        assert_eq!(code, 2);
+        assert!(
+            msg.contains("not a valid infergate.graph.v1.ServingGraph"),
+            "{msg}"
+        );
+    }
+}

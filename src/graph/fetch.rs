@@ -1,0 +1,1 @@
+//! Fetching serving graphs over bearer-authenticated HTTPS.

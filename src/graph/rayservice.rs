@@ -1,0 +1,1 @@
+//! The `ray.io/v1` RayService types and the pure builder.
