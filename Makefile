@@ -6,7 +6,7 @@ CARGO ?= cargo
 help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
 	@echo "make test           lint, unit, fixture, TLS and end-to-end tests (what CI runs)"
-	@echo "make crds           regenerate crds/ from the Rust types"
+	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kubectl, etcd into the cache"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 
@@ -22,6 +22,7 @@ lint:
 
 crds:
 	$(CARGO) run --locked -q -- crds > crds/infergate.dev.yaml
+	$(CARGO) run --locked -q -- crds --reference > docs/api-reference.md
 
 control-plane:
 	@tests/support/build-control-plane.sh >/dev/null

@@ -26,7 +26,7 @@ pub enum Command {
     /// Exit codes: 0 all valid, 1 violations found, 2 unreadable input or usage error.
     Check(CheckArgs),
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
-    Crds,
+    Crds(CrdsArgs),
     /// Generate a CA and a serving certificate for the given SANs.
     Certs(CertsArgs),
     /// Decode a protobuf serving graph, validate it as a DAG, and print the DAG
@@ -110,6 +110,14 @@ pub struct CheckArgs {
     pub default_replicas: Option<i32>,
 }
 
+/// Flags of `infergate crds`.
+#[derive(Debug, Clone, Args)]
+pub struct CrdsArgs {
+    /// Print the API reference (Markdown, what `docs/api-reference.md` holds) instead.
+    #[arg(long)]
+    pub reference: bool,
+}
+
 /// Flags of `infergate certs`.
 #[derive(Debug, Clone, Args)]
 pub struct CertsArgs {
@@ -158,7 +166,11 @@ pub enum LogFormat {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Crds => match crate::crdgen::all_yaml() {
+        Command::Crds(args) => match if args.reference {
+            crate::crdgen::reference_markdown()
+        } else {
+            crate::crdgen::all_yaml()
+        } {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS
