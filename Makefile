@@ -11,6 +11,7 @@ help:
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 
 dev: control-plane
+	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 
 test: control-plane lint

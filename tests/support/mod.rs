@@ -381,6 +381,128 @@ impl ControlPlane {
     }
 }
 
+/// Register infergate's webhooks (`webhooks/*.yaml`) and the CRD's conversion
+/// webhook by `url: https://127.0.0.1:PORT/...` with `ca_pem` as caBundle, the way
+/// an out-of-cluster webhook is registered. Idempotent (server-side apply / merge patch).
+pub async fn register_webhooks(cp: &ControlPlane, port: u16, ca_pem: &str) -> anyhow::Result<()> {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("webhooks");
+    let client = cp.client().await;
+    let params = PatchParams::apply("infergate-tests").force();
+    let config = |path: Option<String>, fallback: &str| WebhookClientConfig {
+        url: Some(format!(
+            "https://127.0.0.1:{port}{}",
+            path.as_deref().unwrap_or(fallback)
+        )),
+        ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
+        service: None,
+    };
+
+    let mut mutating: MutatingWebhookConfiguration =
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join("mutating.yaml"))?)?;
+    for hook in mutating.webhooks.iter_mut().flatten() {
+        let path = hook
+            .client_config
+            .service
+            .as_ref()
+            .and_then(|s| s.path.clone());
+        hook.client_config = config(path, "/mutate");
+    }
+    let name = mutating.metadata.name.clone().unwrap_or_default();
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(&name, &params, &Patch::Apply(&mutating))
+        .await?;
+
+    let mut validating: ValidatingWebhookConfiguration =
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join("validating.yaml"))?)?;
+    for hook in validating.webhooks.iter_mut().flatten() {
+        let path = hook
+            .client_config
+            .service
+            .as_ref()
+            .and_then(|s| s.path.clone());
+        hook.client_config = config(path, "/validate");
+    }
+    let name = validating.metadata.name.clone().unwrap_or_default();
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .patch(&name, &params, &Patch::Apply(&validating))
+        .await?;
+
+    let ca_b64 = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let conversion = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": null, "url": format!("https://127.0.0.1:{port}/convert"), "caBundle": ca_b64}
+    }}}});
+    Api::<CustomResourceDefinition>::all(client)
+        .patch(
+            "inferenceservices.infergate.dev",
+            &PatchParams::default(),
+            &Patch::Merge(&conversion),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Wait until the apiserver calls the registered webhooks (new registrations take
+/// effect after a short delay): a server-side dry run of a minimal service in
+/// `namespace` must come back defaulted.
+pub async fn wait_webhooks_active(cp: &ControlPlane, namespace: &str) -> anyhow::Result<()> {
+    let manifest = format!(
+        "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata:\n  name: webhook-probe\n  namespace: {namespace}\nspec:\n  model: {{ref: probe}}\n  engine: {{image: probe/probe}}\n"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = cp.kubectl_stdin(
+            &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
+            &manifest,
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() && text.contains("infergate.dev/defaulted-from") {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("the webhooks are not called within 60s; last answer: {text}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// A plain-HTTP GET on 127.0.0.1 (the probe port); the status code and body.
+pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+/// Spawn a process whose output goes to `log` and which dies with this process.
+pub fn spawn_logged(cmd: Command, log: &Path) -> std::io::Result<Child> {
+    spawn_supervised(cmd, log)
+}
+
 /// An admin client from a kubeconfig file.
 pub async fn client_from(path: &Path) -> anyhow::Result<kube::Client> {
     let kubeconfig = Kubeconfig::read_from(path)?;
