@@ -1,0 +1,649 @@
+//! Serving graphs: the text examples against the committed binary fixtures,
+//! `infergate graph` through the binary, and the HTTPS fetcher against a
+//! local TLS graph server (rcgen certificates, bearer check, ETag, errors).
+
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use infergate::graph::fetch::{BearerToken, FetchOptions, GraphFetcher};
+use infergate::graph::{self, GraphError, ServingGraph};
+use prost_reflect::{DescriptorPool, DynamicMessage};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Encode a text-format graph through the compiled descriptors.
+fn encode_text(path: &Path) -> Vec<u8> {
+    let pool = DescriptorPool::decode(graph::FILE_DESCRIPTOR_SET).expect("descriptor set");
+    let desc = pool
+        .get_message_by_name(graph::GRAPH_MESSAGE)
+        .expect("ServingGraph in the descriptors");
+    let text = std::fs::read_to_string(path).expect("read example");
+    let dynamic = DynamicMessage::parse_text_format(desc, &text)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let typed: ServingGraph = dynamic.transcode_to().expect("transcode");
+    graph::encode(&typed)
+}
+
+fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples/graphs"))
+        .expect("examples/graphs")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txtpb"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("tests/fixtures/graph").join(name)
+}
+
+#[test]
+fn fixtures_match_the_text_examples() {
+    let files = examples();
+    assert!(files.len() >= 4, "expected the example graphs");
+    let update = std::env::var_os("INFERGATE_UPDATE_FIXTURES").is_some();
+    for path in files {
+        let stem = path.file_stem().and_then(|s| s.to_str()).expect("stem");
+        let encoded = encode_text(&path);
+        let target = fixture(&format!("{stem}.pb"));
+        if update {
+            std::fs::write(&target, &encoded).expect("write fixture");
+        }
+        let committed = std::fs::read(&target).unwrap_or_default();
+        assert!(
+            committed == encoded,
+            "{} is stale: run INFERGATE_UPDATE_FIXTURES=1 cargo test --test graph fixtures",
+            target.display()
+        );
+    }
+}
+
+#[test]
+fn descriptors_and_generated_types_agree_field_by_field() {
+    // Every field the .proto declares survives a trip through the generated
+    // struct: encode with the descriptors, decode with prost, re-encode, compare.
+    let bytes = encode_text(&root().join("examples/graphs/rag.txtpb"));
+    let typed = graph::decode(&bytes).expect("decode");
+    let pool = DescriptorPool::decode(graph::FILE_DESCRIPTOR_SET).expect("descriptor set");
+    let desc = pool
+        .get_message_by_name(graph::GRAPH_MESSAGE)
+        .expect("message");
+    let dynamic = DynamicMessage::decode(desc, graph::encode(&typed).as_slice()).expect("decode");
+    assert_eq!(
+        dynamic.transcode_to::<ServingGraph>().expect("transcode"),
+        typed
+    );
+    assert_eq!(typed.nodes.len(), 4);
+    assert_eq!(
+        typed.nodes[3]
+            .actor_options
+            .as_ref()
+            .and_then(|o| o.num_gpus),
+        Some(0.25)
+    );
+    assert_eq!(
+        typed.nodes[1]
+            .actor_options
+            .as_ref()
+            .and_then(|o| o.memory_bytes),
+        Some(2_147_483_648)
+    );
+    let fields: Vec<String> = pool
+        .get_message_by_name("infergate.graph.v1.Node")
+        .expect("Node")
+        .fields()
+        .map(|f| f.name().to_owned())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "name",
+            "import_path",
+            "dependencies",
+            "num_replicas",
+            "autoscaling",
+            "actor_options",
+            "user_config_json"
+        ]
+    );
+}
+
+fn infergate(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(args)
+        .output()
+        .expect("run infergate")
+}
+
+#[test]
+fn graph_command_prints_the_dag_and_serve_config() {
+    let file = fixture("rag.pb");
+    let out = infergate(&[
+        "graph",
+        file.to_str().expect("utf-8"),
+        "--route-prefix",
+        "/team-a/rag",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "router [rag.app:app, replicas 2, cpus 0.5]",
+        "├── retriever [rag.retrieve:Retriever, autoscaling 1..4, cpus 1, memory 2147483648]",
+        "│   └── embedder [",
+        "└── generator [rag.generate:Generator, autoscaling 1..2, cpus 4, gpus 8]",
+        "# serveConfigV2",
+        "route_prefix: /team-a/rag",
+        "import_path: rag.app:app",
+        "target_ongoing_requests: 4",
+        "top_k: 8",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in\n{stdout}");
+    }
+    // The YAML after the marker is a Ray Serve config.
+    let yaml = stdout.split("# serveConfigV2\n").nth(1).expect("yaml part");
+    let config: infergate::graph::serve_config::ServeConfig =
+        serde_saphyr::from_str(yaml).expect("serve config parses");
+    let names: Vec<_> = config.applications[0]
+        .deployments
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, ["embedder", "retriever", "generator", "router"]);
+}
+
+#[test]
+fn graph_command_reads_stdin() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["graph", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(&std::fs::read(fixture("rag-v2.pb")).expect("fixture"))
+            .expect("write");
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("reranker [rag.rerank:Reranker"), "{stdout}");
+    assert!(stdout.contains("route_prefix: /\n"), "default route prefix");
+}
+
+#[test]
+fn graph_command_reports_every_violation_with_exit_1() {
+    for name in ["cyclic", "invalid"] {
+        let text = std::fs::read_to_string(root().join(format!("examples/graphs/{name}.txtpb")))
+            .expect("example");
+        let expected: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# expect: "))
+            .collect();
+        assert!(!expected.is_empty(), "{name} has expect lines");
+        let file = fixture(&format!("{name}.pb"));
+        let out = infergate(&["graph", file.to_str().expect("utf-8")]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for e in expected {
+            assert!(stderr.contains(e), "{name}: missing {e:?} in\n{stderr}");
+        }
+        assert!(
+            out.stdout.is_empty(),
+            "nothing printed on stdout for an invalid graph"
+        );
+    }
+}
+
+#[test]
+fn graph_command_exit_2_for_unreadable_or_undecodable_input() {
+    let out = infergate(&["graph", "/nonexistent/graph.pb"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/graph.pb"));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.pb");
+    std::fs::write(&junk, b"\x0a\xff\xff\xff\xff\xff").expect("write");
+    let out = infergate(&["graph", junk.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("not a valid infergate.graph.v1.ServingGraph")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// A local HTTPS graph server.
+
+const TOKEN: &str = "tok-3f9a1c77e2";
+
+struct ServerState {
+    body: Mutex<(Vec<u8>, String)>,
+    requests: AtomicUsize,
+    full: AtomicUsize,
+    not_modified: AtomicUsize,
+    flaky_failures: AtomicUsize,
+    h2: AtomicUsize,
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn full(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+async fn handle(
+    state: Arc<ServerState>,
+    addr: SocketAddr,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    if req.version() == hyper::Version::HTTP_2 {
+        state.h2.fetch_add(1, Ordering::SeqCst);
+    }
+    let authorized = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .is_some_and(|v| v.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
+    let path = req.uri().path().to_owned();
+    if path == "/redirect-http" {
+        let mut r = full(StatusCode::FOUND, "");
+        r.headers_mut().insert(
+            hyper::header::LOCATION,
+            format!("http://{addr}/graph").parse().expect("location"),
+        );
+        return r;
+    }
+    if !authorized {
+        return full(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    }
+    match path.as_str() {
+        "/graph" => {
+            let (body, etag) = state.body.lock().expect("lock").clone();
+            let inm = req
+                .headers()
+                .get(hyper::header::IF_NONE_MATCH)
+                .and_then(|v| v.to_str().ok());
+            if inm == Some(etag.as_str()) {
+                state.not_modified.fetch_add(1, Ordering::SeqCst);
+                let mut r = full(StatusCode::NOT_MODIFIED, "");
+                r.headers_mut()
+                    .insert(hyper::header::ETAG, etag.parse().expect("etag"));
+                return r;
+            }
+            state.full.fetch_add(1, Ordering::SeqCst);
+            let mut r = full(StatusCode::OK, body);
+            r.headers_mut()
+                .insert(hyper::header::ETAG, etag.parse().expect("etag"));
+            r
+        }
+        "/flaky" => {
+            if state
+                .flaky_failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return full(StatusCode::SERVICE_UNAVAILABLE, "try later");
+            }
+            full(StatusCode::OK, state.body.lock().expect("lock").0.clone())
+        }
+        "/slow" => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            full(StatusCode::OK, state.body.lock().expect("lock").0.clone())
+        }
+        "/large" => full(StatusCode::OK, vec![0u8; 2 * 1024 * 1024]),
+        "/large-chunked" => {
+            // No Content-Length: the cap must hold while streaming.
+            let chunks = (0..64)
+                .map(|_| Ok::<_, Infallible>(Frame::data(Bytes::from(vec![0x0a; 64 * 1024]))));
+            let mut r = Response::new(BodyExt::boxed(StreamBody::new(futures::stream::iter(
+                chunks,
+            ))));
+            *r.status_mut() = StatusCode::OK;
+            r
+        }
+        "/garbage" => full(StatusCode::OK, &b"\x0a\xff\xff\xff\xff\xff"[..]),
+        _ => full(StatusCode::NOT_FOUND, "no such graph"),
+    }
+}
+
+struct GraphServer {
+    addr: SocketAddr,
+    ca: CertificateDer<'static>,
+    ca_pem: String,
+    state: Arc<ServerState>,
+}
+
+impl GraphServer {
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.addr.port())
+    }
+
+    fn set_graph(&self, bytes: Vec<u8>, etag: &str) {
+        *self.state.body.lock().expect("lock") = (bytes, etag.to_owned());
+    }
+}
+
+async fn start_server() -> GraphServer {
+    use infergate::webhook::certs::{generate_ca, issue_serving};
+    let ca = generate_ca("graph-test-ca", Duration::from_secs(3600)).expect("ca");
+    let leaf = issue_serving(
+        &ca,
+        &["localhost".to_owned()],
+        &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
+        Duration::from_secs(3600),
+    )
+    .expect("leaf");
+    let chain = CertificateDer::pem_slice_iter(leaf.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("chain");
+    let key = PrivateKeyDer::from_pem_slice(leaf.key.as_bytes()).expect("key");
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .expect("server config");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let state = Arc::new(ServerState {
+        body: Mutex::new((Vec::new(), String::new())),
+        requests: AtomicUsize::new(0),
+        full: AtomicUsize::new(0),
+        not_modified: AtomicUsize::new(0),
+        flaky_failures: AtomicUsize::new(0),
+        h2: AtomicUsize::new(0),
+    });
+    let st = state.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let st = st.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req| {
+                    let st = st.clone();
+                    async move { Ok::<_, Infallible>(handle(st, addr, req).await) }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    let ca_der = CertificateDer::from_pem_slice(ca.cert.as_bytes()).expect("ca der");
+    GraphServer {
+        addr,
+        ca: ca_der,
+        ca_pem: ca.cert.clone(),
+        state,
+    }
+}
+
+fn quick() -> FetchOptions {
+    FetchOptions {
+        connect_timeout: Duration::from_secs(2),
+        timeout: Duration::from_millis(800),
+        max_bytes: 1024 * 1024,
+        attempts: 3,
+        backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(100),
+    }
+}
+
+fn token() -> BearerToken {
+    BearerToken::new(TOKEN.as_bytes()).expect("token")
+}
+
+fn rag() -> Vec<u8> {
+    std::fs::read(fixture("rag.pb")).expect("fixture")
+}
+
+#[tokio::test]
+async fn fetch_over_tls_with_bearer_and_etag() {
+    let server = start_server().await;
+    server.set_graph(rag(), "\"v1\"");
+    let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
+    let url = server.url("/graph");
+
+    let first = fetcher
+        .fetch("team-a/rag", &url, Some(&token()))
+        .await
+        .expect("fetch");
+    assert!(!first.not_modified);
+    assert_eq!(first.etag.as_deref(), Some("\"v1\""));
+    assert_eq!(first.graph.ingress, "router");
+    assert!(
+        server.state.h2.load(Ordering::SeqCst) >= 1,
+        "HTTP/2 over ALPN"
+    );
+
+    // Unchanged: a conditional request answered 304 from the cache.
+    let second = fetcher
+        .fetch("team-a/rag", &url, Some(&token()))
+        .await
+        .expect("fetch");
+    assert!(second.not_modified);
+    assert_eq!(second.graph, first.graph);
+    assert_eq!(server.state.full.load(Ordering::SeqCst), 1);
+    assert_eq!(server.state.not_modified.load(Ordering::SeqCst), 1);
+
+    // Another service with the same URL has its own cache entry.
+    let other = fetcher
+        .fetch("team-b/rag", &url, Some(&token()))
+        .await
+        .expect("fetch");
+    assert!(!other.not_modified);
+    assert_eq!(server.state.full.load(Ordering::SeqCst), 2);
+
+    // An update is picked up.
+    server.set_graph(
+        std::fs::read(fixture("rag-v2.pb")).expect("fixture"),
+        "\"v2\"",
+    );
+    let third = fetcher
+        .fetch("team-a/rag", &url, Some(&token()))
+        .await
+        .expect("fetch");
+    assert!(!third.not_modified);
+    assert!(third.graph.nodes.iter().any(|n| n.name == "reranker"));
+
+    // Forgetting a service drops its ETag: the next fetch downloads again.
+    fetcher.forget("team-a/rag");
+    let fourth = fetcher
+        .fetch("team-a/rag", &url, Some(&token()))
+        .await
+        .expect("fetch");
+    assert!(!fourth.not_modified);
+}
+
+#[tokio::test]
+async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
+    let server = start_server().await;
+    server.set_graph(rag(), "\"v1\"");
+    let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
+    let wrong = BearerToken::new(b"wrong-token-value").expect("token");
+
+    let check = |e: &GraphError, reason: &str| {
+        assert_eq!(e.reason(), reason, "{e}");
+        for text in [e.to_string(), format!("{e:?}")] {
+            assert!(
+                !text.contains(TOKEN) && !text.contains("wrong-token-value"),
+                "{text}"
+            );
+        }
+    };
+
+    let before = server.state.requests.load(Ordering::SeqCst);
+    let e = fetcher
+        .fetch("k", &server.url("/graph"), Some(&wrong))
+        .await
+        .unwrap_err();
+    check(&e, "GraphUnauthorized");
+    assert!(e.to_string().contains("401"));
+    assert_eq!(
+        server.state.requests.load(Ordering::SeqCst) - before,
+        1,
+        "401 is not retried"
+    );
+    let e = fetcher
+        .fetch("k", &server.url("/graph"), None)
+        .await
+        .unwrap_err();
+    check(&e, "GraphUnauthorized");
+
+    let e = fetcher
+        .fetch("k", &server.url("/nothing"), Some(&token()))
+        .await
+        .unwrap_err();
+    check(&e, "GraphNotFound");
+
+    let e = fetcher
+        .fetch("k", &server.url("/garbage"), Some(&token()))
+        .await
+        .unwrap_err();
+    check(&e, "GraphUndecodable");
+
+    let e = fetcher
+        .fetch("k", &server.url("/large"), Some(&token()))
+        .await
+        .unwrap_err();
+    check(&e, "GraphTooLarge");
+    let e = fetcher
+        .fetch("k", &server.url("/large-chunked"), Some(&token()))
+        .await
+        .unwrap_err();
+    check(&e, "GraphTooLarge");
+
+    let started = std::time::Instant::now();
+    let e = fetcher
+        .fetch("k", &server.url("/slow"), Some(&token()))
+        .await
+        .unwrap_err();
+    check(&e, "GraphTimeout");
+    assert!(e.to_string().contains("3 attempts"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "timeouts bound the fetch"
+    );
+
+    // https only, also across redirects.
+    let e = fetcher
+        .fetch("k", &server.url("/redirect-http"), Some(&token()))
+        .await
+        .unwrap_err();
+    assert_ne!(e.reason(), "GraphUndecodable");
+    assert!(!e.to_string().contains(TOKEN));
+    let e = fetcher
+        .fetch(
+            "k",
+            &format!("http://{}/graph", server.addr),
+            Some(&token()),
+        )
+        .await
+        .unwrap_err();
+    check(&e, "GraphURLInvalid");
+
+    // Nothing listening.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let e = fetcher
+        .fetch(
+            "k",
+            &format!("https://127.0.0.1:{port}/graph"),
+            Some(&token()),
+        )
+        .await
+        .unwrap_err();
+    check(&e, "GraphUnreachable");
+}
+
+#[tokio::test]
+async fn fetch_retries_server_errors_with_backoff() {
+    let server = start_server().await;
+    server.set_graph(rag(), "\"v1\"");
+    let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
+    server.state.flaky_failures.store(2, Ordering::SeqCst);
+    let before = server.state.requests.load(Ordering::SeqCst);
+    let got = fetcher
+        .fetch("k", &server.url("/flaky"), Some(&token()))
+        .await
+        .expect("third attempt");
+    assert_eq!(got.graph.ingress, "router");
+    assert_eq!(server.state.requests.load(Ordering::SeqCst) - before, 3);
+
+    server.state.flaky_failures.store(5, Ordering::SeqCst);
+    let e = fetcher
+        .fetch("k", &server.url("/flaky"), Some(&token()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "GraphFetchFailed");
+    assert!(e.is_transient());
+}
+
+#[tokio::test]
+async fn untrusted_certificate_is_unreachable() {
+    let server = start_server().await;
+    server.set_graph(rag(), "\"v1\"");
+    let other_ca =
+        infergate::webhook::certs::generate_ca("other", Duration::from_secs(3600)).expect("ca");
+    let other = CertificateDer::from_pem_slice(other_ca.cert.as_bytes()).expect("der");
+    let fetcher = GraphFetcher::new(quick(), vec![other]).expect("fetcher");
+    let e = fetcher
+        .fetch("k", &server.url("/graph"), Some(&token()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "GraphUnreachable");
+    assert!(e.to_string().to_lowercase().contains("certificate"), "{e}");
+}
+
+#[tokio::test]
+async fn ca_file_flag_is_honoured() {
+    let server = start_server().await;
+    server.set_graph(rag(), "\"v1\"");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &server.ca_pem).expect("write");
+    let fetcher = GraphFetcher::from_ca_file(quick(), Some(&ca_file)).expect("fetcher");
+    let got = fetcher
+        .fetch("k", &server.url("/graph"), Some(&token()))
+        .await
+        .expect("fetch");
+    assert_eq!(got.graph.name, "rag");
+}
