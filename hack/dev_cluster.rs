@@ -13,8 +13,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
+use std::time::Duration;
 
 const NAMESPACE: &str = "team-a";
 
@@ -69,81 +69,14 @@ async fn run() -> Result<(), String> {
     cp.install_crds().await;
     eprintln!("control plane ready at {}", cp.apiserver_url());
 
-    say("making a CA and serving certificate with `infergate certs`");
-    let certs = cp.dir().join("infergate-certs");
-    let out = Command::new(&infergate)
-        .args([
-            "certs",
-            "--dns",
-            "localhost",
-            "--ip",
-            "127.0.0.1",
-            "--out-dir",
-        ])
-        .arg(&certs)
-        .output()
-        .map_err(|e| format!("running infergate certs: {e}"))?;
-    show(&out);
-    if !out.status.success() {
-        return Err("infergate certs failed".into());
-    }
-
-    say("starting `infergate serve` (webhooks and reconciler)");
-    let port = support::free_port().map_err(|e| e.to_string())?;
-    let probe = support::free_port().map_err(|e| e.to_string())?;
-    let out = cp.kubectl(&["create", "namespace", "infergate-system"]);
-    if !out.status.success() {
-        show(&out);
-    }
-    let log = cp.dir().join("infergate.log");
-    let mut serve = Command::new(&infergate);
-    serve
-        .args(["serve", "--namespace", "infergate-system"])
-        .arg(format!("--listen=127.0.0.1:{port}"))
-        .arg(format!("--probe-listen=127.0.0.1:{probe}"))
-        .arg(format!(
-            "--tls-cert-file={}",
-            certs.join("tls.crt").display()
-        ))
-        .arg(format!(
-            "--tls-key-file={}",
-            certs.join("tls.key").display()
-        ))
-        .env("KUBECONFIG", cp.kubeconfig())
-        .env("POD_NAME", "infergate-dev");
-    let mut child =
-        support::spawn_logged(serve, &log).map_err(|e| format!("starting infergate serve: {e}"))?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok((200, _)) = support::http_get(probe, "/readyz").await {
-            break;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "infergate serve exited ({status}); its log is {}",
-                log.display()
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "infergate serve not ready within 60s; its log is {}",
-                log.display()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    say("starting `infergate serve` (webhooks and reconciler) and registering its webhooks");
+    let mut server = support::start_infergate(cp, &infergate, &[], support::Hooks::All)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let (port, probe, log) = (server.port, server.probe_port, server.log.clone());
     eprintln!(
         "serving webhooks on https://127.0.0.1:{port}, probes and metrics on http://127.0.0.1:{probe}"
     );
-
-    say("registering the webhooks by URL with the CA as caBundle");
-    let ca = std::fs::read_to_string(certs.join("ca.crt")).map_err(|e| e.to_string())?;
-    support::register_webhooks(cp, port, &ca)
-        .await
-        .map_err(|e| format!("{e:#}"))?;
-    support::wait_webhooks_active(cp, "default")
-        .await
-        .map_err(|e| format!("{e:#}"))?;
 
     say(&format!(
         "namespace {NAMESPACE} (tier=prod) with the example policies"
@@ -204,6 +137,6 @@ async fn run() -> Result<(), String> {
         .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
     eprintln!("stopping infergate and the control plane");
     // The processes die with this one (PR_SET_PDEATHSIG).
-    let _ = child.kill();
+    let _ = server.child.kill();
     Ok(())
 }

@@ -21,6 +21,8 @@ fn text(out: &Output) -> String {
 }
 
 static APPLIED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+/// Held by tests that change or re-apply the CRD's conversion client config.
+static CONVERSION_CONFIG: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Apply the committed CRD file with plain client-side `kubectl apply` (as a user
 /// would, which also stores the last-applied annotation) and wait for Established.
@@ -299,6 +301,7 @@ async fn policy_kinds_are_served() {
 async fn the_kustomize_deployment_is_accepted_by_a_real_apiserver() {
     let cp = control_plane().await;
     apply_committed_crds(cp).await;
+    let _conversion = CONVERSION_CONFIG.lock().await;
     let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
     let out = cp.kubectl(&["create", "namespace", "infergate-system"]);
     let created = text(&out);
@@ -387,4 +390,83 @@ async fn the_cert_manager_overlay_renders() {
     assert!(rendered.contains("--tls-cert-file=/tls/tls.crt"));
     assert!(!rendered.contains("--self-signed"), "{rendered}");
     assert!(rendered.contains("secretName: infergate-webhook-cert"));
+}
+
+/// A v1alpha1 object applied with kubectl is converted (through infergate's
+/// conversion webhook, the only hook registered here) to the storage version,
+/// reads back identically as v1alpha1 and field by field as v1beta1; a v1alpha1
+/// object breaking a CEL rule of its own schema is rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1alpha1_service_is_stored_through_the_conversion_webhook() {
+    let cp = control_plane().await;
+    apply_committed_crds(cp).await;
+    let _conversion = CONVERSION_CONFIG.lock().await;
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_infergate"));
+    let server = support::start_infergate(
+        cp,
+        binary,
+        &["--no-reconcile"],
+        support::Hooks::ConversionOnly,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("starting infergate: {e:#}"));
+    let ns = cp.fresh_namespace("alpha").await;
+    let legacy = format!(
+        "apiVersion: infergate.dev/v1alpha1\nkind: InferenceService\nmetadata:\n  name: legacy\n  namespace: {ns}\nspec:\n  modelRef: llama3-8b-q4\n  replicas: 2\n  minReplicas: 1\n  maxReplicas: 8\n  resources:\n    cpu: \"4\"\n    memory: 16Gi\n  canary:\n    modelRef: llama3-8b-q5\n    weight: 10\n  healthCheck:\n    path: /healthz\n    interval: 10s\n    timeout: 1s\n"
+    );
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &legacy);
+    assert!(
+        out.status.success(),
+        "v1alpha1 apply failed: {}\ninfergate log: {}",
+        text(&out),
+        std::fs::read_to_string(&server.log).unwrap_or_default()
+    );
+    assert!(
+        text(&out).contains("deprecated"),
+        "kubectl shows the deprecation warning: {}",
+        text(&out)
+    );
+
+    let out = cp.kubectl(&[
+        "get", "-n", &ns, "inferenceservices.v1beta1.infergate.dev", "legacy", "-o",
+        "jsonpath={.spec.model.ref}/{.spec.autoscaling.minReplicas}-{.spec.autoscaling.maxReplicas}/{.spec.canary.model.ref}/{.spec.canary.weight}",
+    ]);
+    assert_eq!(text(&out), "llama3-8b-q4/1-8/llama3-8b-q5/10");
+
+    let out = cp.kubectl(&[
+        "get",
+        "-n",
+        &ns,
+        "inferenceservices.v1alpha1.infergate.dev",
+        "legacy",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let written: serde_json::Value = serde_saphyr::from_str(&legacy).expect("YAML");
+    assert_eq!(
+        read["spec"], written["spec"],
+        "v1alpha1 spec reads back identically"
+    );
+    let annotations = read["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        !annotations.contains_key("infergate.dev/conversion-data"),
+        "no conversion data left on a round-tripped object: {annotations:?}"
+    );
+
+    assert_rejected(
+        cp,
+        &legacy
+            .replace("name: legacy", "name: heavy")
+            .replace("weight: 10", "weight: 150"),
+        "spec.canary.weight must be between 0 and 100",
+    );
+    support::unregister_conversion(cp)
+        .await
+        .unwrap_or_else(|e| panic!("restoring the CRD's conversion config: {e:#}"));
+    drop(server);
 }

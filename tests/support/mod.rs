@@ -431,6 +431,12 @@ pub async fn register_webhooks(cp: &ControlPlane, port: u16, ca_pem: &str) -> an
         .patch(&name, &params, &Patch::Apply(&validating))
         .await?;
 
+    register_conversion(cp, port, ca_pem).await
+}
+
+/// Point the InferenceService CRD's conversion webhook at `https://127.0.0.1:PORT/convert`.
+pub async fn register_conversion(cp: &ControlPlane, port: u16, ca_pem: &str) -> anyhow::Result<()> {
+    let client = cp.client().await;
     let ca_b64 = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let conversion = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
         "conversionReviewVersions": ["v1"],
@@ -444,6 +450,44 @@ pub async fn register_webhooks(cp: &ControlPlane, port: u16, ca_pem: &str) -> an
         )
         .await?;
     Ok(())
+}
+
+/// Point the CRD's conversion webhook back at the in-cluster Service, as the
+/// committed CRD has it (undoes [`register_conversion`]).
+pub async fn unregister_conversion(cp: &ControlPlane) -> anyhow::Result<()> {
+    use infergate::crdgen::{CONVERT_PATH, SERVICE_NAME, SERVICE_NAMESPACE};
+    let conversion = serde_json::json!({"spec": {"conversion": {"webhook": {"clientConfig": {
+        "url": null, "caBundle": null,
+        "service": {"name": SERVICE_NAME, "namespace": SERVICE_NAMESPACE, "path": CONVERT_PATH, "port": 443}
+    }}}}});
+    Api::<CustomResourceDefinition>::all(cp.client().await)
+        .patch(
+            "inferenceservices.infergate.dev",
+            &PatchParams::default(),
+            &Patch::Merge(&conversion),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Wait until the apiserver converts through the webhook: a server-side dry run
+/// of a v1alpha1 object must be converted to the storage version v1beta1.
+pub async fn wait_conversion_active(cp: &ControlPlane) -> anyhow::Result<()> {
+    let probe = "apiVersion: infergate.dev/v1alpha1\nkind: InferenceService\nmetadata:\n  name: conversion-probe\n  namespace: default\nspec:\n  modelRef: probe\n";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = cp.kubectl_stdin(&["create", "--dry-run=server", "-f", "-"], probe);
+        if out.status.success() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "conversion webhook not called within 60s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// Wait until the apiserver calls the registered webhooks (new registrations take
@@ -501,6 +545,116 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
 /// Spawn a process whose output goes to `log` and which dies with this process.
 pub fn spawn_logged(cmd: Command, log: &Path) -> std::io::Result<Child> {
     spawn_supervised(cmd, log)
+}
+
+/// An `infergate serve` process running against a control plane.
+pub struct Infergate {
+    /// The TLS webhook port on 127.0.0.1.
+    pub port: u16,
+    /// The plain probe/metrics port on 127.0.0.1.
+    pub probe_port: u16,
+    /// PEM of the CA that signed the serving certificate.
+    pub ca_pem: String,
+    /// Where its log goes.
+    pub log: PathBuf,
+    /// The process (dies with the test binary).
+    pub child: Child,
+}
+
+/// Which of infergate's webhooks the apiserver is told about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hooks {
+    /// Mutating, validating and conversion.
+    All,
+    /// Only the CRD's conversion webhook (admission left to the schema and CEL).
+    ConversionOnly,
+}
+
+/// Start the `infergate` binary (`serve`, with certificates from `infergate certs`
+/// and `extra_args`), wait for /readyz, register its webhooks by URL and wait
+/// until the apiserver calls them.
+pub async fn start_infergate(
+    cp: &ControlPlane,
+    binary: &Path,
+    extra_args: &[&str],
+    hooks: Hooks,
+) -> anyhow::Result<Infergate> {
+    use anyhow::Context as _;
+    static SEQ: AtomicU32 = AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    let certs = cp.dir().join(format!("infergate-certs-{n}"));
+    let out = Command::new(binary)
+        .args([
+            "certs",
+            "--dns",
+            "localhost",
+            "--ip",
+            "127.0.0.1",
+            "--out-dir",
+        ])
+        .arg(&certs)
+        .output()
+        .context("running infergate certs")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "infergate certs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ca_pem = std::fs::read_to_string(certs.join("ca.crt"))?;
+
+    let port = free_port()?;
+    let probe_port = free_port()?;
+    let _ = cp.kubectl(&["create", "namespace", "infergate-system"]);
+    let log = cp.dir().join(format!("infergate-{n}.log"));
+    let mut serve = Command::new(binary);
+    serve
+        .args(["serve", "--namespace", "infergate-system"])
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg(format!("--probe-listen=127.0.0.1:{probe_port}"))
+        .arg(format!(
+            "--tls-cert-file={}",
+            certs.join("tls.crt").display()
+        ))
+        .arg(format!(
+            "--tls-key-file={}",
+            certs.join("tls.key").display()
+        ))
+        .args(extra_args)
+        .env("KUBECONFIG", cp.kubeconfig())
+        .env("POD_NAME", format!("infergate-test-{n}"));
+    let mut child = spawn_supervised(serve, &log).context("starting infergate serve")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok((200, _)) = http_get(probe_port, "/readyz").await {
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("infergate serve exited ({status}):\n{}", tail(&log, 30));
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "infergate serve not ready within 60s:\n{}",
+            tail(&log, 30)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    match hooks {
+        Hooks::All => {
+            register_webhooks(cp, port, &ca_pem).await?;
+            wait_webhooks_active(cp, "default").await?;
+        }
+        Hooks::ConversionOnly => {
+            register_conversion(cp, port, &ca_pem).await?;
+            wait_conversion_active(cp).await?;
+        }
+    }
+    Ok(Infergate {
+        port,
+        probe_port,
+        ca_pem,
+        log,
+        child,
+    })
 }
 
 /// An admin client from a kubeconfig file.
