@@ -2,6 +2,8 @@
 //! `infergate graph` through the binary, and the HTTPS fetcher against a
 //! local TLS graph server (rcgen certificates, bearer check, ETag, errors).
 
+mod support;
+
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -646,4 +648,196 @@ async fn ca_file_flag_is_honoured() {
         .await
         .expect("fetch");
     assert_eq!(got.graph.name, "rag");
+}
+
+// ---------------------------------------------------------------------------
+// Against the real control plane: Secret lookups, and the built RayService
+// accepted by the apiserver with the minimal ray.io/v1 CRD installed.
+
+async fn install_rayservice_crd(cp: &support::ControlPlane) {
+    let path = root().join(infergate::graph::rayservice::TEST_CRD_PATH);
+    let out = cp.kubectl(&[
+        "apply",
+        "--server-side",
+        "-f",
+        path.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "installing the RayService CRD: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cp.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/rayservices.ray.io",
+    ]);
+    assert!(
+        out.status.success(),
+        "RayService CRD not Established: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
+    use infergate::api::v1beta1::{
+        Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
+        SecretKeyRef,
+    };
+    use infergate::graph::rayservice::RayService;
+    use infergate::graph::resolve::resolve;
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+
+    let cp = support::control_plane().await;
+    cp.install_crds().await;
+    install_rayservice_crd(cp).await;
+    let client = cp.client().await;
+    let ns = cp.fresh_namespace("graph").await;
+
+    let server = start_server().await;
+    server.set_graph(rag(), "\"v1\"");
+    let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
+
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let svc = services
+        .create(
+            &PostParams::default(),
+            &InferenceService::new(
+                "rag",
+                InferenceServiceSpec {
+                    model: ModelSpec {
+                        r#ref: "llama3-8b".into(),
+                        image: None,
+                    },
+                    engine: Some(EngineSpec {
+                        image: Some("registry.example.com/ray-vllm:2.40".into()),
+                        ..EngineSpec::default()
+                    }),
+                    backend: Some(Backend::RayService),
+                    replicas: Some(1),
+                    graph: Some(GraphSpec {
+                        url: server.url("/graph"),
+                        bearer_token_secret_ref: Some(SecretKeyRef {
+                            name: "graph-token".into(),
+                            key: "token".into(),
+                        }),
+                    }),
+                    ..InferenceServiceSpec::default()
+                },
+            ),
+        )
+        .await
+        .expect("create service");
+    let route = infergate::engine::render_route_path(&svc).expect("route");
+    assert_eq!(route, format!("/{ns}/rag"));
+
+    // No Secret yet.
+    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
+    assert_eq!(e.reason(), "GraphSecretNotFound", "{e}");
+    assert!(e.to_string().contains(&format!("{ns}/graph-token")));
+
+    // A Secret without the key.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = |value: Option<&str>| Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("graph-token".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                if value.is_some() { "token" } else { "other" }.to_owned(),
+                ByteString(value.unwrap_or("x").as_bytes().to_vec()),
+            )]
+            .into_iter()
+            .collect(),
+        ),
+        ..Secret::default()
+    };
+    let apply = PatchParams::apply("infergate-tests").force();
+    secrets
+        .patch("graph-token", &apply, &Patch::Apply(&secret(None)))
+        .await
+        .expect("secret");
+    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
+    assert_eq!(e.reason(), "GraphSecretKeyMissing", "{e}");
+
+    // A wrong token: refused by the graph server, never echoed.
+    let set_token = |value: &'static str| {
+        let secrets = secrets.clone();
+        let body = secret(Some(value));
+        async move {
+            let mut current = secrets.get("graph-token").await.expect("get");
+            current.data = body.data;
+            secrets
+                .replace("graph-token", &PostParams::default(), &current)
+                .await
+                .expect("replace");
+        }
+    };
+    set_token("wrong-token-value\n").await;
+    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
+    assert_eq!(e.reason(), "GraphUnauthorized", "{e}");
+    assert!(!format!("{e} {e:?}").contains("wrong-token-value"));
+
+    // The right token: the RayService is built and the apiserver stores it.
+    set_token(TOKEN).await;
+    let resolved = resolve(&client, &fetcher, &svc, &route)
+        .await
+        .expect("resolved");
+    let rayservices: Api<RayService> = Api::namespaced(client.clone(), &ns);
+    let ssa = PatchParams::apply("infergate").force();
+    let stored = rayservices
+        .patch("rag", &ssa, &Patch::Apply(&resolved.rayservice))
+        .await
+        .expect("apiserver accepts the RayService");
+    let config: infergate::graph::serve_config::ServeConfig =
+        serde_saphyr::from_str(&stored.spec.serve_config_v2).expect("serveConfigV2");
+    assert_eq!(config.applications[0].route_prefix, route);
+    assert_eq!(config.applications[0].import_path, "rag.app:app");
+    let owner = &stored.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(owner.uid, svc.metadata.uid.clone().expect("uid"));
+    let group = &stored.spec.ray_cluster_config.worker_group_specs[0];
+    assert_eq!(group.replicas, Some(1));
+    assert!(
+        group.template.spec.is_some(),
+        "pod templates survive the preserve-unknown-fields schema"
+    );
+
+    // Unchanged graph: answered from the ETag cache.
+    let again = resolve(&client, &fetcher, &svc, &route)
+        .await
+        .expect("resolved");
+    assert!(again.not_modified);
+    assert_eq!(again.rayservice, resolved.rayservice);
+
+    // A cyclic graph: a GraphInvalid error naming the cycle.
+    server.set_graph(
+        std::fs::read(fixture("cyclic.pb")).expect("fixture"),
+        "\"cyclic\"",
+    );
+    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
+    assert_eq!(e.reason(), "GraphInvalid");
+    assert!(
+        e.to_string().contains("planner -> critic -> planner"),
+        "{e}"
+    );
+
+    // An update is picked up and applied.
+    server.set_graph(
+        std::fs::read(fixture("rag-v2.pb")).expect("fixture"),
+        "\"v2\"",
+    );
+    let updated = resolve(&client, &fetcher, &svc, &route)
+        .await
+        .expect("resolved");
+    assert!(!updated.not_modified);
+    let stored = rayservices
+        .patch("rag", &ssa, &Patch::Apply(&updated.rayservice))
+        .await
+        .expect("apply update");
+    assert!(stored.spec.serve_config_v2.contains("name: reranker"));
 }

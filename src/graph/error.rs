@@ -7,6 +7,9 @@ use super::validate::Violations;
 /// A failure fetching, decoding, validating or rendering a serving graph.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GraphError {
+    /// `spec.graph` is not set on a `backend: RayService` service.
+    #[error("spec.graph is required when spec.backend is RayService")]
+    Missing,
     /// `spec.graph.url` is not an https URL without credentials.
     #[error("spec.graph.url {url:?} is not usable: {message}")]
     InvalidUrl {
@@ -130,6 +133,7 @@ impl GraphError {
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
+            Self::Missing => "GraphMissing",
             Self::InvalidUrl { .. } => "GraphURLInvalid",
             Self::SecretNotFound { .. } => "GraphSecretNotFound",
             Self::SecretKeyMissing { .. } => "GraphSecretKeyMissing",
@@ -168,6 +172,7 @@ mod tests {
         let url = || "https://g.example/x".to_owned();
         let ns = || "team-a".to_owned();
         let all = [
+            GraphError::Missing,
             GraphError::InvalidUrl {
                 url: url(),
                 message: String::new(),

@@ -6,6 +6,7 @@
 //! - [`serve_config`]: the generated `serveConfigV2`, pure;
 //! - [`rayservice`]: the `ray.io/v1` RayService types and the pure builder;
 //! - [`fetch`]: fetching over bearer-authenticated HTTPS with an ETag cache;
+//! - [`resolve`]: Secret, fetch, validation and builder in one call for the reconciler;
 //! - [`cli`]: `infergate graph FILE`.
 //!
 //! Every failure on the way from `spec.graph` to a RayService is a
@@ -16,6 +17,7 @@ pub mod cli;
 pub mod error;
 pub mod fetch;
 pub mod rayservice;
+pub mod resolve;
 pub mod serve_config;
 pub mod validate;
 
