@@ -539,6 +539,8 @@ mod tests {
     use super::super::proto::{ActorOptions, Autoscaling};
     use super::*;
 
+    use super::edges as edges_of;
+
     fn node(name: &str, deps: &[&str]) -> Node {
         Node {
             name: name.to_owned(),
@@ -849,5 +851,48 @@ mod tests {
                 "routePrefix"
             ]
         );
+    }
+
+    proptest::proptest! {
+        /// On any dependency structure, either the reported cycle is a real
+        /// cycle (consecutive nodes are edges, it closes on itself), or
+        /// there is none and the topological order puts every dependency first.
+        #[test]
+        fn cycles_are_real_and_acyclic_graphs_order(
+            n in 1usize..10,
+            edges in proptest::collection::vec((0usize..10, 0usize..10), 0..25),
+        ) {
+            let mut nodes: Vec<Node> = (0..n).map(|i| node(&format!("n{i}"), &[])).collect();
+            for (a, b) in edges {
+                let (a, b) = (a % n, b % n);
+                let dep = format!("n{b}");
+                if !nodes[a].dependencies.contains(&dep) {
+                    nodes[a].dependencies.push(dep);
+                }
+            }
+            let g = graph("n0", nodes);
+            match find_cycle(&g) {
+                Some(path) => {
+                    proptest::prop_assert!(path.len() >= 2);
+                    proptest::prop_assert_eq!(path.first(), path.last());
+                    for pair in path.windows(2) {
+                        let from = g.nodes.iter().find(|x| x.name == pair[0]).expect("node");
+                        proptest::prop_assert!(from.dependencies.contains(&pair[1]));
+                    }
+                }
+                None => {
+                    let index = name_index(&g);
+                    let e = edges_of(&g, &index);
+                    let order = topological_order(&e);
+                    proptest::prop_assert_eq!(order.len(), n);
+                    let pos = |i: usize| order.iter().position(|&x| x == i).expect("in order");
+                    for (i, deps) in e.iter().enumerate() {
+                        for &d in deps {
+                            proptest::prop_assert!(pos(d) < pos(i));
+                        }
+                    }
+                }
+            }
+        }
     }
 }
