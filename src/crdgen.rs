@@ -86,101 +86,6 @@ pub fn all_yaml() -> Result<String, Error> {
     Ok(docs.join("---\n"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
-
-    #[test]
-    fn committed_crds_equal_the_generated_ones() {
-        let committed =
-            std::fs::read_to_string(COMMITTED).expect("reading crds/infergate.dev.yaml");
-        let generated = all_yaml().expect("generating CRDs");
-        assert!(
-            committed == generated,
-            "crds/infergate.dev.yaml differs from `infergate crds`; regenerate it with `make crds`"
-        );
-    }
-
-    #[test]
-    fn committed_reference_equals_the_generated_one() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api-reference.md");
-        let committed = std::fs::read_to_string(path).expect("reading docs/api-reference.md");
-        let generated = reference_markdown().expect("rendering the reference");
-        assert!(
-            committed == generated,
-            "docs/api-reference.md differs from `infergate crds --reference`; regenerate it with `make crds`"
-        );
-        for field in [
-            "spec.canary.weight",
-            "spec.routing.requestTimeout",
-            "spec.limits.maxGPUsPerReplica",
-            "spec.modelRef",
-        ] {
-            assert!(
-                generated.contains(&format!("`{field}`")),
-                "{field} missing from the reference"
-            );
-        }
-    }
-
-    #[test]
-    fn every_crd_fits_the_last_applied_annotation() {
-        // Client-side `kubectl apply` stores the whole object in an annotation
-        // limited to 262,144 bytes.
-        for crd in all().expect("generating CRDs") {
-            let size = serde_json::to_vec(&crd).expect("serializing").len();
-            assert!(
-                size < 262_144 / 2,
-                "{} is {size} bytes as JSON",
-                file_name(&crd)
-            );
-        }
-    }
-
-    #[test]
-    fn inference_service_versions_conversion_and_deprecation() {
-        let crd = inference_service().expect("generating");
-        let versions: Vec<_> = crd
-            .spec
-            .versions
-            .iter()
-            .map(|v| (v.name.as_str(), v.storage, v.deprecated))
-            .collect();
-        assert!(versions.contains(&("v1beta1", true, None)), "{versions:?}");
-        assert!(
-            versions.contains(&("v1alpha1", false, Some(true))),
-            "{versions:?}"
-        );
-        let alpha = crd
-            .spec
-            .versions
-            .iter()
-            .find(|v| v.name == "v1alpha1")
-            .expect("v1alpha1");
-        assert!(
-            alpha
-                .deprecation_warning
-                .as_deref()
-                .unwrap_or_default()
-                .contains("v1beta1")
-        );
-        let conversion = crd.spec.conversion.expect("conversion stanza");
-        assert_eq!(conversion.strategy, "Webhook");
-        let webhook = conversion.webhook.expect("webhook conversion");
-        assert_eq!(webhook.conversion_review_versions, vec!["v1".to_string()]);
-        for version in &crd.spec.versions {
-            let sub = version.subresources.as_ref().expect("subresources");
-            assert!(
-                sub.status.is_some(),
-                "{} has no status subresource",
-                version.name
-            );
-        }
-    }
-}
-
 /// The API reference in Markdown, rendered from the CRD schemas: every field
 /// of every served version with its type, description and validation rules.
 /// `docs/api-reference.md` is this output, committed; a test fails when they differ.
@@ -320,9 +225,104 @@ fn reference_rows(
         };
         reference_rows(&child_path, child, req.contains(name), rows);
     }
-    if let Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
-        if item.properties.is_some() {
-            reference_rows(&format!("{path}[]"), item, false, rows);
+    if let Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(item)) = &schema.items
+        && item.properties.is_some()
+    {
+        reference_rows(&format!("{path}[]"), item, false, rows);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
+
+    #[test]
+    fn committed_crds_equal_the_generated_ones() {
+        let committed =
+            std::fs::read_to_string(COMMITTED).expect("reading crds/infergate.dev.yaml");
+        let generated = all_yaml().expect("generating CRDs");
+        assert!(
+            committed == generated,
+            "crds/infergate.dev.yaml differs from `infergate crds`; regenerate it with `make crds`"
+        );
+    }
+
+    #[test]
+    fn committed_reference_equals_the_generated_one() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api-reference.md");
+        let committed = std::fs::read_to_string(path).expect("reading docs/api-reference.md");
+        let generated = reference_markdown().expect("rendering the reference");
+        assert!(
+            committed == generated,
+            "docs/api-reference.md differs from `infergate crds --reference`; regenerate it with `make crds`"
+        );
+        for field in [
+            "spec.canary.weight",
+            "spec.routing.requestTimeout",
+            "spec.limits.maxGPUsPerReplica",
+            "spec.modelRef",
+        ] {
+            assert!(
+                generated.contains(&format!("`{field}`")),
+                "{field} missing from the reference"
+            );
+        }
+    }
+
+    #[test]
+    fn every_crd_fits_the_last_applied_annotation() {
+        // Client-side `kubectl apply` stores the whole object in an annotation
+        // limited to 262,144 bytes.
+        for crd in all().expect("generating CRDs") {
+            let size = serde_json::to_vec(&crd).expect("serializing").len();
+            assert!(
+                size < 262_144 / 2,
+                "{} is {size} bytes as JSON",
+                file_name(&crd)
+            );
+        }
+    }
+
+    #[test]
+    fn inference_service_versions_conversion_and_deprecation() {
+        let crd = inference_service().expect("generating");
+        let versions: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.storage, v.deprecated))
+            .collect();
+        assert!(versions.contains(&("v1beta1", true, None)), "{versions:?}");
+        assert!(
+            versions.contains(&("v1alpha1", false, Some(true))),
+            "{versions:?}"
+        );
+        let alpha = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == "v1alpha1")
+            .expect("v1alpha1");
+        assert!(
+            alpha
+                .deprecation_warning
+                .as_deref()
+                .unwrap_or_default()
+                .contains("v1beta1")
+        );
+        let conversion = crd.spec.conversion.expect("conversion stanza");
+        assert_eq!(conversion.strategy, "Webhook");
+        let webhook = conversion.webhook.expect("webhook conversion");
+        assert_eq!(webhook.conversion_review_versions, vec!["v1".to_string()]);
+        for version in &crd.spec.versions {
+            let sub = version.subresources.as_ref().expect("subresources");
+            assert!(
+                sub.status.is_some(),
+                "{} has no status subresource",
+                version.name
+            );
         }
     }
 }

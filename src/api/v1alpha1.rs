@@ -1,5 +1,8 @@
 //! `InferenceService` at `infergate.dev/v1alpha1`: the legacy flat shape,
 //! served (deprecated) and converted to and from `v1beta1` by the webhook.
+// kube-derive's repeated `printcolumn(...)` lists look like duplicated
+// attributes to clippy; they are distinct columns.
+#![allow(clippy::duplicated_attributes)]
 
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;

@@ -1,4 +1,7 @@
 //! `InferenceService` at `infergate.dev/v1beta1`, the storage version.
+// kube-derive's repeated `printcolumn(...)` lists look like duplicated
+// attributes to clippy; they are distinct columns.
+#![allow(clippy::duplicated_attributes)]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};

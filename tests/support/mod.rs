@@ -693,10 +693,10 @@ fn scratch_dir() -> anyhow::Result<PathBuf> {
     if let Ok(entries) = std::fs::read_dir(&root) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
-            if let Some(pid) = name.strip_prefix("infergate-e2e-") {
-                if !Path::new("/proc").join(pid).exists() {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
+            if let Some(pid) = name.strip_prefix("infergate-e2e-")
+                && !Path::new("/proc").join(pid).exists()
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
             }
         }
     }
