@@ -514,26 +514,33 @@ pub fn review_json(resp: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Erro
 
 /// JSONPatch from the object as received to the defaulted object. Only
 /// `spec` and `metadata.annotations` may change (defaulting touches nothing
-/// else), so everything else of the received object is kept as is.
+/// else), so only those two subtrees are compared: the rest of the object
+/// (managed fields, the last-applied annotation's siblings, status) is never
+/// copied, compared or touched by the patch.
 pub fn service_patch(
     original: &serde_json::Value,
     defaulted: &InferenceService,
 ) -> Result<json_patch::Patch, serde_json::Error> {
-    let mut after = original.clone();
-    let spec = serde_json::to_value(&defaulted.spec)?;
-    let annotations = serde_json::to_value(&defaulted.metadata.annotations)?;
-    if let Some(map) = after.as_object_mut() {
-        map.insert("spec".to_owned(), spec);
-        let meta = map
-            .entry("metadata")
-            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
-        if let Some(meta) = meta.as_object_mut() {
-            if annotations.is_null() {
-                meta.remove("annotations");
-            } else {
-                meta.insert("annotations".to_owned(), annotations);
-            }
+    use serde_json::{Map, Value};
+    fn view(spec: Option<Value>, annotations: Option<Value>) -> Value {
+        let mut metadata = Map::new();
+        if let Some(a) = annotations.filter(|a| !a.is_null()) {
+            metadata.insert("annotations".to_owned(), a);
         }
+        let mut root = Map::new();
+        root.insert("metadata".to_owned(), Value::Object(metadata));
+        if let Some(s) = spec {
+            root.insert("spec".to_owned(), s);
+        }
+        Value::Object(root)
     }
-    Ok(crate::engine::diff_patch(original, &after))
+    let before = view(
+        original.get("spec").cloned(),
+        original.pointer("/metadata/annotations").cloned(),
+    );
+    let after = view(
+        Some(serde_json::to_value(&defaulted.spec)?),
+        Some(serde_json::to_value(&defaulted.metadata.annotations)?),
+    );
+    Ok(crate::engine::diff_patch(&before, &after))
 }

@@ -1,8 +1,8 @@
 //! `POST /convert`: apiextensions.k8s.io/v1 ConversionReview, answered with
 //! the engine's lossless conversion, objects in order.
 
-use kube::core::Status;
 use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use kube::core::{Status, TypeMeta};
 
 use crate::metrics::Metrics;
 
@@ -10,11 +10,24 @@ fn failure(message: String) -> Status {
     Status::failure(&message, "ConversionFailed")
 }
 
+/// The incoming envelope: kube-core's `ConversionReview` flattens
+/// `TypeMeta`, which makes serde buffer the whole body (whole lists) first;
+/// this decodes in one pass into the same [`ConversionRequest`].
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewIn {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: Option<ConversionRequest>,
+}
+
 /// Answer a ConversionReview body. Always returns a ConversionReview: a body
 /// that cannot be read gets `result.status: Failure` with the reason.
 #[must_use]
 pub fn convert_review(body: &[u8], metrics: &Metrics) -> ConversionReview {
-    let review: ConversionReview = match serde_json::from_slice(body) {
+    let review: ReviewIn = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => {
             return ConversionResponse::invalid(failure(format!(
@@ -23,22 +36,21 @@ pub fn convert_review(body: &[u8], metrics: &Metrics) -> ConversionReview {
             .into_review();
         }
     };
-    if review.types.api_version != "apiextensions.k8s.io/v1"
-        || review.types.kind != "ConversionReview"
-    {
+    if review.api_version != "apiextensions.k8s.io/v1" || review.kind != "ConversionReview" {
         let msg = format!(
             "unsupported review type {:?}/{:?}: expected apiextensions.k8s.io/v1 ConversionReview",
-            review.types.api_version, review.types.kind
+            review.api_version, review.kind
         );
         return ConversionResponse::invalid(failure(msg)).into_review();
     }
-    let request = match ConversionRequest::from_review(review) {
-        Ok(r) => r,
-        Err(_) => {
-            return ConversionResponse::invalid(failure("ConversionReview has no request".into()))
-                .into_review();
-        }
+    let Some(mut request) = review.request else {
+        return ConversionResponse::invalid(failure("ConversionReview has no request".into()))
+            .into_review();
     };
+    request.types = Some(TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    });
     convert_request(request, metrics).into_review()
 }
 
