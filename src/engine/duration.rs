@@ -81,6 +81,11 @@ pub fn format_gateway_duration(d: Duration) -> String {
     out
 }
 
+/// Parse a GEP-2257 duration and return its canonical form (`90m` -> `1h30m`).
+pub fn canonical_gateway_duration(s: &str) -> Result<String, String> {
+    parse_gateway_duration(s).map(format_gateway_duration)
+}
+
 /// Parse a Go duration (`time.ParseDuration`): a sequence of decimal numbers
 /// with optional fraction and a unit (`ns`, `us`, `µs`, `μs`, `ms`, `s`, `m`,
 /// `h`), such as `1.5s` or `1m30s`; `0` alone is zero. Negative durations are
@@ -220,8 +225,9 @@ mod tests {
             format_gateway_duration(Duration::from_millis(3_661_001)),
             "1h1m1s1ms"
         );
-        let d = parse_gateway_duration("90m").unwrap();
-        assert_eq!(format_gateway_duration(d), "1h30m");
+        assert_eq!(canonical_gateway_duration("90m").as_deref(), Ok("1h30m"));
+        assert_eq!(canonical_gateway_duration("0h0m").as_deref(), Ok("0s"));
+        assert!(canonical_gateway_duration("1.5h").is_err());
     }
 
     #[test]

@@ -17,7 +17,9 @@ pub mod selector;
 pub mod validate;
 
 pub use default::default_service;
-pub use duration::{parse_gateway_duration, parse_go_duration};
+pub use duration::{
+    canonical_gateway_duration, format_gateway_duration, parse_gateway_duration, parse_go_duration,
+};
 pub use names::{canary_name, primary_name};
 pub use resources::{canary_replicas, gpus_per_replica};
 pub use route::{render_route_path, route_claim};

@@ -1,0 +1,79 @@
+//! In-process cost of the admission path: default + validate + JSON patch
+//! on a realistic ~3 KB InferenceService with a cluster and a namespace
+//! policy in the snapshot. Run: `cargo bench --bench engine`.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use infergate::api::conversion::{V1ALPHA1, V1BETA1, convert};
+use infergate::api::v1beta1::InferenceService;
+use infergate::api::{ClusterInferencePolicy, InferencePolicy};
+use infergate::engine::{self, Context, NoRoutes, PolicySnapshot, ServerDefaults};
+
+const SERVICE: &str = include_str!("../tests/fixtures/engine/service-3k.json");
+const CLUSTER_POLICY: &str = include_str!("../examples/good/cluster-policy.yaml");
+const NAMESPACE_POLICY: &str = include_str!("../examples/good/namespace-policy.yaml");
+
+fn snapshot() -> PolicySnapshot {
+    let cluster: ClusterInferencePolicy =
+        serde_saphyr::from_str(CLUSTER_POLICY).expect("cluster policy example");
+    let namespaced: InferencePolicy =
+        serde_saphyr::from_str(NAMESPACE_POLICY).expect("namespace policy example");
+    PolicySnapshot {
+        cluster: vec![cluster],
+        namespaced: vec![namespaced],
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let policies = snapshot();
+    let labels = BTreeMap::from([("tier".to_owned(), "prod".to_owned())]);
+    let server = ServerDefaults::default();
+    let ctx = Context {
+        namespace: "team-a",
+        namespace_labels: &labels,
+        policies: &policies,
+        server: &server,
+        routes: &NoRoutes,
+    };
+    let raw: serde_json::Value = serde_json::from_str(SERVICE).expect("fixture");
+    let svc: InferenceService = serde_json::from_value(raw.clone()).expect("fixture");
+    // Sanity: the fixture is valid and defaulting changes it.
+    let d = engine::default_service(&svc, &ctx);
+    assert!(!d.filled.is_empty());
+    assert!(engine::validate_service(&d.object, Some(&svc), &ctx).allowed());
+
+    c.bench_function("default+validate+diff (typed, 3 KB)", |b| {
+        b.iter(|| {
+            let svc = black_box(&svc);
+            let d = engine::default_service(svc, &ctx);
+            let v = engine::validate_service(&d.object, Some(svc), &ctx);
+            let before = serde_json::to_value(svc).unwrap_or_default();
+            let after = serde_json::to_value(&d.object).unwrap_or_default();
+            let patch = engine::diff_patch(&before, &after);
+            black_box((v.allowed(), patch));
+        });
+    });
+
+    c.bench_function("decode+default+validate+diff (from JSON text, 3 KB)", |b| {
+        b.iter(|| {
+            let svc: InferenceService = serde_json::from_str(black_box(SERVICE)).expect("fixture");
+            let d = engine::default_service(&svc, &ctx);
+            let v = engine::validate_service(&d.object, None, &ctx);
+            let before = serde_json::to_value(&svc).unwrap_or_default();
+            let after = serde_json::to_value(&d.object).unwrap_or_default();
+            black_box((v.allowed(), engine::diff_patch(&before, &after)));
+        });
+    });
+
+    c.bench_function("convert v1beta1 -> v1alpha1 -> v1beta1 (3 KB)", |b| {
+        b.iter(|| {
+            let down = convert(black_box(raw.clone()), V1ALPHA1).expect("down");
+            black_box(convert(down, V1BETA1).expect("up"));
+        });
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
