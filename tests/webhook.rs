@@ -1127,3 +1127,183 @@ fn registrations_are_scoped_and_explicit() {
         );
     }
 }
+
+// ---------------------------------------------------------------- serve without a cluster
+
+fn serve_args(dir: &Path, port: u16, probe: u16) -> (infergate::cli::ServeArgs, PemPair) {
+    let (ca, leaf) = pki(&["localhost"]);
+    std::fs::write(dir.join("tls.crt"), &leaf.cert).unwrap();
+    std::fs::write(dir.join("tls.key"), &leaf.key).unwrap();
+    std::fs::write(
+        dir.join("policy.yaml"),
+        format!(
+            "apiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata: {{name: defaults, namespace: team-a}}\nspec: {{defaults: {{replicas: 4, engine: {{image: {ENGINE_IMAGE}}}}}}}\n"
+        ),
+    )
+    .unwrap();
+    let args = infergate::cli::ServeArgs {
+        listen: format!("127.0.0.1:{port}").parse().unwrap(),
+        probe_listen: format!("127.0.0.1:{probe}").parse().unwrap(),
+        tls_cert_file: Some(dir.join("tls.crt")),
+        tls_key_file: Some(dir.join("tls.key")),
+        self_signed: false,
+        cert_ips: vec![],
+        cert_dns: vec![],
+        policy_files: vec![dir.join("policy.yaml")],
+        default_engine_image: None,
+        default_replicas: None,
+        no_reconcile: true,
+        namespace: "infergate-system".into(),
+        graph_ca_file: None,
+        log_format: infergate::cli::LogFormat::Text,
+    };
+    (args, ca)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn probe_status(port: u16, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    Some(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_without_a_cluster_from_policy_files() {
+    install_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let (port, probe) = (free_port(), free_port());
+    let (args, ca) = serve_args(dir.path(), port, probe);
+    let cert = std::fs::read(dir.path().join("tls.crt")).unwrap();
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(infergate::webhook::serve::serve(
+        args,
+        None,
+        Metrics::new(),
+        shutdown.clone(),
+    ));
+    let mut ready = false;
+    for _ in 0..100 {
+        if probe_status(probe, "/readyz")
+            .await
+            .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ready, "readyz never turned 200");
+
+    // Admission over TLS with the defaults of the policy file.
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (mut conn, _) = connect(addr, client_config(&[&ca], &[b"http/1.1"], false))
+        .await
+        .unwrap();
+    let req = fixture("mutate-create-minimal.json");
+    let (status, body) = send(
+        &mut conn,
+        "/mutate?timeout=10s",
+        &serde_json::to_vec(&req).unwrap(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    let out = apply(
+        req["request"]["object"].clone(),
+        &decode_patch(&v["response"]).unwrap(),
+    );
+    assert_eq!(out["spec"]["replicas"], 4, "{out}");
+    assert_eq!(out["spec"]["engine"]["image"], ENGINE_IMAGE, "{out}");
+
+    // The certificate from the files is exported.
+    let metrics = probe_status(probe, "/metrics").await.unwrap();
+    assert!(
+        metrics.contains("infergate_certificate_expiry_timestamp_seconds{certificate=\"serving\"}"),
+        "{metrics}"
+    );
+    let not_after = tls::pem_validity(&cert).unwrap().1;
+    assert!(metrics.contains(&not_after.to_string()), "{metrics}");
+
+    shutdown.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("serve returns after shutdown")
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        probe_status(probe, "/healthz").await.is_none(),
+        "probe listener closed"
+    );
+}
+
+#[test]
+fn the_binary_drains_and_exits_zero_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, probe) = (free_port(), free_port());
+    let (args, _) = serve_args(dir.path(), port, probe);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["serve", "--no-reconcile", "--listen"])
+        .arg(args.listen.to_string())
+        .arg("--probe-listen")
+        .arg(args.probe_listen.to_string())
+        .arg("--tls-cert-file")
+        .arg(args.tls_cert_file.unwrap())
+        .arg("--tls-key-file")
+        .arg(args.tls_key_file.unwrap())
+        .arg("--policy-file")
+        .arg(&args.policy_files[0])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ready = rt.block_on(async {
+        for _ in 0..200 {
+            if probe_status(probe, "/readyz")
+                .await
+                .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+            {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    });
+    if !ready {
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!("not ready: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(code) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            let log = String::from_utf8_lossy(&out.stderr);
+            assert!(code.success(), "exit {code}: {log}");
+            assert!(log.contains("SIGTERM"), "{log}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
