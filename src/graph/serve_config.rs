@@ -278,4 +278,44 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn yaml_keeps_strings_that_look_like_other_types() {
+        let mut g = sample();
+        g.name = "true".into();
+        g.nodes[1].name = "123".into();
+        g.nodes[0].dependencies = vec!["123".into()];
+        g.nodes[1].user_config_json =
+            r#"{"a": "yes", "b": "null", "c": "0x10", "d": "~", "e": "1e3", "f": "- x", "g": "a: b", "h": "on", "i": "No", "j": "y", "k": "2001-01-01", "l": "1_000", "m": "012", "n": ".5", "o": "1:20", "p": "Off"}"#
+                .into();
+        let c = generate(&g, "chat", "/").expect("valid");
+        let yaml = to_yaml(&c).expect("yaml");
+        let back: ServeConfig = serde_saphyr::from_str(&yaml).expect("parses back");
+        assert_eq!(back, c, "{yaml}");
+        // Ray Serve reads the config with PyYAML (YAML 1.1): scalars that
+        // 1.1 would read as booleans, numbers or dates must be quoted.
+        for quoted in [
+            "\"true\"",
+            "\"123\"",
+            "\"yes\"",
+            "\"on\"",
+            "\"No\"",
+            "\"y\"",
+            "\"Off\"",
+            "\"2001-01-01\"",
+            "\"1_000\"",
+            "\"012\"",
+            "\"1:20\"",
+        ] {
+            assert!(yaml.contains(quoted), "{quoted} not quoted in\n{yaml}");
+        }
+        // Read as untyped YAML too, the way Ray Serve reads it.
+        let untyped: serde_json::Value = serde_saphyr::from_str(&yaml).expect("untyped");
+        assert_eq!(untyped["applications"][0]["name"], "true");
+        assert_eq!(untyped["applications"][0]["deployments"][0]["name"], "123");
+        assert_eq!(
+            untyped["applications"][0]["deployments"][0]["user_config"],
+            serde_json::from_str::<serde_json::Value>(&g.nodes[1].user_config_json).expect("json")
+        );
+    }
 }
