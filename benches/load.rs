@@ -167,22 +167,29 @@ fn pct(sorted: &[u32], p: f64) -> f64 {
     f64::from(sorted[idx]) / 1000.0
 }
 
-async fn drive(
+/// One scenario: what to send, how hard, how long.
+struct Load {
     addr: std::net::SocketAddr,
     client: Arc<rustls::ClientConfig>,
-    name: &'static str,
-    path: &'static str,
-    body: Bytes,
     connections: usize,
     warmup: Duration,
     measure: Duration,
-) -> Result {
+}
+
+async fn drive(load: &Load, name: &'static str, path: &'static str, body: Bytes) -> Result {
+    let Load {
+        addr,
+        ref client,
+        connections,
+        warmup,
+        measure,
+    } = *load;
     let start = Instant::now();
     let measure_from = start + warmup;
     let end = measure_from + measure;
     let mut tasks = Vec::new();
     for _ in 0..connections {
-        let (client, body) = (Arc::clone(&client), body.clone());
+        let (client, body) = (Arc::clone(client), body.clone());
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(1 << 16);
             let mut errors = 0usize;
@@ -356,21 +363,19 @@ fn main() {
         "{:<11} {:>9} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}",
         "scenario", "requests", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "body B"
     );
+    let load = Load {
+        addr,
+        client,
+        connections,
+        warmup: Duration::from_secs(2),
+        measure: Duration::from_secs(secs),
+    };
     let mut fixed_rps = None;
     for (name, path, body) in scenarios {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
-        let r = driver_rt.block_on(drive(
-            addr,
-            Arc::clone(&client),
-            name,
-            path,
-            body,
-            connections,
-            Duration::from_secs(2),
-            Duration::from_secs(secs),
-        ));
+        let r = driver_rt.block_on(drive(&load, name, path, body));
         let rps = r.requests as f64 / r.secs;
         if r.name == "fixed" {
             fixed_rps = Some(rps);
