@@ -1,6 +1,12 @@
 //! In-process cost of the admission path: default + validate + JSON patch
 //! on a realistic ~3 KB InferenceService with a cluster and a namespace
 //! policy in the snapshot. Run: `cargo bench --bench engine`.
+//!
+//! Measured on the 2-core build machine (shared with other builds, so an
+//! upper bound), `cargo bench --bench engine`:
+//! - default+validate+diff (typed, 3 KB): 73 µs [69.2 µs, 77.6 µs]
+//! - decode+default+validate+diff (from JSON text): 107 µs [98.8 µs, 115.5 µs]
+//! - convert v1beta1 -> v1alpha1 -> v1beta1: 272 µs [223 µs, 329 µs]
 
 use std::collections::BTreeMap;
 use std::hint::black_box;

@@ -218,6 +218,9 @@ fn lookup(expr: &str, svc: &InferenceService) -> Result<String, String> {
             SpecField::NotScalar => Err(format!(
                 "placeholder {{{expr}}}: spec.{path} is not a scalar"
             )),
+            SpecField::SelfReference => Err(format!(
+                "placeholder {{{expr}}}: a template may not reference itself"
+            )),
             SpecField::Unknown => Err(format!("placeholder {{{expr}}}: unknown field spec.{path}")),
         };
     }
@@ -243,6 +246,7 @@ enum SpecField {
     Value(String),
     Unset,
     NotScalar,
+    SelfReference,
     Unknown,
 }
 
@@ -307,7 +311,7 @@ fn spec_scalar(svc: &InferenceService, path: &str) -> SpecField {
         | "graph"
         | "graph.bearerTokenSecretRef" => SpecField::NotScalar,
         // The template cannot reference itself.
-        "routing.pathTemplate" => SpecField::NotScalar,
+        "routing.pathTemplate" => SpecField::SelfReference,
         _ => SpecField::Unknown,
     }
 }
@@ -492,6 +496,7 @@ mod tests {
             ("/{.metadata.labels['empty']}", "renders empty"),
             ("/", "renders an empty path"),
             ("/{.spec.model}", "is not a scalar"),
+            ("/{.spec.routing.pathTemplate}", "may not reference itself"),
             ("/{.spec.canary.weight}", "spec.canary.weight is not set"),
             ("/{.metadata.name", "unclosed"),
             ("/a}", "unmatched"),
