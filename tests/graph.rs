@@ -631,8 +631,15 @@ async fn untrusted_certificate_is_unreachable() {
         .fetch("k", &server.url("/graph"), Some(&token()))
         .await
         .unwrap_err();
-    assert_eq!(e.reason(), "GraphUnreachable");
-    assert!(e.to_string().to_lowercase().contains("certificate"), "{e}");
+    assert_eq!(e.reason(), "GraphTLSFailed", "{e}");
+    assert!(e.to_string().contains("UnknownIssuer"), "{e}");
+    assert!(e.to_string().contains("--graph-ca-file"), "{e}");
+    assert!(!e.is_transient(), "an untrusted certificate is not retried");
+    assert_eq!(
+        server.state.requests.load(Ordering::SeqCst),
+        0,
+        "no request without a trusted handshake"
+    );
 }
 
 #[tokio::test]

@@ -114,6 +114,17 @@ pub enum GraphError {
         /// The transport error chain.
         message: String,
     },
+    /// The TLS handshake failed: the server's certificate is not trusted
+    /// (add its CA with `serve --graph-ca-file`), expired, or for another name.
+    #[error(
+        "TLS handshake with the graph server for {url} failed: {message} (extra CA roots: infergate serve --graph-ca-file)"
+    )]
+    Tls {
+        /// The graph URL.
+        url: String,
+        /// The TLS error.
+        message: String,
+    },
     /// The body is not an encoded `infergate.graph.v1.ServingGraph`.
     #[error("graph is not a valid infergate.graph.v1.ServingGraph protobuf: {message}")]
     Undecodable {
@@ -145,6 +156,7 @@ impl GraphError {
             Self::Timeout { .. } => "GraphTimeout",
             Self::TooLarge { .. } => "GraphTooLarge",
             Self::Unreachable { .. } => "GraphUnreachable",
+            Self::Tls { .. } => "GraphTLSFailed",
             Self::Undecodable { .. } => "GraphUndecodable",
             Self::Invalid(_) => "GraphInvalid",
             Self::Render(_) => "GraphRenderFailed",
@@ -220,6 +232,10 @@ mod tests {
                 limit: 1,
             },
             GraphError::Unreachable {
+                url: url(),
+                message: String::new(),
+            },
+            GraphError::Tls {
                 url: url(),
                 message: String::new(),
             },

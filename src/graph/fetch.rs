@@ -464,6 +464,12 @@ impl GraphFetcher {
                 timeout_secs: self.options.timeout.as_secs(),
             };
         }
+        if let Some(tls) = tls_cause(e) {
+            return GraphError::Tls {
+                url: url.to_owned(),
+                message: tls.to_string(),
+            };
+        }
         GraphError::Unreachable {
             url: url.to_owned(),
             message: error_chain(e),
@@ -490,6 +496,29 @@ pub fn check_url(url: &str) -> Result<Url, GraphError> {
         ));
     }
     Ok(parsed)
+}
+
+/// The rustls error behind a transport error, if the handshake failed.
+/// `io::Error::source` skips the error it wraps (and TLS errors arrive
+/// wrapped in one or more `io::Error`s), so look inside those too.
+fn tls_cause(e: &reqwest::Error) -> Option<&rustls::Error> {
+    fn inside<'a>(mut err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+        loop {
+            if let Some(t) = err.downcast_ref::<rustls::Error>() {
+                return Some(t);
+            }
+            let io = err.downcast_ref::<std::io::Error>()?;
+            err = io.get_ref()?;
+        }
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(t) = inside(s) {
+            return Some(t);
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// The causes of a transport error, most specific last, without the URL
