@@ -135,9 +135,10 @@ pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
     };
     match backend {
         Backend::Deployment => {
-            check("Deployment", &name, MAX_LABEL);
-            // Service, HPA and HTTPRoute share the name and the limit; one
-            // message per distinct name keeps the output readable.
+            // Deployment, Service, HPA and HTTPRoute share the name; the
+            // Service (a DNS-1035 label) is the strictest, so it is the one
+            // named. One message per distinct name keeps the output readable.
+            check("Service", &name, MAX_LABEL);
             if svc.spec.canary.is_some() {
                 check("Service", &canary_name(svc), MAX_LABEL);
             }
@@ -154,7 +155,7 @@ pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
             &format!("label value app.kubernetes.io/name {e}"),
         ));
     } else if name.len() > MAX_LABEL && backend == Backend::Deployment {
-        // Already reported as the Deployment name; the label is the same string.
+        // Already reported as the Service name; the label is the same string.
     } else if name.len() > MAX_LABEL {
         out.push(FieldError::too_long(
             "metadata.name",
@@ -219,6 +220,19 @@ mod tests {
         assert!(errs[0].to_string().contains("the limit is 47"));
         s.metadata.name = Some("r".repeat(47));
         assert!(derived_name_errors(&s).is_empty());
+    }
+
+    #[test]
+    fn primary_name_overflow() {
+        let errs = derived_name_errors(&svc(&"p".repeat(64)));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].message.contains("derived Service name"));
+        assert!(
+            errs[0]
+                .message
+                .contains("is 64 characters; the limit is 63")
+        );
+        assert!(derived_name_errors(&svc(&"p".repeat(63))).is_empty());
     }
 
     #[test]
