@@ -44,6 +44,9 @@ pub const SERVE_PORT: i32 = 8000;
 pub const HEAD_CPU: &str = "1";
 /// Memory request and limit of the head pod.
 pub const HEAD_MEMORY: &str = "4Gi";
+/// Largest `serveConfigV2` infergate writes: the RayService must stay well
+/// below etcd's 1.5 MiB object limit.
+pub const MAX_SERVE_CONFIG_BYTES: usize = 1024 * 1024;
 /// Environment variable carrying `spec.model.ref` into the Ray pods.
 pub const ENV_MODEL_REF: &str = "INFERGATE_MODEL_REF";
 /// Environment variable carrying the model image mount path when `spec.model.image` is set.
@@ -216,6 +219,13 @@ pub fn desired_rayservice(
     let name = engine::primary_name(svc);
     let config = serve_config::generate(graph, &name, route_path)?;
     let serve_config_v2 = serve_config::to_yaml(&config)?;
+    if serve_config_v2.len() > MAX_SERVE_CONFIG_BYTES {
+        return Err(GraphError::Render(format!(
+            "serveConfigV2 is {} bytes; the limit is {MAX_SERVE_CONFIG_BYTES}",
+            serve_config_v2.len()
+        ))
+        .into());
+    }
     let image = svc
         .spec
         .engine
@@ -762,6 +772,16 @@ mod tests {
         no_uid.metadata.uid = None;
         let e = desired_rayservice(&no_uid, &graph(), "/r").unwrap_err();
         assert_eq!(e, RayServiceError::Build(BuildError::NoOwner));
+    }
+
+    #[test]
+    fn oversized_serve_config_is_refused() {
+        let mut g = graph();
+        g.nodes[1].user_config_json =
+            serde_json::json!({ "blob": "x".repeat(MAX_SERVE_CONFIG_BYTES) }).to_string();
+        let e = desired_rayservice(&svc(), &g, "/r").unwrap_err();
+        assert_eq!(e.reason(), "GraphRenderFailed");
+        assert!(e.to_string().contains("the limit is 1048576"), "{e}");
     }
 
     fn with_status(status: RayServiceStatus) -> RayService {
