@@ -558,7 +558,7 @@ async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
         .await
         .unwrap_err();
     check(&e, "GraphTimeout");
-    assert!(e.to_string().contains("3 attempts"), "{e}");
+    assert!(e.to_string().contains("3 attempts, 0.8s each"), "{e}");
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "timeouts bound the fetch"

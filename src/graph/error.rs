@@ -89,14 +89,14 @@ pub enum GraphError {
         status: u16,
     },
     /// Connecting or reading took longer than the configured timeouts.
-    #[error("fetching {url} timed out ({attempts} attempts, {timeout_secs}s each)")]
+    #[error("fetching {url} timed out ({attempts} attempts, {}s each)", *timeout_ms as f64 / 1000.0)]
     Timeout {
         /// The graph URL.
         url: String,
         /// Attempts made.
         attempts: u32,
-        /// Total timeout of one attempt in seconds.
-        timeout_secs: u64,
+        /// Total timeout of one attempt in milliseconds.
+        timeout_ms: u64,
     },
     /// The body is larger than the size cap.
     #[error("graph at {url} is larger than the limit of {limit} bytes")]
@@ -225,7 +225,7 @@ mod tests {
             GraphError::Timeout {
                 url: url(),
                 attempts: 3,
-                timeout_secs: 10,
+                timeout_ms: 10_000,
             },
             GraphError::TooLarge {
                 url: url(),

@@ -334,12 +334,12 @@ impl GraphFetcher {
                     attempt += 1;
                 }
                 Err(GraphError::Timeout {
-                    url, timeout_secs, ..
+                    url, timeout_ms, ..
                 }) => {
                     return Err(GraphError::Timeout {
                         url,
                         attempts: attempt,
-                        timeout_secs,
+                        timeout_ms,
                     });
                 }
                 Err(e) => return Err(e),
@@ -461,7 +461,7 @@ impl GraphFetcher {
             return GraphError::Timeout {
                 url: url.to_owned(),
                 attempts: 1,
-                timeout_secs: self.options.timeout.as_secs(),
+                timeout_ms: u64::try_from(self.options.timeout.as_millis()).unwrap_or(u64::MAX),
             };
         }
         if let Some(tls) = tls_cause(e) {
