@@ -659,6 +659,38 @@ fn edits_through_the_old_version_are_kept() {
 }
 
 #[test]
+fn stale_stash_does_not_override_an_edit() {
+    // v1alpha1 minReplicas 0 / maxReplicas 5 cannot be said in v1beta1 ...
+    let a = v1alpha1::InferenceService::new(
+        "chat",
+        v1alpha1::InferenceServiceSpec {
+            model_ref: "m".to_owned(),
+            min_replicas: Some(0),
+            max_replicas: Some(5),
+            ..Default::default()
+        },
+    );
+    let mut b = conversion::to_v1beta1(&a).unwrap();
+    assert_eq!(b.spec.autoscaling, None);
+    // ... then a v1beta1 client turns autoscaling on:
+    b.spec.autoscaling = Some(AutoscalingSpec {
+        min_replicas: 2,
+        max_replicas: 3,
+        target_cpu_utilization_percent: None,
+    });
+    let down = conversion::to_v1alpha1(&b).unwrap();
+    assert_eq!(
+        down.spec.min_replicas,
+        Some(2),
+        "the edit wins over the stash"
+    );
+    assert_eq!(down.spec.max_replicas, Some(3));
+    // without the edit the stash restores the original
+    let b = conversion::to_v1beta1(&a).unwrap();
+    assert_eq!(conversion::to_v1alpha1(&b).unwrap(), a);
+}
+
+#[test]
 fn convert_rejects_what_it_cannot_convert() {
     let b = serde_json::to_value(valid_service()).unwrap();
     assert!(conversion::convert(b.clone(), "infergate.dev/v2").is_err());

@@ -57,6 +57,12 @@ struct Stash {
     /// JSON pointers the original did not have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     remove: Vec<String>,
+    /// What the projection held at a pointer of `set`/`remove` when the
+    /// stash was made (absent: nothing). An entry is restored only while
+    /// the projection still holds that, so an edit made through the other
+    /// version wins over the stashed value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    was: BTreeMap<String, Value>,
     /// The object had an empty `annotations` map before this annotation was added.
     #[serde(
         default,
@@ -237,10 +243,14 @@ where
         return Ok(obj.clone());
     };
     let mut json = to_json(obj)?;
-    for (ptr, value) in &stash.set {
+    // Decide every entry against the untouched projection first.
+    let unchanged = |ptr: &str| json.pointer(ptr) == stash.was.get(ptr);
+    let set: Vec<(&String, &Value)> = stash.set.iter().filter(|(p, _)| unchanged(p)).collect();
+    let remove: Vec<&String> = stash.remove.iter().filter(|p| unchanged(p)).collect();
+    for (ptr, value) in set {
         set_pointer(&mut json, ptr, Some(value.clone()))?;
     }
-    for ptr in &stash.remove {
+    for ptr in remove {
         set_pointer(&mut json, ptr, None)?;
     }
     serde_json::from_value(json).map_err(|e| ConversionError::Annotation(e.to_string()))
@@ -316,16 +326,24 @@ fn diff_value(a: Option<&Value>, b: Option<&Value>, path: &str, stash: &mut Stas
                 diff_value(Some(va), mb.get(k), &format!("{path}/{}", escape(k)), stash);
             }
             for k in mb.keys() {
-                if !ma.contains_key(k) {
-                    stash.remove.push(format!("{path}/{}", escape(k)));
+                if let (false, Some(vb)) = (ma.contains_key(k), mb.get(k)) {
+                    let p = format!("{path}/{}", escape(k));
+                    stash.was.insert(p.clone(), vb.clone());
+                    stash.remove.push(p);
                 }
             }
         }
         (Some(va), Some(vb)) if va == vb => {}
-        (Some(va), _) => {
+        (Some(va), vb) => {
+            if let Some(vb) = vb {
+                stash.was.insert(path.to_owned(), vb.clone());
+            }
             stash.set.insert(path.to_owned(), va.clone());
         }
-        (None, Some(_)) => stash.remove.push(path.to_owned()),
+        (None, Some(vb)) => {
+            stash.was.insert(path.to_owned(), vb.clone());
+            stash.remove.push(path.to_owned());
+        }
         (None, None) => {}
     }
 }
