@@ -8,7 +8,9 @@
 //! set of JSON pointers into `spec`/`status` with their original values,
 //! stamped with the version they belong to; converting back applies them
 //! and removes the annotation. The stash holds only the leaves that differ,
-//! so a field edited through the other version keeps the edit.
+//! each with the value the projection had when it was made: a leaf is
+//! restored only while the projection still has that value, so a field
+//! edited through the other version keeps the edit.
 
 use std::collections::BTreeMap;
 
