@@ -12,6 +12,11 @@ use super::validate::Dag;
 use super::{decode, serve_config, validate};
 use crate::cli::GraphArgs;
 
+/// Graphs with more nodes than this print as a flat list.
+pub const MAX_TREE_NODES: usize = 256;
+/// Graphs deeper than this print as a flat list.
+pub const MAX_TREE_DEPTH: usize = 32;
+
 /// Application name used when the graph has none (offline there is no service).
 pub const OFFLINE_APP_NAME: &str = "default";
 
@@ -79,6 +84,23 @@ pub fn render_dag(graph: &ServingGraph, dag: &Dag) -> String {
         graph.nodes.len(),
         graph.ingress
     );
+    // Deep or large graphs as a flat list: a tree's indentation grows with depth.
+    let mut depth = vec![0usize; graph.nodes.len()];
+    for &i in &dag.order {
+        depth[i] = 1 + dag.edges[i].iter().map(|&d| depth[d]).max().unwrap_or(0);
+    }
+    if graph.nodes.len() > MAX_TREE_NODES || depth.iter().any(|&d| d > MAX_TREE_DEPTH) {
+        out.push_str("# (flat: dependencies first)\n");
+        for &i in &dag.order {
+            let node = &graph.nodes[i];
+            let _ = write!(out, "{}", describe(node));
+            if !node.dependencies.is_empty() {
+                let _ = write!(out, " -> {}", node.dependencies.join(", "));
+            }
+            out.push('\n');
+        }
+        return out;
+    }
     let mut shown = vec![false; graph.nodes.len()];
     // (node, prefix for its children, connector for itself)
     let mut stack = vec![(dag.ingress, String::new(), String::new())];
@@ -195,5 +217,28 @@ router [app.router:router]
             msg.contains("not a valid infergate.graph.v1.ServingGraph"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn deep_graphs_print_flat() {
+        let n = MAX_TREE_DEPTH + 1;
+        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
+        let nodes = (0..n)
+            .map(|i| {
+                let deps: Vec<&str> = names.get(i + 1).map(String::as_str).into_iter().collect();
+                node(&names[i], &deps)
+            })
+            .collect();
+        let g = ServingGraph {
+            name: "chain".into(),
+            ingress: "n0".into(),
+            nodes,
+        };
+        let dag = validate::validate(&g, "/").expect("valid");
+        let text = render_dag(&g, &dag);
+        assert!(text.contains("# (flat: dependencies first)"));
+        assert_eq!(text.lines().count(), n + 2);
+        assert!(text.contains("n0 [app.n0:n0] -> n1\n"));
+        assert!(!text.contains("└──"));
     }
 }

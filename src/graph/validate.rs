@@ -853,6 +853,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn deep_chains_do_not_exhaust_the_stack() {
+        // A graph fetched from a server is untrusted: traversals are iterative.
+        let n = 50_000;
+        let nodes: Vec<Node> = (0..n)
+            .map(|i| {
+                let next = format!("n{}", i + 1);
+                let deps: Vec<&str> = if i + 1 < n {
+                    vec![next.as_str()]
+                } else {
+                    vec![]
+                };
+                node(&format!("n{i}"), &deps)
+            })
+            .collect();
+        let mut g = graph("n0", nodes);
+        let dag = validate(&g, "/").expect("valid chain");
+        assert_eq!(dag.order.first(), Some(&(n - 1)));
+        g.nodes[n - 1].dependencies.push("n0".into());
+        assert_eq!(find_cycle(&g).map(|c| c.len()), Some(n + 1));
+    }
+
     proptest::proptest! {
         /// On any dependency structure, either the reported cycle is a real
         /// cycle (consecutive nodes are edges, it closes on itself), or
