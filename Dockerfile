@@ -1,12 +1,14 @@
 # syntax=docker/dockerfile:1
 # Multi-stage build of infergate: a locked, release build in the Rust image,
 # then only the binary on a distroless (glibc, no shell, no package manager)
-# base running as the non-root user 65532.
+# base running as the non-root user 65532. The cc image carries the CA roots
+# used to verify public serving-graph URLs.
 
 FROM docker.io/library/rust:1.95-bookworm AS build
 WORKDIR /src
 # Every file cargo's manifest names (benches, examples, tests) must be present.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+COPY proto ./proto
 COPY src ./src
 COPY benches ./benches
 COPY hack ./hack
