@@ -31,32 +31,59 @@ pub const GROUP: &str = "infergate.dev";
 pub const V1ALPHA1_WARNING: &str =
     "infergate.dev/v1alpha1 InferenceService is deprecated; use infergate.dev/v1beta1";
 
-/// The object of an admission request, kept as JSON until its kind is known.
+/// The object of an admission request, kept as the raw JSON text until its
+/// kind is known, then decoded straight into the typed kind (no
+/// intermediate `serde_json::Value` of managed fields and annotations).
 /// Implements [`Resource`] so kube-core's [`AdmissionRequest`] can carry it;
 /// its metadata is decoded on first use.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct AdmittedObject {
     /// The object as the API server sent it.
-    pub json: serde_json::Value,
+    pub raw: Box<serde_json::value::RawValue>,
     #[serde(skip)]
     meta: OnceLock<ObjectMeta>,
 }
 
+/// The parts of an object defaulting may change.
+#[derive(Deserialize)]
+struct MutableView {
+    #[serde(default)]
+    metadata: MetaView,
+    #[serde(default)]
+    spec: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct MetaView {
+    #[serde(default)]
+    annotations: Option<serde_json::Value>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
 impl AdmittedObject {
     /// Wrap a JSON object.
-    #[must_use]
-    pub fn new(json: serde_json::Value) -> Self {
-        Self {
-            json,
+    pub fn new(json: &serde_json::Value) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            raw: serde_json::value::to_raw_value(json)?,
             meta: OnceLock::new(),
-        }
+        })
+    }
+
+    /// Decode the object as `K`.
+    pub fn decode<K: serde::de::DeserializeOwned>(&self) -> Result<K, serde_json::Error> {
+        serde_json::from_str(self.raw.get())
     }
 
     fn decode_meta(&self) -> ObjectMeta {
-        self.json
-            .get("metadata")
-            .and_then(|m| ObjectMeta::deserialize(m).ok())
+        #[derive(Deserialize)]
+        struct M {
+            #[serde(default)]
+            metadata: ObjectMeta,
+        }
+        serde_json::from_str::<M>(self.raw.get())
+            .map(|m| m.metadata)
             .unwrap_or_default()
     }
 }
@@ -232,9 +259,8 @@ fn namespace_of(req: &AdmissionRequest<AdmittedObject>) -> String {
         .or_else(|| {
             req.object
                 .as_ref()
-                .and_then(|o| o.json.pointer("/metadata/namespace"))
-                .and_then(|v| v.as_str())
-                .map(str::to_owned)
+                .and_then(|o| o.decode::<MutableView>().ok())
+                .and_then(|v| v.metadata.namespace)
         })
         .unwrap_or_default()
 }
@@ -242,10 +268,10 @@ fn namespace_of(req: &AdmissionRequest<AdmittedObject>) -> String {
 /// Decode the request's InferenceService (v1beta1, or v1alpha1 converted).
 fn decode_service(obj: &AdmittedObject, version: &str) -> Result<InferenceService, String> {
     if version == "v1alpha1" {
-        let old = v1alpha1::InferenceService::deserialize(&obj.json).map_err(|e| e.to_string())?;
+        let old: v1alpha1::InferenceService = obj.decode().map_err(|e| e.to_string())?;
         crate::api::conversion::to_v1beta1(&old).map_err(|e| e.to_string())
     } else {
-        InferenceService::deserialize(&obj.json).map_err(|e| e.to_string())
+        obj.decode().map_err(|e| e.to_string())
     }
 }
 
@@ -344,7 +370,10 @@ impl Admission {
             routes: &*routes,
         };
         let defaulted = crate::engine::default_service(&svc, &ctx);
-        let patch = match service_patch(&obj.json, &defaulted.object) {
+        let patch = match obj
+            .decode::<MutableView>()
+            .and_then(|view| service_patch(view.spec, view.metadata.annotations, &defaulted.object))
+        {
             Ok(p) => p,
             Err(e) => {
                 return deny(
@@ -418,11 +447,11 @@ impl Admission {
                 };
                 crate::engine::validate_service(&svc, old.as_ref(), &ctx)
             }
-            "ClusterInferencePolicy" => match ClusterInferencePolicy::deserialize(&obj.json) {
+            "ClusterInferencePolicy" => match obj.decode::<ClusterInferencePolicy>() {
                 Ok(p) => crate::engine::validate_cluster_policy(&p),
                 Err(e) => return bad_object(resp, req, &e.to_string()),
             },
-            "InferencePolicy" => match InferencePolicy::deserialize(&obj.json) {
+            "InferencePolicy" => match obj.decode::<InferencePolicy>() {
                 Ok(p) => crate::engine::validate_namespaced_policy(&p, &ctx),
                 Err(e) => return bad_object(resp, req, &e.to_string()),
             },
@@ -512,13 +541,14 @@ pub fn review_json(resp: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Erro
     })
 }
 
-/// JSONPatch from the object as received to the defaulted object. Only
-/// `spec` and `metadata.annotations` may change (defaulting touches nothing
-/// else), so only those two subtrees are compared: the rest of the object
-/// (managed fields, the last-applied annotation's siblings, status) is never
+/// JSONPatch from the object as received (its `spec` and
+/// `metadata.annotations`) to the defaulted object. Only those two subtrees
+/// may change (defaulting touches nothing else), so only they are decoded
+/// and compared: the rest of the object (managed fields, status) is never
 /// copied, compared or touched by the patch.
 pub fn service_patch(
-    original: &serde_json::Value,
+    spec: Option<serde_json::Value>,
+    annotations: Option<serde_json::Value>,
     defaulted: &InferenceService,
 ) -> Result<json_patch::Patch, serde_json::Error> {
     use serde_json::{Map, Value};
@@ -534,10 +564,7 @@ pub fn service_patch(
         }
         Value::Object(root)
     }
-    let before = view(
-        original.get("spec").cloned(),
-        original.pointer("/metadata/annotations").cloned(),
-    );
+    let before = view(spec, annotations);
     let after = view(
         Some(serde_json::to_value(&defaulted.spec)?),
         Some(serde_json::to_value(&defaulted.metadata.annotations)?),
