@@ -2,11 +2,11 @@
 //! on a realistic ~3 KB InferenceService with a cluster and a namespace
 //! policy in the snapshot. Run: `cargo bench --bench engine`.
 //!
-//! Measured on the 2-core build machine (shared with other builds, so an
-//! upper bound), `cargo bench --bench engine`:
-//! - default+validate+diff (typed, 3 KB): 73 µs [69.2 µs, 77.6 µs]
-//! - decode+default+validate+diff (from JSON text): 107 µs [98.8 µs, 115.5 µs]
-//! - convert v1beta1 -> v1alpha1 -> v1beta1: 272 µs [223 µs, 329 µs]
+//! Measured on the 2-core build machine while other builds ran (load
+//! average 3 to 4, so these are upper bounds), `cargo bench --bench engine`:
+//! - default+validate+diff (typed, 3 KB): 66 µs [63.4 µs, 68.8 µs]
+//! - decode+default+validate+diff (from JSON text): 81 µs [76.3 µs, 85.8 µs]
+//! - convert v1beta1 -> v1alpha1 -> v1beta1: 213 µs [206 µs, 220 µs]
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
