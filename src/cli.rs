@@ -23,6 +23,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// Default and validate InferenceService manifests offline (for CI).
     ///
+    /// Per-object results go to stderr as `FILE [doc N] KIND NS/NAME: FIELD: MESSAGE`;
+    /// `-o yaml|json` prints the defaulted valid services on stdout. Unknown kinds are
+    /// reported and skipped; v1alpha1 manifests are converted to v1beta1 first.
+    ///
     /// Exit codes: 0 all valid, 1 violations found, 2 unreadable input or usage error.
     Check(CheckArgs),
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
