@@ -212,6 +212,13 @@ async fn parent() {
         ),
     ]);
     assert!(out.status.success(), "HTTPRoute CRD: {out:?}");
+    // The test apiserver's service range is a /24: add a ServiceCIDR so
+    // 2,000 Services get ClusterIPs.
+    let out = cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: scale-bench}\nspec: {cidrs: [10.100.0.0/20]}\n",
+    );
+    assert!(out.status.success(), "ServiceCIDR: {out:?}");
     let client = cp.client().await;
     let _ = cp.kubectl(&["create", "namespace", "infergate-system"]);
     let mut namespaces = Vec::new();

@@ -578,6 +578,34 @@ async fn lifecycle_with_gateway_api_installed_later() {
     let svc = wait_condition(&client, &ns, "chat", "Ready", "True", "Available", T).await;
     let st = svc.status.unwrap();
     assert_eq!((st.replicas, st.ready_replicas), (Some(1), Some(1)));
+    // The printer columns show it.
+    let out = cp.kubectl(&["get", "infsvc", "chat", "-n", &ns]);
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME", "MODEL", "REPLICAS", "READY", "CANARY", "PATH", "AGE"
+        ],
+        "{table}"
+    );
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let path = format!("/{ns}/chat");
+    assert_eq!(
+        &row[..6],
+        ["chat", "llama3-8b-q4", "1", "True", "20", path.as_str()],
+        "{table}"
+    );
 
     // Spec edits reach the children.
     patch_spec(
@@ -747,6 +775,49 @@ async fn drift_is_corrected() {
         (s.uid() != old.uid()).then_some(())
     })
     .await;
+
+    // A child name taken by another service's child is not taken over.
+    create_service(
+        &client,
+        &ns,
+        "x",
+        json!({"model": {"ref": "m"}, "engine": {"image": ENGINE}, "replicas": 1,
+               "canary": {"model": {"ref": "m2"}, "weight": 10}}),
+    )
+    .await;
+    let taken: Deployment = wait_exists(&client, &ns, "x-canary").await;
+    create_service(
+        &client,
+        &ns,
+        "x-canary",
+        json!({"model": {"ref": "other"}, "engine": {"image": ENGINE}, "replicas": 1}),
+    )
+    .await;
+    let svc = wait_condition(
+        &client,
+        &ns,
+        "x-canary",
+        "Reconciled",
+        "False",
+        "ApplyFailed",
+        T,
+    )
+    .await;
+    let msg = svc
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Reconciled")
+        .unwrap()
+        .message;
+    assert!(msg.contains("x-canary"), "{msg}");
+    let still: Deployment = get(&client, &ns, "x-canary").await.unwrap();
+    assert_eq!(
+        still.metadata.owner_references,
+        taken.metadata.owner_references
+    );
+    assert_eq!(container(&still).args.clone().unwrap()[1], "m2");
 }
 
 /// An object the validator rejects gets a condition and no children.
@@ -877,6 +948,30 @@ async fn leader_fails_over() {
     })
     .await;
 
+    // A service whose status an older version wrote differently: the running
+    // leader ignores status-only changes, a newly started one re-reconciles
+    // everything without any spec edit.
+    let ns = cp.fresh_namespace("failover").await;
+    create_service(
+        &client,
+        &ns,
+        "pre",
+        json!({"model": {"ref": "m"}, "engine": {"image": ENGINE}, "replicas": 1}),
+    )
+    .await;
+    wait_condition(&client, &ns, "pre", "Reconciled", "True", "Applied", T).await;
+    Api::<InferenceService>::namespaced(client.clone(), &ns)
+        .patch_status(
+            "pre",
+            &PatchParams::apply("infergate").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                "status": {"routePath": "/written-by-an-older-version"}
+            })),
+        )
+        .await
+        .unwrap();
+
     // Crash the leader: the lease expires and the other replica takes over.
     let crashed = {
         let mut list = instances.lock().unwrap();
@@ -893,7 +988,12 @@ async fn leader_fails_over() {
         lease_holder(&client).await.filter(|h| *h != leader)
     })
     .await;
-    let ns = cp.fresh_namespace("failover").await;
+    eventually("the stale status replaced by the new leader", T, || async {
+        let s = get::<InferenceService>(&client, &ns, "pre").await?;
+        let st = s.status?;
+        (st.route_path.is_none() && st.conditions.len() == 4).then_some(())
+    })
+    .await;
     create_service(
         &client,
         &ns,

@@ -743,6 +743,21 @@ impl Ctx {
             "HTTPRoute" => "HTTPRoute",
             _ => "object",
         };
+        // Never take over an object another controller owns.
+        if let Some(existing) = store.get(&ObjectRef::new(&name).within(&ns))
+            && let Some(other) = existing
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && Some(&o.uid) != svc.uid().as_ref())
+        {
+            return Err(Error::ForeignChild {
+                kind,
+                name,
+                owner: format!("{} {}", other.kind, other.name),
+            });
+        }
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
         let applied = api.patch(&name, &params, &Patch::Apply(obj)).await?;

@@ -97,6 +97,18 @@ pub enum Error {
     /// The object lacks metadata the reconciler needs.
     #[error("object has no {0}")]
     MissingMetadata(&'static str),
+    /// A child's name is taken by an object another controller owns.
+    #[error(
+        "{kind} {name} already exists and is controlled by {owner}: rename the service or remove that object"
+    )]
+    ForeignChild {
+        /// Kind of the child.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// `Kind name` of its controller.
+        owner: String,
+    },
 }
 
 impl Error {
@@ -112,6 +124,7 @@ impl Error {
             Self::Lease(_) => "lease_error",
             Self::Build(_) => "build_error",
             Self::MissingMetadata(_) => "missing_metadata",
+            Self::ForeignChild { .. } => "foreign_child",
         }
     }
 
