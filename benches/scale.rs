@@ -17,6 +17,27 @@
 //! - reconcile duration p50/p90/p99/max (from the reconciler's own trace events);
 //! - API requests made by the reconciler per reconcile (counted in its client);
 //! - the reconciler process's peak RSS (VmHWM).
+//!
+//! The test apiserver's service range is a /24, so the driver adds a
+//! ServiceCIDR (10.100.0.0/20) for the 2,000 Services.
+//!
+//! Results (2 cores, Kubernetes 1.36.3 test control plane on the same machine,
+//! with other cargo builds running; `cargo bench --bench scale`, 2026-11-21):
+//!
+//! | services | all reconciled | reconciles | p50 / p90 / p99 / max (ms) | API requests / reconcile | peak RSS |
+//! |---|---|---|---|---|---|
+//! | 50   | 3.6 s   | 171   | 102 / 900 / 1159 / 1376   | 6.15 | 21 MB |
+//! | 300  | 49.7 s  | 941   | 423 / 2199 / 3608 / 3786  | 6.32 | 40 MB |
+//! | 1000 | 188.4 s | 3,252 | 459 / 2017 / 5446 / 7422  | 6.28 | 94 MB |
+//!
+//! About 3.3 reconciles per service: creation, then the Deployments' status
+//! updates from the deployment controller (which drive `status` and the
+//! routed canary weight). Reconcile time is dominated by apiserver latency
+//! under load (16 concurrent reconciles; the same 2 cores run etcd, the
+//! apiserver, kube-controller-manager creating 2,000 ReplicaSets and pods, and
+//! the driver). Requests per reconcile: the applies (2 Deployments, 2
+//! Services, 1 HTTPRoute), the status apply when status changed, and events;
+//! deletion checks and policy lookups are served from watch caches.
 
 #[path = "../tests/support/mod.rs"]
 #[allow(dead_code, unused_imports, clippy::all)]
