@@ -411,10 +411,14 @@ pub async fn register_webhooks(cp: &ControlPlane, port: u16, ca_pem: &str) -> an
             .and_then(|s| s.path.clone());
         hook.client_config = config(path, "/mutate");
     }
+    // Registration by URL replaces whatever was registered before (fields owned by
+    // another manager, such as a `service` reference, would survive an apply).
     let name = mutating.metadata.name.clone().unwrap_or_default();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .patch(&name, &params, &Patch::Apply(&mutating))
-        .await?;
+    let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    if api.get_opt(&name).await?.is_some() {
+        api.delete(&name, &Default::default()).await?;
+    }
+    api.patch(&name, &params, &Patch::Apply(&mutating)).await?;
 
     let mut validating: ValidatingWebhookConfiguration =
         serde_saphyr::from_str(&std::fs::read_to_string(root.join("validating.yaml"))?)?;
@@ -427,8 +431,11 @@ pub async fn register_webhooks(cp: &ControlPlane, port: u16, ca_pem: &str) -> an
         hook.client_config = config(path, "/validate");
     }
     let name = validating.metadata.name.clone().unwrap_or_default();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .patch(&name, &params, &Patch::Apply(&validating))
+    let api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    if api.get_opt(&name).await?.is_some() {
+        api.delete(&name, &Default::default()).await?;
+    }
+    api.patch(&name, &params, &Patch::Apply(&validating))
         .await?;
 
     register_conversion(cp, port, ca_pem).await
@@ -579,6 +586,18 @@ pub async fn start_infergate(
     extra_args: &[&str],
     hooks: Hooks,
 ) -> anyhow::Result<Infergate> {
+    start_infergate_as(cp, binary, cp.kubeconfig(), extra_args, hooks).await
+}
+
+/// [`start_infergate`] with the credentials of `kubeconfig` (e.g. a ServiceAccount
+/// token) for infergate itself; registration is done as the admin.
+pub async fn start_infergate_as(
+    cp: &ControlPlane,
+    binary: &Path,
+    kubeconfig: &Path,
+    extra_args: &[&str],
+    hooks: Hooks,
+) -> anyhow::Result<Infergate> {
     use anyhow::Context as _;
     static SEQ: AtomicU32 = AtomicU32::new(0);
     let n = SEQ.fetch_add(1, Ordering::SeqCst);
@@ -620,7 +639,7 @@ pub async fn start_infergate(
             certs.join("tls.key").display()
         ))
         .args(extra_args)
-        .env("KUBECONFIG", cp.kubeconfig())
+        .env("KUBECONFIG", kubeconfig)
         .env("POD_NAME", format!("infergate-test-{n}"));
     let mut child = spawn_supervised(serve, &log).context("starting infergate serve")?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -655,6 +674,32 @@ pub async fn start_infergate(
         log,
         child,
     })
+}
+
+/// A kubeconfig for the ServiceAccount `namespace/name`, with a token from the
+/// TokenRequest API (`kubectl create token`).
+pub fn service_account_kubeconfig(
+    cp: &ControlPlane,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<PathBuf> {
+    let out = cp.kubectl(&["create", "token", name, "-n", namespace, "--duration=2h"]);
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout)?.trim().to_string();
+    let path = cp.dir().join(format!("kubeconfig-{namespace}-{name}"));
+    let ca = base64::engine::general_purpose::STANDARD.encode(&cp.ca_pem);
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: infergate-test\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: sa\n  context:\n    cluster: infergate-test\n    user: {name}\n    namespace: {namespace}\ncurrent-context: sa\n",
+            cp.apiserver_url()
+        ),
+    )?;
+    Ok(path)
 }
 
 /// An admin client from a kubeconfig file.

@@ -1,0 +1,231 @@
+//! End-to-end: infergate with only the permissions `deploy/` grants.
+//!
+//! The ServiceAccount and RBAC of `deploy/` are applied to a real apiserver,
+//! infergate runs with a token of that ServiceAccount (TokenRequest), and the
+//! flows a cluster relies on must succeed: the watch caches, admission, the
+//! reconciler (children, status, events, lease) and, in self-signed mode, the
+//! certificate Secret and the caBundle injection.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use support::{ControlPlane, Hooks, control_plane};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The two tests both own the webhook registrations: one at a time.
+static REGISTRATIONS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn binary() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_infergate"))
+}
+
+/// CRDs, webhook configurations, namespace, ServiceAccount and RBAC as `deploy/`
+/// has them; a kubeconfig with a token of that ServiceAccount.
+async fn setup(cp: &ControlPlane) -> PathBuf {
+    cp.install_crds().await;
+    let _ = cp.kubectl(&["create", "namespace", "infergate-system"]);
+    let out = cp.kubectl(&[
+        "apply",
+        "-n",
+        "infergate-system",
+        "-f",
+        &format!("{ROOT}/deploy/serviceaccount.yaml"),
+        "-f",
+        &format!("{ROOT}/deploy/rbac.yaml"),
+        "-f",
+        &format!("{ROOT}/webhooks/mutating.yaml"),
+        "-f",
+        &format!("{ROOT}/webhooks/validating.yaml"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    support::service_account_kubeconfig(cp, "infergate-system", "infergate")
+        .unwrap_or_else(|e| panic!("ServiceAccount kubeconfig: {e:#}"))
+}
+
+fn assert_no_forbidden(log: &Path) {
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    let denied: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+        .collect();
+    assert!(
+        denied.is_empty(),
+        "infergate was denied by RBAC:\n{}",
+        denied.join("\n")
+    );
+}
+
+async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 60s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_and_reconciler_work_with_the_service_account_only() {
+    let _registrations = REGISTRATIONS.lock().await;
+    let cp = control_plane().await;
+    let kubeconfig = setup(cp).await;
+    let server = support::start_infergate_as(cp, binary(), &kubeconfig, &[], Hooks::All)
+        .await
+        .unwrap_or_else(|e| panic!("starting infergate as the ServiceAccount: {e:#}"));
+
+    let ns = cp.fresh_namespace("rbac").await;
+    let policy = format!(
+        "apiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata:\n  name: defaults\n  namespace: {ns}\nspec:\n  defaults:\n    engine: {{image: registry.example.com/vllm:0.9}}\n  limits:\n    maxReplicas: 4\n"
+    );
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &policy);
+    assert!(out.status.success(), "{}", text(&out));
+    let service = |replicas: i32| {
+        format!(
+            "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata:\n  name: chat\n  namespace: {ns}\nspec:\n  model: {{ref: llama3-8b-q4}}\n  replicas: {replicas}\n"
+        )
+    };
+
+    // The policy reached the webhook's cache through the ServiceAccount's watch.
+    let rejected = eventually("the policy limit applies", async || {
+        let out = cp.kubectl_stdin(&["apply", "-f", "-"], &service(9));
+        let all = text(&out);
+        (!out.status.success() && all.contains("must be at most 4")).then_some(all)
+    })
+    .await;
+    assert!(rejected.contains("spec.replicas"), "{rejected}");
+
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &service(2));
+    assert!(out.status.success(), "{}", text(&out));
+    let out = cp.kubectl(&[
+        "get",
+        "infsvc",
+        "chat",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.spec.engine.image}",
+    ]);
+    assert_eq!(text(&out), "registry.example.com/vllm:0.9");
+
+    // The reconciler (lease holder) creates the children and writes status.
+    let client = cp.client().await;
+    let deployments: Api<Deployment> = Api::namespaced(client, &ns);
+    let deployment = eventually("the reconciler creates the Deployment", async || {
+        deployments.get_opt("chat").await.ok().flatten()
+    })
+    .await;
+    let owner = deployment.metadata.owner_references.unwrap_or_default();
+    assert!(
+        owner
+            .iter()
+            .any(|o| o.kind == "InferenceService" && o.controller == Some(true))
+    );
+    eventually("status is written", async || {
+        let out = cp.kubectl(&[
+            "get",
+            "infsvc",
+            "chat",
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}",
+        ]);
+        (text(&out) == "True").then_some(())
+    })
+    .await;
+    let out = cp.kubectl(&["get", "events.events.k8s.io", "-n", &ns, "-o", "name"]);
+    assert!(
+        !text(&out).trim().is_empty(),
+        "events are recorded: {}",
+        text(&out)
+    );
+
+    assert_no_forbidden(&server.log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_signed_mode_works_with_the_service_account_only() {
+    let _registrations = REGISTRATIONS.lock().await;
+    let cp = control_plane().await;
+    let kubeconfig = setup(cp).await;
+    let port = support::free_port().expect("port");
+    let probe = support::free_port().expect("port");
+    let log = cp.dir().join("infergate-self-signed.log");
+    let mut serve = std::process::Command::new(binary());
+    serve
+        .args([
+            "serve",
+            "--self-signed",
+            "--no-reconcile",
+            "--namespace",
+            "infergate-system",
+            "--cert-ip",
+            "127.0.0.1",
+        ])
+        .arg(format!("--listen=127.0.0.1:{port}"))
+        .arg(format!("--probe-listen=127.0.0.1:{probe}"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAME", "infergate-self-signed");
+    let mut child = support::spawn_logged(serve, &log).expect("starting infergate");
+
+    let client = cp.client().await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "infergate-system");
+    let ca = eventually("the certificate Secret is created", async || {
+        let secret = secrets
+            .get_opt("infergate-webhook-tls")
+            .await
+            .ok()
+            .flatten()?;
+        secret.data?.get("ca.crt").map(|b| b.0.clone())
+    })
+    .await;
+    let hooks: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    eventually(
+        "the CA is injected into the webhook configuration and the CRD",
+        async || {
+            let hook = hooks.get("infergate").await.ok()?;
+            let injected = hook
+                .webhooks
+                .unwrap_or_default()
+                .iter()
+                .all(|w| w.client_config.ca_bundle.as_ref().map(|b| &b.0) == Some(&ca));
+            let crd = crds.get("inferenceservices.infergate.dev").await.ok()?;
+            let conversion = crd
+                .spec
+                .conversion
+                .and_then(|c| c.webhook)
+                .and_then(|w| w.client_config)
+                .and_then(|c| c.ca_bundle)
+                .map(|b| b.0);
+            (injected && conversion.as_ref() == Some(&ca)).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        child.try_wait().expect("status").is_none(),
+        "infergate exited"
+    );
+    let (code, _) = support::http_get(probe, "/readyz").await.expect("readyz");
+    assert_eq!(code, 200);
+    assert_no_forbidden(&log);
+    let _ = child.kill();
+}
