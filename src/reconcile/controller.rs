@@ -7,8 +7,8 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -37,11 +37,19 @@ use super::{Config, Error};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::api::{ClusterInferencePolicy, InferencePolicy, MANAGER};
 use crate::engine::{self, PolicySnapshot, Verdict};
+use crate::graph::fetch::{FetchOptions, GraphFetcher};
+use crate::graph::rayservice::{self, RayService};
+use crate::graph::resolve;
 
 /// Reconciles running at once.
 pub const CONCURRENCY: u16 = 16;
 /// Periodic re-reconcile of every service (drift that no watch event reported).
 pub const RESYNC: Duration = Duration::from_secs(3600);
+/// Periodic re-reconcile of `backend: RayService` services: picks up graph
+/// changes on the server (a conditional GET, cheap when nothing changed).
+pub const GRAPH_RESYNC: Duration = Duration::from_secs(60);
+/// Re-reconcile after a transient graph failure (timeout, unreachable, 5xx).
+pub const GRAPH_RETRY: Duration = Duration::from_secs(15);
 /// Re-reconcile while waiting for the Gateway API to be installed.
 pub const GATEWAY_API_RECHECK: Duration = Duration::from_secs(30);
 /// How long a "not installed" discovery answer is trusted.
@@ -49,14 +57,35 @@ const DISCOVERY_TTL_MISSING: Duration = Duration::from_secs(30);
 /// How long an "installed" discovery answer is trusted.
 const DISCOVERY_TTL_PRESENT: Duration = Duration::from_secs(300);
 
-/// Cached answer to "is the HTTPRoute CRD served?".
-#[derive(Default)]
-pub struct GatewayApi {
+/// Cached answer to "is this optional CRD (HTTPRoute, RayService) served?".
+pub struct ApiDiscovery {
+    api_version: &'static str,
+    plural: &'static str,
     state: Mutex<Option<(bool, Instant)>>,
 }
 
-impl GatewayApi {
-    /// Whether `gateway.networking.k8s.io/v1` serves `httproutes` (cached).
+impl ApiDiscovery {
+    /// Discovery of `gateway.networking.k8s.io/v1` `httproutes`.
+    #[must_use]
+    pub fn gateway() -> Self {
+        Self::of(httproute::API_VERSION, httproute::PLURAL)
+    }
+
+    /// Discovery of `ray.io/v1` `rayservices`.
+    #[must_use]
+    pub fn rayservice() -> Self {
+        Self::of(rayservice::API_VERSION, rayservice::PLURAL)
+    }
+
+    fn of(api_version: &'static str, plural: &'static str) -> Self {
+        Self {
+            api_version,
+            plural,
+            state: Mutex::new(None),
+        }
+    }
+
+    /// Whether the group version serves the resource (cached).
     pub async fn installed(&self, client: &Client) -> Result<bool, kube::Error> {
         if let Ok(state) = self.state.lock()
             && let Some((known, at)) = *state
@@ -70,11 +99,8 @@ impl GatewayApi {
                 return Ok(known);
             }
         }
-        let known = match client
-            .list_api_group_resources(httproute::API_VERSION)
-            .await
-        {
-            Ok(list) => list.resources.iter().any(|r| r.name == httproute::PLURAL),
+        let known = match client.list_api_group_resources(self.api_version).await {
+            Ok(list) => list.resources.iter().any(|r| r.name == self.plural),
             Err(kube::Error::Api(s)) if super::status_not_found(&s) => false,
             Err(e) => return Err(e),
         };
@@ -110,7 +136,10 @@ pub struct Ctx {
     k8s_services: Store<PartialObjectMeta<Service>>,
     hpas: Store<PartialObjectMeta<HorizontalPodAutoscaler>>,
     routes: Store<PartialObjectMeta<HTTPRoute>>,
-    gateway_api: Arc<GatewayApi>,
+    rayservices: Store<PartialObjectMeta<RayService>>,
+    gateway_api: Arc<ApiDiscovery>,
+    ray_api: Arc<ApiDiscovery>,
+    graph: Arc<GraphFetcher>,
     claims: ClaimCache,
     /// Last applied (uid, generation or resourceVersion) per child, for events.
     seen: Mutex<HashMap<ChildKey, ChildMarker>>,
@@ -264,29 +293,33 @@ fn namespace_reflector(
     reader
 }
 
-/// HTTPRoutes are watched once the Gateway API is installed.
-fn route_reflector(
+/// Children of an optional CRD (HTTPRoute, RayService) are watched once it is installed.
+fn optional_reflector<K>(
     tasks: &mut JoinSet<()>,
     client: Client,
-    gateway_api: Arc<GatewayApi>,
+    discovery: Arc<ApiDiscovery>,
 ) -> (
-    Store<PartialObjectMeta<HTTPRoute>>,
-    mpsc::UnboundedReceiver<PartialObjectMeta<HTTPRoute>>,
-) {
+    Store<PartialObjectMeta<K>>,
+    mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded();
+    let kind = K::kind(&()).into_owned();
     tasks.spawn(async move {
         loop {
-            match gateway_api.installed(&client).await {
+            match discovery.installed(&client).await {
                 Ok(true) => break,
-                Ok(false) => debug!("Gateway API not installed; HTTPRoutes are not watched yet"),
-                Err(e) => warn!(error = %e, "Gateway API discovery failed"),
+                Ok(false) => debug!(kind = %kind, "CRD not installed; not watched yet"),
+                Err(e) => warn!(kind = %kind, error = %e, "API discovery failed"),
             }
             tokio::time::sleep(DISCOVERY_TTL_MISSING).await;
         }
         let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
         let mut stream = std::pin::pin!(
-            watcher(Api::<PartialObjectMeta<HTTPRoute>>::all(client), wc)
+            watcher(Api::<PartialObjectMeta<K>>::all(client), wc)
                 .default_backoff()
                 .reflect(writer)
                 .touched_objects()
@@ -298,7 +331,7 @@ fn route_reflector(
                         return;
                     }
                 }
-                Err(e) => warn!(error = %e, "HTTPRoute watch failed; retrying"),
+                Err(e) => warn!(kind = %kind, error = %e, "watch failed; retrying"),
             }
         }
     });
@@ -336,8 +369,19 @@ pub async fn run_controller(
         &mut tasks,
         Api::<PartialObjectMeta<HorizontalPodAutoscaler>>::all(client.clone()),
     );
-    let gateway_api = Arc::new(GatewayApi::default());
-    let (routes, route_rx) = route_reflector(&mut tasks, client.clone(), gateway_api.clone());
+    let gateway_api = Arc::new(ApiDiscovery::gateway());
+    let (routes, route_rx) =
+        optional_reflector::<HTTPRoute>(&mut tasks, client.clone(), gateway_api.clone());
+    let ray_api = Arc::new(ApiDiscovery::rayservice());
+    let (rayservices, ray_rx) =
+        optional_reflector::<RayService>(&mut tasks, client.clone(), ray_api.clone());
+    let graph = match config.graph_fetcher.clone() {
+        Some(f) => f,
+        None => Arc::new(GraphFetcher::from_ca_file(
+            FetchOptions::default(),
+            config.graph_ca_file.as_deref(),
+        )?),
+    };
 
     info!("waiting for the policy, namespace and child caches");
     let ready = async {
@@ -363,6 +407,14 @@ pub async fn run_controller(
     )
     .default_backoff()
     .reflect(svc_writer)
+    .inspect_ok({
+        let graph = graph.clone();
+        move |event| {
+            if let watcher::Event::Delete(svc) = event {
+                graph.forget(&resolve::cache_key(svc));
+            }
+        }
+    })
     .applied_objects()
     .predicate_filter(
         predicates::generation
@@ -390,7 +442,10 @@ pub async fn run_controller(
         k8s_services,
         hpas,
         routes,
+        rayservices,
         gateway_api,
+        ray_api,
+        graph,
         claims: ClaimCache::default(),
         seen: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
@@ -413,6 +468,7 @@ pub async fn run_controller(
         .owns_stream(service_rx.map(Ok))
         .owns_stream(hpa_rx.map(Ok))
         .owns_stream(route_rx.map(Ok))
+        .owns_stream(ray_rx.map(Ok))
         .reconcile_all_on(policy_rx)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -516,21 +572,11 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
     let ns = svc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     if svc.metadata.deletion_timestamp.is_some() {
         // Children carry owner references: the garbage collector removes them.
+        ctx.graph.forget(&resolve::cache_key(svc));
         return Ok(Action::await_change());
     }
     if svc.spec.backend == Some(Backend::RayService) {
-        let obs = Observation {
-            generation: svc.metadata.generation,
-            outcome: Outcome::Invalid(
-                "spec.backend: RayService is not reconciled by this version of infergate"
-                    .to_owned(),
-            ),
-            policy: PolicyResult::Compliant,
-            route_path: None,
-            request_timeout: None,
-        };
-        ctx.write_status(svc, &obs).await?;
-        return Ok(Action::await_change());
+        return reconcile_rayservice(svc, ctx, &ns).await;
     }
 
     let Evaluation {
@@ -593,6 +639,86 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
             }))
         }
         Err(e) => {
+            obs.outcome = Outcome::Failed(e.to_string());
+            if let Err(se) = ctx.write_status(svc, &obs).await {
+                warn!(error = %se, "failed to record the apply failure in status");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `backend: RayService`: validate, resolve the graph, apply the RayService.
+/// Any graph failure leaves the existing RayService as it is and is reported
+/// in the `GraphReady` and `Reconciled` conditions with its distinct reason.
+async fn reconcile_rayservice(
+    svc: &InferenceService,
+    ctx: &Ctx,
+    ns: &str,
+) -> Result<Action, Error> {
+    let Evaluation {
+        defaulted,
+        intrinsic,
+        policy,
+    } = ctx.evaluate(svc, ns);
+    let mut obs = Observation {
+        generation: svc.metadata.generation,
+        outcome: Outcome::Invalid(String::new()),
+        policy,
+        route_path: None,
+        request_timeout: None,
+    };
+    if !intrinsic.allowed() {
+        obs.outcome = Outcome::Invalid(intrinsic.message());
+        ctx.write_status(svc, &obs).await?;
+        return Ok(Action::await_change());
+    }
+    let path = match engine::render_route_path(&defaulted) {
+        Ok(p) => p,
+        Err(e) => {
+            obs.outcome = Outcome::Invalid(e.to_string());
+            ctx.write_status(svc, &obs).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    obs.route_path = Some(path.clone());
+    if !ctx.ray_api.installed(&ctx.client).await? {
+        obs.outcome = Outcome::RayServiceApiMissing;
+        ctx.write_status(svc, &obs).await?;
+        return Ok(Action::requeue(GATEWAY_API_RECHECK));
+    }
+    let resolved = match resolve::resolve(&ctx.client, &ctx.graph, &defaulted, &path).await {
+        Ok(r) => r,
+        Err(e) => {
+            let transient = matches!(&e, rayservice::RayServiceError::Graph(g) if g.is_transient());
+            debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
+            obs.outcome = Outcome::GraphFailed {
+                reason: e.reason(),
+                message: e.to_string(),
+            };
+            ctx.write_status(svc, &obs).await?;
+            let resync = ctx.config.graph_resync;
+            return Ok(Action::requeue(if transient {
+                GRAPH_RETRY.min(resync)
+            } else {
+                resync
+            }));
+        }
+    };
+    match ctx.apply(svc, &resolved.rayservice, &ctx.rayservices).await {
+        Ok(applied) => {
+            obs.outcome = Outcome::RayServiceApplied {
+                observed: rayservice::observe(&applied),
+                nodes: resolved.graph.nodes.len(),
+            };
+            ctx.write_status(svc, &obs).await?;
+            Ok(Action::requeue(ctx.config.graph_resync))
+        }
+        Err(e) => {
+            if e.is_not_found() {
+                // The CRD went away between discovery and apply.
+                ctx.ray_api.forget();
+            }
             obs.outcome = Outcome::Failed(e.to_string());
             if let Err(se) = ctx.write_status(svc, &obs).await {
                 warn!(error = %se, "failed to record the apply failure in status");
@@ -741,6 +867,7 @@ impl Ctx {
             "Service" => "Service",
             "HorizontalPodAutoscaler" => "HorizontalPodAutoscaler",
             "HTTPRoute" => "HTTPRoute",
+            "RayService" => "RayService",
             _ => "object",
         };
         // Never take over an object another controller owns.
@@ -964,15 +1091,17 @@ impl Ctx {
                 continue;
             }
             let warn = c.status == "False"
-                && matches!(
-                    c.reason.as_str(),
-                    "InvalidSpec"
-                        | "ApplyFailed"
-                        | "PolicyViolation"
-                        | "PolicyWarning"
-                        | "GatewayAPINotInstalled"
-                        | "RouteNotAccepted"
-                );
+                && (c.type_ == status::GRAPH_READY
+                    || matches!(
+                        c.reason.as_str(),
+                        "InvalidSpec"
+                            | "ApplyFailed"
+                            | "PolicyViolation"
+                            | "PolicyWarning"
+                            | "GatewayAPINotInstalled"
+                            | "RouteNotAccepted"
+                            | "RayServiceNotInstalled"
+                    ));
             if warn {
                 self.publish(svc, EventType::Warning, &c.reason, c.message.clone())
                     .await;

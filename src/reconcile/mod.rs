@@ -38,6 +38,14 @@ pub struct Config {
     pub identity: String,
     /// Lease timing; [`LeaseTiming::default`] unless a test needs faster failover.
     pub lease: LeaseTiming,
+    /// Extra CA roots for fetching serving graphs (`serve --graph-ca-file`).
+    pub graph_ca_file: Option<std::path::PathBuf>,
+    /// The serving-graph fetcher; built from [`Config::graph_ca_file`] at
+    /// start-up when not set.
+    pub graph_fetcher: Option<std::sync::Arc<crate::graph::fetch::GraphFetcher>>,
+    /// How often `backend: RayService` services are re-reconciled so graph
+    /// changes on the server are picked up ([`controller::GRAPH_RESYNC`]).
+    pub graph_resync: Duration,
 }
 
 impl Config {
@@ -55,7 +63,27 @@ impl Config {
             namespace: namespace.into(),
             identity: identity.into(),
             lease: LeaseTiming::default(),
+            graph_ca_file: None,
+            graph_fetcher: None,
+            graph_resync: controller::GRAPH_RESYNC,
         }
+    }
+
+    /// Trust the CA certificates in `path` (PEM) when fetching serving graphs.
+    #[must_use]
+    pub fn with_graph_ca_file(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.graph_ca_file = path;
+        self
+    }
+
+    /// Fetch serving graphs with `fetcher` (its roots and limits).
+    #[must_use]
+    pub fn with_graph_fetcher(
+        mut self,
+        fetcher: std::sync::Arc<crate::graph::fetch::GraphFetcher>,
+    ) -> Self {
+        self.graph_fetcher = Some(fetcher);
+        self
     }
 }
 
@@ -94,6 +122,9 @@ pub enum Error {
     /// A child object could not be built.
     #[error("failed to build child object: {0}")]
     Build(#[from] builders::BuildError),
+    /// The serving-graph fetcher could not be built (`--graph-ca-file`).
+    #[error("{0}")]
+    GraphFetcher(#[from] crate::graph::fetch::FetcherError),
     /// The object lacks metadata the reconciler needs.
     #[error("object has no {0}")]
     MissingMetadata(&'static str),
@@ -124,6 +155,7 @@ impl Error {
             Self::Lease(_) => "lease_error",
             Self::Build(_) => "build_error",
             Self::MissingMetadata(_) => "missing_metadata",
+            Self::GraphFetcher(_) => "graph_fetcher",
             Self::ForeignChild { .. } => "foreign_child",
         }
     }
@@ -163,6 +195,14 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     controller::preflight(&client).await?;
+    let mut config = config;
+    if config.graph_fetcher.is_none() {
+        let fetcher = crate::graph::fetch::GraphFetcher::from_ca_file(
+            crate::graph::fetch::FetchOptions::default(),
+            config.graph_ca_file.as_deref(),
+        )?;
+        config.graph_fetcher = Some(std::sync::Arc::new(fetcher));
+    }
     let timing = config.lease;
     if timing.duration_seconds == 0 || timing.grace_seconds >= timing.duration_seconds {
         return Err(Error::Lease(format!(

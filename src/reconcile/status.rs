@@ -18,6 +18,8 @@ pub const RECONCILED: &str = "Reconciled";
 pub const ROUTING_READY: &str = "RoutingReady";
 /// The service complies with every applicable policy.
 pub const POLICY_COMPLIANT: &str = "PolicyCompliant";
+/// The serving graph was fetched, decoded and validated (`backend: RayService`).
+pub const GRAPH_READY: &str = "GraphReady";
 
 /// What a Deployment reports about its rollout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,6 +99,23 @@ pub enum Outcome {
     Invalid(String),
     /// Applying failed (the reconcile will be retried).
     Failed(String),
+    /// The RayService was applied (`backend: RayService`).
+    RayServiceApplied {
+        /// What its status says.
+        observed: crate::graph::rayservice::Observed,
+        /// Nodes in the serving graph.
+        nodes: usize,
+    },
+    /// The serving graph could not be turned into a RayService: the
+    /// existing RayService was left as it is.
+    GraphFailed {
+        /// The distinct reason of the failure.
+        reason: &'static str,
+        /// The message (never the token).
+        message: String,
+    },
+    /// The `ray.io/v1` RayService CRD is not installed.
+    RayServiceApiMissing,
 }
 
 /// Everything [`compute`] needs.
@@ -276,6 +295,44 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             // Ready keeps what was last observed: the children may still serve.
             out.push(Cond::new(RECONCILED, false, "ApplyFailed", msg.clone()));
         }
+        Outcome::RayServiceApplied { observed, nodes } => {
+            out.push(Cond::new(
+                RECONCILED,
+                true,
+                "Applied",
+                "the RayService is applied".to_owned(),
+            ));
+            out.push(Cond::new(
+                GRAPH_READY,
+                true,
+                "GraphResolved",
+                format!("the serving graph ({nodes} nodes) is valid and applied"),
+            ));
+            out.push(Cond::new(
+                READY,
+                observed.ready,
+                rayservice_reason(&observed.reason, observed.ready),
+                observed.message.clone(),
+            ));
+        }
+        Outcome::GraphFailed { reason, message } => {
+            // The existing RayService is untouched: Ready keeps what was last observed.
+            out.push(Cond::new(GRAPH_READY, false, reason, message.clone()));
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                reason,
+                format!("the RayService is left as it is: {message}"),
+            ));
+        }
+        Outcome::RayServiceApiMissing => {
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                "RayServiceNotInstalled",
+                "the KubeRay RayService CRD (rayservices.ray.io/v1) is not installed: install KubeRay to run backend RayService".to_owned(),
+            ));
+        }
     }
     out.push(match &obs.policy {
         PolicyResult::Compliant => Cond::new(
@@ -299,6 +356,15 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
     out
 }
 
+/// The static reason for what [`crate::graph::rayservice::observe`] said.
+fn rayservice_reason(reason: &str, ready: bool) -> &'static str {
+    match reason {
+        "RayServicePending" => "RayServicePending",
+        _ if ready => "RayServiceReady",
+        _ => "RayServiceNotReady",
+    }
+}
+
 /// The new status from the previous one and an observation.
 #[must_use]
 pub fn compute(
@@ -317,7 +383,8 @@ pub fn compute(
         RECONCILED => 1,
         ROUTING_READY => 2,
         POLICY_COMPLIANT => 3,
-        _ => 4,
+        GRAPH_READY => 4,
+        _ => 5,
     };
     st.conditions.sort_by_key(|c| order(&c.type_));
     if let Outcome::Applied {
@@ -336,6 +403,9 @@ pub fn compute(
         });
         st.route_path.clone_from(&obs.route_path);
         st.request_timeout.clone_from(&obs.request_timeout);
+    }
+    if let Outcome::RayServiceApplied { .. } = &obs.outcome {
+        st.route_path.clone_from(&obs.route_path);
     }
     st
 }
@@ -564,5 +634,86 @@ mod tests {
             }
         );
         assert!(!r.complete());
+    }
+
+    fn ray(outcome: Outcome) -> Observation {
+        Observation {
+            generation: Some(4),
+            outcome,
+            policy: PolicyResult::Compliant,
+            route_path: Some("/team-a/chat".into()),
+            request_timeout: None,
+        }
+    }
+
+    #[test]
+    fn graph_failure_keeps_ready_and_names_the_reason() {
+        let ok = ray(Outcome::RayServiceApplied {
+            observed: crate::graph::rayservice::Observed {
+                ready: true,
+                reason: "RayServiceReady".into(),
+                message: "RayService chat: running".into(),
+            },
+            nodes: 3,
+        });
+        let before = compute(None, &ok, ts(0));
+        assert_eq!(condition(Some(&before), READY).unwrap().status, "True");
+        assert_eq!(
+            condition(Some(&before), READY).unwrap().reason,
+            "RayServiceReady"
+        );
+        assert_eq!(
+            condition(Some(&before), GRAPH_READY).unwrap().status,
+            "True"
+        );
+        assert_eq!(before.route_path.as_deref(), Some("/team-a/chat"));
+
+        let failed = ray(Outcome::GraphFailed {
+            reason: "GraphUnauthorized",
+            message: "graph server answered 401".into(),
+        });
+        let after = compute(Some(&before), &failed, ts(10));
+        let graph = condition(Some(&after), GRAPH_READY).unwrap();
+        assert_eq!(
+            (graph.status.as_str(), graph.reason.as_str()),
+            ("False", "GraphUnauthorized")
+        );
+        assert_eq!(graph.message, "graph server answered 401");
+        let rec = condition(Some(&after), RECONCILED).unwrap();
+        assert_eq!(rec.reason, "GraphUnauthorized");
+        assert!(rec.message.contains("left as it is"), "{}", rec.message);
+        // The RayService still serves: Ready is what was last observed.
+        assert_eq!(
+            condition(Some(&after), READY),
+            condition(Some(&before), READY)
+        );
+    }
+
+    #[test]
+    fn rayservice_status_maps_to_ready() {
+        for (reason, ready, want) in [
+            ("RayServicePending", false, "RayServicePending"),
+            ("RayServiceNotReady", false, "RayServiceNotReady"),
+            ("RayServiceReady", true, "RayServiceReady"),
+        ] {
+            let obs = ray(Outcome::RayServiceApplied {
+                observed: crate::graph::rayservice::Observed {
+                    ready,
+                    reason: reason.into(),
+                    message: "m".into(),
+                },
+                nodes: 1,
+            });
+            let st = compute(None, &obs, ts(0));
+            let c = condition(Some(&st), READY).unwrap();
+            assert_eq!(c.reason, want);
+            assert_eq!(c.status, if ready { "True" } else { "False" });
+        }
+        let missing = compute(None, &ray(Outcome::RayServiceApiMissing), ts(0));
+        assert_eq!(
+            condition(Some(&missing), RECONCILED).unwrap().reason,
+            "RayServiceNotInstalled"
+        );
+        assert!(condition(Some(&missing), READY).is_none());
     }
 }

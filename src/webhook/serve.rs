@@ -193,7 +193,8 @@ pub async fn serve(
                 metrics.clone(),
                 args.namespace.clone(),
                 identity(),
-            );
+            )
+            .with_graph_ca_file(args.graph_ca_file.clone());
             let client = client.clone();
             let token = shutdown.clone();
             Some(tokio::spawn(async move {
