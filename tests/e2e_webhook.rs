@@ -25,12 +25,10 @@ use infergate::webhook::selfsigned::{self, SelfSignedConfig};
 use infergate::webhook::tls::CertResolver;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, WebhookClientConfig as CrdClientConfig,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::{ControlPlane, control_plane};
@@ -85,73 +83,6 @@ fn serving_pair(ca: &PemPair) -> PemPair {
         Duration::from_secs(3600),
     )
     .unwrap()
-}
-
-fn client_config(port: u16, path: &str, ca: &PemPair) -> WebhookClientConfig {
-    WebhookClientConfig {
-        url: Some(format!("https://127.0.0.1:{port}{path}")),
-        ca_bundle: Some(ByteString(ca.cert.clone().into_bytes())),
-        service: None,
-    }
-}
-
-/// Register `webhooks/*.yaml` by URL, point the CRD's conversion at `/convert`.
-async fn register(cp: &ControlPlane, port: u16, ca: &PemPair) {
-    let client = cp.client().await;
-    let pp = PatchParams::apply("infergate-e2e").force();
-
-    let text = std::fs::read_to_string(Path::new(ROOT).join("webhooks/mutating.yaml")).unwrap();
-    let mut m: MutatingWebhookConfiguration = serde_saphyr::from_str(&text).unwrap();
-    for w in m.webhooks.iter_mut().flatten() {
-        let path = w
-            .client_config
-            .service
-            .as_ref()
-            .and_then(|s| s.path.clone());
-        w.client_config = client_config(port, path.as_deref().unwrap_or("/mutate"), ca);
-    }
-    let name = m.metadata.name.clone().unwrap();
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .patch(&name, &pp, &Patch::Apply(&m))
-        .await
-        .unwrap();
-
-    let text = std::fs::read_to_string(Path::new(ROOT).join("webhooks/validating.yaml")).unwrap();
-    let mut v: ValidatingWebhookConfiguration = serde_saphyr::from_str(&text).unwrap();
-    for w in v.webhooks.iter_mut().flatten() {
-        let path = w
-            .client_config
-            .service
-            .as_ref()
-            .and_then(|s| s.path.clone());
-        w.client_config = client_config(port, path.as_deref().unwrap_or("/validate"), ca);
-    }
-    let name = v.metadata.name.clone().unwrap();
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .patch(&name, &pp, &Patch::Apply(&v))
-        .await
-        .unwrap();
-
-    let crds = Api::<CustomResourceDefinition>::all(client);
-    let mut crd = crds.get("inferenceservices.infergate.dev").await.unwrap();
-    let webhook = crd
-        .spec
-        .conversion
-        .as_mut()
-        .and_then(|c| c.webhook.as_mut())
-        .expect("the CRD has a conversion webhook");
-    webhook.client_config = Some(CrdClientConfig {
-        url: Some(format!("https://127.0.0.1:{port}/convert")),
-        ca_bundle: Some(ByteString(ca.cert.clone().into_bytes())),
-        service: None,
-    });
-    crds.replace(
-        "inferenceservices.infergate.dev",
-        &PostParams::default(),
-        &crd,
-    )
-    .await
-    .unwrap();
 }
 
 /// Start (once) the webhook server and wait until the apiserver calls it.
@@ -217,27 +148,13 @@ async fn webhook() -> &'static Webhook {
                 }
             })
             .await;
-            register(cp, port, &ca).await;
-
+            support::register_webhooks(cp, port, &ca.cert)
+                .await
+                .unwrap_or_else(|e| panic!("registering the webhooks: {e:#}"));
             // New registrations take effect after a short delay: probe with dry-run.
-            let ns = cp.fresh_namespace("probe").await;
-            let manifest = service(&ns, "probe", "  model: {ref: m}\n  engine: {image: x/y}\n");
-            eventually("webhooks active", Duration::from_secs(60), || {
-                let manifest = manifest.clone();
-                async move {
-                    let out = cp.kubectl_stdin(
-                        &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
-                        &manifest,
-                    );
-                    let all = text(&out);
-                    if out.status.success() && all.contains("infergate.dev/defaulted-from") {
-                        Ok(())
-                    } else {
-                        Err(all)
-                    }
-                }
-            })
-            .await;
+            support::wait_webhooks_active(cp, "default")
+                .await
+                .unwrap_or_else(|e| panic!("{e:#}"));
             Webhook { port, cert_dir, ca }
         })
         .await
