@@ -48,10 +48,6 @@ async fn setup(cp: &ControlPlane) -> PathBuf {
         &format!("{ROOT}/deploy/serviceaccount.yaml"),
         "-f",
         &format!("{ROOT}/deploy/rbac.yaml"),
-        "-f",
-        &format!("{ROOT}/webhooks/mutating.yaml"),
-        "-f",
-        &format!("{ROOT}/webhooks/validating.yaml"),
     ]);
     assert!(out.status.success(), "{}", text(&out));
     support::service_account_kubeconfig(cp, "infergate-system", "infergate")
@@ -166,6 +162,17 @@ async fn self_signed_mode_works_with_the_service_account_only() {
     let _registrations = REGISTRATIONS.lock().await;
     let cp = control_plane().await;
     let kubeconfig = setup(cp).await;
+    // The webhook configurations as `deploy/` installs them (Service references,
+    // no caBundle), replacing any registration by URL from another test.
+    for kind in [
+        "mutatingwebhookconfiguration",
+        "validatingwebhookconfiguration",
+    ] {
+        let out = cp.kubectl(&["delete", kind, "infergate", "--ignore-not-found"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let out = cp.kubectl(&["apply", "-k", &format!("{ROOT}/webhooks")]);
+    assert!(out.status.success(), "{}", text(&out));
     let port = support::free_port().expect("port");
     let probe = support::free_port().expect("port");
     let log = cp.dir().join("infergate-self-signed.log");
