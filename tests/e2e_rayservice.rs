@@ -1,7 +1,8 @@
 //! End-to-end: `backend: RayService` against a real kube-apiserver with the
 //! minimal ray.io/v1 RayService CRD and a local HTTPS graph server (bearer
 //! check, ETag). The reconciler runs in-process on its own thread and
-//! runtime, trusting the graph server's CA through its fetcher.
+//! runtime, trusting the graph server's CA through its fetcher, as the
+//! ServiceAccount of deploy/ with only deploy/rbac.yaml's permissions.
 
 mod support;
 
@@ -354,6 +355,23 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
             },
         )
         .await;
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = cp.kubectl(&[
+        "apply",
+        "-n",
+        LEASE_NS,
+        "-f",
+        &format!("{root}/deploy/serviceaccount.yaml"),
+        "-f",
+        &format!("{root}/deploy/rbac.yaml"),
+    ]);
+    assert!(
+        out.status.success(),
+        "applying deploy/ RBAC: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sa_kubeconfig = support::service_account_kubeconfig(cp, LEASE_NS, "infergate")
+        .unwrap_or_else(|e| panic!("ServiceAccount kubeconfig: {e:#}"));
     let ns = cp.fresh_namespace("ray").await;
 
     let server = start_graph_server();
@@ -368,7 +386,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     };
     let fetcher =
         Arc::new(GraphFetcher::new(options, vec![server.ca.clone()]).expect("graph fetcher"));
-    let _reconciler = Reconciler::start(cp.kubeconfig().to_owned(), fetcher);
+    let _reconciler = Reconciler::start(sa_kubeconfig, fetcher);
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     set_token(&secrets, TOKEN).await;
