@@ -139,7 +139,8 @@ pub struct Ctx {
     rayservices: Store<PartialObjectMeta<RayService>>,
     gateway_api: Arc<ApiDiscovery>,
     ray_api: Arc<ApiDiscovery>,
-    graph: Arc<GraphFetcher>,
+    /// Built on first use (Deployment-only clusters never load the roots).
+    graph: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     claims: ClaimCache,
     /// Last applied (uid, generation or resourceVersion) per child, for events.
     seen: Mutex<HashMap<ChildKey, ChildMarker>>,
@@ -375,13 +376,10 @@ pub async fn run_controller(
     let ray_api = Arc::new(ApiDiscovery::rayservice());
     let (rayservices, ray_rx) =
         optional_reflector::<RayService>(&mut tasks, client.clone(), ray_api.clone());
-    let graph = match config.graph_fetcher.clone() {
-        Some(f) => f,
-        None => Arc::new(GraphFetcher::from_ca_file(
-            FetchOptions::default(),
-            config.graph_ca_file.as_deref(),
-        )?),
-    };
+    let graph = Arc::new(std::sync::OnceLock::new());
+    if let Some(f) = config.graph_fetcher.clone() {
+        let _ = graph.set(f);
+    }
 
     info!("waiting for the policy, namespace and child caches");
     let ready = async {
@@ -410,8 +408,10 @@ pub async fn run_controller(
     .inspect_ok({
         let graph = graph.clone();
         move |event| {
-            if let watcher::Event::Delete(svc) = event {
-                graph.forget(&resolve::cache_key(svc));
+            if let watcher::Event::Delete(svc) = event
+                && let Some(g) = graph.get()
+            {
+                g.forget(&resolve::cache_key(svc));
             }
         }
     })
@@ -572,7 +572,9 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
     let ns = svc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     if svc.metadata.deletion_timestamp.is_some() {
         // Children carry owner references: the garbage collector removes them.
-        ctx.graph.forget(&resolve::cache_key(svc));
+        if let Some(g) = ctx.graph.get() {
+            g.forget(&resolve::cache_key(svc));
+        }
         return Ok(Action::await_change());
     }
     if svc.spec.backend == Some(Backend::RayService) {
@@ -687,7 +689,17 @@ async fn reconcile_rayservice(
         ctx.write_status(svc, &obs).await?;
         return Ok(Action::requeue(GATEWAY_API_RECHECK));
     }
-    let resolved = match resolve::resolve(&ctx.client, &ctx.graph, &defaulted, &path).await {
+    let fetcher = match ctx.graph.get() {
+        Some(f) => f.clone(),
+        None => {
+            let built = Arc::new(GraphFetcher::from_ca_file(
+                FetchOptions::default(),
+                ctx.config.graph_ca_file.as_deref(),
+            )?);
+            ctx.graph.get_or_init(|| built).clone()
+        }
+    };
+    let resolved = match resolve::resolve(&ctx.client, &fetcher, &defaulted, &path).await {
         Ok(r) => r,
         Err(e) => {
             let transient = matches!(&e, rayservice::RayServiceError::Graph(g) if g.is_transient());

@@ -196,7 +196,8 @@ pub async fn run(
 ) -> Result<(), Error> {
     controller::preflight(&client).await?;
     let mut config = config;
-    if config.graph_fetcher.is_none() {
+    if config.graph_fetcher.is_none() && config.graph_ca_file.is_some() {
+        // A bad --graph-ca-file fails at start-up, not at the first graph.
         let fetcher = crate::graph::fetch::GraphFetcher::from_ca_file(
             crate::graph::fetch::FetchOptions::default(),
             config.graph_ca_file.as_deref(),
