@@ -1003,18 +1003,22 @@ async fn leader_fails_over() {
     .await;
     let _: Deployment = wait_exists(&client, &ns, "a").await;
     let holder = lease_holder(&client).await;
-    let events = Api::<Event>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
     // Events about `a`, created after the failover: the crashed leader recorded
-    // events about `pre` before it crashed, which is as it should be.
-    let reporters: std::collections::BTreeSet<String> = events
-        .items
-        .iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("a"))
-        .filter_map(|e| e.reporting_instance.clone())
-        .collect();
+    // events about `pre` before it crashed, which is as it should be. Events
+    // are written asynchronously: wait for the first.
+    let events_api = Api::<Event>::namespaced(client.clone(), &ns);
+    let reporters: std::collections::BTreeSet<String> =
+        eventually("events about the new service", T, || async {
+            let events = events_api.list(&ListParams::default()).await.ok()?;
+            let reporters: std::collections::BTreeSet<String> = events
+                .items
+                .iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("a"))
+                .filter_map(|e| e.reporting_instance.clone())
+                .collect();
+            (!reporters.is_empty()).then_some(reporters)
+        })
+        .await;
     assert!(!reporters.is_empty());
     assert!(
         reporters.iter().all(|r| Some(r) == holder.as_ref()),
