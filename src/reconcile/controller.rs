@@ -882,8 +882,21 @@ impl Ctx {
             "RayService" => "RayService",
             _ => "object",
         };
+        let marker = |m: &kube::api::ObjectMeta| {
+            (
+                m.uid.clone().unwrap_or_default(),
+                m.generation
+                    .map(|g| g.to_string())
+                    .or_else(|| m.resource_version.clone())
+                    .unwrap_or_default(),
+            )
+        };
+        // What the cache knew before this apply: read before patching, or the
+        // watch may already have delivered the object this apply creates.
+        let cached = store.get(&ObjectRef::new(&name).within(&ns));
+        let cached_before = cached.as_ref().map(|m| marker(m.meta()));
         // Never take over an object another controller owns.
-        if let Some(existing) = store.get(&ObjectRef::new(&name).within(&ns))
+        if let Some(existing) = cached
             && let Some(other) = existing
                 .metadata
                 .owner_references
@@ -900,15 +913,6 @@ impl Ctx {
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
         let applied = api.patch(&name, &params, &Patch::Apply(obj)).await?;
-        let marker = |m: &kube::api::ObjectMeta| {
-            (
-                m.uid.clone().unwrap_or_default(),
-                m.generation
-                    .map(|g| g.to_string())
-                    .or_else(|| m.resource_version.clone())
-                    .unwrap_or_default(),
-            )
-        };
         let now = marker(applied.meta());
         let key = (kind, ns.clone(), name.clone());
         let before = self
@@ -916,11 +920,7 @@ impl Ctx {
             .lock()
             .ok()
             .and_then(|s| s.get(&key).cloned())
-            .or_else(|| {
-                store
-                    .get(&ObjectRef::new(&name).within(&ns))
-                    .map(|m| marker(m.meta()))
-            });
+            .or(cached_before);
         if let Ok(mut s) = self.seen.lock() {
             s.insert(key, now.clone());
         }
