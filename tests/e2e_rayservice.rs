@@ -7,7 +7,7 @@
 mod support;
 
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr};
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,8 +20,8 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -104,29 +104,7 @@ impl GraphServer {
 /// Start the HTTPS graph server on its own thread and runtime (it outlives
 /// any one test's runtime).
 fn start_graph_server() -> GraphServer {
-    use infergate::webhook::certs::{generate_ca, issue_serving};
-    let ca = generate_ca("graph-e2e-ca", Duration::from_secs(3600)).expect("ca");
-    let leaf = issue_serving(
-        &ca,
-        &["localhost".to_owned()],
-        &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
-        Duration::from_secs(3600),
-    )
-    .expect("leaf");
-    let chain = CertificateDer::pem_slice_iter(leaf.cert.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .expect("chain");
-    let key = PrivateKeyDer::from_pem_slice(leaf.key.as_bytes()).expect("key");
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .expect("server config");
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (ca_pem, acceptor) = support::loopback_tls_acceptor("graph-e2e-ca");
     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     std_listener.set_nonblocking(true).expect("nonblocking");
     let port = std_listener.local_addr().expect("addr").port();
@@ -162,7 +140,7 @@ fn start_graph_server() -> GraphServer {
     });
     GraphServer {
         port,
-        ca: CertificateDer::from_pem_slice(ca.cert.as_bytes()).expect("ca der"),
+        ca: CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("ca der"),
         served,
     }
 }

@@ -5,7 +5,7 @@
 mod support;
 
 use std::convert::Infallible;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,8 +19,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate::graph::fetch::{BearerToken, FetchOptions, GraphFetcher};
 use infergate::graph::{self, GraphError, ServingGraph};
 use prost_reflect::{DescriptorPool, DynamicMessage};
+use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -351,29 +351,7 @@ impl GraphServer {
 }
 
 async fn start_server() -> GraphServer {
-    use infergate::webhook::certs::{generate_ca, issue_serving};
-    let ca = generate_ca("graph-test-ca", Duration::from_secs(3600)).expect("ca");
-    let leaf = issue_serving(
-        &ca,
-        &["localhost".to_owned()],
-        &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
-        Duration::from_secs(3600),
-    )
-    .expect("leaf");
-    let chain = CertificateDer::pem_slice_iter(leaf.cert.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .expect("chain");
-    let key = PrivateKeyDer::from_pem_slice(leaf.key.as_bytes()).expect("key");
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .expect("server config");
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let (ca_pem, acceptor) = support::loopback_tls_acceptor("graph-test-ca");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -408,11 +386,11 @@ async fn start_server() -> GraphServer {
             });
         }
     });
-    let ca_der = CertificateDer::from_pem_slice(ca.cert.as_bytes()).expect("ca der");
+    let ca_der = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("ca der");
     GraphServer {
         addr,
         ca: ca_der,
-        ca_pem: ca.cert.clone(),
+        ca_pem: ca_pem.clone(),
         state,
     }
 }

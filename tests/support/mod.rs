@@ -813,3 +813,37 @@ fn spawn_supervised(cmd: Command, log: &Path) -> std::io::Result<Child> {
         .recv()
         .map_err(|_| std::io::Error::other("supervisor thread is gone"))?
 }
+
+/// A TLS acceptor for a test HTTPS server on 127.0.0.1: a fresh CA (returned as
+/// PEM, for clients to trust) and a serving certificate for `localhost` and
+/// 127.0.0.1, ALPN h2 and http/1.1, ring as the provider.
+pub fn loopback_tls_acceptor(ca_name: &str) -> (String, tokio_rustls::TlsAcceptor) {
+    use infergate::webhook::certs::{generate_ca, issue_serving};
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let ca = generate_ca(ca_name, Duration::from_secs(3600)).expect("test CA");
+    let leaf = issue_serving(
+        &ca,
+        &["localhost".to_owned()],
+        &[IpAddr::V4(Ipv4Addr::LOCALHOST)],
+        Duration::from_secs(3600),
+    )
+    .expect("test serving certificate");
+    let chain = CertificateDer::pem_slice_iter(leaf.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .expect("certificate chain");
+    let key = PrivateKeyDer::from_pem_slice(leaf.key.as_bytes()).expect("private key");
+    let mut config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocol versions")
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .expect("server config");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    (
+        ca.cert,
+        tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)),
+    )
+}
