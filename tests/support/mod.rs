@@ -411,14 +411,7 @@ pub async fn register_webhooks(cp: &ControlPlane, port: u16, ca_pem: &str) -> an
             .and_then(|s| s.path.clone());
         hook.client_config = config(path, "/mutate");
     }
-    // Registration by URL replaces whatever was registered before (fields owned by
-    // another manager, such as a `service` reference, would survive an apply).
-    let name = mutating.metadata.name.clone().unwrap_or_default();
-    let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
-    if api.get_opt(&name).await?.is_some() {
-        api.delete(&name, &Default::default()).await?;
-    }
-    api.patch(&name, &params, &Patch::Apply(&mutating)).await?;
+    replace_object(Api::all(client.clone()), &mutating, &params).await?;
 
     let mut validating: ValidatingWebhookConfiguration =
         serde_saphyr::from_str(&std::fs::read_to_string(root.join("validating.yaml"))?)?;
@@ -430,15 +423,24 @@ pub async fn register_webhooks(cp: &ControlPlane, port: u16, ca_pem: &str) -> an
             .and_then(|s| s.path.clone());
         hook.client_config = config(path, "/validate");
     }
-    let name = validating.metadata.name.clone().unwrap_or_default();
-    let api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    replace_object(Api::all(client.clone()), &validating, &params).await?;
+
+    register_conversion(cp, port, ca_pem).await
+}
+
+/// Replace a cluster-scoped object with `obj`: delete it if present, then apply.
+/// Registration by URL replaces whatever was registered before (fields owned by
+/// another manager, such as a `service` reference, would survive an apply).
+async fn replace_object<K>(api: Api<K>, obj: &K, params: &PatchParams) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
     if api.get_opt(&name).await?.is_some() {
         api.delete(&name, &Default::default()).await?;
     }
-    api.patch(&name, &params, &Patch::Apply(&validating))
-        .await?;
-
-    register_conversion(cp, port, ca_pem).await
+    api.patch(&name, params, &Patch::Apply(obj)).await?;
+    Ok(())
 }
 
 /// Point the InferenceService CRD's conversion webhook at `https://127.0.0.1:PORT/convert`.
