@@ -16,6 +16,16 @@ use infergate::api::conversion::{V1ALPHA1, V1BETA1, convert};
 use infergate::api::v1beta1::InferenceService;
 use infergate::api::{ClusterInferencePolicy, InferencePolicy};
 use infergate::engine::{self, Context, NoRoutes, PolicySnapshot, ServerDefaults};
+use infergate::metrics::{Metrics, Webhook};
+use infergate::webhook::admission::Admission;
+use infergate::webhook::cache::PolicyCache;
+
+mod common;
+use common::reviews;
+
+// The allocator `infergate` itself runs with (src/main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SERVICE: &str = include_str!("../tests/fixtures/engine/service-3k.json");
 const CLUSTER_POLICY: &str = include_str!("../examples/good/cluster-policy.yaml");
@@ -81,5 +91,59 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// What one request costs the server past HTTP and TLS: the review body in,
+/// the response bytes out (the load bench's bodies and policies).
+fn handlers(c: &mut Criterion) {
+    let admission = Admission {
+        cache: std::sync::Arc::new(PolicyCache::new(reviews::policies())),
+        server: ServerDefaults::default(),
+        metrics: Metrics::new(),
+    };
+    let mutate = reviews::admission_review(reviews::service_object(0, false));
+    let validate = reviews::admission_review(reviews::service_object(0, true));
+    let convert100 = reviews::conversion_review(100);
+    let answer = admission.handle(Webhook::Mutate, &mutate).expect("review");
+    assert!(
+        answer.allowed && answer.mutated,
+        "the mutate body gets a patch"
+    );
+    let answer = admission
+        .handle(Webhook::Validate, &validate)
+        .expect("review");
+    assert!(answer.allowed, "the validate body is admitted");
+
+    c.bench_function(
+        "handle /mutate (review bytes in, response bytes out)",
+        |b| {
+            b.iter(|| {
+                let answer = admission
+                    .handle(Webhook::Mutate, black_box(&mutate))
+                    .expect("review");
+                black_box(answer.to_json().expect("json"))
+            });
+        },
+    );
+    c.bench_function(
+        "handle /validate (review bytes in, response bytes out)",
+        |b| {
+            b.iter(|| {
+                let answer = admission
+                    .handle(Webhook::Validate, black_box(&validate))
+                    .expect("review");
+                black_box(answer.to_json().expect("json"))
+            });
+        },
+    );
+    c.bench_function("handle /convert, 100 objects (bytes in, bytes out)", |b| {
+        b.iter(|| {
+            let review = infergate::webhook::conversion::convert_review(
+                black_box(&convert100),
+                &admission.metrics,
+            );
+            black_box(serde_json::to_vec(&review).expect("json"))
+        });
+    });
+}
+
+criterion_group!(benches, bench, handlers);
 criterion_main!(benches);

@@ -1,18 +1,33 @@
 //! Load driver for the webhook server, run by hand (not in CI):
 //!
 //! ```text
-//! cargo bench --bench load                       # 10 s per scenario
-//! LOAD_SECS=5 LOAD_CONNECTIONS=50 cargo bench --bench load -- mutate
+//! cargo bench --bench load                  # 5 rounds x 3 s per scenario, then the open loop
+//! LOAD_ROUNDS=3 LOAD_SECS=2 cargo bench --bench load -- fixed mutate
 //! ```
 //!
 //! The server runs in this process on 127.0.0.1 over TLS (the production
-//! stack: rustls, hyper-util auto builder, axum router) with its own
-//! runtime; the driver opens `LOAD_CONNECTIONS` HTTP/1.1 keep-alive
-//! connections (the API server's protocol) and keeps one request in flight
-//! on each. Scenarios: `fixed` (a handler that reads the body and answers
-//! fixed bytes: the ceiling of the stack), `mutate`, `validate` and
-//! `convert` (a ConversionReview of 100 objects). Reported: requests/s and
-//! latency percentiles. Both sides share the machine's cores.
+//! stack: rustls, hyper-util auto builder, axum router) on its own runtime
+//! (`LOAD_SERVER_THREADS`, default 2: the cores the webhook gets). The
+//! driver, on a runtime of its own (`LOAD_DRIVER_THREADS`, default 1: a
+//! light load generator), opens `LOAD_CONNECTIONS` (50) HTTP/1.1 keep-alive
+//! connections, the API server's protocol, and keeps them for the whole run.
+//!
+//! Scenarios: `fixed` (a handler that takes the body and answers fixed
+//! bytes: the ceiling of the stack), `mutate`, `validate` and `convert100`
+//! (a ConversionReview of 100 objects), with kubectl-shaped bodies.
+//!
+//! - **Closed loop**: one request in flight per connection, the next sent as
+//!   soon as the answer is in. The scenarios take turns within each round,
+//!   so each is measured under the same conditions as the ceiling (a shared
+//!   2-core VM drifts by tens of percent within minutes); each admission
+//!   scenario's share of the ceiling is the median over the rounds.
+//! - **Open loop**: `mutate` and `validate` offered `LOAD_RATE_FRACTION`
+//!   (0.5) of the measured ceiling at fixed times on the same 50 connections,
+//!   the way the API server sends user traffic; latency counts from the
+//!   scheduled send time, so queueing behind a slow answer is not hidden.
+//!
+//! Reported: requests/s and p50/p99/p99.9 latency. Driver and server share
+//! the machine's cores.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -21,8 +36,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
-use infergate::api::{ClusterInferencePolicy, InferencePolicy};
-use infergate::engine::{PolicySnapshot, ServerDefaults};
+use infergate::engine::ServerDefaults;
 use infergate::metrics::Metrics;
 use infergate::webhook::admission::Admission;
 use infergate::webhook::cache::PolicyCache;
@@ -30,8 +44,10 @@ use infergate::webhook::certs;
 use infergate::webhook::server::{self, AppState};
 use infergate::webhook::tls::{self, CertResolver};
 use rustls_pki_types::pem::PemObject;
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+mod common;
+use common::reviews::{admission_review, conversion_review, policies, service_object};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -43,120 +59,26 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A service as kubectl sends it: last-applied annotation, managed fields, labels.
-fn service_object(i: usize, defaulted: bool) -> Value {
-    let mut spec = json!({
-        "model": {"ref": "llama3-8b-instruct-q4", "image": "registry.example.com/models/llama3:8b-q4"},
-        "replicas": 2,
-        "autoscaling": {"minReplicas": 2, "maxReplicas": 8},
-        "resources": {"cpu": "4", "memory": "16Gi", "gpuMemory": "24Gi"},
-        "accelerator": {"type": "nvidia"},
-        "parallelism": {"tensor": 2},
-        "canary": {"model": {"ref": "llama3-8b-instruct-q5"}, "weight": 10},
-        "engine": {"args": ["--max-model-len=8192", "--enable-prefix-caching"], "env": [{"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]}
-    });
-    if defaulted {
-        spec["engine"]["image"] = json!("registry.example.com/vllm:0.9");
-        spec["engine"]["port"] = json!(8000);
-        spec["backend"] = json!("Deployment");
-        spec["parallelism"]["pipeline"] = json!(1);
-        spec["autoscaling"]["targetCPUUtilizationPercent"] = json!(70);
-        spec["healthCheck"] = json!({"path": "/healthz", "interval": "10s", "timeout": "1s"});
-        spec["routing"] = json!({"pathTemplate": "/{.metadata.namespace}/{.metadata.name}", "requestTimeout": "10m", "gateway": {"name": "inference-gw", "namespace": "gateways"}});
-    }
-    let name = format!("chat-{i}");
-    let last_applied = json!({"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": "team-a"}, "spec": spec.clone()})
-    .to_string();
-    json!({
-        "apiVersion": "infergate.dev/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {
-            "name": name, "namespace": "team-a",
-            "uid": format!("6f1e2a3b-0000-4000-8000-{i:012}"),
-            "resourceVersion": format!("{}", 1000 + i), "generation": 1,
-            "creationTimestamp": "2026-11-21T12:00:00Z",
-            "labels": {"app.kubernetes.io/part-of": "chat", "team": "a"},
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied},
-            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
-                "apiVersion": "infergate.dev/v1beta1", "time": "2026-11-21T12:00:00Z", "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}, "f:labels": {}},
-                             "f:spec": {".": {}, "f:model": {}, "f:replicas": {}, "f:autoscaling": {}, "f:resources": {}, "f:canary": {}}}}]
-        },
-        "spec": spec
-    })
-}
-
-fn admission_review(object: Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "infergate.dev", "version": "v1beta1", "kind": "InferenceService"},
-            "resource": {"group": "infergate.dev", "version": "v1beta1", "resource": "inferenceservices"},
-            "requestKind": {"group": "infergate.dev", "version": "v1beta1", "kind": "InferenceService"},
-            "requestResource": {"group": "infergate.dev", "version": "v1beta1", "resource": "inferenceservices"},
-            "name": "chat-0", "namespace": "team-a", "operation": "CREATE",
-            "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated", "team-a"]},
-            "object": object, "oldObject": null, "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-client-side-apply"}
-        }
-    }))
-    .expect("review serializes")
-}
-
-fn conversion_review(n: usize) -> Vec<u8> {
-    let objects: Vec<Value> = (0..n)
-        .map(|i| {
-            let mut o = service_object(i, true);
-            o["status"] = json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
-                "routePath": format!("/team-a/chat-{i}"), "requestTimeout": "10m",
-                "conditions": [{"type": "Ready", "status": "True", "reason": "Available", "message": "2/2 replicas ready",
-                                "lastTransitionTime": "2026-11-21T12:01:00Z", "observedGeneration": 1}]});
-            o
-        })
-        .collect();
-    serde_json::to_vec(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "ConversionReview",
-        "request": {"uid": "0000c0de-0000-4000-8000-000000000005",
-                    "desiredAPIVersion": "infergate.dev/v1alpha1", "objects": objects}
-    }))
-    .expect("review serializes")
-}
-
-fn policies() -> PolicySnapshot {
-    let cluster: ClusterInferencePolicy = serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
-        "metadata": {"name": "platform"},
-        "spec": {"defaults": {"engine": {"image": "registry.example.com/vllm:0.9", "port": 8000},
-                              "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"},
-                              "routing": {"requestTimeout": "5m", "gateway": {"name": "inference-gw", "namespace": "gateways"}}},
-                 "limits": {"maxReplicas": 16, "maxCanaryWeight": 50, "maxGPUsPerReplica": 8, "maxRequestTimeout": "30m",
-                            "allowedImageRegistries": ["registry.example.com/"], "allowedAccelerators": ["nvidia", "amd"]}}
-    }))
-    .expect("policy");
-    let ns: InferencePolicy = serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
-        "metadata": {"name": "defaults", "namespace": "team-a"},
-        "spec": {"priority": 10, "defaults": {"replicas": 2, "autoscaling": {"targetCPUUtilizationPercent": 70}, "routing": {"requestTimeout": "10m"}},
-                 "limits": {"maxReplicas": 8, "maxCanaryWeight": 25}}
-    }))
-    .expect("policy");
-    PolicySnapshot {
-        cluster: vec![cluster],
-        namespaced: vec![ns],
-    }
-}
-
-struct Result {
-    name: &'static str,
+/// Latencies of one run, in microseconds.
+#[derive(Default)]
+struct Sample {
     requests: usize,
     errors: usize,
     secs: f64,
     lat: Vec<u32>,
-    body_len: usize,
+}
+
+impl Sample {
+    fn rate(&self) -> f64 {
+        self.requests as f64 / self.secs
+    }
+
+    fn merge(&mut self, other: Sample) {
+        self.requests += other.requests;
+        self.errors += other.errors;
+        self.secs += other.secs;
+        self.lat.extend(other.lat);
+    }
 }
 
 fn pct(sorted: &[u32], p: f64) -> f64 {
@@ -167,95 +89,139 @@ fn pct(sorted: &[u32], p: f64) -> f64 {
     f64::from(sorted[idx]) / 1000.0
 }
 
-/// One scenario: what to send, how hard, how long.
-struct Load {
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Where and how: the server's address, the client TLS config, connections.
+struct Target {
     addr: std::net::SocketAddr,
     client: Arc<rustls::ClientConfig>,
     connections: usize,
-    warmup: Duration,
-    measure: Duration,
 }
 
-async fn drive(load: &Load, name: &'static str, path: &'static str, body: Bytes) -> Result {
-    let Load {
-        addr,
-        ref client,
-        connections,
-        warmup,
-        measure,
-    } = *load;
+/// How each connection paces its requests.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// Closed loop: the next request as soon as the answer is in.
+    Closed,
+    /// Open loop: requests at fixed times, `interval` apart on each
+    /// connection; latency counts from the scheduled time, so a slow answer
+    /// also delays (and is charged to) the requests queued behind it.
+    Open { interval: Duration },
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(target: &Target) -> Sender {
+    let tcp = tokio::net::TcpStream::connect(target.addr)
+        .await
+        .expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let tls = tokio_rustls::TlsConnector::from(Arc::clone(&target.client))
+        .connect(
+            rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name"),
+            tcp,
+        )
+        .await
+        .expect("tls");
+    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .expect("http1");
+    tokio::spawn(conn);
+    sender
+}
+
+/// One request; true when answered 2xx with a complete body.
+async fn send(sender: &mut Sender, path: &str, body: &Bytes) -> bool {
+    let req = Request::post(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .body(Full::new(body.clone()))
+        .expect("request");
+    if sender.ready().await.is_err() {
+        return false;
+    }
+    match sender.send_request(req).await {
+        Ok(resp) => {
+            let status = resp.status();
+            resp.into_body().collect().await.is_ok() && status.is_success()
+        }
+        Err(_) => false,
+    }
+}
+
+/// Drive `path` over the kept-alive `senders` for `measure`.
+async fn drive(
+    senders: &mut Vec<Sender>,
+    path: &'static str,
+    body: &Bytes,
+    pace: Pace,
+    measure: Duration,
+) -> Sample {
     let start = Instant::now();
-    let measure_from = start + warmup;
-    let end = measure_from + measure;
-    let mut tasks = Vec::new();
-    for _ in 0..connections {
-        let (client, body) = (Arc::clone(client), body.clone());
+    let end = start + measure;
+    let n = senders.len();
+    let mut tasks = Vec::with_capacity(n);
+    for (i, mut sender) in senders.drain(..).enumerate() {
+        let body = body.clone();
         tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(1 << 16);
+            let mut lat = Vec::with_capacity(1 << 14);
             let mut errors = 0usize;
-            let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-            tcp.set_nodelay(true).expect("nodelay");
-            let tls = tokio_rustls::TlsConnector::from(client)
-                .connect(
-                    rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name"),
-                    tcp,
-                )
-                .await
-                .expect("tls");
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                    .await
-                    .expect("http1");
-            tokio::spawn(conn);
+            // Open loop: connections start staggered across one interval.
+            let mut next = match pace {
+                Pace::Closed => start,
+                Pace::Open { interval } => start + interval.mul_f64(i as f64 / n as f64),
+            };
             loop {
-                let now = Instant::now();
-                if now >= end {
-                    break;
+                if let Pace::Open { .. } = pace {
+                    tokio::time::sleep_until(next.into()).await;
                 }
-                let req = Request::post(path)
-                    .header("host", "127.0.0.1")
-                    .header("content-type", "application/json")
-                    .body(Full::new(body.clone()))
-                    .expect("request");
-                if sender.ready().await.is_err() {
-                    errors += 1;
-                    break;
-                }
-                let ok = match sender.send_request(req).await {
-                    Ok(resp) => {
-                        let status = resp.status();
-                        resp.into_body().collect().await.is_ok() && status.is_success()
-                    }
-                    Err(_) => false,
+                let sent = match pace {
+                    Pace::Closed => Instant::now(),
+                    Pace::Open { .. } => next,
                 };
-                let t = Instant::now();
-                if now >= measure_from {
-                    if ok {
-                        lat.push(u32::try_from((t - now).as_micros()).unwrap_or(u32::MAX));
-                    } else {
-                        errors += 1;
-                    }
+                if sent >= end {
+                    break;
+                }
+                if send(&mut sender, path, &body).await {
+                    lat.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
+                } else {
+                    errors += 1;
+                }
+                if let Pace::Open { interval } = pace {
+                    next += interval;
                 }
             }
-            (lat, errors)
+            (sender, lat, errors)
         }));
     }
-    let mut lat = Vec::new();
-    let mut errors = 0;
+    let mut sample = Sample::default();
     for t in tasks {
-        let (l, e) = t.await.expect("driver task");
-        lat.extend(l);
-        errors += e;
+        let (sender, lat, errors) = t.await.expect("driver task");
+        senders.push(sender);
+        sample.requests += lat.len();
+        sample.lat.extend(lat);
+        sample.errors += errors;
     }
-    lat.sort_unstable();
-    Result {
-        name,
-        requests: lat.len(),
-        errors,
-        secs: measure.as_secs_f64(),
-        lat,
-        body_len: body.len(),
-    }
+    // Until the last answer: an open loop that falls behind takes longer
+    // than `measure` to send what was scheduled, and its rate shows it.
+    sample.secs = start.elapsed().as_secs_f64().max(measure.as_secs_f64());
+    sample
+}
+
+fn row(name: &str, s: &mut Sample, body_len: usize, extra: &str) {
+    s.lat.sort_unstable();
+    println!(
+        "{name:<16} {:>9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>7} {body_len:>9}{extra}",
+        s.requests,
+        s.rate(),
+        pct(&s.lat, 0.50),
+        pct(&s.lat, 0.99),
+        pct(&s.lat, 0.999),
+        s.errors,
+    );
 }
 
 fn main() {
@@ -264,9 +230,17 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
-    let secs = env_u64("LOAD_SECS", 10);
+    let secs = env_u64("LOAD_SECS", 3);
+    let rounds = usize::try_from(env_u64("LOAD_ROUNDS", 5))
+        .unwrap_or(5)
+        .max(1);
     let connections = usize::try_from(env_u64("LOAD_CONNECTIONS", 50)).unwrap_or(50);
     let server_threads = usize::try_from(env_u64("LOAD_SERVER_THREADS", 2)).unwrap_or(2);
+    let driver_threads = usize::try_from(env_u64("LOAD_DRIVER_THREADS", 1)).unwrap_or(1);
+    let rate_fraction = std::env::var("LOAD_RATE_FRACTION")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.5);
 
     // Server: its own runtime, like `infergate serve`.
     let ca = certs::generate_ca("load-ca", Duration::from_secs(3600)).expect("ca");
@@ -325,7 +299,8 @@ fn main() {
         Duration::from_secs(1),
     ));
 
-    // Driver.
+    // Driver: its own runtime (one thread by default: a light load generator
+    // leaves the cores to the server and adds the least scheduling noise).
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls_pki_types::CertificateDer::from_pem_slice(ca.cert.as_bytes()).expect("ca pem"))
@@ -338,9 +313,13 @@ fn main() {
     .with_root_certificates(roots)
     .with_no_client_auth();
     client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let client = Arc::new(client);
+    let target = Target {
+        addr,
+        client: Arc::new(client),
+        connections,
+    };
     let driver_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(driver_threads)
         .thread_name("driver")
         .enable_all()
         .build()
@@ -354,48 +333,109 @@ fn main() {
         ("mutate", "/mutate?timeout=10s", mutate_body),
         ("validate", "/validate?timeout=10s", validate_body),
         ("convert100", "/convert?timeout=30s", convert_body),
-    ];
+    ]
+    .into_iter()
+    .filter(|(name, ..)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
+    .collect();
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     println!(
-        "webhook load: {connections} HTTP/1.1 keep-alive TLS connections, {secs}s per scenario after 2s warm-up, server threads {server_threads}, driver threads 2, {} cpus",
-        std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
+        "webhook load: {connections} HTTP/1.1 keep-alive TLS connections, server threads {server_threads}, driver threads {driver_threads}, {cpus} cpus"
     );
     println!(
-        "{:<11} {:>9} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}",
+        "closed loop: {rounds} rounds of {secs}s per scenario, scenarios interleaved in each round (after a 2s warm-up each)"
+    );
+    println!(
+        "{:<16} {:>9} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}",
         "scenario", "requests", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "body B"
     );
-    let load = Load {
-        addr,
-        client,
-        connections,
-        warmup: Duration::from_secs(2),
-        measure: Duration::from_secs(secs),
-    };
-    let mut fixed_rps = None;
-    for (name, path, body) in scenarios {
-        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
-            continue;
+
+    let mut senders = driver_rt.block_on(async {
+        let mut v = Vec::with_capacity(target.connections);
+        for _ in 0..target.connections {
+            v.push(connect(&target).await);
         }
-        let r = driver_rt.block_on(drive(&load, name, path, body));
-        let rps = r.requests as f64 / r.secs;
-        if r.name == "fixed" {
-            fixed_rps = Some(rps);
+        v
+    });
+    let measure = Duration::from_secs(secs);
+    let mut totals: Vec<Sample> = scenarios.iter().map(|_| Sample::default()).collect();
+    let mut ratios: Vec<Vec<f64>> = scenarios.iter().map(|_| Vec::new()).collect();
+    driver_rt.block_on(async {
+        for (_, path, body) in &scenarios {
+            drive(
+                &mut senders,
+                path,
+                body,
+                Pace::Closed,
+                Duration::from_secs(2),
+            )
+            .await;
         }
-        let ratio = fixed_rps
-            .filter(|_| r.name != "fixed")
-            .map(|f| format!("  ({:.0}% of fixed)", 100.0 * rps / f))
-            .unwrap_or_default();
-        println!(
-            "{:<11} {:>9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>7} {:>9}{ratio}",
-            r.name,
-            r.requests,
-            rps,
-            pct(&r.lat, 0.50),
-            pct(&r.lat, 0.99),
-            pct(&r.lat, 0.999),
-            r.errors,
-            r.body_len,
-        );
+        for _ in 0..rounds {
+            let mut fixed_rate = None;
+            for (i, (name, path, body)) in scenarios.iter().enumerate() {
+                let s = drive(&mut senders, path, body, Pace::Closed, measure).await;
+                if *name == "fixed" {
+                    fixed_rate = Some(s.rate());
+                } else if let Some(f) = fixed_rate {
+                    ratios[i].push(s.rate() / f);
+                }
+                totals[i].merge(s);
+            }
+        }
+    });
+    let mut fixed_rate = None;
+    for (i, ((name, _, body), total)) in scenarios.iter().zip(totals.iter_mut()).enumerate() {
+        if *name == "fixed" {
+            fixed_rate = Some(total.rate());
+        }
+        let extra = if ratios[i].is_empty() {
+            String::new()
+        } else {
+            let lo = ratios[i].iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ratios[i].iter().copied().fold(0.0, f64::max);
+            format!(
+                "  {:.0}% of fixed (median of rounds; {:.0}..{:.0}%)",
+                100.0 * median(ratios[i].clone()),
+                100.0 * lo,
+                100.0 * hi
+            )
+        };
+        row(name, total, body.len(), &extra);
     }
+
+    // Open loop: the admission scenarios offered a fixed share of the
+    // fixed-bytes ceiling measured above, spread over the same connections.
+    if let Some(ceiling) = fixed_rate.filter(|_| rate_fraction > 0.0) {
+        let offered = ceiling * rate_fraction;
+        let interval = Duration::from_secs_f64(connections as f64 / offered);
+        let open_secs = Duration::from_secs(secs * u64::try_from(rounds).unwrap_or(1));
+        println!(
+            "open loop: {offered:.0} req/s offered ({:.0}% of fixed), one request every {:.2} ms on each connection, {}s; latency from the scheduled send time",
+            100.0 * rate_fraction,
+            interval.as_secs_f64() * 1000.0,
+            open_secs.as_secs()
+        );
+        for (name, path, body) in scenarios
+            .iter()
+            .filter(|(n, ..)| matches!(*n, "mutate" | "validate"))
+        {
+            let mut s = driver_rt.block_on(drive(
+                &mut senders,
+                path,
+                body,
+                Pace::Open { interval },
+                open_secs,
+            ));
+            let achieved = 100.0 * s.rate() / offered;
+            row(
+                &format!("{name}@{:.0}%", 100.0 * rate_fraction),
+                &mut s,
+                body.len(),
+                &format!("  {achieved:.0}% of offered served"),
+            );
+        }
+    }
+    drop(senders);
     shutdown.cancel();
     drop(driver_rt);
     server_rt.shutdown_timeout(Duration::from_secs(2));

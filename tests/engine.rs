@@ -548,7 +548,15 @@ proptest! {
         prop_assert_eq!(patch.0.is_empty(), once.filled.is_empty());
         let mut patched = j0.clone();
         json_patch::patch(&mut patched, &patch).unwrap();
-        prop_assert_eq!(patched, j1);
+        prop_assert_eq!(&patched, &j1);
+        // The webhook's patch, built from what defaulting recorded, does the
+        // same with adds only, and is empty for a defaulted object.
+        let recorded = engine::defaulting_patch(&svc, &once).unwrap();
+        prop_assert!(recorded.0.iter().all(|op| matches!(op, json_patch::PatchOperation::Add(_))));
+        let mut patched = j0.clone();
+        json_patch::patch(&mut patched, &recorded).unwrap();
+        prop_assert_eq!(&patched, &j1);
+        prop_assert!(engine::defaulting_patch(&once.object, &twice).unwrap().0.is_empty());
         // Replicas the user set, 0 included, are never changed.
         if let Some(r) = svc.spec.replicas {
             prop_assert_eq!(once.object.spec.replicas, Some(r));

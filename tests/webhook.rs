@@ -184,6 +184,82 @@ async fn mutate_fills_every_default_with_provenance() {
     );
 }
 
+/// A kubectl-shaped object: managed fields, owner references, finalizers,
+/// an empty `args` list, an existing annotation. The patch only adds what
+/// defaulting filled in; everything else comes back byte-for-byte.
+#[tokio::test]
+async fn mutate_patch_only_adds_and_leaves_the_rest_of_the_object_alone() {
+    let st = state();
+    let object = json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+        "metadata": {
+            "name": "chat", "namespace": "team-a", "generation": 1,
+            "labels": {"team": "a"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{\"model\":{\"ref\":\"m\"}}}"},
+            "finalizers": ["example.com/keep"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "0000-1111"}],
+            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                "apiVersion": "infergate.dev/v1beta1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {".": {}, "f:model": {}, "f:engine": {}}}}]
+        },
+        "spec": {"model": {"ref": "m"}, "engine": {"args": [], "env": []}, "replicas": 2}
+    });
+    let req = with_object(fixture("mutate-create-minimal.json"), object.clone());
+    let resp = review(&st, "/mutate", &req).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let patch = decode_patch(&resp).expect("defaults are filled");
+    assert!(
+        patch
+            .0
+            .iter()
+            .all(|op| matches!(op, json_patch::PatchOperation::Add(_))),
+        "only adds: {patch:?}"
+    );
+    let out = apply(object.clone(), &patch);
+    for key in ["managedFields", "ownerReferences", "finalizers", "labels"] {
+        assert_eq!(out["metadata"][key], object["metadata"][key], "{key}");
+    }
+    assert_eq!(
+        out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+        object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+    );
+    assert!(out["metadata"]["annotations"]["infergate.dev/defaulted-from"].is_string());
+    assert_eq!(out["spec"]["engine"]["args"], json!([]), "{out}");
+    assert_eq!(out["spec"]["engine"]["image"], ENGINE_IMAGE, "{out}");
+    assert_eq!(out["spec"]["replicas"], 2, "the user's value stays: {out}");
+}
+
+/// `handle` decodes the common request (a v1beta1 InferenceService CREATE or
+/// UPDATE) in one pass; the answer is the one the general path gives.
+#[test]
+fn one_pass_mutation_answers_like_the_general_path() {
+    let st = state();
+    let admission = &st.admission;
+    let minimal = fixture("mutate-create-minimal.json");
+    let mut update = minimal.clone();
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = minimal["request"]["object"].clone();
+    let mut no_namespace = minimal.clone();
+    no_namespace["request"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    for review in [minimal, update, no_namespace] {
+        let body = serde_json::to_vec(&review).unwrap();
+        let fast = admission
+            .handle(infergate::metrics::Webhook::Mutate, &body)
+            .unwrap();
+        let req = infergate::webhook::admission::decode_review(&body).unwrap();
+        let general = infergate::webhook::admission::review_json(&admission.mutate(&req)).unwrap();
+        assert!(fast.mutated, "{review}");
+        assert_eq!(
+            String::from_utf8(fast.to_json().unwrap()).unwrap(),
+            String::from_utf8(general).unwrap(),
+            "{review}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn mutate_takes_policy_defaults_and_sees_policy_changes_without_restart() {
     let st = state();

@@ -253,6 +253,148 @@ fn record_provenance(svc: &mut InferenceService, filled: &[Provenance]) {
         .insert(DEFAULTED_FROM_ANNOTATION.to_owned(), json);
 }
 
+/// One top-level spec field as JSON, before and after defaulting.
+struct TopField {
+    key: String,
+    before: Option<serde_json::Value>,
+    after: Option<serde_json::Value>,
+}
+
+/// `spec.<key>` of both objects as JSON. Only the field itself is
+/// serialised, not the whole spec: a patch usually touches a few small
+/// fields of a spec carrying long argument lists and environments.
+fn top_field(
+    before: &crate::api::v1beta1::InferenceServiceSpec,
+    after: &crate::api::v1beta1::InferenceServiceSpec,
+    key: &str,
+) -> Result<TopField, serde_json::Error> {
+    fn pair<T: serde::Serialize>(
+        key: &str,
+        b: Option<&T>,
+        a: Option<&T>,
+    ) -> Result<TopField, serde_json::Error> {
+        Ok(TopField {
+            key: key.to_owned(),
+            before: b.map(serde_json::to_value).transpose()?,
+            after: a.map(serde_json::to_value).transpose()?,
+        })
+    }
+    match key {
+        "engine" => pair(key, before.engine.as_ref(), after.engine.as_ref()),
+        "backend" => pair(key, before.backend.as_ref(), after.backend.as_ref()),
+        "replicas" => pair(key, before.replicas.as_ref(), after.replicas.as_ref()),
+        "autoscaling" => pair(key, before.autoscaling.as_ref(), after.autoscaling.as_ref()),
+        "resources" => pair(key, before.resources.as_ref(), after.resources.as_ref()),
+        "accelerator" => pair(key, before.accelerator.as_ref(), after.accelerator.as_ref()),
+        "parallelism" => pair(key, before.parallelism.as_ref(), after.parallelism.as_ref()),
+        "healthCheck" => pair(
+            key,
+            before.health_check.as_ref(),
+            after.health_check.as_ref(),
+        ),
+        "routing" => pair(key, before.routing.as_ref(), after.routing.as_ref()),
+        // Any other field: take it from the whole spec (slower, same result).
+        _ => {
+            let b = serde_json::to_value(before)?;
+            let a = serde_json::to_value(after)?;
+            Ok(TopField {
+                key: key.to_owned(),
+                before: b.get(key).cloned(),
+                after: a.get(key).cloned(),
+            })
+        }
+    }
+}
+
+/// The JSONPatch that turns `before` into `defaulted.object`, built from
+/// what defaulting recorded rather than by comparing whole objects: one
+/// `add` per filled field, or one for the shallowest parent `before` does
+/// not have, and one per annotation defaulting wrote. Only `spec` fields
+/// and `metadata.annotations` ever change, so nothing else of the object is
+/// read, compared or touched, and nothing the user sent is removed.
+pub fn defaulting_patch(
+    before: &InferenceService,
+    defaulted: &Defaulted,
+) -> Result<json_patch::Patch, serde_json::Error> {
+    use json_patch::jsonptr::PointerBuf;
+    use json_patch::{AddOperation, PatchOperation, RemoveOperation};
+    use serde_json::Value;
+
+    let mut ops = Vec::new();
+    let mut tops: Vec<TopField> = Vec::new();
+    let mut added: Vec<Vec<&str>> = Vec::new();
+    for p in &defaulted.filled {
+        let Some(rest) = p.field.strip_prefix("spec.") else {
+            continue;
+        };
+        let tokens: Vec<&str> = rest.split('.').collect();
+        let i = match tops.iter().position(|t| t.key == tokens[0]) {
+            Some(i) => i,
+            None => {
+                tops.push(top_field(&before.spec, &defaulted.object.spec, tokens[0])?);
+                tops.len() - 1
+            }
+        };
+        let top = &tops[i];
+        // The shallowest prefix `before` lacks: the whole subtree goes there.
+        let mut depth = tokens.len();
+        match top.before.as_ref() {
+            None => depth = 1,
+            Some(mut container) => {
+                for (j, token) in tokens.iter().enumerate().take(tokens.len() - 1).skip(1) {
+                    match container.get(*token) {
+                        Some(next @ Value::Object(_)) => container = next,
+                        _ => {
+                            depth = j + 1;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let path = &tokens[..depth];
+        if added.iter().any(|a| path.starts_with(a)) {
+            continue;
+        }
+        let Some(value) = top
+            .after
+            .as_ref()
+            .and_then(|a| path[1..].iter().try_fold(a, |v, t| v.get(*t)))
+        else {
+            continue;
+        };
+        ops.push(PatchOperation::Add(AddOperation {
+            path: PointerBuf::from_tokens(std::iter::once("spec").chain(path.iter().copied())),
+            value: value.clone(),
+        }));
+        added.push(path.to_vec());
+    }
+    match (
+        before.metadata.annotations.as_ref(),
+        defaulted.object.metadata.annotations.as_ref(),
+    ) {
+        (_, None) => {}
+        (None, Some(new)) => ops.push(PatchOperation::Add(AddOperation {
+            path: PointerBuf::from_tokens(["metadata", "annotations"]),
+            value: serde_json::to_value(new)?,
+        })),
+        (Some(old), Some(new)) => {
+            for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
+                ops.push(PatchOperation::Add(AddOperation {
+                    path: PointerBuf::from_tokens(["metadata", "annotations", key.as_str()]),
+                    value: Value::String(value.clone()),
+                }));
+            }
+            for key in old.keys().filter(|k| !new.contains_key(*k)) {
+                ops.push(PatchOperation::Remove(RemoveOperation {
+                    path: PointerBuf::from_tokens(["metadata", "annotations", key.as_str()]),
+                }));
+            }
+        }
+    }
+    Ok(json_patch::Patch(ops))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

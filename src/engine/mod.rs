@@ -16,7 +16,7 @@ pub mod route;
 pub mod selector;
 pub mod validate;
 
-pub use default::default_service;
+pub use default::{default_service, defaulting_patch};
 pub use duration::{
     canonical_gateway_duration, format_gateway_duration, parse_gateway_duration, parse_go_duration,
 };

@@ -4,8 +4,12 @@
 //! The review is decoded into kube-core's [`AdmissionRequest`] over
 //! [`AdmittedObject`] (the object kept as JSON, decoded into the typed kind
 //! once the request's kind is known) and answered with kube-core's
-//! [`AdmissionResponse`]. Everything here is synchronous and makes no API
-//! call: policies, namespace labels and routes come from the [`PolicyCache`].
+//! [`AdmissionResponse`]. The most common request, a v1beta1
+//! InferenceService CREATE or UPDATE on `/mutate`, is decoded in one pass
+//! straight into what defaulting reads; its patch is built from what
+//! defaulting recorded ([`crate::engine::defaulting_patch`]). Everything here
+//! is synchronous and makes no API call: policies, namespace labels and
+//! routes come from the [`PolicyCache`].
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -45,21 +49,143 @@ pub struct AdmittedObject {
     meta: OnceLock<ObjectMeta>,
 }
 
-/// The parts of an object defaulting may change.
+/// Just the namespace of an object (when the request does not carry one).
 #[derive(Deserialize)]
-struct MutableView {
+struct NamespaceView {
     #[serde(default)]
-    metadata: MetaView,
-    #[serde(default)]
-    spec: Option<serde_json::Value>,
+    metadata: NamespaceMeta,
 }
 
 #[derive(Deserialize, Default)]
-struct MetaView {
-    #[serde(default)]
-    annotations: Option<serde_json::Value>,
+struct NamespaceMeta {
     #[serde(default)]
     namespace: Option<String>,
+}
+
+/// An InferenceService as admission reads it. The metadata the engine's
+/// rules read (names, labels, annotations, identity) is decoded; the rest,
+/// above all `managedFields`, is skipped unparsed: it is most of a kubectl
+/// object's bytes and no rule or default looks at it. The patch only ever
+/// touches `spec` and `metadata.annotations`, so nothing skipped is lost.
+#[derive(Deserialize)]
+struct ServiceView {
+    #[serde(default)]
+    metadata: MetaView,
+    spec: crate::api::v1beta1::InferenceServiceSpec,
+    #[serde(default)]
+    status: Option<crate::api::v1beta1::InferenceServiceStatus>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct MetaView {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// An InferenceService as defaulting reads it: the spec, the name and
+/// namespace, and of the annotations only `infergate.dev/defaulted-from`
+/// (whether the object has an annotations map at all is kept, so the patch
+/// adds to it rather than replacing it). Everything else, the long
+/// `last-applied-configuration` above all, is skipped without being
+/// unescaped or copied: defaulting reads none of it and the patch never
+/// touches it.
+#[derive(Deserialize)]
+struct DefaultingView {
+    #[serde(default)]
+    metadata: DefaultingMeta,
+    spec: crate::api::v1beta1::InferenceServiceSpec,
+}
+
+#[derive(Deserialize, Default)]
+struct DefaultingMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    annotations: Option<ProvenanceAnnotation>,
+}
+
+/// An annotations map reduced to the provenance annotation.
+#[derive(Default)]
+struct ProvenanceAnnotation(std::collections::BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for ProvenanceAnnotation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = ProvenanceAnnotation;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of annotations")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = std::collections::BTreeMap::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == crate::api::DEFAULTED_FROM_ANNOTATION {
+                        out.insert(key.into_owned(), map.next_value::<String>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(ProvenanceAnnotation(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+impl From<DefaultingView> for InferenceService {
+    fn from(v: DefaultingView) -> Self {
+        InferenceService {
+            metadata: ObjectMeta {
+                name: v.metadata.name,
+                namespace: v.metadata.namespace,
+                annotations: v.metadata.annotations.map(|a| a.0),
+                ..ObjectMeta::default()
+            },
+            spec: v.spec,
+            status: None,
+        }
+    }
+}
+
+impl From<ServiceView> for InferenceService {
+    fn from(v: ServiceView) -> Self {
+        let m = v.metadata;
+        InferenceService {
+            metadata: ObjectMeta {
+                name: m.name,
+                generate_name: m.generate_name,
+                namespace: m.namespace,
+                uid: m.uid,
+                resource_version: m.resource_version,
+                generation: m.generation,
+                labels: m.labels,
+                annotations: m.annotations,
+                ..ObjectMeta::default()
+            },
+            spec: v.spec,
+            status: v.status,
+        }
+    }
 }
 
 impl AdmittedObject {
@@ -132,7 +258,38 @@ struct ReviewIn {
     api_version: String,
     #[serde(default)]
     kind: String,
-    request: Option<AdmissionRequest<AdmittedObject>>,
+    request: Option<RequestIn>,
+}
+
+/// The request fields admission reads. `userInfo` and `options` are skipped
+/// unparsed (no rule depends on who asks or on the create options), which
+/// saves building a `DynamicObject` and a user's groups and extras on every
+/// request; the rest is kube-core's [`AdmissionRequest`] field for field.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn {
+    uid: String,
+    kind: kube::core::GroupVersionKind,
+    resource: kube::core::GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    request_kind: Option<kube::core::GroupVersionKind>,
+    #[serde(default)]
+    request_resource: Option<kube::core::GroupVersionResource>,
+    #[serde(default)]
+    request_sub_resource: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: Operation,
+    #[serde(default)]
+    object: Option<AdmittedObject>,
+    #[serde(default)]
+    old_object: Option<AdmittedObject>,
+    #[serde(default)]
+    dry_run: bool,
 }
 
 /// Why a body is not an AdmissionReview (answered with HTTP 400).
@@ -166,12 +323,109 @@ pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<AdmittedObject>, Ba
             kind: review.kind,
         });
     }
-    let mut request = review.request.ok_or(BadReview::NoRequest)?;
-    request.types = TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
+    let r = review.request.ok_or(BadReview::NoRequest)?;
+    Ok(AdmissionRequest {
+        types: TypeMeta {
+            api_version: review.api_version,
+            kind: review.kind,
+        },
+        uid: r.uid,
+        kind: r.kind,
+        resource: r.resource,
+        sub_resource: r.sub_resource,
+        request_kind: r.request_kind,
+        request_resource: r.request_resource,
+        request_sub_resource: r.request_sub_resource,
+        name: r.name,
+        namespace: r.namespace,
+        operation: r.operation,
+        user_info: Default::default(),
+        object: r.object,
+        old_object: r.old_object,
+        dry_run: r.dry_run,
+        options: None,
+    })
+}
+
+/// The common mutating request, a v1beta1 InferenceService CREATE or
+/// UPDATE, decoded in one pass: the object straight into what defaulting
+/// reads, the old object and the user skipped unparsed. `None` for anything
+/// else (another kind or version, DELETE, a body that does not decode): the
+/// caller then takes the general path, which also reports the errors.
+fn decode_defaulting_review(
+    body: &[u8],
+) -> Option<(AdmissionRequest<AdmittedObject>, InferenceService)> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Review {
+        api_version: String,
+        kind: String,
+        request: Request,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Request {
+        uid: String,
+        kind: kube::core::GroupVersionKind,
+        resource: kube::core::GroupVersionResource,
+        #[serde(default)]
+        sub_resource: Option<String>,
+        #[serde(default)]
+        request_kind: Option<kube::core::GroupVersionKind>,
+        #[serde(default)]
+        request_resource: Option<kube::core::GroupVersionResource>,
+        #[serde(default)]
+        request_sub_resource: Option<String>,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        namespace: Option<String>,
+        operation: Operation,
+        object: DefaultingView,
+        #[serde(default)]
+        dry_run: bool,
+    }
+    let review: Review = serde_json::from_slice(body).ok()?;
+    let r = review.request;
+    let deprecated = r
+        .request_kind
+        .as_ref()
+        .is_some_and(|k| k.version == "v1alpha1");
+    if review.api_version != "admission.k8s.io/v1"
+        || review.kind != "AdmissionReview"
+        || !matches!(r.operation, Operation::Create | Operation::Update)
+        || r.kind.group != GROUP
+        || r.kind.version != "v1beta1"
+        || r.kind.kind != "InferenceService"
+        || deprecated
+    {
+        return None;
+    }
+    let req = AdmissionRequest {
+        types: TypeMeta {
+            api_version: review.api_version,
+            kind: review.kind,
+        },
+        uid: r.uid,
+        kind: r.kind,
+        resource: r.resource,
+        sub_resource: r.sub_resource,
+        request_kind: r.request_kind,
+        request_resource: r.request_resource,
+        request_sub_resource: r.request_sub_resource,
+        name: r.name,
+        namespace: r
+            .namespace
+            .filter(|ns| !ns.is_empty())
+            .or_else(|| r.object.metadata.namespace.clone()),
+        operation: r.operation,
+        user_info: Default::default(),
+        object: None,
+        old_object: None,
+        dry_run: r.dry_run,
+        options: None,
     };
-    Ok(request)
+    Some((req, InferenceService::from(r.object)))
 }
 
 /// What the admission handlers need.
@@ -259,7 +513,7 @@ fn namespace_of(req: &AdmissionRequest<AdmittedObject>) -> String {
         .or_else(|| {
             req.object
                 .as_ref()
-                .and_then(|o| o.decode::<MutableView>().ok())
+                .and_then(|o| o.decode::<NamespaceView>().ok())
                 .and_then(|v| v.metadata.namespace)
         })
         .unwrap_or_default()
@@ -271,7 +525,9 @@ fn decode_service(obj: &AdmittedObject, version: &str) -> Result<InferenceServic
         let old: v1alpha1::InferenceService = obj.decode().map_err(|e| e.to_string())?;
         crate::api::conversion::to_v1beta1(&old).map_err(|e| e.to_string())
     } else {
-        obj.decode().map_err(|e| e.to_string())
+        obj.decode::<ServiceView>()
+            .map(InferenceService::from)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -295,10 +551,24 @@ impl Admission {
     /// AdmissionReview at all (HTTP 400).
     pub fn handle(&self, webhook: Webhook, body: &[u8]) -> Result<Answer, BadReview> {
         let start = Instant::now();
-        let req = decode_review(body)?;
-        let resp = match webhook {
-            Webhook::Mutate => self.mutate(&req),
-            Webhook::Validate => self.validate(&req),
+        let (req, resp) = match webhook {
+            Webhook::Mutate => match decode_defaulting_review(body) {
+                Some((req, svc)) => {
+                    let resp = AdmissionResponse::from(&req);
+                    let resp = self.default_decoded(&req, resp, &svc, Vec::new());
+                    (req, resp)
+                }
+                None => {
+                    let req = decode_review(body)?;
+                    let resp = self.mutate(&req);
+                    (req, resp)
+                }
+            },
+            Webhook::Validate => {
+                let req = decode_review(body)?;
+                let resp = self.validate(&req);
+                (req, resp)
+            }
         };
         let allowed = resp.allowed;
         let mutated = resp.patch.as_ref().is_some_and(|p| p.as_slice() != b"[]");
@@ -347,8 +617,8 @@ impl Admission {
             // registration) cannot be patched in its own version.
             return with_warnings(resp, warnings);
         }
-        let svc = match decode_service(obj, &req.kind.version) {
-            Ok(s) => s,
+        let svc = match obj.decode::<DefaultingView>() {
+            Ok(s) => InferenceService::from(s),
             Err(e) => {
                 // Mutating admission runs before the API server's schema
                 // validation: leave a malformed object untouched so the user
@@ -358,6 +628,17 @@ impl Admission {
                 return with_warnings(resp, warnings);
             }
         };
+        self.default_decoded(req, resp, &svc, warnings)
+    }
+
+    /// Default a decoded v1beta1 InferenceService and answer with the patch.
+    fn default_decoded(
+        &self,
+        req: &AdmissionRequest<AdmittedObject>,
+        resp: AdmissionResponse,
+        svc: &InferenceService,
+        warnings: Vec<String>,
+    ) -> AdmissionResponse {
         let namespace = namespace_of(req);
         let labels = self.cache.namespace_labels(&namespace);
         let policies = self.cache.policies();
@@ -369,11 +650,8 @@ impl Admission {
             server: &self.server,
             routes: &*routes,
         };
-        let defaulted = crate::engine::default_service(&svc, &ctx);
-        let patch = match obj
-            .decode::<MutableView>()
-            .and_then(|view| service_patch(view.spec, view.metadata.annotations, &defaulted.object))
-        {
+        let defaulted = crate::engine::default_service(svc, &ctx);
+        let patch = match crate::engine::defaulting_patch(svc, &defaulted) {
             Ok(p) => p,
             Err(e) => {
                 return deny(
@@ -508,7 +786,7 @@ struct WireResponse<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<&'a Status>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
+    patch: Option<Box<serde_json::value::RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     patch_type: Option<&'static str>,
     #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
@@ -518,56 +796,39 @@ struct WireResponse<'a> {
 }
 
 /// Serialize `resp` as an `admission.k8s.io/v1` AdmissionReview with a
-/// base64 `patch`.
+/// base64 `patch`. The base64 text is handed to the serializer as a ready
+/// JSON string (base64 never needs escaping), so the largest part of a
+/// mutating response is not scanned character by character again.
 pub fn review_json(resp: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
     use base64::Engine as _;
     let patch = resp
         .patch
         .as_ref()
-        .map(|p| base64::engine::general_purpose::STANDARD.encode(p));
+        .map(|p| {
+            let mut quoted = String::with_capacity(p.len().div_ceil(3) * 4 + 2);
+            quoted.push('"');
+            base64::engine::general_purpose::STANDARD.encode_string(p, &mut quoted);
+            quoted.push('"');
+            serde_json::value::RawValue::from_string(quoted)
+        })
+        .transpose()?;
     let status = (!resp.allowed || resp.result != Status::default()).then_some(&resp.result);
-    serde_json::to_vec(&WireReview {
-        api_version: "admission.k8s.io/v1",
-        kind: "AdmissionReview",
-        response: WireResponse {
-            uid: &resp.uid,
-            allowed: resp.allowed,
-            status,
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-            audit_annotations: &resp.audit_annotations,
-            warnings: resp.warnings.as_ref().filter(|w| !w.is_empty()),
+    let mut out = Vec::with_capacity(256 + patch.as_ref().map_or(0, |p| p.get().len()));
+    serde_json::to_writer(
+        &mut out,
+        &WireReview {
+            api_version: "admission.k8s.io/v1",
+            kind: "AdmissionReview",
+            response: WireResponse {
+                uid: &resp.uid,
+                allowed: resp.allowed,
+                status,
+                patch_type: patch.as_ref().map(|_| "JSONPatch"),
+                patch,
+                audit_annotations: &resp.audit_annotations,
+                warnings: resp.warnings.as_ref().filter(|w| !w.is_empty()),
+            },
         },
-    })
-}
-
-/// JSONPatch from the object as received (its `spec` and
-/// `metadata.annotations`) to the defaulted object. Only those two subtrees
-/// may change (defaulting touches nothing else), so only they are decoded
-/// and compared: the rest of the object (managed fields, status) is never
-/// copied, compared or touched by the patch.
-pub fn service_patch(
-    spec: Option<serde_json::Value>,
-    annotations: Option<serde_json::Value>,
-    defaulted: &InferenceService,
-) -> Result<json_patch::Patch, serde_json::Error> {
-    use serde_json::{Map, Value};
-    fn view(spec: Option<Value>, annotations: Option<Value>) -> Value {
-        let mut metadata = Map::new();
-        if let Some(a) = annotations.filter(|a| !a.is_null()) {
-            metadata.insert("annotations".to_owned(), a);
-        }
-        let mut root = Map::new();
-        root.insert("metadata".to_owned(), Value::Object(metadata));
-        if let Some(s) = spec {
-            root.insert("spec".to_owned(), s);
-        }
-        Value::Object(root)
-    }
-    let before = view(spec, annotations);
-    let after = view(
-        Some(serde_json::to_value(&defaulted.spec)?),
-        Some(serde_json::to_value(&defaulted.metadata.annotations)?),
-    );
-    Ok(crate::engine::diff_patch(&before, &after))
+    )?;
+    Ok(out)
 }

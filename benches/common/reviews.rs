@@ -1,0 +1,117 @@
+//! Realistic request bodies shared by the load and engine benches: an
+//! InferenceService as kubectl sends it (last-applied annotation, managed
+//! fields), wrapped in an AdmissionReview or a 100-object ConversionReview,
+//! and a cluster plus a namespace policy.
+
+#![allow(dead_code)]
+
+use infergate::api::{ClusterInferencePolicy, InferencePolicy};
+use infergate::engine::PolicySnapshot;
+use serde_json::{Value, json};
+
+/// A service as kubectl sends it: last-applied annotation, managed fields, labels.
+pub fn service_object(i: usize, defaulted: bool) -> Value {
+    let mut spec = json!({
+        "model": {"ref": "llama3-8b-instruct-q4", "image": "registry.example.com/models/llama3:8b-q4"},
+        "replicas": 2,
+        "autoscaling": {"minReplicas": 2, "maxReplicas": 8},
+        "resources": {"cpu": "4", "memory": "16Gi", "gpuMemory": "24Gi"},
+        "accelerator": {"type": "nvidia"},
+        "parallelism": {"tensor": 2},
+        "canary": {"model": {"ref": "llama3-8b-instruct-q5"}, "weight": 10},
+        "engine": {"args": ["--max-model-len=8192", "--enable-prefix-caching"], "env": [{"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]}
+    });
+    if defaulted {
+        spec["engine"]["image"] = json!("registry.example.com/vllm:0.9");
+        spec["engine"]["port"] = json!(8000);
+        spec["backend"] = json!("Deployment");
+        spec["parallelism"]["pipeline"] = json!(1);
+        spec["autoscaling"]["targetCPUUtilizationPercent"] = json!(70);
+        spec["healthCheck"] = json!({"path": "/healthz", "interval": "10s", "timeout": "1s"});
+        spec["routing"] = json!({"pathTemplate": "/{.metadata.namespace}/{.metadata.name}", "requestTimeout": "10m", "gateway": {"name": "inference-gw", "namespace": "gateways"}});
+    }
+    let name = format!("chat-{i}");
+    let last_applied = json!({"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": "team-a"}, "spec": spec.clone()})
+    .to_string();
+    json!({
+        "apiVersion": "infergate.dev/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {
+            "name": name, "namespace": "team-a",
+            "uid": format!("6f1e2a3b-0000-4000-8000-{i:012}"),
+            "resourceVersion": format!("{}", 1000 + i), "generation": 1,
+            "creationTimestamp": "2026-11-21T12:00:00Z",
+            "labels": {"app.kubernetes.io/part-of": "chat", "team": "a"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied},
+            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                "apiVersion": "infergate.dev/v1beta1", "time": "2026-11-21T12:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}, "f:labels": {}},
+                             "f:spec": {".": {}, "f:model": {}, "f:replicas": {}, "f:autoscaling": {}, "f:resources": {}, "f:canary": {}}}}]
+        },
+        "spec": spec
+    })
+}
+
+pub fn admission_review(object: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "infergate.dev", "version": "v1beta1", "kind": "InferenceService"},
+            "resource": {"group": "infergate.dev", "version": "v1beta1", "resource": "inferenceservices"},
+            "requestKind": {"group": "infergate.dev", "version": "v1beta1", "kind": "InferenceService"},
+            "requestResource": {"group": "infergate.dev", "version": "v1beta1", "resource": "inferenceservices"},
+            "name": "chat-0", "namespace": "team-a", "operation": "CREATE",
+            "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated", "team-a"]},
+            "object": object, "oldObject": null, "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "fieldManager": "kubectl-client-side-apply"}
+        }
+    }))
+    .expect("review serializes")
+}
+
+pub fn conversion_review(n: usize) -> Vec<u8> {
+    let objects: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut o = service_object(i, true);
+            o["status"] = json!({"observedGeneration": 1, "replicas": 2, "readyReplicas": 2,
+                "routePath": format!("/team-a/chat-{i}"), "requestTimeout": "10m",
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Available", "message": "2/2 replicas ready",
+                                "lastTransitionTime": "2026-11-21T12:01:00Z", "observedGeneration": 1}]});
+            o
+        })
+        .collect();
+    serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": "0000c0de-0000-4000-8000-000000000005",
+                    "desiredAPIVersion": "infergate.dev/v1alpha1", "objects": objects}
+    }))
+    .expect("review serializes")
+}
+
+pub fn policies() -> PolicySnapshot {
+    let cluster: ClusterInferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
+        "metadata": {"name": "platform"},
+        "spec": {"defaults": {"engine": {"image": "registry.example.com/vllm:0.9", "port": 8000},
+                              "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"},
+                              "routing": {"requestTimeout": "5m", "gateway": {"name": "inference-gw", "namespace": "gateways"}}},
+                 "limits": {"maxReplicas": 16, "maxCanaryWeight": 50, "maxGPUsPerReplica": 8, "maxRequestTimeout": "30m",
+                            "allowedImageRegistries": ["registry.example.com/"], "allowedAccelerators": ["nvidia", "amd"]}}
+    }))
+    .expect("policy");
+    let ns: InferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
+        "metadata": {"name": "defaults", "namespace": "team-a"},
+        "spec": {"priority": 10, "defaults": {"replicas": 2, "autoscaling": {"targetCPUUtilizationPercent": 70}, "routing": {"requestTimeout": "10m"}},
+                 "limits": {"maxReplicas": 8, "maxCanaryWeight": 25}}
+    }))
+    .expect("policy");
+    PolicySnapshot {
+        cluster: vec![cluster],
+        namespaced: vec![ns],
+    }
+}
