@@ -577,6 +577,42 @@ proptest! {
 
 // ------------------------------------------------------------- conversion
 
+/// A kubectl-shaped object (managed fields, last-applied configuration,
+/// owner references, finalizers) converts down and up with its metadata
+/// intact, the conversion annotation aside, and round-trips exactly.
+#[test]
+fn kubectl_shaped_metadata_survives_conversion() {
+    let object = serde_json::json!({
+        "apiVersion": V1BETA1, "kind": "InferenceService",
+        "metadata": {
+            "name": "chat", "namespace": "team-a", "uid": "0000-1111", "resourceVersion": "42",
+            "generation": 3, "creationTimestamp": "2026-11-21T12:00:00Z",
+            "labels": {"team": "a"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"spec\":{\"model\":{\"ref\":\"m\"}}}"},
+            "finalizers": ["example.com/keep"],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "2222"}],
+            "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": V1BETA1,
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:model": {}}}}]
+        },
+        "spec": {"model": {"ref": "m", "image": "registry.example.com/w:1"}, "replicas": 2,
+                 "canary": {"model": {"ref": "c"}, "weight": 10, "engineImage": "registry.example.com/e:2"},
+                 "routing": {"requestTimeout": "10m"}}
+    });
+    let down = conversion::convert(object.clone(), V1ALPHA1).unwrap();
+    assert_eq!(down["apiVersion"], V1ALPHA1);
+    let mut meta = down["metadata"].clone();
+    let annotations = meta["annotations"].as_object_mut().unwrap();
+    assert!(
+        annotations
+            .remove(infergate::api::CONVERSION_DATA_ANNOTATION)
+            .is_some(),
+        "v1alpha1 cannot say everything: {down}"
+    );
+    assert_eq!(meta, object["metadata"], "metadata kept verbatim");
+    let up = conversion::convert(down, V1BETA1).unwrap();
+    assert_eq!(up, object);
+}
+
 #[test]
 fn alpha_autoscaling_and_ready_mapping() {
     let mut a = v1alpha1::InferenceService::new(

@@ -103,7 +103,17 @@ pub fn convert(object: Value, desired_api_version: &str) -> Result<Value, Conver
     if from == desired_api_version {
         return Ok(object);
     }
-    let raw_meta = object.get("metadata").cloned();
+    // The typed conversion reads and writes only the conversion annotation
+    // (and whether an annotations map exists); the result keeps the original
+    // metadata. So the typed side gets a light copy: name, namespace and the
+    // annotation keys, values blanked but for the conversion annotation.
+    // Managed fields and `last-applied-configuration`, most of a kubectl
+    // object's bytes, are moved once and never decoded.
+    let mut object = object;
+    let raw_meta = object.get_mut("metadata").map(Value::take);
+    if let (Some(meta), Some(obj)) = (raw_meta.as_ref(), object.as_object_mut()) {
+        obj.insert("metadata".to_owned(), light_metadata(meta));
+    }
     let mut out = match from.as_str() {
         V1ALPHA1 => {
             let a: v1alpha1::InferenceService = serde_json::from_value(object)
@@ -151,6 +161,31 @@ pub fn convert(object: Value, desired_api_version: &str) -> Result<Value, Conver
         obj.insert("metadata".to_owned(), meta);
     }
     Ok(out)
+}
+
+/// `metadata` reduced to what the typed conversion reads (see [`convert`]).
+fn light_metadata(meta: &Value) -> Value {
+    let mut light = Map::new();
+    for key in ["name", "namespace"] {
+        if let Some(v) = meta.get(key) {
+            light.insert(key.to_owned(), v.clone());
+        }
+    }
+    if let Some(Value::Object(annotations)) = meta.get("annotations") {
+        let blanked = annotations
+            .iter()
+            .map(|(k, v)| {
+                let v = if k == CONVERSION_DATA_ANNOTATION {
+                    v.clone()
+                } else {
+                    Value::String(String::new())
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        light.insert("annotations".to_owned(), Value::Object(blanked));
+    }
+    Value::Object(light)
 }
 
 /// v1alpha1 -> v1beta1.
