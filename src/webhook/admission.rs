@@ -253,21 +253,25 @@ impl Resource for AdmittedObject {
 /// in one pass into the same [`AdmissionRequest`].
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn {
+struct ReviewIn<R> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    request: Option<RequestIn>,
+    request: Option<R>,
 }
 
-/// The request fields admission reads. `userInfo` and `options` are skipped
-/// unparsed (no rule depends on who asks or on the create options), which
-/// saves building a `DynamicObject` and a user's groups and extras on every
-/// request; the rest is kube-core's [`AdmissionRequest`] field for field.
+/// The request fields admission reads, with the object decoded as `O` and
+/// the old object as `P`. `userInfo` and `options` are skipped unparsed (no
+/// rule depends on who asks or on the create options), which saves building
+/// a `DynamicObject` and a user's groups and extras on every request; the
+/// rest is kube-core's [`AdmissionRequest`] field for field.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestIn {
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "O: Deserialize<'de>, P: Deserialize<'de>")
+)]
+struct RequestIn<O, P> {
     uid: String,
     kind: kube::core::GroupVersionKind,
     resource: kube::core::GroupVersionResource,
@@ -285,11 +289,36 @@ struct RequestIn {
     namespace: Option<String>,
     operation: Operation,
     #[serde(default)]
-    object: Option<AdmittedObject>,
+    object: Option<O>,
     #[serde(default)]
-    old_object: Option<AdmittedObject>,
+    old_object: Option<P>,
     #[serde(default)]
     dry_run: bool,
+}
+
+impl<O, P> RequestIn<O, P> {
+    /// kube-core's request (objects left out) and the decoded objects.
+    fn split(self, types: TypeMeta) -> (AdmissionRequest<AdmittedObject>, Option<O>, Option<P>) {
+        let req = AdmissionRequest {
+            types,
+            uid: self.uid,
+            kind: self.kind,
+            resource: self.resource,
+            sub_resource: self.sub_resource,
+            request_kind: self.request_kind,
+            request_resource: self.request_resource,
+            request_sub_resource: self.request_sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            user_info: Default::default(),
+            object: None,
+            old_object: None,
+            dry_run: self.dry_run,
+            options: None,
+        };
+        (req, self.object, self.old_object)
+    }
 }
 
 /// Why a body is not an AdmissionReview (answered with HTTP 400).
@@ -315,7 +344,7 @@ pub enum BadReview {
 
 /// Decode an AdmissionReview body.
 pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<AdmittedObject>, BadReview> {
-    let review: ReviewIn =
+    let review: ReviewIn<RequestIn<AdmittedObject, AdmittedObject>> =
         serde_json::from_slice(body).map_err(|e| BadReview::Decode(e.to_string()))?;
     if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
         return Err(BadReview::WrongType {
@@ -324,27 +353,13 @@ pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<AdmittedObject>, Ba
         });
     }
     let r = review.request.ok_or(BadReview::NoRequest)?;
-    Ok(AdmissionRequest {
-        types: TypeMeta {
-            api_version: review.api_version,
-            kind: review.kind,
-        },
-        uid: r.uid,
-        kind: r.kind,
-        resource: r.resource,
-        sub_resource: r.sub_resource,
-        request_kind: r.request_kind,
-        request_resource: r.request_resource,
-        request_sub_resource: r.request_sub_resource,
-        name: r.name,
-        namespace: r.namespace,
-        operation: r.operation,
-        user_info: Default::default(),
-        object: r.object,
-        old_object: r.old_object,
-        dry_run: r.dry_run,
-        options: None,
-    })
+    let (mut req, object, old_object) = r.split(TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    });
+    req.object = object;
+    req.old_object = old_object;
+    Ok(req)
 }
 
 /// The common mutating request, a v1beta1 InferenceService CREATE or
@@ -355,77 +370,32 @@ pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<AdmittedObject>, Ba
 fn decode_defaulting_review(
     body: &[u8],
 ) -> Option<(AdmissionRequest<AdmittedObject>, InferenceService)> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Review {
-        api_version: String,
-        kind: String,
-        request: Request,
+    let review: ReviewIn<RequestIn<DefaultingView, serde::de::IgnoredAny>> =
+        serde_json::from_slice(body).ok()?;
+    if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
+        return None;
     }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Request {
-        uid: String,
-        kind: kube::core::GroupVersionKind,
-        resource: kube::core::GroupVersionResource,
-        #[serde(default)]
-        sub_resource: Option<String>,
-        #[serde(default)]
-        request_kind: Option<kube::core::GroupVersionKind>,
-        #[serde(default)]
-        request_resource: Option<kube::core::GroupVersionResource>,
-        #[serde(default)]
-        request_sub_resource: Option<String>,
-        #[serde(default)]
-        name: String,
-        #[serde(default)]
-        namespace: Option<String>,
-        operation: Operation,
-        object: DefaultingView,
-        #[serde(default)]
-        dry_run: bool,
-    }
-    let review: Review = serde_json::from_slice(body).ok()?;
-    let r = review.request;
-    let deprecated = r
+    let (mut req, object, _) = review.request?.split(TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    });
+    let deprecated = req
         .request_kind
         .as_ref()
         .is_some_and(|k| k.version == "v1alpha1");
-    if review.api_version != "admission.k8s.io/v1"
-        || review.kind != "AdmissionReview"
-        || !matches!(r.operation, Operation::Create | Operation::Update)
-        || r.kind.group != GROUP
-        || r.kind.version != "v1beta1"
-        || r.kind.kind != "InferenceService"
+    if !matches!(req.operation, Operation::Create | Operation::Update)
+        || req.kind.group != GROUP
+        || req.kind.version != "v1beta1"
+        || req.kind.kind != "InferenceService"
         || deprecated
     {
         return None;
     }
-    let req = AdmissionRequest {
-        types: TypeMeta {
-            api_version: review.api_version,
-            kind: review.kind,
-        },
-        uid: r.uid,
-        kind: r.kind,
-        resource: r.resource,
-        sub_resource: r.sub_resource,
-        request_kind: r.request_kind,
-        request_resource: r.request_resource,
-        request_sub_resource: r.request_sub_resource,
-        name: r.name,
-        namespace: r
-            .namespace
-            .filter(|ns| !ns.is_empty())
-            .or_else(|| r.object.metadata.namespace.clone()),
-        operation: r.operation,
-        user_info: Default::default(),
-        object: None,
-        old_object: None,
-        dry_run: r.dry_run,
-        options: None,
-    };
-    Some((req, InferenceService::from(r.object)))
+    let svc = InferenceService::from(object?);
+    if req.namespace.as_deref().is_none_or(str::is_empty) {
+        req.namespace.clone_from(&svc.metadata.namespace);
+    }
+    Some((req, svc))
 }
 
 /// What the admission handlers need.
