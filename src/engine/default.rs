@@ -622,4 +622,51 @@ mod tests {
             assert_eq!(after.get(k), Some(v));
         }
     }
+
+    /// `top_field` names each field as its JSON key, and its fallback for
+    /// fields it does not list gives the same as the listed arms.
+    #[test]
+    fn top_fields_match_the_serialised_spec() {
+        let snap = PolicySnapshot {
+            cluster: vec![image_policy_cluster("platform", 0, "reg/img")],
+            ..Default::default()
+        };
+        let mut s = svc();
+        s.spec.autoscaling = Some(crate::api::v1beta1::AutoscalingSpec {
+            min_replicas: 1,
+            max_replicas: 2,
+            target_cpu_utilization_percent: None,
+        });
+        s.spec.resources = Some(ResourcesSpec {
+            cpu: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                "2".into(),
+            )),
+            ..Default::default()
+        });
+        let full = with(&snap, &ServerDefaults::default(), |c| {
+            default_service(&s, c)
+        })
+        .object;
+        let json = serde_json::to_value(&full.spec).unwrap();
+        let listed = [
+            "engine",
+            "backend",
+            "replicas",
+            "autoscaling",
+            "resources",
+            "accelerator",
+            "parallelism",
+            "healthCheck",
+            "routing",
+        ];
+        for key in listed.iter().copied().chain(["model", "canary", "graph"]) {
+            let t = top_field(&s.spec, &full.spec, key).unwrap();
+            assert_eq!(t.after.as_ref(), json.get(key), "{key}");
+            let before = serde_json::to_value(&s.spec).unwrap();
+            assert_eq!(t.before.as_ref(), before.get(key), "{key}");
+            if listed.contains(&key) {
+                assert!(json.get(key).is_some(), "{key} is a key of the spec's JSON");
+            }
+        }
+    }
 }
