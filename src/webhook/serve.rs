@@ -76,7 +76,19 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     let shutdown = CancellationToken::new();
-    runtime.spawn(server::signal_shutdown(shutdown.clone()));
+    let signals = {
+        let _in_runtime = runtime.enter();
+        server::signal_shutdown(shutdown.clone())
+    };
+    match signals {
+        Ok(wait) => {
+            runtime.spawn(wait);
+        }
+        Err(e) => {
+            eprintln!("error: failed to install the SIGTERM/SIGINT handlers: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let result = runtime.block_on(async {
         let needs_client = args.policy_files.is_empty() || args.self_signed || !args.no_reconcile;
         let client = if needs_client {

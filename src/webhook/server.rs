@@ -266,26 +266,33 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("failed to bind {addr}: {e}")))
 }
 
-/// Wait for SIGTERM or SIGINT, then cancel `token`.
-pub async fn signal_shutdown(token: CancellationToken) {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Install the SIGTERM and SIGINT handlers now (call inside the runtime,
+/// before anything is served, so a signal sent as soon as the server is
+/// ready is never met by the default action) and return the future that
+/// waits for either and then cancels `token`.
+pub fn signal_shutdown(
+    token: CancellationToken,
+) -> std::io::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (mut term, mut int) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        )
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received: shutting down"),
-        () = term => tracing::info!("SIGTERM received: shutting down"),
-        () = token.cancelled() => return,
-    }
-    token.cancel();
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT received: shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM received: shutting down"),
+            () = token.cancelled() => return,
+        }
+        #[cfg(not(unix))]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received: shutting down"),
+            () = token.cancelled() => return,
+        }
+        token.cancel();
+    })
 }
