@@ -379,16 +379,7 @@ fn decode_defaulting_review(
         api_version: review.api_version,
         kind: review.kind,
     });
-    let deprecated = req
-        .request_kind
-        .as_ref()
-        .is_some_and(|k| k.version == "v1alpha1");
-    if !matches!(req.operation, Operation::Create | Operation::Update)
-        || req.kind.group != GROUP
-        || req.kind.version != "v1beta1"
-        || req.kind.kind != "InferenceService"
-        || deprecated
-    {
+    if !is_service_write(&req) || req.kind.version != "v1beta1" || deprecated_version(&req) {
         return None;
     }
     let svc = InferenceService::from(object?);
@@ -469,6 +460,13 @@ fn with_warnings(mut resp: AdmissionResponse, warnings: Vec<String>) -> Admissio
         resp.warnings.get_or_insert_with(Vec::new).extend(warnings);
     }
     resp
+}
+
+/// A CREATE or UPDATE of an InferenceService (any version): what `/mutate` defaults.
+fn is_service_write(req: &AdmissionRequest<AdmittedObject>) -> bool {
+    matches!(req.operation, Operation::Create | Operation::Update)
+        && req.kind.group == GROUP
+        && req.kind.kind == "InferenceService"
 }
 
 fn deprecated_version(req: &AdmissionRequest<AdmittedObject>) -> bool {
@@ -568,10 +566,7 @@ impl Admission {
     /// The mutating webhook: fill in defaults (InferenceService only).
     pub fn mutate(&self, req: &AdmissionRequest<AdmittedObject>) -> AdmissionResponse {
         let resp = AdmissionResponse::from(req);
-        if !matches!(req.operation, Operation::Create | Operation::Update)
-            || req.kind.group != GROUP
-            || req.kind.kind != "InferenceService"
-        {
+        if !is_service_write(req) {
             return resp;
         }
         let mut warnings = Vec::new();
