@@ -7,12 +7,14 @@
 //! `infergate.dev/defaulted-from` annotation; entries already there are
 //! kept, so defaulting an already defaulted object changes nothing.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::api::{
     AcceleratorType, DEFAULTED_FROM_ANNOTATION, HealthCheckSpec, ResourcesSpec,
     v1beta1::{
-        AcceleratorSpec, Backend, EngineSpec, InferenceService, ParallelismSpec, RoutingSpec,
+        AcceleratorSpec, Backend, EngineSpec, InferenceService, InferenceServiceSpec,
+        ParallelismSpec, RoutingSpec,
     },
 };
 
@@ -41,6 +43,8 @@ pub const SOURCE_BUILT_IN: &str = "built-in";
 
 struct Filler<'l, 'a> {
     layers: &'l [Layer<'a>],
+    /// Each layer's provenance source, formatted on first use.
+    sources: Vec<Option<Cow<'static, str>>>,
     filled: Vec<Provenance>,
 }
 
@@ -49,21 +53,24 @@ impl<'a> Filler<'_, 'a> {
     fn fill<T>(
         &mut self,
         slot: &mut Option<T>,
-        field: &str,
+        field: &'static str,
         from_policy: impl Fn(&'a crate::api::policy::PolicyDefaults) -> Option<T>,
-        fallback: Option<(T, &str)>,
+        fallback: Option<(T, &'static str)>,
     ) {
         if slot.is_some() {
             return;
         }
-        let found = first_default(self.layers, from_policy)
-            .or_else(|| fallback.map(|(v, src)| (v, src.to_owned())));
+        let found = match first_default(self.layers, from_policy) {
+            Some((v, i)) => {
+                let layer = &self.layers[i];
+                let source = self.sources[i].get_or_insert_with(|| Cow::Owned(layer.source()));
+                Some((v, source.clone()))
+            }
+            None => fallback.map(|(v, src)| (v, Cow::Borrowed(src))),
+        };
         if let Some((v, source)) = found {
             *slot = Some(v);
-            self.filled.push(Provenance {
-                field: field.to_owned(),
-                source,
-            });
+            self.filled.push(Provenance { field, source });
         }
     }
 }
@@ -76,6 +83,7 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
     let mut out = svc.clone();
     let mut f = Filler {
         layers: &layers,
+        sources: vec![None; layers.len()],
         filled: Vec::new(),
     };
     let spec = &mut out.spec;
@@ -241,9 +249,13 @@ pub fn provenance_of(svc: &InferenceService) -> BTreeMap<String, String> {
 }
 
 fn record_provenance(svc: &mut InferenceService, filled: &[Provenance]) {
-    let mut map = provenance_of(svc);
+    let earlier = provenance_of(svc);
+    let mut map: BTreeMap<&str, &str> = earlier
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     for p in filled {
-        map.insert(p.field.clone(), p.source.clone());
+        map.insert(p.field, &p.source);
     }
     // A map of strings always serialises.
     let json = serde_json::to_string(&map).unwrap_or_default();
@@ -253,146 +265,256 @@ fn record_provenance(svc: &mut InferenceService, filled: &[Provenance]) {
         .insert(DEFAULTED_FROM_ANNOTATION.to_owned(), json);
 }
 
-/// One top-level spec field as JSON, before and after defaulting.
-struct TopField {
-    key: String,
-    before: Option<serde_json::Value>,
-    after: Option<serde_json::Value>,
+/// What to do with one top-level spec field, by its JSON key: the typed
+/// field is handed to [`SpecField::typed`] (absent as `None`); a key not
+/// listed here goes to [`SpecField::untyped`] with the whole spec.
+trait SpecField {
+    type Out;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out;
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out;
 }
 
-/// `spec.<key>` of both objects as JSON. Only the field itself is
-/// serialised, not the whole spec: a patch usually touches a few small
+/// Apply `f` to `spec.<key>`. Only the field itself is serialised by the
+/// visitors, not the whole spec: a patch usually touches a few small
 /// fields of a spec carrying long argument lists and environments.
-fn top_field(
-    before: &crate::api::v1beta1::InferenceServiceSpec,
-    after: &crate::api::v1beta1::InferenceServiceSpec,
-    key: &str,
-) -> Result<TopField, serde_json::Error> {
-    fn pair<T: serde::Serialize>(
-        key: &str,
-        b: Option<&T>,
-        a: Option<&T>,
-    ) -> Result<TopField, serde_json::Error> {
-        Ok(TopField {
-            key: key.to_owned(),
-            before: b.map(serde_json::to_value).transpose()?,
-            after: a.map(serde_json::to_value).transpose()?,
-        })
-    }
+fn spec_field<F: SpecField>(spec: &InferenceServiceSpec, key: &str, f: F) -> F::Out {
     match key {
-        "engine" => pair(key, before.engine.as_ref(), after.engine.as_ref()),
-        "backend" => pair(key, before.backend.as_ref(), after.backend.as_ref()),
-        "replicas" => pair(key, before.replicas.as_ref(), after.replicas.as_ref()),
-        "autoscaling" => pair(key, before.autoscaling.as_ref(), after.autoscaling.as_ref()),
-        "resources" => pair(key, before.resources.as_ref(), after.resources.as_ref()),
-        "accelerator" => pair(key, before.accelerator.as_ref(), after.accelerator.as_ref()),
-        "parallelism" => pair(key, before.parallelism.as_ref(), after.parallelism.as_ref()),
-        "healthCheck" => pair(
-            key,
-            before.health_check.as_ref(),
-            after.health_check.as_ref(),
-        ),
-        "routing" => pair(key, before.routing.as_ref(), after.routing.as_ref()),
-        // Any other field: take it from the whole spec (slower, same result).
-        _ => {
-            let b = serde_json::to_value(before)?;
-            let a = serde_json::to_value(after)?;
-            Ok(TopField {
-                key: key.to_owned(),
-                before: b.get(key).cloned(),
-                after: a.get(key).cloned(),
-            })
+        "engine" => f.typed(spec.engine.as_ref()),
+        "backend" => f.typed(spec.backend.as_ref()),
+        "replicas" => f.typed(spec.replicas.as_ref()),
+        "autoscaling" => f.typed(spec.autoscaling.as_ref()),
+        "resources" => f.typed(spec.resources.as_ref()),
+        "accelerator" => f.typed(spec.accelerator.as_ref()),
+        "parallelism" => f.typed(spec.parallelism.as_ref()),
+        "healthCheck" => f.typed(spec.health_check.as_ref()),
+        "routing" => f.typed(spec.routing.as_ref()),
+        // Any other field: taken from the whole spec (slower, same result).
+        _ => f.untyped(spec, key),
+    }
+}
+
+/// `spec.<key>` as a JSON value.
+struct ToValue;
+
+impl SpecField for ToValue {
+    type Out = Result<Option<serde_json::Value>, serde_json::Error>;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out {
+        field.map(serde_json::to_value).transpose()
+    }
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out {
+        Ok(serde_json::to_value(spec)?.get(key).cloned())
+    }
+}
+
+/// Whether `spec.<key>` is present.
+struct Present;
+
+impl SpecField for Present {
+    type Out = Result<bool, serde_json::Error>;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out {
+        Ok(field.is_some())
+    }
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out {
+        Ok(serde_json::to_value(spec)?.get(key).is_some())
+    }
+}
+
+/// Write the JSONPatch `add` of `spec.<key>` at `path`, if present.
+struct WriteAdd<'o> {
+    out: &'o mut Patch,
+    path: &'o str,
+}
+
+impl SpecField for WriteAdd<'_> {
+    type Out = Result<(), serde_json::Error>;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out {
+        match field {
+            Some(v) => self.out.add(self.path, v),
+            None => Ok(()),
+        }
+    }
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out {
+        match serde_json::to_value(spec)?.get(key) {
+            Some(v) => self.out.add(self.path, v),
+            None => Ok(()),
         }
     }
 }
 
-/// The JSONPatch that turns `before` into `defaulted.object`, built from
-/// what defaulting recorded rather than by comparing whole objects: one
-/// `add` per filled field, or one for the shallowest parent `before` does
-/// not have, and one per annotation defaulting wrote. Only `spec` fields
-/// and `metadata.annotations` ever change, so nothing else of the object is
-/// read, compared or touched, and nothing the user sent is removed.
-pub fn defaulting_patch(
+/// A JSONPatch being written as JSON text.
+struct Patch(Vec<u8>);
+
+impl Patch {
+    fn start(&mut self, op: &str, path: &str) -> Result<(), serde_json::Error> {
+        self.0.push(if self.0.is_empty() { b'[' } else { b',' });
+        self.0.extend_from_slice(br#"{"op":""#);
+        self.0.extend_from_slice(op.as_bytes());
+        self.0.extend_from_slice(br#"","path":"#);
+        serde_json::to_writer(&mut self.0, path)
+    }
+    fn add<V: serde::Serialize + ?Sized>(
+        &mut self,
+        path: &str,
+        value: &V,
+    ) -> Result<(), serde_json::Error> {
+        self.start("add", path)?;
+        self.0.extend_from_slice(br#","value":"#);
+        serde_json::to_writer(&mut self.0, value)?;
+        self.0.push(b'}');
+        Ok(())
+    }
+    fn remove(&mut self, path: &str) -> Result<(), serde_json::Error> {
+        self.start("remove", path)?;
+        self.0.push(b'}');
+        Ok(())
+    }
+    fn finish(mut self) -> Vec<u8> {
+        if self.0.is_empty() {
+            self.0.push(b'[');
+        }
+        self.0.push(b']');
+        self.0
+    }
+}
+
+/// The JSON pointer of `tokens` (RFC 6901: `~` and `/` escaped).
+fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> String {
+    let mut p = String::with_capacity(64);
+    for t in tokens {
+        p.push('/');
+        p.push_str(json_patch::jsonptr::Token::new(t).encoded());
+    }
+    p
+}
+
+/// The JSONPatch that turns `before` into `defaulted.object`, as JSON
+/// text, built from what defaulting recorded rather than by comparing whole
+/// objects: one `add` per filled field, or one for the shallowest parent
+/// `before` does not have (the parent's subtree is then written straight
+/// from the typed field), and one per annotation defaulting wrote. Only
+/// `spec` fields and `metadata.annotations` ever change, so nothing else of
+/// the object is read, compared or touched, and nothing the user sent is
+/// removed.
+pub fn defaulting_patch_json(
     before: &InferenceService,
     defaulted: &Defaulted,
-) -> Result<json_patch::Patch, serde_json::Error> {
-    use json_patch::jsonptr::PointerBuf;
-    use json_patch::{AddOperation, PatchOperation, RemoveOperation};
+) -> Result<Vec<u8>, serde_json::Error> {
     use serde_json::Value;
 
-    let mut ops = Vec::new();
-    let mut tops: Vec<TopField> = Vec::new();
-    let mut added: Vec<Vec<&str>> = Vec::new();
+    /// A top-level field's JSON, computed only when a path below it is needed.
+    struct Top<'k> {
+        key: &'k str,
+        present_before: bool,
+        before: Option<Option<Value>>,
+        after: Option<Option<Value>>,
+    }
+
+    let after = &defaulted.object;
+    let mut out = Patch(Vec::with_capacity(1024));
+    let mut tops: Vec<Top<'_>> = Vec::new();
+    // Dotted paths below `spec` added so far: nothing below them again.
+    let mut added: Vec<&str> = Vec::new();
     for p in &defaulted.filled {
         let Some(rest) = p.field.strip_prefix("spec.") else {
             continue;
         };
-        let tokens: Vec<&str> = rest.split('.').collect();
-        let i = match tops.iter().position(|t| t.key == tokens[0]) {
+        let key = rest.split_once('.').map_or(rest, |(k, _)| k);
+        let i = match tops.iter().position(|t| t.key == key) {
             Some(i) => i,
             None => {
-                tops.push(top_field(&before.spec, &defaulted.object.spec, tokens[0])?);
+                tops.push(Top {
+                    key,
+                    present_before: spec_field(&before.spec, key, Present)?,
+                    before: None,
+                    after: None,
+                });
                 tops.len() - 1
             }
         };
-        let top = &tops[i];
+        let top = &mut tops[i];
         // The shallowest prefix `before` lacks: the whole subtree goes there.
-        let mut depth = tokens.len();
-        match top.before.as_ref() {
-            None => depth = 1,
-            Some(mut container) => {
-                for (j, token) in tokens.iter().enumerate().take(tokens.len() - 1).skip(1) {
-                    match container.get(*token) {
+        let path = if !top.present_before {
+            key
+        } else if rest.matches('.').count() <= 1 {
+            rest
+        } else {
+            if top.before.is_none() {
+                top.before = Some(spec_field(&before.spec, key, ToValue)?);
+            }
+            let mut end = rest.len();
+            if let Some(mut container) = top.before.as_ref().and_then(Option::as_ref) {
+                let parents = rest.match_indices('.').map(|(at, _)| at).skip(1);
+                let mut from = key.len() + 1;
+                for at in parents {
+                    match container.get(&rest[from..at]) {
                         Some(next @ Value::Object(_)) => container = next,
                         _ => {
-                            depth = j + 1;
+                            end = at;
                             break;
                         }
                     }
+                    from = at + 1;
                 }
             }
-        }
-        let path = &tokens[..depth];
-        if added.iter().any(|a| path.starts_with(a)) {
-            continue;
-        }
-        let Some(value) = top
-            .after
-            .as_ref()
-            .and_then(|a| path[1..].iter().try_fold(a, |v, t| v.get(*t)))
-        else {
-            continue;
+            &rest[..end]
         };
-        ops.push(PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(std::iter::once("spec").chain(path.iter().copied())),
-            value: value.clone(),
-        }));
-        added.push(path.to_vec());
+        let below = |a: &&str| {
+            path.strip_prefix(*a)
+                .is_some_and(|r| r.is_empty() || r.starts_with('.'))
+        };
+        if added.iter().any(below) {
+            continue;
+        }
+        let ptr = pointer(std::iter::once("spec").chain(path.split('.')));
+        if path == key {
+            spec_field(
+                &after.spec,
+                key,
+                WriteAdd {
+                    out: &mut out,
+                    path: &ptr,
+                },
+            )?;
+        } else {
+            if top.after.is_none() {
+                top.after = Some(spec_field(&after.spec, key, ToValue)?);
+            }
+            let value = top
+                .after
+                .as_ref()
+                .and_then(Option::as_ref)
+                .and_then(|a| path.split('.').skip(1).try_fold(a, |v, t| v.get(t)));
+            let Some(value) = value else {
+                continue;
+            };
+            out.add(&ptr, value)?;
+        }
+        added.push(path);
     }
     match (
         before.metadata.annotations.as_ref(),
-        defaulted.object.metadata.annotations.as_ref(),
+        after.metadata.annotations.as_ref(),
     ) {
         (_, None) => {}
-        (None, Some(new)) => ops.push(PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["metadata", "annotations"]),
-            value: serde_json::to_value(new)?,
-        })),
+        (None, Some(new)) => out.add("/metadata/annotations", new)?,
         (Some(old), Some(new)) => {
             for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
-                ops.push(PatchOperation::Add(AddOperation {
-                    path: PointerBuf::from_tokens(["metadata", "annotations", key.as_str()]),
-                    value: Value::String(value.clone()),
-                }));
+                out.add(&pointer(["metadata", "annotations", key.as_str()]), value)?;
             }
             for key in old.keys().filter(|k| !new.contains_key(*k)) {
-                ops.push(PatchOperation::Remove(RemoveOperation {
-                    path: PointerBuf::from_tokens(["metadata", "annotations", key.as_str()]),
-                }));
+                out.remove(&pointer(["metadata", "annotations", key.as_str()]))?;
             }
         }
     }
-    Ok(json_patch::Patch(ops))
+    Ok(out.finish())
+}
+
+/// [`defaulting_patch_json`] as a typed patch.
+pub fn defaulting_patch(
+    before: &InferenceService,
+    defaulted: &Defaulted,
+) -> Result<json_patch::Patch, serde_json::Error> {
+    serde_json::from_slice(&defaulting_patch_json(before, defaulted)?)
 }
 
 #[cfg(test)]
@@ -623,10 +745,10 @@ mod tests {
         }
     }
 
-    /// `top_field` names each field as its JSON key, and its fallback for
+    /// `spec_field` names each field as its JSON key, and its fallback for
     /// fields it does not list gives the same as the listed arms.
     #[test]
-    fn top_fields_match_the_serialised_spec() {
+    fn spec_fields_match_the_serialised_spec() {
         let snap = PolicySnapshot {
             cluster: vec![image_policy_cluster("platform", 0, "reg/img")],
             ..Default::default()
@@ -647,7 +769,6 @@ mod tests {
             default_service(&s, c)
         })
         .object;
-        let json = serde_json::to_value(&full.spec).unwrap();
         let listed = [
             "engine",
             "backend",
@@ -659,14 +780,80 @@ mod tests {
             "healthCheck",
             "routing",
         ];
-        for key in listed.iter().copied().chain(["model", "canary", "graph"]) {
-            let t = top_field(&s.spec, &full.spec, key).unwrap();
-            assert_eq!(t.after.as_ref(), json.get(key), "{key}");
-            let before = serde_json::to_value(&s.spec).unwrap();
-            assert_eq!(t.before.as_ref(), before.get(key), "{key}");
-            if listed.contains(&key) {
-                assert!(json.get(key).is_some(), "{key} is a key of the spec's JSON");
+        for spec in [&s.spec, &full.spec] {
+            let json = serde_json::to_value(spec).unwrap();
+            for key in listed.iter().copied().chain(["model", "canary", "graph"]) {
+                let value = spec_field(spec, key, ToValue).unwrap();
+                assert_eq!(value.as_ref(), json.get(key), "{key}");
+                assert_eq!(
+                    spec_field(spec, key, Present).unwrap(),
+                    json.get(key).is_some(),
+                    "{key}"
+                );
+                let mut out = Patch(Vec::new());
+                spec_field(
+                    spec,
+                    key,
+                    WriteAdd {
+                        out: &mut out,
+                        path: "/x",
+                    },
+                )
+                .unwrap();
+                let written: Vec<serde_json::Value> =
+                    serde_json::from_slice(&out.finish()).unwrap();
+                assert_eq!(
+                    written.first().map(|op| &op["value"]),
+                    json.get(key),
+                    "{key}"
+                );
             }
+        }
+        let json = serde_json::to_value(&full.spec).unwrap();
+        for key in listed {
+            assert!(json.get(key).is_some(), "{key} is a key of the spec's JSON");
+        }
+    }
+
+    /// A filled field three levels below `spec` gets its `add` at the
+    /// shallowest parent the object lacks, or at the field itself when
+    /// every parent is there; applied, the patch gives the defaulted object.
+    #[test]
+    fn deep_fields_are_added_at_the_first_missing_parent() {
+        use crate::api::GatewayRef;
+        let filled = vec![Provenance {
+            field: "spec.routing.gateway.namespace",
+            source: Cow::Borrowed(SOURCE_BUILT_IN),
+        }];
+        let mut before = svc();
+        before.spec.routing = Some(RoutingSpec::default());
+        let mut after = before.clone();
+        after.spec.routing.as_mut().unwrap().gateway = Some(GatewayRef {
+            name: "gw".into(),
+            namespace: Some("gateways".into()),
+        });
+        let mut with_gateway = before.clone();
+        with_gateway.spec.routing.as_mut().unwrap().gateway = Some(GatewayRef {
+            name: "gw".into(),
+            namespace: None,
+        });
+        for (before, expected_path) in [
+            (&before, "/spec/routing/gateway"),
+            (&with_gateway, "/spec/routing/gateway/namespace"),
+        ] {
+            let d = Defaulted {
+                object: after.clone(),
+                filled: filled.clone(),
+            };
+            let patch = defaulting_patch(before, &d).unwrap();
+            assert_eq!(patch.0.len(), 1, "{patch:?}");
+            let json_patch::PatchOperation::Add(op) = &patch.0[0] else {
+                panic!("not an add: {patch:?}");
+            };
+            assert_eq!(op.path.as_str(), expected_path);
+            let mut json = serde_json::to_value(before).unwrap();
+            json_patch::patch(&mut json, &patch).unwrap();
+            assert_eq!(json, serde_json::to_value(&after).unwrap());
         }
     }
 }

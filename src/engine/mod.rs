@@ -2,6 +2,7 @@
 //! with field errors, route templates, durations and derived names.
 //! No I/O, no async, no `kube::Client`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -16,7 +17,7 @@ pub mod route;
 pub mod selector;
 pub mod validate;
 
-pub use default::{default_service, defaulting_patch};
+pub use default::{default_service, defaulting_patch, defaulting_patch_json};
 pub use duration::{
     canonical_gateway_duration, format_gateway_duration, parse_gateway_duration, parse_go_duration,
 };
@@ -96,9 +97,9 @@ impl fmt::Debug for Context<'_> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Provenance {
     /// Field path such as `spec.engine.image`.
-    pub field: String,
+    pub field: &'static str,
     /// Where the value came from.
-    pub source: String,
+    pub source: Cow<'static, str>,
 }
 
 /// The defaulted object and the fields filled in now.

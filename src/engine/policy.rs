@@ -104,14 +104,15 @@ fn sort_layers(v: &mut [Layer<'_>]) {
     v.sort_by(|a, b| b.priority.cmp(&a.priority).then_with(|| a.name.cmp(b.name)));
 }
 
-/// The first layer whose defaults yield `Some`, with its provenance source.
+/// The first layer whose defaults yield `Some`, with that layer's index.
 pub fn first_default<'a, T>(
     layers: &[Layer<'a>],
     get: impl Fn(&'a PolicyDefaults) -> Option<T>,
-) -> Option<(T, String)> {
+) -> Option<(T, usize)> {
     layers
         .iter()
-        .find_map(|l| l.defaults.and_then(&get).map(|v| (v, l.source())))
+        .enumerate()
+        .find_map(|(i, l)| l.defaults.and_then(&get).map(|v| (v, i)))
 }
 
 /// A numeric upper bound and the policy that sets it.

@@ -462,6 +462,19 @@ fn with_warnings(mut resp: AdmissionResponse, warnings: Vec<String>) -> Admissio
     resp
 }
 
+/// `resp` with `patch`, a JSONPatch already serialised. kube-core's
+/// `with_patch` serialises a typed patch and is the only way to set the
+/// (private) patch type, so it is given an empty patch and the bytes are
+/// put in its place.
+fn with_patch_json(
+    resp: AdmissionResponse,
+    patch: Vec<u8>,
+) -> Result<AdmissionResponse, kube::core::admission::SerializePatchError> {
+    let mut resp = resp.with_patch(json_patch::Patch(Vec::new()))?;
+    resp.patch = Some(patch);
+    Ok(resp)
+}
+
 /// A CREATE or UPDATE of an InferenceService (any version): what `/mutate` defaults.
 fn is_service_write(req: &AdmissionRequest<AdmittedObject>) -> bool {
     matches!(req.operation, Operation::Create | Operation::Update)
@@ -616,7 +629,7 @@ impl Admission {
             routes: &*routes,
         };
         let defaulted = crate::engine::default_service(svc, &ctx);
-        let patch = match crate::engine::defaulting_patch(svc, &defaulted) {
+        let patch = match crate::engine::defaulting_patch_json(svc, &defaulted) {
             Ok(p) => p,
             Err(e) => {
                 return deny(
@@ -629,10 +642,10 @@ impl Admission {
                 );
             }
         };
-        let resp = if patch.0.is_empty() {
+        let resp = if patch.as_slice() == b"[]" {
             resp
         } else {
-            match resp.with_patch(patch) {
+            match with_patch_json(resp, patch) {
                 Ok(r) => r,
                 Err(e) => {
                     return deny(
@@ -735,65 +748,50 @@ impl Answer {
     }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WireReview<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: WireResponse<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct WireResponse<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'a Status>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<Box<serde_json::value::RawValue>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "std::collections::HashMap::is_empty")]
-    audit_annotations: &'a std::collections::HashMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    warnings: Option<&'a Vec<String>>,
-}
-
 /// Serialize `resp` as an `admission.k8s.io/v1` AdmissionReview with a
-/// base64 `patch`. The base64 text is handed to the serializer as a ready
-/// JSON string (base64 never needs escaping), so the largest part of a
-/// mutating response is not scanned character by character again.
+/// base64 `patch`. The envelope is fixed text and each field is written
+/// with serde_json; the patch is base64-encoded straight into the output
+/// (base64 never needs JSON escaping), so the largest part of a mutating
+/// response is neither copied nor scanned again.
 pub fn review_json(resp: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
     use base64::Engine as _;
-    let patch = resp
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let patch_len = resp
         .patch
         .as_ref()
-        .map(|p| {
-            let mut quoted = String::with_capacity(p.len().div_ceil(3) * 4 + 2);
-            quoted.push('"');
-            base64::engine::general_purpose::STANDARD.encode_string(p, &mut quoted);
-            quoted.push('"');
-            serde_json::value::RawValue::from_string(quoted)
-        })
-        .transpose()?;
-    let status = (!resp.allowed || resp.result != Status::default()).then_some(&resp.result);
-    let mut out = Vec::with_capacity(256 + patch.as_ref().map_or(0, |p| p.get().len()));
-    serde_json::to_writer(
-        &mut out,
-        &WireReview {
-            api_version: "admission.k8s.io/v1",
-            kind: "AdmissionReview",
-            response: WireResponse {
-                uid: &resp.uid,
-                allowed: resp.allowed,
-                status,
-                patch_type: patch.as_ref().map(|_| "JSONPatch"),
-                patch,
-                audit_annotations: &resp.audit_annotations,
-                warnings: resp.warnings.as_ref().filter(|w| !w.is_empty()),
-            },
-        },
-    )?;
+        .map_or(0, |p| base64::encoded_len(p.len(), true).unwrap_or(0));
+    let mut out = Vec::with_capacity(256 + patch_len);
+    out.extend_from_slice(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
+    );
+    serde_json::to_writer(&mut out, &resp.uid)?;
+    out.extend_from_slice(if resp.allowed {
+        br#","allowed":true"#
+    } else {
+        br#","allowed":false"#
+    });
+    if !resp.allowed || resp.result != Status::default() {
+        out.extend_from_slice(br#","status":"#);
+        serde_json::to_writer(&mut out, &resp.result)?;
+    }
+    if let Some(patch) = &resp.patch {
+        out.extend_from_slice(br#","patch":""#);
+        let at = out.len();
+        out.resize(at + patch_len, 0);
+        let written = b64
+            .encode_slice(patch, &mut out[at..])
+            .map_err(serde::ser::Error::custom)?;
+        out.truncate(at + written);
+        out.extend_from_slice(br#"","patchType":"JSONPatch""#);
+    }
+    if !resp.audit_annotations.is_empty() {
+        out.extend_from_slice(br#","auditAnnotations":"#);
+        serde_json::to_writer(&mut out, &resp.audit_annotations)?;
+    }
+    if let Some(warnings) = resp.warnings.as_ref().filter(|w| !w.is_empty()) {
+        out.extend_from_slice(br#","warnings":"#);
+        serde_json::to_writer(&mut out, warnings)?;
+    }
+    out.extend_from_slice(b"}}");
     Ok(out)
 }
