@@ -50,7 +50,7 @@ struct Filler<'l, 'a> {
 
 impl<'a> Filler<'_, 'a> {
     /// Fill `slot` when empty: policy layers, then `fallback` (value, source).
-    fn fill<T>(
+    fn fill<T: serde::Serialize>(
         &mut self,
         slot: &mut Option<T>,
         field: &'static str,
@@ -69,8 +69,13 @@ impl<'a> Filler<'_, 'a> {
             None => fallback.map(|(v, src)| (v, Cow::Borrowed(src))),
         };
         if let Some((v, source)) = found {
+            let value = serde_json::to_string(&v).ok();
             *slot = Some(v);
-            self.filled.push(Provenance { field, source });
+            self.filled.push(Provenance {
+                field,
+                source,
+                value,
+            });
         }
     }
 }
@@ -363,6 +368,14 @@ impl Patch {
         self.0.push(b'}');
         Ok(())
     }
+    /// An `add` of a value already serialised as JSON text.
+    fn add_json(&mut self, path: &str, json: &str) -> Result<(), serde_json::Error> {
+        self.start("add", path)?;
+        self.0.extend_from_slice(br#","value":"#);
+        self.0.extend_from_slice(json.as_bytes());
+        self.0.push(b'}');
+        Ok(())
+    }
     fn remove(&mut self, path: &str) -> Result<(), serde_json::Error> {
         self.start("remove", path)?;
         self.0.push(b'}');
@@ -475,6 +488,8 @@ pub fn defaulting_patch_json(
                     path: &ptr,
                 },
             )?;
+        } else if let Some(value) = p.value.as_deref().filter(|_| path == rest) {
+            out.add_json(&ptr, value)?;
         } else {
             if top.after.is_none() {
                 top.after = Some(spec_field(&after.spec, key, ToValue)?);
@@ -824,6 +839,7 @@ mod tests {
         let filled = vec![Provenance {
             field: "spec.routing.gateway.namespace",
             source: Cow::Borrowed(SOURCE_BUILT_IN),
+            value: Some(r#""gateways""#.to_owned()),
         }];
         let mut before = svc();
         before.spec.routing = Some(RoutingSpec::default());

@@ -100,6 +100,8 @@ pub struct Provenance {
     pub field: &'static str,
     /// Where the value came from.
     pub source: Cow<'static, str>,
+    /// The value filled in, as JSON text (`None` only if it failed to serialise).
+    pub value: Option<String>,
 }
 
 /// The defaulted object and the fields filled in now.
