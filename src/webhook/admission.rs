@@ -6,8 +6,9 @@
 //! once the request's kind is known) and answered with kube-core's
 //! [`AdmissionResponse`]. The most common request, a v1beta1
 //! InferenceService CREATE or UPDATE on `/mutate`, is decoded in one pass
-//! straight into what defaulting reads; its patch is built from what
-//! defaulting recorded ([`crate::engine::defaulting_patch`]). Everything here
+//! (simd-json) straight into what defaulting reads; its patch is written
+//! from what defaulting recorded ([`crate::engine::defaulting_patch_json`]),
+//! and the answer is written as JSON text ([`review_json`]). Everything here
 //! is synchronous and makes no API call: policies, namespace labels and
 //! routes come from the [`PolicyCache`].
 
@@ -362,16 +363,37 @@ pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<AdmittedObject>, Ba
     Ok(req)
 }
 
+/// The largest body whose parsing buffers a thread keeps for the next request.
+const KEPT_SCRATCH_BYTES: usize = 256 * 1024;
+
 /// The common mutating request, a v1beta1 InferenceService CREATE or
-/// UPDATE, decoded in one pass: the object straight into what defaulting
-/// reads, the old object and the user skipped unparsed. `None` for anything
-/// else (another kind or version, DELETE, a body that does not decode): the
-/// caller then takes the general path, which also reports the errors.
+/// UPDATE, decoded in one pass with simd-json (SIMD structural scanning,
+/// chosen at run time for the CPU): the object straight into what
+/// defaulting reads, the old object and the user skipped unparsed. `None`
+/// for anything else (another kind or version, DELETE, a body that does
+/// not decode): the caller then takes the general path (serde_json), which
+/// also reports the errors.
 fn decode_defaulting_review(
     body: &[u8],
 ) -> Option<(AdmissionRequest<AdmittedObject>, InferenceService)> {
-    let review: ReviewIn<RequestIn<DefaultingView, serde::de::IgnoredAny>> =
-        serde_json::from_slice(body).ok()?;
+    thread_local! {
+        /// simd-json parses in place: a copy of the body and its working
+        /// buffers, kept per thread so each request allocates none of them.
+        static SCRATCH: std::cell::RefCell<(Vec<u8>, simd_json::Buffers)> =
+            std::cell::RefCell::new((Vec::new(), simd_json::Buffers::default()));
+    }
+    let review: ReviewIn<RequestIn<DefaultingView, serde::de::IgnoredAny>> = SCRATCH
+        .with_borrow_mut(|(input, buffers)| {
+            input.clear();
+            input.extend_from_slice(body);
+            let review = simd_json::serde::from_slice_with_buffers(input, buffers).ok();
+            // Keep what a typical review needs, not the largest ever seen.
+            if input.capacity() > KEPT_SCRATCH_BYTES {
+                *input = Vec::new();
+                *buffers = simd_json::Buffers::default();
+            }
+            review
+        })?;
     if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
         return None;
     }
@@ -788,4 +810,96 @@ pub fn review_json(resp: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Erro
     }
     out.extend_from_slice(b"}}");
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = include_str!("../../tests/fixtures/webhook/mutate-create-minimal.json");
+
+    /// The review as kubectl's client-side apply makes the API server send
+    /// it: a last-applied annotation full of escapes, managed fields, the
+    /// user and the create options.
+    fn kubectl_shaped() -> serde_json::Value {
+        let mut review: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
+        let object = review["request"]["object"].clone();
+        let meta = &mut review["request"]["object"]["metadata"];
+        meta["annotations"] = serde_json::json!({
+            "kubectl.kubernetes.io/last-applied-configuration": object.to_string(),
+            "note": "tab\there, quote \" and unicode \u{00e9}\u{1F600}",
+        });
+        meta["managedFields"] = serde_json::json!([{"manager": "kubectl-client-side-apply",
+            "operation": "Update", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": {".": {}}}, "f:spec": {".": {}, "f:model": {}}}}]);
+        review["request"]["userInfo"] = serde_json::json!({"username": "alice", "groups": ["system:authenticated"], "extra": {"k": ["v"]}});
+        review["request"]["options"] =
+            serde_json::json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"});
+        review
+    }
+
+    /// The one-pass decode takes the common mutating review and reads the
+    /// same request and service as the general path.
+    #[test]
+    fn one_pass_decode_takes_the_common_review_and_agrees_with_the_general_path() {
+        let mut with_provenance = kubectl_shaped();
+        with_provenance["request"]["object"]["metadata"]["annotations"]
+            [crate::api::DEFAULTED_FROM_ANNOTATION] =
+            serde_json::json!(r#"{"spec.replicas":"built-in"}"#);
+        for review in [
+            serde_json::from_str(MINIMAL).unwrap(),
+            kubectl_shaped(),
+            with_provenance,
+        ] {
+            let body = serde_json::to_vec(&review).unwrap();
+            let (req, svc) = decode_defaulting_review(&body)
+                .unwrap_or_else(|| panic!("one-pass decode refused {review}"));
+            let general = decode_review(&body).unwrap();
+            assert_eq!(req.uid, general.uid);
+            assert_eq!(req.kind, general.kind);
+            assert_eq!(req.namespace, general.namespace);
+            assert_eq!(req.name, general.name);
+            let view: DefaultingView = general.object.as_ref().unwrap().decode().unwrap();
+            assert_eq!(svc, InferenceService::from(view));
+            assert_eq!(
+                svc.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::api::DEFAULTED_FROM_ANNOTATION)),
+                review["request"]["object"]["metadata"]["annotations"]
+                    [crate::api::DEFAULTED_FROM_ANNOTATION]
+                    .as_str()
+                    .map(str::to_owned)
+                    .as_ref()
+            );
+        }
+    }
+
+    /// Anything else goes to the general path: other operations, versions
+    /// and kinds, and bodies that are not a well-formed review.
+    #[test]
+    fn one_pass_decode_leaves_everything_else_to_the_general_path() {
+        let base: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
+        let mut delete = base.clone();
+        delete["request"]["operation"] = serde_json::json!("DELETE");
+        let mut alpha = base.clone();
+        alpha["request"]["kind"]["version"] = serde_json::json!("v1alpha1");
+        let mut policy = base.clone();
+        policy["request"]["kind"]["kind"] = serde_json::json!("InferencePolicy");
+        let mut wrong_type = base.clone();
+        wrong_type["kind"] = serde_json::json!("ConversionReview");
+        let mut no_spec = base.clone();
+        no_spec["request"]["object"]
+            .as_object_mut()
+            .unwrap()
+            .remove("spec");
+        for review in [delete, alpha, policy, wrong_type, no_spec] {
+            let body = serde_json::to_vec(&review).unwrap();
+            assert!(decode_defaulting_review(&body).is_none(), "{review}");
+        }
+        let body = serde_json::to_vec(&base).unwrap();
+        for bad in [&body[..body.len() - 1], b"not json", b"", &[0xff, 0xfe]] {
+            assert!(decode_defaulting_review(bad).is_none());
+        }
+    }
 }
