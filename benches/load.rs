@@ -6,8 +6,9 @@
 //! ```
 //!
 //! The server runs in this process on 127.0.0.1 over TLS (the production
-//! stack: rustls, hyper-util auto builder, axum router) on its own runtime
-//! (`LOAD_SERVER_THREADS`, default 2: the cores the webhook gets). The
+//! stack: rustls, hyper-util auto builder, axum router, `serve_tls` with
+//! `LOAD_SERVER_THREADS` connection workers, default 2: the cores the
+//! webhook gets). The
 //! driver, on a runtime of its own (`LOAD_DRIVER_THREADS`, default 1: a
 //! light load generator), opens `LOAD_CONNECTIONS` (50) HTTP/1.1 keep-alive
 //! connections, the API server's protocol, and keeps them for the whole run.
@@ -22,7 +23,8 @@
 //!   2-core VM drifts by tens of percent within minutes); each admission
 //!   scenario's share of the ceiling is the median over the rounds.
 //! - **Open loop**: `mutate` and `validate` offered `LOAD_RATE_FRACTION`
-//!   (0.5) of the measured ceiling at fixed times on the same 50 connections,
+//!   (0.5; a list such as `0.25,0.4,0.5` sweeps) of the measured ceiling at
+//!   fixed times on the same 50 connections,
 //!   the way the API server sends user traffic; latency counts from the
 //!   scheduled send time, so queueing behind a slow answer is not hidden.
 //!
@@ -237,10 +239,11 @@ fn main() {
     let connections = usize::try_from(env_u64("LOAD_CONNECTIONS", 50)).unwrap_or(50);
     let server_threads = usize::try_from(env_u64("LOAD_SERVER_THREADS", 2)).unwrap_or(2);
     let driver_threads = usize::try_from(env_u64("LOAD_DRIVER_THREADS", 1)).unwrap_or(1);
-    let rate_fraction = std::env::var("LOAD_RATE_FRACTION")
+    // Open-loop rates as shares of the ceiling: `0.5`, or a sweep `0.25,0.4,0.5`.
+    let rate_fractions: Vec<f64> = std::env::var("LOAD_RATE_FRACTION")
         .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.5);
+        .map(|v| v.split(',').filter_map(|f| f.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![0.5]);
 
     // Server: its own runtime, like `infergate serve`.
     let ca = certs::generate_ca("load-ca", Duration::from_secs(3600)).expect("ca");
@@ -279,8 +282,10 @@ fn main() {
             }
         }),
     );
+    // The accept loop's runtime; connections are served by `server_threads`
+    // workers of `serve_tls` (threads named `webhook-N`).
     let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(server_threads)
+        .worker_threads(1)
         .thread_name("server")
         .enable_all()
         .build()
@@ -297,6 +302,7 @@ fn main() {
         router,
         shutdown.clone(),
         Duration::from_secs(1),
+        server_threads,
     ));
 
     // Driver: its own runtime (one thread by default: a light load generator
@@ -405,7 +411,11 @@ fn main() {
 
     // Open loop: the admission scenarios offered a fixed share of the
     // fixed-bytes ceiling measured above, spread over the same connections.
-    if let Some(ceiling) = fixed_rate.filter(|_| rate_fraction > 0.0) {
+    let ceiling = fixed_rate.unwrap_or(0.0);
+    for rate_fraction in rate_fractions
+        .into_iter()
+        .filter(|f| *f > 0.0 && ceiling > 0.0)
+    {
         let offered = ceiling * rate_fraction;
         let interval = Duration::from_secs_f64(connections as f64 / offered);
         let open_secs = Duration::from_secs(secs * u64::try_from(rounds).unwrap_or(1));

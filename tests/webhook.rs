@@ -797,7 +797,7 @@ async fn send(
 struct Running {
     addr: SocketAddr,
     shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 async fn start_tls(router: axum::Router, resolver: Arc<CertResolver>) -> Running {
@@ -811,6 +811,7 @@ async fn start_tls(router: axum::Router, resolver: Arc<CertResolver>) -> Running
         router,
         shutdown.clone(),
         Duration::from_secs(5),
+        2,
     ));
     Running {
         addr,
@@ -887,7 +888,7 @@ async fn tls_serves_http1_and_h2_with_tls12_and_13() {
     );
 
     run.shutdown.cancel();
-    run.task.await.unwrap();
+    run.task.await.unwrap().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -999,7 +1000,7 @@ async fn certificate_files_rotate_under_load_without_losing_a_request() {
         "{metrics}"
     );
     run.shutdown.cancel();
-    run.task.await.unwrap();
+    run.task.await.unwrap().unwrap();
     watcher.await.unwrap();
 }
 
@@ -1041,6 +1042,7 @@ async fn shutdown_stops_accepting_and_drains_in_flight_requests() {
     tokio::time::timeout(Duration::from_secs(5), run.task)
         .await
         .expect("server exits after draining")
+        .unwrap()
         .unwrap();
     assert!(connect(run.addr, cfg).await.is_err(), "no longer accepting");
 }

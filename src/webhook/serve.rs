@@ -47,6 +47,9 @@ pub enum ServeError {
     /// A listener could not be bound.
     #[error("{0}")]
     Bind(#[from] std::io::Error),
+    /// The TLS listener's connection workers could not be started.
+    #[error("failed to start the webhook connection workers: {0}")]
+    Workers(std::io::Error),
     /// The reconciler failed.
     #[error("reconciler failed: {0}")]
     Reconcile(String),
@@ -228,8 +231,10 @@ pub async fn serve(
         server::router(state),
         shutdown.clone(),
         server::DRAIN_TIMEOUT,
+        server::default_workers(),
     )
-    .await;
+    .await
+    .map_err(ServeError::Workers)?;
 
     let mut result = Ok(());
     if let Some(r) = reconciler {

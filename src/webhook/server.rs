@@ -179,17 +179,77 @@ pub fn probe_router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// Connection workers: `n` threads, each running a single-threaded runtime.
+/// Every accepted connection is handed to one of them in turn and stays
+/// there from the TLS handshake to the close, so a request never crosses
+/// threads and no work is stolen back and forth: on a small machine this
+/// serves more requests per core than a work-stealing pool.
+struct Workers {
+    handles: Vec<tokio::runtime::Handle>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    next: usize,
+    stop: CancellationToken,
+}
+
+impl Workers {
+    fn start(n: usize) -> std::io::Result<Self> {
+        let stop = CancellationToken::new();
+        let mut workers = Workers {
+            handles: Vec::with_capacity(n),
+            threads: Vec::with_capacity(n),
+            next: 0,
+            stop: stop.clone(),
+        };
+        for i in 0..n.max(1) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            workers.handles.push(runtime.handle().clone());
+            let stop = stop.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("webhook-{i}"))
+                .spawn(move || runtime.block_on(stop.cancelled()))?;
+            workers.threads.push(thread);
+        }
+        Ok(workers)
+    }
+
+    /// Run `task` on the next worker.
+    fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = &self.handles[self.next % self.handles.len()];
+        self.next = self.next.wrapping_add(1);
+        drop(handle.spawn(task));
+    }
+
+    /// Stop the workers (dropping any connection still open) and wait for them.
+    async fn stop(self) {
+        self.stop.cancel();
+        let threads = self.threads;
+        let joined = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        });
+        if let Err(e) = joined.await {
+            tracing::warn!(error = %e, "failed to join the connection workers");
+        }
+    }
+}
+
 /// Serve `router` over TLS on `listener` until `shutdown`, then stop
 /// accepting, let in-flight requests finish (up to `drain`), and return.
 /// HTTP/1.1 and HTTP/2 (ALPN), TCP_NODELAY on every accepted socket, a
-/// header-read timeout and a handshake timeout.
+/// header-read timeout and a handshake timeout. Connections are served by
+/// `workers` threads (see [`Workers`]); the accept loop runs on the
+/// caller's runtime.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     router: Router,
     shutdown: CancellationToken,
     drain: Duration,
-) {
+    workers: usize,
+) -> std::io::Result<()> {
     let acceptor = TlsAcceptor::from(tls);
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -203,6 +263,7 @@ pub async fn serve_tls(
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)));
     let builder = Arc::new(builder);
+    let mut pool = Workers::start(workers)?;
     loop {
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -219,11 +280,26 @@ pub async fn serve_tls(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "failed to set TCP_NODELAY");
         }
+        // Moved to the worker's runtime: deregistered here, registered there.
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "failed to hand over a connection");
+                continue;
+            }
+        };
         let acceptor = acceptor.clone();
         let builder = Arc::clone(&builder);
         let router = router.clone();
         let watcher = graceful.watcher();
-        tokio::spawn(async move {
+        pool.spawn(async move {
+            let stream = match tokio::net::TcpStream::from_std(stream) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "failed to register a connection");
+                    return;
+                }
+            };
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(s)) => s,
                 Ok(Err(e)) => {
@@ -247,6 +323,14 @@ pub async fn serve_tls(
         () = graceful.shutdown() => tracing::info!("tls listener drained"),
         () = tokio::time::sleep(drain) => tracing::warn!("drain timeout: closing remaining connections"),
     }
+    pool.stop().await;
+    Ok(())
+}
+
+/// Connection workers for the TLS listener: the cores this process may use.
+#[must_use]
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// Serve the probe router on `listener` until `shutdown`.
