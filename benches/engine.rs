@@ -4,14 +4,15 @@
 //! response bytes (the load bench's kubectl-shaped bodies).
 //! Run: `cargo bench --bench engine`.
 //!
-//! Measured on the 2-core build VM (idle, but with 10-25% steal), session 2:
-//! - default+validate+diff (typed, 3 KB): 53 µs
-//! - decode+default+validate+diff (from JSON text): 60 µs
-//! - convert v1beta1 -> v1alpha1 -> v1beta1: 85 µs
-//! - handle /mutate, bytes in to bytes out: 28.6 µs (79 µs before the
-//!   one-pass decode and the recorded patch)
-//! - handle /validate: 28 µs
-//! - handle /convert, 100 objects: 9.0 ms (13.7 ms before the light metadata)
+//! Measured on the 2-core build VM (idle, but with 10-25% steal):
+//! - default+validate+diff (typed, 3 KB): 53 µs (session 2)
+//! - decode+default+validate+diff (from JSON text): 60 µs (session 2)
+//! - convert v1beta1 -> v1alpha1 -> v1beta1: 85 µs (session 2)
+//! - handle /mutate, bytes in to bytes out: 15.0 µs in session 3 (28.6 µs
+//!   in session 2, 79 µs before the one-pass decode and the recorded patch)
+//! - handle /validate: 25.3 µs (session 3)
+//! - handle /convert, 100 objects: 6.8 ms (session 3; 13.7 ms before the
+//!   light metadata)
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
