@@ -772,9 +772,10 @@ impl Answer {
 
 /// Serialize `resp` as an `admission.k8s.io/v1` AdmissionReview with a
 /// base64 `patch`. The envelope is fixed text and each field is written
-/// with serde_json; the patch is base64-encoded (SIMD where the CPU has it)
-/// straight into the output (base64 never needs JSON escaping), so the largest part of a mutating
-/// response is neither copied nor scanned again.
+/// with serde_json; the patch is base64-encoded (SIMD where the CPU has
+/// it) straight into the output, as base64 never needs JSON escaping, so
+/// the largest part of a mutating response is neither copied nor scanned
+/// again.
 pub fn review_json(resp: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
     let b64 = base64_simd::STANDARD;
     let patch_len = resp

@@ -225,7 +225,7 @@ pub async fn serve(
     };
 
     let tls_config = tls::server_config(Arc::clone(&resolver))?;
-    server::serve_tls(
+    let mut result = server::serve_tls(
         tls_listener,
         tls_config,
         server::router(state),
@@ -234,15 +234,22 @@ pub async fn serve(
         server::default_workers(),
     )
     .await
-    .map_err(ServeError::Workers)?;
+    .map_err(ServeError::Workers);
+    // Already cancelled after a signal; stops the rest if serving failed.
+    shutdown.cancel();
 
-    let mut result = Ok(());
     if let Some(r) = reconciler {
-        match tokio::time::timeout(Duration::from_secs(20), r).await {
-            Ok(Ok(Err(e))) => result = Err(e),
-            Ok(Err(e)) => result = Err(ServeError::Reconcile(e.to_string())),
-            Ok(Ok(Ok(()))) => {}
-            Err(_) => tracing::warn!("reconciler did not stop in time"),
+        let reconciled = match tokio::time::timeout(Duration::from_secs(20), r).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => Err(ServeError::Reconcile(e.to_string())),
+            Err(_) => {
+                tracing::warn!("reconciler did not stop in time");
+                Ok(())
+            }
+        };
+        // The first failure is the one reported.
+        if result.is_ok() {
+            result = reconciled;
         }
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), probe).await;
