@@ -27,6 +27,8 @@
 //!   fixed times on the same 50 connections,
 //!   the way the API server sends user traffic; latency counts from the
 //!   scheduled send time, so queueing behind a slow answer is not hidden.
+//!   How late the driver itself sent (tokio's 1 ms timer, its own
+//!   scheduling, the previous answer on the connection) is reported beside.
 //!
 //! Reported: requests/s and p50/p99/p99.9 latency. Driver and server share
 //! the machine's cores.
@@ -68,6 +70,9 @@ struct Sample {
     errors: usize,
     secs: f64,
     lat: Vec<u32>,
+    /// Open loop: how late the driver sent each request (its own timer and
+    /// scheduling, plus waiting for the previous answer on the connection).
+    late: Vec<u32>,
 }
 
 impl Sample {
@@ -170,6 +175,7 @@ async fn drive(
         let body = body.clone();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(1 << 14);
+            let mut late = Vec::new();
             let mut errors = 0usize;
             // Open loop: connections start staggered across one interval.
             let mut next = match pace {
@@ -187,6 +193,9 @@ async fn drive(
                 if sent >= end {
                     break;
                 }
+                if let Pace::Open { .. } = pace {
+                    late.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
+                }
                 if send(&mut sender, path, &body).await {
                     lat.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
                 } else {
@@ -196,15 +205,16 @@ async fn drive(
                     next += interval;
                 }
             }
-            (sender, lat, errors)
+            (sender, lat, late, errors)
         }));
     }
     let mut sample = Sample::default();
     for t in tasks {
-        let (sender, lat, errors) = t.await.expect("driver task");
+        let (sender, lat, late, errors) = t.await.expect("driver task");
         senders.push(sender);
         sample.requests += lat.len();
         sample.lat.extend(lat);
+        sample.late.extend(late);
         sample.errors += errors;
     }
     // Until the last answer: an open loop that falls behind takes longer
@@ -437,11 +447,17 @@ fn main() {
                 open_secs,
             ));
             let achieved = 100.0 * s.rate() / offered;
+            s.late.sort_unstable();
+            let late = format!(
+                "; sent late by p50 {:.3} ms, p99 {:.3} ms",
+                pct(&s.late, 0.50),
+                pct(&s.late, 0.99)
+            );
             row(
                 &format!("{name}@{:.0}%", 100.0 * rate_fraction),
                 &mut s,
                 body.len(),
-                &format!("  {achieved:.0}% of offered served"),
+                &format!("  {achieved:.0}% of offered served{late}"),
             );
         }
     }
