@@ -366,6 +366,13 @@ pub fn decode_review(body: &[u8]) -> Result<AdmissionRequest<AdmittedObject>, Ba
 /// The largest body whose parsing buffers a thread keeps for the next request.
 const KEPT_SCRATCH_BYTES: usize = 256 * 1024;
 
+thread_local! {
+    /// simd-json parses in place: a copy of the body and its working
+    /// buffers, kept per thread so each request allocates none of them.
+    static SCRATCH: std::cell::RefCell<(Vec<u8>, simd_json::Buffers)> =
+        std::cell::RefCell::new((Vec::new(), simd_json::Buffers::default()));
+}
+
 /// The common mutating request, a v1beta1 InferenceService CREATE or
 /// UPDATE, decoded in one pass with simd-json (SIMD structural scanning,
 /// chosen at run time for the CPU): the object straight into what
@@ -376,12 +383,6 @@ const KEPT_SCRATCH_BYTES: usize = 256 * 1024;
 fn decode_defaulting_review(
     body: &[u8],
 ) -> Option<(AdmissionRequest<AdmittedObject>, InferenceService)> {
-    thread_local! {
-        /// simd-json parses in place: a copy of the body and its working
-        /// buffers, kept per thread so each request allocates none of them.
-        static SCRATCH: std::cell::RefCell<(Vec<u8>, simd_json::Buffers)> =
-            std::cell::RefCell::new((Vec::new(), simd_json::Buffers::default()));
-    }
     let review: ReviewIn<RequestIn<DefaultingView, serde::de::IgnoredAny>> = SCRATCH
         .with_borrow_mut(|(input, buffers)| {
             input.clear();
@@ -902,5 +903,21 @@ mod tests {
         for bad in [&body[..body.len() - 1], b"not json", b"", &[0xff, 0xfe]] {
             assert!(decode_defaulting_review(bad).is_none());
         }
+    }
+
+    /// A thread keeps its parse buffers for the next review, but not the
+    /// buffers of an unusually large one.
+    #[test]
+    fn one_pass_decode_keeps_only_typical_buffers() {
+        let kept = || SCRATCH.with_borrow(|(input, _)| input.capacity());
+        let small = serde_json::to_vec(&kubectl_shaped()).unwrap();
+        assert!(decode_defaulting_review(&small).is_some());
+        assert!(kept() >= small.len());
+        let mut large = kubectl_shaped();
+        large["request"]["object"]["metadata"]["annotations"]["note"] =
+            serde_json::json!("x".repeat(2 * KEPT_SCRATCH_BYTES));
+        let large = serde_json::to_vec(&large).unwrap();
+        assert!(decode_defaulting_review(&large).is_some());
+        assert!(kept() <= KEPT_SCRATCH_BYTES, "kept {} bytes", kept());
     }
 }

@@ -222,9 +222,9 @@ impl Workers {
     }
 
     /// Stop the workers (dropping any connection still open) and wait for them.
-    async fn stop(self) {
+    async fn stop(mut self) {
         self.stop.cancel();
-        let threads = self.threads;
+        let threads = std::mem::take(&mut self.threads);
         let joined = tokio::task::spawn_blocking(move || {
             for t in threads {
                 let _ = t.join();
@@ -233,6 +233,14 @@ impl Workers {
         if let Err(e) = joined.await {
             tracing::warn!(error = %e, "failed to join the connection workers");
         }
+    }
+}
+
+/// Workers dropped without [`Workers::stop`] (a failed start, or the serving
+/// future dropped before it returns) still end their threads.
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 
@@ -379,4 +387,56 @@ pub fn signal_shutdown(
         }
         token.cancel();
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a task spawned on `handle` still runs (its runtime is alive).
+    async fn alive(handle: &tokio::runtime::Handle) -> bool {
+        handle.spawn(async {}).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn workers_end_when_stopped_or_dropped() {
+        let mut workers = Workers::start(2).unwrap();
+        assert_eq!(workers.handles.len(), 2);
+        let handles = workers.handles.clone();
+        for h in &handles {
+            assert!(alive(h).await);
+        }
+        // Connections go round the workers.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for _ in 0..4 {
+            let tx = tx.clone();
+            workers.spawn(async move {
+                let _ = tx.send(std::thread::current().name().map(str::to_owned));
+            });
+        }
+        let mut names = Vec::new();
+        for _ in 0..4 {
+            names.push(rx.recv().await.unwrap().unwrap());
+        }
+        names.sort();
+        assert_eq!(names, ["webhook-0", "webhook-0", "webhook-1", "webhook-1"]);
+
+        workers.stop().await;
+        for h in &handles {
+            assert!(!alive(h).await, "stopped worker still runs tasks");
+        }
+
+        let workers = Workers::start(1).unwrap();
+        let handle = workers.handles[0].clone();
+        drop(workers);
+        let mut ended = false;
+        for _ in 0..200 {
+            if !alive(&handle).await {
+                ended = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(ended, "a dropped worker's thread did not end");
+    }
 }
