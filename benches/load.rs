@@ -30,8 +30,19 @@
 //!   How late the driver itself sent (tokio's 1 ms timer, its own
 //!   scheduling, the previous answer on the connection) is reported beside.
 //!
-//! Reported: requests/s and p50/p99/p99.9 latency. Driver and server share
-//! the machine's cores.
+//! Reported: requests/s, p50/p99/p99.9 latency, and the share of CPU time
+//! the hypervisor stole from the VM meanwhile (`steal` in /proc/stat). The
+//! open loop also runs `fixed`, so each admission latency stands next to the
+//! stack's own at the same offered rate.
+//!
+//! Before the load, a probe spins one pinned thread per CPU for
+//! `LOAD_PROBE_SECS` (3; 0 skips it) and reports the gaps in which it did
+//! not run: the machine's own stalls, a floor under any tail latency.
+//!
+//! Driver and server share the machine's cores. `LOAD_SERVER_CPUS=0
+//! LOAD_DRIVER_CPUS=1` pins them apart instead (the server then gets one
+//! connection worker per CPU in its list unless `LOAD_SERVER_THREADS` says
+//! otherwise).
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -73,6 +84,8 @@ struct Sample {
     /// Open loop: how late the driver sent each request (its own timer and
     /// scheduling, plus waiting for the previous answer on the connection).
     late: Vec<u32>,
+    /// CPU time the hypervisor took from this VM's vCPUs meanwhile, seconds.
+    steal: f64,
 }
 
 impl Sample {
@@ -85,7 +98,90 @@ impl Sample {
         self.errors += other.errors;
         self.secs += other.secs;
         self.lat.extend(other.lat);
+        self.steal += other.steal;
     }
+
+    /// Steal as a share of the wall time of all CPUs.
+    fn steal_share(&self, cpus: usize) -> f64 {
+        self.steal / (self.secs * cpus.max(1) as f64)
+    }
+}
+
+/// `LOAD_SERVER_CPUS` / `LOAD_DRIVER_CPUS`: a CPU list such as `0` or `0,1`.
+fn env_cpus(name: &str) -> Option<Vec<usize>> {
+    let v = std::env::var(name).ok()?;
+    let cpus: Vec<usize> = v.split(',').filter_map(|c| c.trim().parse().ok()).collect();
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// Restrict the calling thread, and every thread it starts from now on, to `cpus`.
+fn pin_current_thread(cpus: &[usize]) {
+    // SAFETY: `set` is a plain bitmask owned by this frame; pid 0 is the
+    // calling thread.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "sched_setaffinity({cpus:?}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Time the hypervisor ran something else while a vCPU of this VM wanted
+/// to run (`steal` in /proc/stat, all CPUs), in seconds; 0 where unknown.
+fn steal_secs() -> f64 {
+    let ticks = std::fs::read_to_string("/proc/stat").ok().and_then(|stat| {
+        // cpu user nice system idle iowait irq softirq steal ...
+        stat.lines()
+            .next()?
+            .split_whitespace()
+            .nth(8)?
+            .parse::<u64>()
+            .ok()
+    });
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    match ticks {
+        Some(t) if hz > 0 => t as f64 / hz as f64,
+        _ => 0.0,
+    }
+}
+
+/// The machine's own stalls, before any load: one thread per CPU, pinned,
+/// reads the clock in a loop for `secs` and records every gap over 100 µs
+/// (the hypervisor or the kernel running something else). No request can
+/// be faster than the stall it lands in, so these bound the tail from below.
+fn probe_stalls(cpus: usize, secs: f64) -> Vec<Duration> {
+    let threads: Vec<_> = (0..cpus)
+        .map(|cpu| {
+            std::thread::spawn(move || {
+                pin_current_thread(&[cpu]);
+                let mut gaps = Vec::new();
+                let start = Instant::now();
+                let mut last = start;
+                while last - start < Duration::from_secs_f64(secs) {
+                    let now = Instant::now();
+                    if now - last > Duration::from_micros(100) {
+                        gaps.push(now - last);
+                    }
+                    last = now;
+                }
+                gaps
+            })
+        })
+        .collect();
+    let mut gaps: Vec<Duration> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("stall probe"))
+        .collect();
+    gaps.sort_unstable();
+    gaps
 }
 
 fn pct(sorted: &[u32], p: f64) -> f64 {
@@ -168,6 +264,7 @@ async fn drive(
     measure: Duration,
 ) -> Sample {
     let start = Instant::now();
+    let steal_start = steal_secs();
     let end = start + measure;
     let n = senders.len();
     let mut tasks = Vec::with_capacity(n);
@@ -220,19 +317,21 @@ async fn drive(
     // Until the last answer: an open loop that falls behind takes longer
     // than `measure` to send what was scheduled, and its rate shows it.
     sample.secs = start.elapsed().as_secs_f64().max(measure.as_secs_f64());
+    sample.steal = steal_secs() - steal_start;
     sample
 }
 
-fn row(name: &str, s: &mut Sample, body_len: usize, extra: &str) {
+fn row(name: &str, s: &mut Sample, body_len: usize, cpus: usize, extra: &str) {
     s.lat.sort_unstable();
     println!(
-        "{name:<16} {:>9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>7} {body_len:>9}{extra}",
+        "{name:<16} {:>9} {:>10.0} {:>9.3} {:>9.3} {:>9.3} {:>7} {body_len:>9} {:>6.1}{extra}",
         s.requests,
         s.rate(),
         pct(&s.lat, 0.50),
         pct(&s.lat, 0.99),
         pct(&s.lat, 0.999),
         s.errors,
+        100.0 * s.steal_share(cpus),
     );
 }
 
@@ -247,13 +346,38 @@ fn main() {
         .unwrap_or(5)
         .max(1);
     let connections = usize::try_from(env_u64("LOAD_CONNECTIONS", 50)).unwrap_or(50);
-    let server_threads = usize::try_from(env_u64("LOAD_SERVER_THREADS", 2)).unwrap_or(2);
+    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let server_cpus = env_cpus("LOAD_SERVER_CPUS");
+    let driver_cpus = env_cpus("LOAD_DRIVER_CPUS");
+    let default_server_threads = server_cpus.as_ref().map_or(2, Vec::len) as u64;
+    let server_threads =
+        usize::try_from(env_u64("LOAD_SERVER_THREADS", default_server_threads)).unwrap_or(2);
     let driver_threads = usize::try_from(env_u64("LOAD_DRIVER_THREADS", 1)).unwrap_or(1);
     // Open-loop rates as shares of the ceiling: `0.5`, or a sweep `0.25,0.4,0.5`.
     let rate_fractions: Vec<f64> = std::env::var("LOAD_RATE_FRACTION")
         .ok()
         .map(|v| v.split(',').filter_map(|f| f.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![0.5]);
+
+    // The machine's own stalls first, with nothing else running.
+    let probe_secs = env_u64("LOAD_PROBE_SECS", 3);
+    if probe_secs > 0 && cpus > 0 {
+        let gaps = probe_stalls(cpus, probe_secs as f64);
+        let lost: Duration = gaps.iter().sum();
+        let over = |ms: u64| {
+            gaps.iter()
+                .filter(|g| **g >= Duration::from_millis(ms))
+                .count()
+        };
+        println!(
+            "machine stalls, no load ({cpus} cpus x {probe_secs}s of a thread reading the clock): {:.2}% of the time lost in {} gaps over 0.1 ms; {} over 1 ms, {} over 5 ms, longest {:.2} ms",
+            100.0 * lost.as_secs_f64() / (cpus as f64 * probe_secs as f64),
+            gaps.len(),
+            over(1),
+            over(5),
+            gaps.last().map_or(0.0, |g| g.as_secs_f64() * 1000.0),
+        );
+    }
 
     // Server: its own runtime, like `infergate serve`.
     let ca = certs::generate_ca("load-ca", Duration::from_secs(3600)).expect("ca");
@@ -294,6 +418,9 @@ fn main() {
     );
     // The accept loop's runtime; connections are served by `server_threads`
     // workers of `serve_tls` (threads named `webhook-N`).
+    if let Some(cpus) = &server_cpus {
+        pin_current_thread(cpus);
+    }
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("server")
@@ -334,6 +461,9 @@ fn main() {
         client: Arc::new(client),
         connections,
     };
+    if let Some(cpus) = &driver_cpus {
+        pin_current_thread(cpus);
+    }
     let driver_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(driver_threads)
         .thread_name("driver")
@@ -353,16 +483,29 @@ fn main() {
     .into_iter()
     .filter(|(name, ..)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
     .collect();
-    let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     println!(
-        "webhook load: {connections} HTTP/1.1 keep-alive TLS connections, server threads {server_threads}, driver threads {driver_threads}, {cpus} cpus"
+        "webhook load: {connections} HTTP/1.1 keep-alive TLS connections, server threads {server_threads}, driver threads {driver_threads}, {cpus} cpus; server on cpus {}, driver on cpus {}",
+        server_cpus
+            .as_ref()
+            .map_or("any".to_owned(), |c| format!("{c:?}")),
+        driver_cpus
+            .as_ref()
+            .map_or("any".to_owned(), |c| format!("{c:?}")),
     );
     println!(
         "closed loop: {rounds} rounds of {secs}s per scenario, scenarios interleaved in each round (after a 2s warm-up each)"
     );
     println!(
-        "{:<16} {:>9} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}",
-        "scenario", "requests", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "body B"
+        "{:<16} {:>9} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9} {:>6}",
+        "scenario",
+        "requests",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "errors",
+        "body B",
+        "steal%"
     );
 
     let mut senders = driver_rt.block_on(async {
@@ -416,7 +559,7 @@ fn main() {
                 100.0 * hi
             )
         };
-        row(name, total, body.len(), &extra);
+        row(name, total, body.len(), cpus, &extra);
     }
 
     // Open loop: the admission scenarios offered a fixed share of the
@@ -437,7 +580,7 @@ fn main() {
         );
         for (name, path, body) in scenarios
             .iter()
-            .filter(|(n, ..)| matches!(*n, "mutate" | "validate"))
+            .filter(|(n, ..)| matches!(*n, "fixed" | "mutate" | "validate"))
         {
             let mut s = driver_rt.block_on(drive(
                 &mut senders,
@@ -457,6 +600,7 @@ fn main() {
                 &format!("{name}@{:.0}%", 100.0 * rate_fraction),
                 &mut s,
                 body.len(),
+                cpus,
                 &format!("  {achieved:.0}% of offered served{late}"),
             );
         }
