@@ -260,6 +260,47 @@ fn one_pass_mutation_answers_like_the_general_path() {
     }
 }
 
+/// `/validate` decodes the common review (a v1beta1 InferenceService
+/// CREATE or UPDATE) in one pass; its answers are the general path's, byte
+/// for byte: allowed, denied with field errors, an UPDATE against the
+/// stored object, and without a request namespace.
+#[test]
+fn one_pass_validation_answers_like_the_general_path() {
+    let st = state();
+    let admission = &st.admission;
+    let invalid = fixture("validate-create-invalid.json");
+    let mut valid = fixture("mutate-create-minimal.json");
+    valid["request"]["object"]["spec"]["engine"]["image"] = json!("registry.example.com/vllm:0.9");
+    let mut update = fixture("validate-update-backend.json");
+    update["request"]["dryRun"] = json!(true);
+    let mut no_namespace = invalid.clone();
+    no_namespace["request"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    let mut answers = Vec::new();
+    for review in [valid, invalid, update, no_namespace] {
+        let body = serde_json::to_vec(&review).unwrap();
+        let fast = admission
+            .handle(infergate::metrics::Webhook::Validate, &body)
+            .unwrap();
+        let req = infergate::webhook::admission::decode_review(&body).unwrap();
+        let general =
+            infergate::webhook::admission::review_json(&admission.validate(&req)).unwrap();
+        assert_eq!(
+            String::from_utf8(fast.to_json().unwrap()).unwrap(),
+            String::from_utf8(general).unwrap(),
+            "{review}"
+        );
+        answers.push(fast.allowed);
+    }
+    // The cases cover both verdicts.
+    assert!(
+        answers.contains(&true) && answers.contains(&false),
+        "{answers:?}"
+    );
+}
+
 #[tokio::test]
 async fn mutate_takes_policy_defaults_and_sees_policy_changes_without_restart() {
     let st = state();

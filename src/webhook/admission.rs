@@ -373,43 +373,76 @@ thread_local! {
         std::cell::RefCell::new((Vec::new(), simd_json::Buffers::default()));
 }
 
-/// The common mutating request, a v1beta1 InferenceService CREATE or
-/// UPDATE, decoded in one pass with simd-json (SIMD structural scanning,
-/// chosen at run time for the CPU): the object straight into what
-/// defaulting reads, the old object and the user skipped unparsed. `None`
-/// for anything else (another kind or version, DELETE, a body that does
-/// not decode): the caller then takes the general path (serde_json), which
-/// also reports the errors.
-fn decode_defaulting_review(
+/// A review decoded in one pass with simd-json (SIMD structural scanning,
+/// chosen at run time for the CPU), the object as `O` and the old object
+/// as `P`, when it is a v1beta1 InferenceService CREATE or UPDATE made
+/// through v1beta1. `None` for anything else (another kind or version,
+/// DELETE, a body that does not decode): the caller then takes the general
+/// path (serde_json), which also reports the errors.
+fn decode_service_write<O, P>(
     body: &[u8],
-) -> Option<(AdmissionRequest<AdmittedObject>, InferenceService)> {
-    let review: ReviewIn<RequestIn<DefaultingView, serde::de::IgnoredAny>> = SCRATCH
-        .with_borrow_mut(|(input, buffers)| {
-            input.clear();
-            input.extend_from_slice(body);
-            let review = simd_json::serde::from_slice_with_buffers(input, buffers).ok();
-            // Keep what a typical review needs, not the largest ever seen.
-            if input.capacity() > KEPT_SCRATCH_BYTES {
-                *input = Vec::new();
-                *buffers = simd_json::Buffers::default();
-            }
-            review
-        })?;
+) -> Option<(AdmissionRequest<AdmittedObject>, Option<O>, Option<P>)>
+where
+    O: serde::de::DeserializeOwned,
+    P: serde::de::DeserializeOwned,
+{
+    let review: ReviewIn<RequestIn<O, P>> = SCRATCH.with_borrow_mut(|(input, buffers)| {
+        input.clear();
+        input.extend_from_slice(body);
+        let review = simd_json::serde::from_slice_with_buffers(input, buffers).ok();
+        // Keep what a typical review needs, not the largest ever seen.
+        if input.capacity() > KEPT_SCRATCH_BYTES {
+            *input = Vec::new();
+            *buffers = simd_json::Buffers::default();
+        }
+        review
+    })?;
     if review.api_version != "admission.k8s.io/v1" || review.kind != "AdmissionReview" {
         return None;
     }
-    let (mut req, object, _) = review.request?.split(TypeMeta {
+    let (req, object, old_object) = review.request?.split(TypeMeta {
         api_version: review.api_version,
         kind: review.kind,
     });
     if !is_service_write(&req) || req.kind.version != "v1beta1" || deprecated_version(&req) {
         return None;
     }
+    Some((req, object, old_object))
+}
+
+/// The common mutating request: the object straight into what defaulting
+/// reads, the old object and the user skipped unparsed.
+fn decode_defaulting_review(
+    body: &[u8],
+) -> Option<(AdmissionRequest<AdmittedObject>, InferenceService)> {
+    let (mut req, object, _) = decode_service_write::<DefaultingView, serde::de::IgnoredAny>(body)?;
     let svc = InferenceService::from(object?);
     if req.namespace.as_deref().is_none_or(str::is_empty) {
         req.namespace.clone_from(&svc.metadata.namespace);
     }
     Some((req, svc))
+}
+
+/// The common validating request: the object, and on UPDATE the old
+/// object, straight into what the rules read (the same view the general
+/// path decodes from the raw object).
+fn decode_validating_review(
+    body: &[u8],
+) -> Option<(
+    AdmissionRequest<AdmittedObject>,
+    InferenceService,
+    Option<InferenceService>,
+)> {
+    let (mut req, object, old_object) = decode_service_write::<ServiceView, ServiceView>(body)?;
+    let svc = InferenceService::from(object?);
+    let old = match req.operation {
+        Operation::Update => old_object.map(InferenceService::from),
+        _ => None,
+    };
+    if req.namespace.as_deref().is_none_or(str::is_empty) {
+        req.namespace.clone_from(&svc.metadata.namespace);
+    }
+    Some((req, svc, old))
 }
 
 /// What the admission handlers need.
@@ -568,11 +601,18 @@ impl Admission {
                     (req, resp)
                 }
             },
-            Webhook::Validate => {
-                let req = decode_review(body)?;
-                let resp = self.validate(&req);
-                (req, resp)
-            }
+            Webhook::Validate => match decode_validating_review(body) {
+                Some((req, svc, old)) => {
+                    let resp = AdmissionResponse::from(&req);
+                    let resp = self.validate_decoded(&req, resp, &svc, old.as_ref(), Vec::new());
+                    (req, resp)
+                }
+                None => {
+                    let req = decode_review(body)?;
+                    let resp = self.validate(&req);
+                    (req, resp)
+                }
+            },
         };
         let allowed = resp.allowed;
         let mutated = resp.patch.as_ref().is_some_and(|p| p.as_slice() != b"[]");
@@ -640,18 +680,7 @@ impl Admission {
         svc: &InferenceService,
         warnings: Vec<String>,
     ) -> AdmissionResponse {
-        let namespace = namespace_of(req);
-        let labels = self.cache.namespace_labels(&namespace);
-        let policies = self.cache.policies();
-        let routes = self.cache.routes();
-        let ctx = Context {
-            namespace: &namespace,
-            namespace_labels: &labels,
-            policies: &policies,
-            server: &self.server,
-            routes: &*routes,
-        };
-        let defaulted = crate::engine::default_service(svc, &ctx);
+        let defaulted = self.with_context(req, |ctx| crate::engine::default_service(svc, ctx));
         let patch = match crate::engine::defaulting_patch_json(svc, &defaulted) {
             Ok(p) => p,
             Err(e) => {
@@ -696,20 +725,9 @@ impl Admission {
         let Some(obj) = req.object.as_ref() else {
             return bad_object(resp, req, "no object in request");
         };
-        let namespace = namespace_of(req);
-        let labels = self.cache.namespace_labels(&namespace);
-        let policies = self.cache.policies();
-        let routes = self.cache.routes();
-        let ctx = Context {
-            namespace: &namespace,
-            namespace_labels: &labels,
-            policies: &policies,
-            server: &self.server,
-            routes: &*routes,
-        };
-        let mut warnings = Vec::new();
-        let verdict: Verdict = match req.kind.kind.as_str() {
+        match req.kind.kind.as_str() {
             "InferenceService" => {
+                let mut warnings = Vec::new();
                 if deprecated_version(req) {
                     warnings.push(V1ALPHA1_WARNING.to_owned());
                 }
@@ -724,34 +742,87 @@ impl Admission {
                     },
                     _ => None,
                 };
-                crate::engine::validate_service(&svc, old.as_ref(), &ctx)
+                self.validate_decoded(req, resp, &svc, old.as_ref(), warnings)
             }
             "ClusterInferencePolicy" => match obj.decode::<ClusterInferencePolicy>() {
-                Ok(p) => crate::engine::validate_cluster_policy(&p),
-                Err(e) => return bad_object(resp, req, &e.to_string()),
+                Ok(p) => verdict_response(
+                    req,
+                    resp,
+                    &crate::engine::validate_cluster_policy(&p),
+                    Vec::new(),
+                ),
+                Err(e) => bad_object(resp, req, &e.to_string()),
             },
             "InferencePolicy" => match obj.decode::<InferencePolicy>() {
-                Ok(p) => crate::engine::validate_namespaced_policy(&p, &ctx),
-                Err(e) => return bad_object(resp, req, &e.to_string()),
+                Ok(p) => {
+                    let verdict = self.with_context(req, |ctx| {
+                        crate::engine::validate_namespaced_policy(&p, ctx)
+                    });
+                    verdict_response(req, resp, &verdict, Vec::new())
+                }
+                Err(e) => bad_object(resp, req, &e.to_string()),
             },
-            _ => return resp,
-        };
-        warnings.extend(verdict.warnings.iter().cloned());
-        if verdict.allowed() {
-            with_warnings(resp, warnings)
-        } else {
-            with_warnings(
-                deny(
-                    resp,
-                    403,
-                    "Forbidden",
-                    verdict.message(),
-                    &verdict.errors,
-                    req,
-                ),
-                warnings,
-            )
+            _ => resp,
         }
+    }
+
+    /// Validate a decoded v1beta1 InferenceService (and the stored one, on
+    /// UPDATE) and answer.
+    fn validate_decoded(
+        &self,
+        req: &AdmissionRequest<AdmittedObject>,
+        resp: AdmissionResponse,
+        svc: &InferenceService,
+        old: Option<&InferenceService>,
+        warnings: Vec<String>,
+    ) -> AdmissionResponse {
+        let verdict = self.with_context(req, |ctx| crate::engine::validate_service(svc, old, ctx));
+        verdict_response(req, resp, &verdict, warnings)
+    }
+
+    /// Run `f` with the engine's view of the request's namespace, the
+    /// policies and the routes, all from the watch caches.
+    fn with_context<T>(
+        &self,
+        req: &AdmissionRequest<AdmittedObject>,
+        f: impl FnOnce(&Context<'_>) -> T,
+    ) -> T {
+        let namespace = namespace_of(req);
+        let labels = self.cache.namespace_labels(&namespace);
+        let policies = self.cache.policies();
+        let routes = self.cache.routes();
+        f(&Context {
+            namespace: &namespace,
+            namespace_labels: &labels,
+            policies: &policies,
+            server: &self.server,
+            routes: &*routes,
+        })
+    }
+}
+
+/// Allow with the verdict's warnings, or deny with its field errors.
+fn verdict_response(
+    req: &AdmissionRequest<AdmittedObject>,
+    resp: AdmissionResponse,
+    verdict: &Verdict,
+    mut warnings: Vec<String>,
+) -> AdmissionResponse {
+    warnings.extend(verdict.warnings.iter().cloned());
+    if verdict.allowed() {
+        with_warnings(resp, warnings)
+    } else {
+        with_warnings(
+            deny(
+                resp,
+                403,
+                "Forbidden",
+                verdict.message(),
+                &verdict.errors,
+                req,
+            ),
+            warnings,
+        )
     }
 }
 
@@ -879,6 +950,63 @@ mod tests {
 
     /// Anything else goes to the general path: other operations, versions
     /// and kinds, and bodies that are not a well-formed review.
+    /// The validating one-pass decode reads the object, and on UPDATE the
+    /// old object, exactly as the general path does; on CREATE an old
+    /// object is ignored, as the general path ignores it.
+    #[test]
+    fn one_pass_validating_decode_agrees_with_the_general_path() {
+        let create = kubectl_shaped();
+        let mut update = kubectl_shaped();
+        update["request"]["operation"] = serde_json::json!("UPDATE");
+        update["request"]["oldObject"] = update["request"]["object"].clone();
+        update["request"]["oldObject"]["spec"]["replicas"] = serde_json::json!(7);
+        let mut create_with_old = kubectl_shaped();
+        create_with_old["request"]["oldObject"] = create_with_old["request"]["object"].clone();
+        for review in [
+            serde_json::from_str(MINIMAL).unwrap(),
+            create,
+            update,
+            create_with_old,
+        ] {
+            let body = serde_json::to_vec(&review).unwrap();
+            let (req, svc, old) = decode_validating_review(&body)
+                .unwrap_or_else(|| panic!("one-pass decode refused {review}"));
+            let general = decode_review(&body).unwrap();
+            assert_eq!(req.uid, general.uid);
+            assert_eq!(req.operation, general.operation);
+            assert_eq!(req.namespace, general.namespace);
+            assert_eq!(
+                svc,
+                decode_service(general.object.as_ref().unwrap(), "v1beta1").unwrap()
+            );
+            let general_old = match general.operation {
+                Operation::Update => general
+                    .old_object
+                    .as_ref()
+                    .map(|o| decode_service(o, "v1beta1").unwrap()),
+                _ => None,
+            };
+            assert_eq!(old, general_old);
+            assert_eq!(
+                old.is_some(),
+                review["request"]["operation"] == "UPDATE",
+                "{review}"
+            );
+        }
+        // What it leaves to the general path.
+        let mut policy: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
+        policy["request"]["kind"]["kind"] = serde_json::json!("InferencePolicy");
+        let mut no_spec: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
+        no_spec["request"]["object"]
+            .as_object_mut()
+            .unwrap()
+            .remove("spec");
+        for review in [policy, no_spec] {
+            let body = serde_json::to_vec(&review).unwrap();
+            assert!(decode_validating_review(&body).is_none(), "{review}");
+        }
+    }
+
     #[test]
     fn one_pass_decode_leaves_everything_else_to_the_general_path() {
         let base: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
