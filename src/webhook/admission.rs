@@ -948,8 +948,6 @@ mod tests {
         }
     }
 
-    /// Anything else goes to the general path: other operations, versions
-    /// and kinds, and bodies that are not a well-formed review.
     /// The validating one-pass decode reads the object, and on UPDATE the
     /// old object, exactly as the general path does; on CREATE an old
     /// object is ignored, as the general path ignores it.
@@ -1007,6 +1005,8 @@ mod tests {
         }
     }
 
+    /// Anything else goes to the general path: other operations, versions
+    /// and kinds, and bodies that are not a well-formed review.
     #[test]
     fn one_pass_decode_leaves_everything_else_to_the_general_path() {
         let base: serde_json::Value = serde_json::from_str(MINIMAL).unwrap();
