@@ -22,7 +22,7 @@
 //!   so each is measured under the same conditions as the ceiling (a shared
 //!   2-core VM drifts by tens of percent within minutes); each admission
 //!   scenario's share of the ceiling is the median over the rounds.
-//! - **Open loop**: `mutate` and `validate` offered `LOAD_RATE_FRACTION`
+//! - **Open loop**: `fixed`, `mutate` and `validate` offered `LOAD_RATE_FRACTION`
 //!   (0.5; a list such as `0.25,0.4,0.5` sweeps) of the measured ceiling at
 //!   fixed times on the same 50 connections,
 //!   the way the API server sends user traffic; latency counts from the
@@ -32,7 +32,7 @@
 //!
 //! Reported: requests/s, p50/p99/p99.9 latency, and the share of CPU time
 //! the hypervisor stole from the VM meanwhile (`steal` in /proc/stat). The
-//! open loop also runs `fixed`, so each admission latency stands next to the
+//! open loop runs `fixed` too, so each admission latency stands next to the
 //! stack's own at the same offered rate.
 //!
 //! Before the load, a probe spins one pinned thread per CPU for
@@ -571,8 +571,8 @@ fn main() {
         row(name, total, body.len(), cpus, &extra);
     }
 
-    // Open loop: the admission scenarios offered a fixed share of the
-    // fixed-bytes ceiling measured above, spread over the same connections.
+    // Open loop: the fixed-bytes handler and the admission scenarios offered
+    // a share of the ceiling measured above, spread over the same connections.
     let ceiling = fixed_rate.unwrap_or(0.0);
     for rate_fraction in rate_fractions
         .into_iter()
