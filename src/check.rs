@@ -14,381 +14,49 @@
 //! each default came from on standard error.
 //! Exit codes: 0 all valid, 1 violations found, 2 unreadable input or usage error.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::api::conversion::{V1ALPHA1, V1BETA1, to_v1beta1};
-use crate::api::{
-    ClusterInferencePolicy, DEFAULTED_FROM_ANNOTATION, GROUP, GatewayRef, InferencePolicy,
-    v1alpha1, v1beta1::InferenceService,
-};
-use crate::cli::{CheckArgs, OutputFormat};
-use crate::engine::{self, Context, PolicySnapshot, RouteIndex, ServerDefaults};
+use crate::api::{DEFAULTED_FROM_ANNOTATION, v1beta1::InferenceService};
+use crate::engine::{self, PolicySnapshot, ServerDefaults};
+use crate::state::context::Files;
+use crate::state::files::{Object, Origin, classify, expand_paths, kind_label, read_documents};
+use crate::state::with_context;
+
+/// What `infergate check` reads and prints.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Manifest files or directories to check; `-` reads standard input.
+    pub files: Vec<PathBuf>,
+    /// Policy manifests to apply.
+    pub policies: Vec<PathBuf>,
+    /// Labels of the namespace, for `namespaceSelector` matching: `k=v,k2=v2`.
+    pub namespace_labels: Option<String>,
+    /// Print the defaulted objects in this format.
+    pub output: Option<OutputFormat>,
+    /// Print where each default came from.
+    pub explain: bool,
+    /// Defaults that `serve` takes from flags.
+    pub server_defaults: ServerDefaults,
+}
+
+/// Output formats of `check -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// YAML documents.
+    Yaml,
+    /// JSON.
+    Json,
+}
 
 /// Exit code for violations.
 const EXIT_VIOLATIONS: u8 = 1;
 /// Exit code for unreadable input or usage errors.
 const EXIT_USAGE: u8 = 2;
-
-/// Where a document came from.
-#[derive(Clone, Debug)]
-pub struct Origin {
-    /// File path (`-` for standard input).
-    pub file: String,
-    /// Index of the document in the file (non-empty documents, from 0).
-    pub doc: usize,
-    /// Index inside a `kind: List`, if any.
-    pub item: Option<usize>,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} [doc {}", self.file, self.doc)?;
-        if let Some(i) = self.item {
-            write!(f, ", item {i}")?;
-        }
-        f.write_str("]")
-    }
-}
-
-/// A document read from input.
-#[derive(Clone, Debug)]
-pub struct Document {
-    /// Where it came from.
-    pub origin: Origin,
-    /// The parsed value.
-    pub value: Value,
-}
-
-/// Input that could not be read or parsed (exit code 2).
-#[derive(Debug, thiserror::Error)]
-pub enum InputError {
-    /// The file or directory could not be read.
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        /// Path.
-        path: String,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// The YAML or JSON is malformed.
-    #[error("{path}: malformed {format}: {message}")]
-    Syntax {
-        /// Path.
-        path: String,
-        /// `YAML` or `JSON`.
-        format: &'static str,
-        /// Parser message.
-        message: String,
-    },
-    /// A document is not a Kubernetes object.
-    #[error("{origin}: not a Kubernetes object: {message}")]
-    NotAnObject {
-        /// Where.
-        origin: String,
-        /// Why.
-        message: String,
-    },
-}
-
-/// Expand files and directories into the files to read, in order.
-pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
-    let mut out = Vec::new();
-    for p in paths {
-        if p.as_os_str() == "-" {
-            out.push(p.clone());
-            continue;
-        }
-        let meta = std::fs::metadata(p).map_err(|source| InputError::Io {
-            path: p.display().to_string(),
-            source,
-        })?;
-        if meta.is_dir() {
-            walk(p, &mut out)?;
-        } else {
-            out.push(p.clone());
-        }
-    }
-    Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
-    let io = |source| InputError::Io {
-        path: dir.display().to_string(),
-        source,
-    };
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(io)?;
-    entries.sort();
-    for e in entries {
-        if e.is_dir() {
-            walk(&e, out)?;
-        } else if matches!(
-            e.extension().and_then(|x| x.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) {
-            out.push(e);
-        }
-    }
-    Ok(())
-}
-
-/// Read one file (or `-`) into documents.
-pub fn read_documents(path: &Path) -> Result<Vec<Document>, InputError> {
-    let name = path.display().to_string();
-    let text = if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|source| InputError::Io {
-                path: "-".to_owned(),
-                source,
-            })?;
-        s
-    } else {
-        std::fs::read_to_string(path).map_err(|source| InputError::Io {
-            path: name.clone(),
-            source,
-        })?
-    };
-    parse_documents(&name, &text)
-}
-
-/// Parse a multi-document YAML stream or a sequence of JSON values.
-pub fn parse_documents(name: &str, text: &str) -> Result<Vec<Document>, InputError> {
-    let trimmed = text.trim_start();
-    let looks_json = trimmed.starts_with('{') || trimmed.starts_with('[');
-    let values: Vec<Value> = if looks_json {
-        serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
-            .collect::<Result<_, _>>()
-            .map_err(|e| InputError::Syntax {
-                path: name.to_owned(),
-                format: "JSON",
-                message: e.to_string(),
-            })?
-    } else {
-        serde_saphyr::from_multiple::<Value>(text).map_err(|e| InputError::Syntax {
-            path: name.to_owned(),
-            format: "YAML",
-            message: e.to_string(),
-        })?
-    };
-    let mut docs = Vec::new();
-    for (doc, value) in values.into_iter().filter(|v| !v.is_null()).enumerate() {
-        let origin = Origin {
-            file: name.to_owned(),
-            doc,
-            item: None,
-        };
-        match value {
-            Value::Array(items) => {
-                for (i, v) in items.into_iter().enumerate() {
-                    docs.push(Document {
-                        origin: Origin {
-                            item: Some(i),
-                            ..origin.clone()
-                        },
-                        value: v,
-                    });
-                }
-            }
-            Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
-                let items = m
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                for (i, v) in items.into_iter().enumerate() {
-                    docs.push(Document {
-                        origin: Origin {
-                            item: Some(i),
-                            ..origin.clone()
-                        },
-                        value: v,
-                    });
-                }
-            }
-            v => docs.push(Document { origin, value: v }),
-        }
-    }
-    Ok(docs)
-}
-
-/// Quantities written as YAML numbers (`cpu: 4`) are strings to the API.
-fn normalise_quantities(v: &mut Value) {
-    for path in [
-        &["spec", "resources"][..],
-        &["spec", "defaults", "resources"][..],
-    ] {
-        let mut cur = Some(&mut *v);
-        for p in path {
-            cur = cur.and_then(|c| c.get_mut(*p));
-        }
-        if let Some(Value::Object(m)) = cur {
-            for (_, q) in m.iter_mut() {
-                if let Value::Number(n) = q {
-                    *q = Value::String(n.to_string());
-                }
-            }
-        }
-    }
-}
-
-/// Decode with the field path of the first error.
-fn decode<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, String> {
-    normalise_quantities(&mut v);
-    serde_path_to_error::deserialize(v).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.inner().to_string();
-        let at = |field: &str| {
-            if path == "." || path.is_empty() {
-                field.to_owned()
-            } else {
-                format!("{path}.{field}")
-            }
-        };
-        // `missing field `x`` reads better as a Kubernetes field error.
-        if let Some(field) = inner
-            .strip_prefix("missing field `")
-            .and_then(|r| r.split_once('`'))
-            .map(|(f, _)| f)
-        {
-            return format!("{}: Required value", at(field));
-        }
-        if path == "." || path.is_empty() {
-            inner
-        } else {
-            format!("{path}: {inner}")
-        }
-    })
-}
-
-/// What a document is.
-enum Object {
-    Service(Box<InferenceService>, Vec<String>),
-    Cluster(Box<ClusterInferencePolicy>),
-    Namespaced(Box<InferencePolicy>),
-    Skipped(String),
-    Invalid(String),
-}
-
-fn kind_label(kind: &str, ns: Option<&str>, name: &str) -> String {
-    match ns {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    }
-}
-
-fn classify(doc: &Document) -> Result<(String, Object), InputError> {
-    let not_object = |message: &str| InputError::NotAnObject {
-        origin: doc.origin.to_string(),
-        message: message.to_owned(),
-    };
-    let m = doc
-        .value
-        .as_object()
-        .ok_or_else(|| not_object("expected a mapping with apiVersion and kind"))?;
-    let api_version = m
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .ok_or_else(|| not_object("apiVersion is missing"))?;
-    let kind = m
-        .get("kind")
-        .and_then(Value::as_str)
-        .ok_or_else(|| not_object("kind is missing"))?;
-    let meta = m.get("metadata");
-    let name = meta
-        .and_then(|x| x.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("<unnamed>");
-    let ns = meta
-        .and_then(|x| x.get("namespace"))
-        .and_then(Value::as_str);
-    let v = doc.value.clone();
-    let group = api_version.split_once('/').map_or("", |(g, _)| g);
-    let obj = match (api_version, kind) {
-        (V1BETA1, "InferenceService") => {
-            let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
-            return Ok((
-                label,
-                match decode::<InferenceService>(v) {
-                    Ok(s) => Object::Service(Box::new(s), Vec::new()),
-                    Err(e) => Object::Invalid(e),
-                },
-            ));
-        }
-        (V1ALPHA1, "InferenceService") => {
-            let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
-            let o = match decode::<v1alpha1::InferenceService>(v) {
-                Err(e) => Object::Invalid(e),
-                Ok(a) => match to_v1beta1(&a) {
-                    Ok(b) => Object::Service(
-                        Box::new(b),
-                        vec![format!(
-                            "{V1ALPHA1} InferenceService is deprecated; use {V1BETA1} (checked after conversion)"
-                        )],
-                    ),
-                    Err(e) => Object::Invalid(format!("cannot convert to {V1BETA1}: {e}")),
-                },
-            };
-            return Ok((label, o));
-        }
-        (V1BETA1, "ClusterInferencePolicy") => match decode::<ClusterInferencePolicy>(v) {
-            Ok(p) => Object::Cluster(Box::new(p)),
-            Err(e) => Object::Invalid(e),
-        },
-        (V1BETA1, "InferencePolicy") => {
-            let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
-            let o = match decode::<InferencePolicy>(v) {
-                Ok(p) => Object::Namespaced(Box::new(p)),
-                Err(e) => Object::Invalid(e),
-            };
-            return Ok((label, o));
-        }
-        _ if group == GROUP => Object::Skipped(format!(
-            "unknown kind {kind} in {api_version}; infergate knows InferenceService ({V1ALPHA1}, {V1BETA1}), ClusterInferencePolicy and InferencePolicy ({V1BETA1}); skipped"
-        )),
-        _ => Object::Skipped(format!(
-            "not an infergate object ({api_version} {kind}); skipped"
-        )),
-    };
-    Ok((kind_label(kind, ns, name), obj))
-}
-
-/// (gateway name, gateway namespace, rendered path).
-type RouteKey = (String, Option<String>, String);
-
-/// Rendered routes of the services under check, for the collision rule:
-/// route -> the `(namespace, name)` of every service claiming it.
-struct LocalRoutes(HashMap<RouteKey, Vec<(String, String)>>);
-
-impl RouteIndex for LocalRoutes {
-    fn owner(
-        &self,
-        gateway: &GatewayRef,
-        path: &str,
-        exclude: (&str, &str),
-    ) -> Option<(String, String)> {
-        self.0
-            .get(&(
-                gateway.name.clone(),
-                gateway.namespace.clone(),
-                path.to_owned(),
-            ))?
-            .iter()
-            .find(|(ns, n)| (ns.as_str(), n.as_str()) != exclude)
-            .cloned()
-    }
-}
 
 /// Parse `k=v,k2=v2`.
 pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
@@ -434,7 +102,7 @@ impl Report {
 
 /// Read, default and validate everything `args` names (no printing).
 #[must_use]
-pub fn check(args: &CheckArgs) -> Report {
+pub fn check(args: &Options) -> Report {
     let mut r = Report::default();
     let ns_labels = match args.namespace_labels.as_deref().map(parse_labels) {
         Some(Err(e)) => {
@@ -445,9 +113,10 @@ pub fn check(args: &CheckArgs) -> Report {
         Some(Ok(l)) => l,
         None => BTreeMap::new(),
     };
-    let server = ServerDefaults {
-        engine_image: args.default_engine_image.clone(),
-        replicas: args.default_replicas,
+    let mut files = Files {
+        namespace_labels: ns_labels,
+        server: args.server_defaults.clone(),
+        ..Files::default()
     };
 
     // Policies from --policy.
@@ -481,10 +150,7 @@ pub fn check(args: &CheckArgs) -> Report {
                 policy_objects.push((d.origin.clone(), label.clone()));
                 snapshot.cluster.push(*p);
             }
-            Ok((label, Object::Namespaced(mut p))) => {
-                p.metadata
-                    .namespace
-                    .get_or_insert_with(|| "default".to_owned());
+            Ok((label, Object::Namespaced(p))) => {
                 policy_objects.push((d.origin.clone(), label.clone()));
                 snapshot.namespaced.push(*p);
             }
@@ -517,18 +183,15 @@ pub fn check(args: &CheckArgs) -> Report {
         }
     }
     snapshot.cluster = keep_cluster;
+    let namespaced = std::mem::take(&mut snapshot.namespaced);
+    // Namespace policies are judged against the cluster policies that took effect.
+    files.policies = Arc::new(snapshot.clone());
     let mut keep_ns = Vec::new();
-    for p in std::mem::take(&mut snapshot.namespaced) {
+    for p in namespaced {
         let ns = p.metadata.namespace.clone().unwrap_or_default();
-        let labels = namespace_labels(&ns_labels, &ns);
-        let ctx = Context {
-            namespace: &ns,
-            namespace_labels: &labels,
-            policies: &snapshot,
-            server: &server,
-            routes: &engine::NoRoutes,
-        };
-        let v = engine::validate_namespaced_policy(&p, &ctx);
+        let v = with_context(&files, &ns, |ctx| {
+            engine::validate_namespaced_policy(&p, ctx)
+        });
         if report_policy(
             &mut r,
             &policy_objects,
@@ -541,6 +204,7 @@ pub fn check(args: &CheckArgs) -> Report {
         }
     }
     snapshot.namespaced = keep_ns;
+    files.policies = Arc::new(snapshot);
 
     // Manifests from -f.
     let mut docs = Vec::new();
@@ -567,12 +231,10 @@ pub fn check(args: &CheckArgs) -> Report {
         origin: Origin,
         label: String,
         namespace: String,
-        labels: BTreeMap<String, String>,
         defaulted: engine::Defaulted,
         warnings: Vec<String>,
     }
     let mut pending = Vec::new();
-    let mut routes = LocalRoutes(HashMap::new());
     for d in &docs {
         let (label, obj) = match classify(d) {
             Ok(x) => x,
@@ -594,21 +256,11 @@ pub fn check(args: &CheckArgs) -> Report {
                 r.violations += v.errors.len();
                 emit(&mut r.lines, &d.origin, &label, &v);
             }
-            Object::Namespaced(mut p) => {
-                let ns = p
-                    .metadata
-                    .namespace
-                    .get_or_insert_with(|| "default".to_owned())
-                    .clone();
-                let labels = namespace_labels(&ns_labels, &ns);
-                let ctx = Context {
-                    namespace: &ns,
-                    namespace_labels: &labels,
-                    policies: &snapshot,
-                    server: &server,
-                    routes: &engine::NoRoutes,
-                };
-                let v = engine::validate_namespaced_policy(&p, &ctx);
+            Object::Namespaced(p) => {
+                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                let v = with_context(&files, &ns, |ctx| {
+                    engine::validate_namespaced_policy(&p, ctx)
+                });
                 r.violations += v.errors.len();
                 emit(&mut r.lines, &d.origin, &label, &v);
             }
@@ -618,30 +270,12 @@ pub fn check(args: &CheckArgs) -> Report {
                     .namespace
                     .get_or_insert_with(|| "default".to_owned())
                     .clone();
-                let labels = namespace_labels(&ns_labels, &ns);
-                let ctx = Context {
-                    namespace: &ns,
-                    namespace_labels: &labels,
-                    policies: &snapshot,
-                    server: &server,
-                    routes: &engine::NoRoutes,
-                };
-                let defaulted = engine::default_service(&svc, &ctx);
-                if let Some((gw, path)) = engine::route_claim(&defaulted.object) {
-                    routes
-                        .0
-                        .entry((gw.name, gw.namespace, path))
-                        .or_default()
-                        .push((
-                            ns.clone(),
-                            defaulted.object.metadata.name.clone().unwrap_or_default(),
-                        ));
-                }
+                let defaulted = with_context(&files, &ns, |ctx| engine::default_service(&svc, ctx));
+                files.routes.upsert(&defaulted.object);
                 pending.push(Pending {
                     origin: d.origin.clone(),
                     label,
                     namespace: ns,
-                    labels,
                     defaulted,
                     warnings,
                 });
@@ -649,14 +283,9 @@ pub fn check(args: &CheckArgs) -> Report {
         }
     }
     for p in pending {
-        let ctx = Context {
-            namespace: &p.namespace,
-            namespace_labels: &p.labels,
-            policies: &snapshot,
-            server: &server,
-            routes: &routes,
-        };
-        let mut v = engine::validate_service(&p.defaulted.object, None, &ctx);
+        let mut v = with_context(&files, &p.namespace, |ctx| {
+            engine::validate_service(&p.defaulted.object, None, ctx)
+        });
         v.warnings.splice(0..0, p.warnings);
         r.violations += v.errors.len();
         emit(&mut r.lines, &p.origin, &p.label, &v);
@@ -672,15 +301,6 @@ pub fn check(args: &CheckArgs) -> Report {
             .push("warning: no documents found in the given files".to_owned());
     }
     r
-}
-
-/// The namespace's labels as the apiserver sets them: the given ones plus
-/// `kubernetes.io/metadata.name`.
-fn namespace_labels(given: &BTreeMap<String, String>, ns: &str) -> BTreeMap<String, String> {
-    let mut l = given.clone();
-    l.entry("kubernetes.io/metadata.name".to_owned())
-        .or_insert_with(|| ns.to_owned());
-    l
 }
 
 /// Print a policy's verdict; true when it takes effect (no errors).
@@ -756,7 +376,7 @@ fn explain(lines: &mut Vec<String>, origin: &Origin, label: &str, d: &engine::De
 }
 
 /// Run `infergate check`.
-pub fn run(args: CheckArgs) -> ExitCode {
+pub fn run(args: Options) -> ExitCode {
     let report = check(&args);
     for l in &report.lines {
         eprintln!("{l}");

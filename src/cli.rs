@@ -1,10 +1,21 @@
-//! The `infergate` command line.
+//! The `infergate` command line: the only module that knows clap.
+//!
+//! Each subcommand's arguments are parsed here and turned into the plain
+//! options struct of the module that does the work ([`crate::app::Options`],
+//! [`crate::check::Options`], [`crate::webhook::certs::Options`],
+//! [`crate::graph::cli::Options`]); nothing below this module sees clap.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::check::{self, OutputFormat};
+use crate::engine::ServerDefaults;
+use crate::telemetry::LogFormat;
+use crate::webhook::certs;
+use crate::{app, graph};
 
 /// Admission, conversion and reconciliation for model-serving workloads on Kubernetes.
 #[derive(Debug, Parser)]
@@ -44,10 +55,10 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Address of the TLS webhook listener.
-    #[arg(long, default_value = "0.0.0.0:8443", env = "INFERGATE_LISTEN")]
+    #[arg(long, default_value_t = app::DEFAULT_LISTEN, env = "INFERGATE_LISTEN")]
     pub listen: SocketAddr,
     /// Address of the plain-HTTP listener for /healthz, /readyz and /metrics.
-    #[arg(long, default_value = "0.0.0.0:8080", env = "INFERGATE_PROBE_LISTEN")]
+    #[arg(long, default_value_t = app::DEFAULT_PROBE_LISTEN, env = "INFERGATE_PROBE_LISTEN")]
     pub probe_listen: SocketAddr,
     /// PEM serving certificate (chain); reloaded when the file changes.
     #[arg(long, requires = "tls_key_file", conflicts_with = "self_signed")]
@@ -78,14 +89,14 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_reconcile: bool,
     /// Namespace of infergate's own objects (Secret, Lease).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "infergate-system")]
+    #[arg(long, env = "POD_NAMESPACE", default_value = app::DEFAULT_NAMESPACE)]
     pub namespace: String,
     /// Extra CA certificates (PEM) trusted when fetching serving graphs.
     #[arg(long)]
     pub graph_ca_file: Option<PathBuf>,
     /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "INFERGATE_LOG_FORMAT")]
-    pub log_format: LogFormat,
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Text, env = "INFERGATE_LOG_FORMAT")]
+    pub log_format: LogFormatArg,
 }
 
 /// Flags of `infergate check`.
@@ -102,7 +113,7 @@ pub struct CheckArgs {
     pub namespace_labels: Option<String>,
     /// Print the defaulted objects in this format.
     #[arg(short = 'o', long = "output", value_enum)]
-    pub output: Option<OutputFormat>,
+    pub output: Option<OutputFormatArg>,
     /// Print where each default came from.
     #[arg(long)]
     pub explain: bool,
@@ -135,7 +146,7 @@ pub struct CertsArgs {
     #[arg(long = "ip")]
     pub ips: Vec<std::net::IpAddr>,
     /// Validity of the serving certificate in days.
-    #[arg(long, default_value_t = 90)]
+    #[arg(long, default_value_t = certs::DEFAULT_DAYS)]
     pub days: u32,
 }
 
@@ -145,13 +156,13 @@ pub struct GraphArgs {
     /// The serving graph file (protobuf binary); `-` reads standard input.
     pub file: PathBuf,
     /// Route prefix of the generated Ray Serve application.
-    #[arg(long, default_value = "/")]
+    #[arg(long, default_value = graph::cli::DEFAULT_ROUTE_PREFIX)]
     pub route_prefix: String,
 }
 
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
+pub enum OutputFormatArg {
     /// YAML documents.
     Yaml,
     /// JSON.
@@ -160,11 +171,92 @@ pub enum OutputFormat {
 
 /// Log formats of `serve`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub enum LogFormatArg {
     /// Human-readable lines.
     Text,
     /// One JSON object per line.
     Json,
+}
+
+impl From<LogFormatArg> for LogFormat {
+    fn from(f: LogFormatArg) -> Self {
+        match f {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
+}
+
+impl From<OutputFormatArg> for OutputFormat {
+    fn from(f: OutputFormatArg) -> Self {
+        match f {
+            OutputFormatArg::Yaml => OutputFormat::Yaml,
+            OutputFormatArg::Json => OutputFormat::Json,
+        }
+    }
+}
+
+impl From<ServeArgs> for app::Options {
+    fn from(a: ServeArgs) -> Self {
+        let certificates = match (a.tls_cert_file, a.tls_key_file, a.self_signed) {
+            (Some(cert), Some(key), _) => Some(app::Certificates::Files { cert, key }),
+            (_, _, true) => Some(app::Certificates::SelfSigned {
+                dns_names: a.cert_dns,
+                ips: a.cert_ips,
+            }),
+            _ => None,
+        };
+        app::Options {
+            listen: a.listen,
+            probe_listen: a.probe_listen,
+            certificates,
+            policy_files: a.policy_files,
+            server_defaults: ServerDefaults {
+                engine_image: a.default_engine_image,
+                replicas: a.default_replicas,
+            },
+            reconcile: !a.no_reconcile,
+            namespace: a.namespace,
+            graph_ca_file: a.graph_ca_file,
+            log_format: a.log_format.into(),
+        }
+    }
+}
+
+impl From<CheckArgs> for check::Options {
+    fn from(a: CheckArgs) -> Self {
+        check::Options {
+            files: a.files,
+            policies: a.policies,
+            namespace_labels: a.namespace_labels,
+            output: a.output.map(Into::into),
+            explain: a.explain,
+            server_defaults: ServerDefaults {
+                engine_image: a.default_engine_image,
+                replicas: a.default_replicas,
+            },
+        }
+    }
+}
+
+impl From<CertsArgs> for certs::Options {
+    fn from(a: CertsArgs) -> Self {
+        certs::Options {
+            out_dir: a.out_dir,
+            dns_names: a.dns_names,
+            ips: a.ips,
+            days: a.days,
+        }
+    }
+}
+
+impl From<GraphArgs> for graph::cli::Options {
+    fn from(a: GraphArgs) -> Self {
+        graph::cli::Options {
+            file: a.file,
+            route_prefix: a.route_prefix,
+        }
+    }
 }
 
 /// Run a parsed command line.
@@ -184,9 +276,9 @@ pub fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Serve(args) => crate::webhook::serve::run(args),
-        Command::Check(args) => crate::check::run(args),
-        Command::Certs(args) => crate::webhook::certs::run_cli(args),
-        Command::Graph(args) => crate::graph::run_cli(args),
+        Command::Serve(args) => app::run(args.into()),
+        Command::Check(args) => check::run(args.into()),
+        Command::Certs(args) => certs::run(args.into()),
+        Command::Graph(args) => graph::cli::run(args.into()),
     }
 }

@@ -2,10 +2,13 @@
 //! workloads on Kubernetes.
 //!
 //! `api` and `engine` are pure (no I/O, no async, no `kube::Client`);
-//! `webhook` and `reconcile` are the transports around them.
+//! `webhook` and `reconcile` are the transports around them; `app` composes
+//! them into the running process and `cli` turns the command line into
+//! options. `docs/architecture.md` shows how data flows through them.
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod app;
 pub mod check;
 pub mod cli;
 pub mod crdgen;
@@ -13,5 +16,6 @@ pub mod engine;
 pub mod graph;
 pub mod metrics;
 pub mod reconcile;
+pub mod state;
 pub mod telemetry;
 pub mod webhook;

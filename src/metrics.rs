@@ -5,7 +5,7 @@
 //! certificate manager and the reconciler. `GET /metrics` on the plain-HTTP
 //! listener renders [`Metrics::encode`].
 //!
-//! Metric names (API.md section 10):
+//! Metric names (listed in the README, "Metrics"):
 //! - `infergate_admission_requests_total{webhook,operation,allowed}`
 //! - `infergate_admission_duration_seconds{webhook}` (histogram)
 //! - `infergate_conversion_objects_total{from,to,result}`

@@ -1,4 +1,4 @@
-//! Conversion between `InferenceService` v1alpha1 and v1beta1 (API.md section 3),
+//! Conversion between `InferenceService` v1alpha1 and v1beta1 (the field mapping is in `docs/api-reference.md`, v1alpha1),
 //! as pure functions over whole objects.
 //!
 //! Each direction is a plain projection (`modelRef <-> model.ref`,

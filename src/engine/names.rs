@@ -1,4 +1,6 @@
-//! Derived child names and label syntax (API.md section 8).
+//! Derived child names and label syntax: every child name (`S`, `S-canary`, ...)
+//! must be a DNS-1035 label of at most 63 characters, every label value at most
+//! 63 characters; a name that cannot fit is an admission error, never truncated.
 //!
 //! Every child name must be a DNS-1035 label of at most 63 characters
 //! (a RayService at most 47, KubeRay's limit); every label value at most

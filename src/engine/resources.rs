@@ -1,4 +1,6 @@
-//! GPUs and replica arithmetic (API.md sections 6 and 7).
+//! GPUs and replica arithmetic: GPUs per replica are `tensor * pipeline` unless
+//! the accelerator is `none`; a canary without replicas gets
+//! `ceil(base * weight / 100)`, at least 1 when its weight is above 0.
 
 use crate::api::{AcceleratorType, v1beta1::InferenceService};
 

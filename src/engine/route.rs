@@ -1,4 +1,4 @@
-//! Route path templates (API.md section 5).
+//! Route path templates (`spec.routing.pathTemplate`).
 //!
 //! Placeholders in `{...}` are JSONPath-style references into the
 //! InferenceService: `{.metadata.name}`, `{.metadata.namespace}`,
@@ -18,7 +18,7 @@ pub const MAX_PATH_LEN: usize = 200;
 /// The field templates live in.
 pub const TEMPLATE_FIELD: &str = "spec.routing.pathTemplate";
 
-/// Render `spec.routing.pathTemplate` (API.md section 5) for this service;
+/// Render `spec.routing.pathTemplate` for this service;
 /// the built-in template when none is set.
 pub fn render_route_path(svc: &InferenceService) -> Result<String, FieldError> {
     let template = svc

@@ -1,4 +1,4 @@
-//! Validation of services and policies (API.md sections 2 and 4).
+//! Validation of services and policies (every rule is listed in `docs/api-reference.md`).
 //!
 //! One validator, shared by admission and the reconciler. Every violation is
 //! reported at once as a Kubernetes-style field error; violations of a

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use super::proto::ServingGraph;
 use super::validate::Dag;
 use super::{decode, serve_config, validate};
-use crate::cli::GraphArgs;
+use std::path::PathBuf;
 
 /// Graphs with more nodes than this print as a flat list.
 pub const MAX_TREE_NODES: usize = 256;
@@ -20,8 +20,29 @@ pub const MAX_TREE_DEPTH: usize = 32;
 /// Application name used when the graph has none (offline there is no service).
 pub const OFFLINE_APP_NAME: &str = "default";
 
+/// Route prefix of the generated application unless asked otherwise.
+pub const DEFAULT_ROUTE_PREFIX: &str = "/";
+
+/// What `infergate graph` reads.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The serving graph file (protobuf binary); `-` reads standard input.
+    pub file: PathBuf,
+    /// Route prefix of the generated Ray Serve application.
+    pub route_prefix: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            file: PathBuf::from("-"),
+            route_prefix: DEFAULT_ROUTE_PREFIX.to_owned(),
+        }
+    }
+}
+
 /// Run `infergate graph`.
-pub fn run_cli(args: GraphArgs) -> ExitCode {
+pub fn run(args: Options) -> ExitCode {
     let bytes = if args.file.as_os_str() == "-" {
         let mut buf = Vec::new();
         match std::io::stdin().lock().read_to_end(&mut buf) {

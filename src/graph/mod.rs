@@ -31,7 +31,6 @@ pub mod proto {
     include!(concat!(env!("OUT_DIR"), "/infergate.graph.v1.rs"));
 }
 
-pub use cli::run_cli;
 pub use error::GraphError;
 pub use proto::ServingGraph;
 

@@ -27,7 +27,7 @@ use crate::api::v1beta1::InferenceService;
 use crate::api::{ClusterInferencePolicy, InferencePolicy, v1alpha1};
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
 use crate::metrics::{Metrics, Webhook};
-use crate::webhook::cache::PolicyCache;
+use crate::state::{ClusterState, context};
 
 /// The API group of infergate's kinds.
 pub const GROUP: &str = "infergate.dev";
@@ -449,7 +449,7 @@ fn decode_validating_review(
 #[derive(Debug)]
 pub struct Admission {
     /// Policies, namespaces, routes.
-    pub cache: std::sync::Arc<PolicyCache>,
+    pub state: std::sync::Arc<ClusterState>,
     /// Server flag defaults.
     pub server: ServerDefaults,
     /// Metrics.
@@ -788,16 +788,11 @@ impl Admission {
         f: impl FnOnce(&Context<'_>) -> T,
     ) -> T {
         let namespace = namespace_of(req);
-        let labels = self.cache.namespace_labels(&namespace);
-        let policies = self.cache.policies();
-        let routes = self.cache.routes();
-        f(&Context {
-            namespace: &namespace,
-            namespace_labels: &labels,
-            policies: &policies,
+        let source = context::Admission {
+            state: &self.state,
             server: &self.server,
-            routes: &*routes,
-        })
+        };
+        crate::state::with_context(&source, &namespace, f)
     }
 }
 

@@ -6,7 +6,7 @@
 //! certificates are short-lived and reissued under the same CA.
 
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -14,8 +14,6 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
-
-use crate::cli::CertsArgs;
 
 /// Default validity of the CA.
 pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -212,8 +210,35 @@ pub fn write_bundle(
     Ok(())
 }
 
+/// Validity of a serving certificate from `infergate certs`, in days, unless asked otherwise.
+pub const DEFAULT_DAYS: u32 = 90;
+
+/// What `infergate certs` writes.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Directory to write `ca.crt`, `ca.key`, `tls.crt` and `tls.key` into.
+    pub out_dir: PathBuf,
+    /// DNS subject alternative names; with no name and no IP, the in-cluster Service's names.
+    pub dns_names: Vec<String>,
+    /// IP subject alternative names.
+    pub ips: Vec<std::net::IpAddr>,
+    /// Validity of the serving certificate in days.
+    pub days: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            out_dir: PathBuf::from("."),
+            dns_names: Vec::new(),
+            ips: Vec::new(),
+            days: DEFAULT_DAYS,
+        }
+    }
+}
+
 /// Run `infergate certs`.
-pub fn run_cli(args: CertsArgs) -> ExitCode {
+pub fn run(args: Options) -> ExitCode {
     let mut dns = args.dns_names.clone();
     if dns.is_empty() && args.ips.is_empty() {
         dns = service_dns_names(

@@ -40,7 +40,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 /// Shared state of both listeners.
 #[derive(Debug)]
 pub struct AppState {
-    /// Admission handlers and their cache.
+    /// Admission handlers and the watched state they read.
     pub admission: Admission,
     /// The certificate the TLS listener serves.
     pub resolver: Arc<CertResolver>,
@@ -49,6 +49,27 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of a server not yet bound, answering from the watched
+    /// `state` with the flag defaults `server`, serving the certificate
+    /// `resolver` holds.
+    #[must_use]
+    pub fn new(
+        state: Arc<crate::state::ClusterState>,
+        server: crate::engine::ServerDefaults,
+        metrics: crate::metrics::Metrics,
+        resolver: Arc<CertResolver>,
+    ) -> Self {
+        AppState {
+            admission: Admission {
+                state,
+                server,
+                metrics,
+            },
+            resolver,
+            tls_bound: AtomicBool::new(false),
+        }
+    }
+
     /// Ready: TLS bound, a certificate loaded, the policy cache synced.
     pub fn readiness(&self) -> Result<(), &'static str> {
         if !self.tls_bound.load(Ordering::Acquire) {
@@ -57,7 +78,7 @@ impl AppState {
         if !self.resolver.is_loaded() {
             return Err("no serving certificate loaded");
         }
-        if !self.admission.cache.is_synced() {
+        if !self.admission.state.is_synced() {
             return Err("policy cache not synced");
         }
         Ok(())

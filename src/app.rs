@@ -1,7 +1,11 @@
-//! `infergate serve`: the TLS webhook server, the probe listener, the
-//! certificate source, the policy cache and (unless `--no-reconcile`) the
-//! reconciler, all stopped by one shutdown signal.
+//! The composition root of `infergate serve`: it builds the shared state,
+//! the certificate source, the TLS webhook server, the probe server and
+//! (unless told not to) the reconciler, and stops them all on one shutdown
+//! signal. [`Options`] is everything it needs; `cli` fills it from flags,
+//! tests and benchmarks from [`Options::default`].
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,17 +13,94 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::ServeArgs;
 use crate::engine::ServerDefaults;
 use crate::metrics::{CertificateKind, Metrics};
-use crate::webhook::admission::Admission;
-use crate::webhook::cache::PolicyCache;
+use crate::state::ClusterState;
+use crate::telemetry::LogFormat;
 use crate::webhook::selfsigned::{self, SelfSignedConfig};
 use crate::webhook::server::{self, AppState};
 use crate::webhook::tls::{self, CertResolver};
 
 /// How often `--tls-cert-file`/`--tls-key-file` are checked for changes.
 pub const CERT_FILE_POLL: Duration = Duration::from_secs(2);
+/// Address of the TLS webhook listener unless told otherwise.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8443);
+/// Address of the plain-HTTP probe listener unless told otherwise.
+pub const DEFAULT_PROBE_LISTEN: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
+/// infergate's own namespace (Secret, Lease) unless told otherwise.
+pub const DEFAULT_NAMESPACE: &str = "infergate-system";
+
+/// Where the serving certificate comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Certificates {
+    /// PEM files, reloaded when they change (`--tls-cert-file`, `--tls-key-file`).
+    Files {
+        /// The certificate chain.
+        cert: PathBuf,
+        /// The private key.
+        key: PathBuf,
+    },
+    /// Generated and rotated, kept in a Secret, CA injected into the
+    /// webhook configurations and the CRD (`--self-signed`).
+    SelfSigned {
+        /// Extra DNS SANs (`--cert-dns`).
+        dns_names: Vec<String>,
+        /// Extra IP SANs (`--cert-ip`).
+        ips: Vec<IpAddr>,
+    },
+}
+
+/// Everything `serve` needs, as plain values.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Address of the TLS webhook listener.
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP listener for `/healthz`, `/readyz`, `/metrics`.
+    pub probe_listen: SocketAddr,
+    /// The certificate source; `None` is refused at start.
+    pub certificates: Option<Certificates>,
+    /// Policy manifests to load instead of watching policies.
+    pub policy_files: Vec<PathBuf>,
+    /// Defaults from flags (`--default-engine-image`, `--default-replicas`).
+    pub server_defaults: ServerDefaults,
+    /// Run the reconciler (with leader election) besides the webhooks.
+    pub reconcile: bool,
+    /// infergate's own namespace (Secret, Lease).
+    pub namespace: String,
+    /// Extra CA certificates (PEM) trusted when fetching serving graphs.
+    pub graph_ca_file: Option<PathBuf>,
+    /// Log format.
+    pub log_format: LogFormat,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen: DEFAULT_LISTEN,
+            probe_listen: DEFAULT_PROBE_LISTEN,
+            certificates: None,
+            policy_files: Vec::new(),
+            server_defaults: ServerDefaults::default(),
+            reconcile: true,
+            namespace: DEFAULT_NAMESPACE.to_owned(),
+            graph_ca_file: None,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl Options {
+    /// Whether these options need a Kubernetes client: policies are watched
+    /// unless given as files, self-signed certificates live in a Secret, and
+    /// the reconciler works on the cluster.
+    #[must_use]
+    pub fn needs_cluster(&self) -> bool {
+        self.policy_files.is_empty()
+            || self.reconcile
+            || matches!(self.certificates, Some(Certificates::SelfSigned { .. }))
+    }
+}
 
 /// Errors that stop `serve`.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +121,7 @@ pub enum ServeError {
     SelfSigned(#[from] selfsigned::Error),
     /// `--policy-file` could not be loaded.
     #[error(transparent)]
-    PolicyFile(#[from] crate::webhook::cache::PolicyFileError),
+    PolicyFile(#[from] crate::state::files::PolicyFileError),
     /// No Kubernetes client could be built.
     #[error("failed to create kubernetes client: {0}")]
     Client(#[from] kube::Error),
@@ -66,7 +147,7 @@ pub fn identity() -> String {
 }
 
 /// Run `infergate serve` until a shutdown signal.
-pub fn run(args: ServeArgs) -> ExitCode {
+pub fn run(args: Options) -> ExitCode {
     crate::telemetry::init(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -93,8 +174,7 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     }
     let result = runtime.block_on(async {
-        let needs_client = args.policy_files.is_empty() || args.self_signed || !args.no_reconcile;
-        let client = if needs_client {
+        let client = if args.needs_cluster() {
             Some(kube::Client::try_default().await?)
         } else {
             None
@@ -112,24 +192,24 @@ pub fn run(args: ServeArgs) -> ExitCode {
 }
 
 /// The server, for callers that bring their own runtime, client and shutdown
-/// token (tests, benchmarks). `client` is needed unless `--policy-file` is
-/// given with `--no-reconcile` and without `--self-signed`. Returns after
-/// `shutdown` is cancelled and in-flight requests have drained.
+/// token (tests, benchmarks). `client` is needed when
+/// [`Options::needs_cluster`]. Returns after `shutdown` is cancelled and
+/// in-flight requests have drained.
 pub async fn serve(
-    args: ServeArgs,
+    args: Options,
     client: Option<kube::Client>,
     metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    if client.is_none() && (args.policy_files.is_empty() || !args.no_reconcile) {
+    if client.is_none() && args.needs_cluster() {
         return Err(ServeError::NeedsCluster);
     }
 
     // Certificates first: nothing is served without one.
     let resolver = Arc::new(CertResolver::new());
     let mut background = Vec::new();
-    match (&args.tls_cert_file, &args.tls_key_file, args.self_signed) {
-        (Some(cert), Some(key), _) => {
+    match &args.certificates {
+        Some(Certificates::Files { cert, key }) => {
             let sc = tls::load_files(cert, key)?;
             metrics.set_certificate_expiry(CertificateKind::Serving, sc.not_after);
             resolver.set(sc.key);
@@ -142,13 +222,13 @@ pub async fn serve(
                 shutdown.clone(),
             )));
         }
-        (_, _, true) => {
+        Some(Certificates::SelfSigned { dns_names, ips }) => {
             let Some(client) = client.clone() else {
-                return Err(ServeError::NoCertificateSource);
+                return Err(ServeError::NeedsCluster);
             };
             let mut cfg = SelfSignedConfig::new(&args.namespace, &identity());
-            cfg.dns_names.extend(args.cert_dns.iter().cloned());
-            cfg.ips.extend(args.cert_ips.iter().copied());
+            cfg.dns_names.extend(dns_names.iter().cloned());
+            cfg.ips.extend(ips.iter().copied());
             background.push(
                 selfsigned::start(
                     client,
@@ -160,36 +240,30 @@ pub async fn serve(
                 .await?,
             );
         }
-        _ => return Err(ServeError::NoCertificateSource),
+        None => return Err(ServeError::NoCertificateSource),
     }
 
-    // The policy cache: from files, or watched.
-    let cache = Arc::new(if args.policy_files.is_empty() {
-        PolicyCache::default()
+    // The watched state: policies from files, or watched with the rest.
+    let cluster = Arc::new(if args.policy_files.is_empty() {
+        ClusterState::default()
     } else {
-        PolicyCache::from_files(&args.policy_files)?
+        ClusterState::new(crate::state::files::load_policies(&args.policy_files)?)
     });
     if let Some(client) = &client {
-        cache.spawn_watches(
+        cluster.spawn_watches(
             client.clone(),
             args.policy_files.is_empty(),
             shutdown.clone(),
         );
     }
 
-    let server_defaults = ServerDefaults {
-        engine_image: args.default_engine_image.clone(),
-        replicas: args.default_replicas,
-    };
-    let state = Arc::new(AppState {
-        admission: Admission {
-            cache,
-            server: server_defaults.clone(),
-            metrics: metrics.clone(),
-        },
-        resolver: Arc::clone(&resolver),
-        tls_bound: false.into(),
-    });
+    let server_defaults = args.server_defaults.clone();
+    let state = Arc::new(AppState::new(
+        Arc::clone(&cluster),
+        server_defaults.clone(),
+        metrics.clone(),
+        Arc::clone(&resolver),
+    ));
 
     let probe_listener = server::bind(args.probe_listen).await?;
     let probe = tokio::spawn(server::serve_plain(
@@ -201,8 +275,8 @@ pub async fn serve(
     state.tls_bound.store(true, Ordering::Release);
     tracing::info!(listen = %args.listen, probe = %args.probe_listen, "serving webhooks");
 
-    let reconciler = match (&client, args.no_reconcile) {
-        (Some(client), false) => {
+    let reconciler = match (&client, args.reconcile) {
+        (Some(client), true) => {
             let config = crate::reconcile::Config::new(
                 server_defaults,
                 metrics.clone(),

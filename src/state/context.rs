@@ -1,0 +1,135 @@
+//! Where the engine's [`Context`] comes from: the one place it is assembled.
+//!
+//! Three sources implement [`ContextSource`]: the watched cluster as
+//! admission sees it ([`Admission`]), the same cluster as the reconciler
+//! sees it for one service ([`Reconciling`]), and manifest files for
+//! `infergate check` ([`Files`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::api::v1beta1::InferenceService;
+use crate::engine::{Context, PolicySnapshot, RouteIndex, ServerDefaults};
+use crate::state::{ClusterState, NAMESPACE_NAME_LABEL, OlderClaims, RouteTable};
+
+/// What the engine reads besides the object itself.
+pub trait ContextSource {
+    /// The policies known now.
+    fn policies(&self) -> Arc<PolicySnapshot>;
+    /// Labels of `namespace`, including `kubernetes.io/metadata.name`.
+    fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>>;
+    /// Defaults from server flags.
+    fn server_defaults(&self) -> &ServerDefaults;
+    /// Run `f` with the route index the collision rule consults.
+    fn with_routes<R>(&self, f: impl FnOnce(&dyn RouteIndex) -> R) -> R;
+}
+
+/// Run `f` with the engine context for an object in `namespace`.
+pub fn with_context<S: ContextSource + ?Sized, R>(
+    source: &S,
+    namespace: &str,
+    f: impl FnOnce(&Context) -> R,
+) -> R {
+    let policies = source.policies();
+    let labels = source.namespace_labels(namespace);
+    source.with_routes(|routes| {
+        f(&Context {
+            namespace,
+            namespace_labels: &labels,
+            policies: &policies,
+            server: source.server_defaults(),
+            routes,
+        })
+    })
+}
+
+/// Labels of a namespace nobody has described: only its name label.
+#[must_use]
+pub fn name_label_only(namespace: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), namespace.to_owned())])
+}
+
+/// The watched cluster as admission sees it: any other service's claim on
+/// a route is a collision.
+pub struct Admission<'a> {
+    /// The watched state.
+    pub state: &'a ClusterState,
+    /// Defaults from server flags.
+    pub server: &'a ServerDefaults,
+}
+
+impl ContextSource for Admission<'_> {
+    fn policies(&self) -> Arc<PolicySnapshot> {
+        self.state.policies()
+    }
+    fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
+        self.state.namespace_labels(namespace)
+    }
+    fn server_defaults(&self) -> &ServerDefaults {
+        self.server
+    }
+    fn with_routes<R>(&self, f: impl FnOnce(&dyn RouteIndex) -> R) -> R {
+        self.state.with_routes(|table| f(table))
+    }
+}
+
+/// The watched cluster as the reconciler sees it for `me`: only older
+/// services own a path.
+pub struct Reconciling<'a> {
+    /// The watched state.
+    pub state: &'a ClusterState,
+    /// Defaults from server flags.
+    pub server: &'a ServerDefaults,
+    /// The service being reconciled.
+    pub me: &'a InferenceService,
+}
+
+impl ContextSource for Reconciling<'_> {
+    fn policies(&self) -> Arc<PolicySnapshot> {
+        self.state.policies()
+    }
+    fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
+        self.state.namespace_labels(namespace)
+    }
+    fn server_defaults(&self) -> &ServerDefaults {
+        self.server
+    }
+    fn with_routes<R>(&self, f: impl FnOnce(&dyn RouteIndex) -> R) -> R {
+        self.state
+            .with_routes(|table| f(&OlderClaims { table, me: self.me }))
+    }
+}
+
+/// Manifest files (`infergate check`): policies read from files, the
+/// namespace labels given on the command line, the routes of the services
+/// under check.
+#[derive(Debug, Default)]
+pub struct Files {
+    /// The policies read.
+    pub policies: Arc<PolicySnapshot>,
+    /// Labels every namespace gets (`--namespace-labels`), besides its name label.
+    pub namespace_labels: BTreeMap<String, String>,
+    /// Defaults from flags.
+    pub server: ServerDefaults,
+    /// Claims of the services under check.
+    pub routes: RouteTable,
+}
+
+impl ContextSource for Files {
+    fn policies(&self) -> Arc<PolicySnapshot> {
+        Arc::clone(&self.policies)
+    }
+    fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
+        let mut labels = self.namespace_labels.clone();
+        labels
+            .entry(NAMESPACE_NAME_LABEL.to_owned())
+            .or_insert_with(|| namespace.to_owned());
+        Arc::new(labels)
+    }
+    fn server_defaults(&self) -> &ServerDefaults {
+        &self.server
+    }
+    fn with_routes<R>(&self, f: impl FnOnce(&dyn RouteIndex) -> R) -> R {
+        f(&self.routes)
+    }
+}

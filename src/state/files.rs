@@ -1,0 +1,506 @@
+//! Manifest files: the one reader of YAML and JSON manifests for
+//! `serve --policy-file` and `infergate check`.
+//!
+//! A file holds one or more YAML documents or JSON values; a `kind: List`
+//! (or a JSON array) is expanded into its items; quantities written as YAML
+//! numbers (`cpu: 4`) are read as the strings the API server would store.
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::api::conversion::{V1ALPHA1, V1BETA1, to_v1beta1};
+use crate::api::{
+    ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1, v1beta1::InferenceService,
+};
+use crate::engine::PolicySnapshot;
+
+/// Where a document came from.
+#[derive(Clone, Debug)]
+pub struct Origin {
+    /// File path (`-` for standard input).
+    pub file: String,
+    /// Index of the document in the file (non-empty documents, from 0).
+    pub doc: usize,
+    /// Index inside a `kind: List`, if any.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} [doc {}", self.file, self.doc)?;
+        if let Some(i) = self.item {
+            write!(f, ", item {i}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// A document read from input.
+#[derive(Clone, Debug)]
+pub struct Document {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The parsed value.
+    pub value: Value,
+}
+
+/// Input that could not be read or parsed (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The file or directory could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        /// Path.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The YAML or JSON is malformed.
+    #[error("{path}: malformed {format}: {message}")]
+    Syntax {
+        /// Path.
+        path: String,
+        /// `YAML` or `JSON`.
+        format: &'static str,
+        /// Parser message.
+        message: String,
+    },
+    /// A document is not a Kubernetes object.
+    #[error("{origin}: not a Kubernetes object: {message}")]
+    NotAnObject {
+        /// Where.
+        origin: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Expand files and directories into the files to read, in order.
+pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.as_os_str() == "-" {
+            out.push(p.clone());
+            continue;
+        }
+        let meta = std::fs::metadata(p).map_err(|source| InputError::Io {
+            path: p.display().to_string(),
+            source,
+        })?;
+        if meta.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
+    let io = |source| InputError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
+    entries.sort();
+    for e in entries {
+        if e.is_dir() {
+            walk(&e, out)?;
+        } else if matches!(
+            e.extension().and_then(|x| x.to_str()),
+            Some("yaml" | "yml" | "json")
+        ) {
+            out.push(e);
+        }
+    }
+    Ok(())
+}
+
+/// Read one file (or `-`) into documents.
+pub fn read_documents(path: &Path) -> Result<Vec<Document>, InputError> {
+    let name = path.display().to_string();
+    let text = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|source| InputError::Io {
+                path: "-".to_owned(),
+                source,
+            })?;
+        s
+    } else {
+        std::fs::read_to_string(path).map_err(|source| InputError::Io {
+            path: name.clone(),
+            source,
+        })?
+    };
+    parse_documents(&name, &text)
+}
+
+/// Parse a multi-document YAML stream or a sequence of JSON values.
+pub fn parse_documents(name: &str, text: &str) -> Result<Vec<Document>, InputError> {
+    let trimmed = text.trim_start();
+    let looks_json = trimmed.starts_with('{') || trimmed.starts_with('[');
+    let values: Vec<Value> = if looks_json {
+        serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .map_err(|e| InputError::Syntax {
+                path: name.to_owned(),
+                format: "JSON",
+                message: e.to_string(),
+            })?
+    } else {
+        serde_saphyr::from_multiple::<Value>(text).map_err(|e| InputError::Syntax {
+            path: name.to_owned(),
+            format: "YAML",
+            message: e.to_string(),
+        })?
+    };
+    let mut docs = Vec::new();
+    for (doc, value) in values.into_iter().filter(|v| !v.is_null()).enumerate() {
+        let origin = Origin {
+            file: name.to_owned(),
+            doc,
+            item: None,
+        };
+        match value {
+            Value::Array(items) => {
+                for (i, v) in items.into_iter().enumerate() {
+                    docs.push(Document {
+                        origin: Origin {
+                            item: Some(i),
+                            ..origin.clone()
+                        },
+                        value: v,
+                    });
+                }
+            }
+            Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
+                let items = m
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for (i, v) in items.into_iter().enumerate() {
+                    docs.push(Document {
+                        origin: Origin {
+                            item: Some(i),
+                            ..origin.clone()
+                        },
+                        value: v,
+                    });
+                }
+            }
+            v => docs.push(Document { origin, value: v }),
+        }
+    }
+    Ok(docs)
+}
+
+/// Quantities written as YAML numbers (`cpu: 4`) are strings to the API.
+pub fn normalise_quantities(v: &mut Value) {
+    for path in [
+        &["spec", "resources"][..],
+        &["spec", "defaults", "resources"][..],
+    ] {
+        let mut cur = Some(&mut *v);
+        for p in path {
+            cur = cur.and_then(|c| c.get_mut(*p));
+        }
+        if let Some(Value::Object(m)) = cur {
+            for (_, q) in m.iter_mut() {
+                if let Value::Number(n) = q {
+                    *q = Value::String(n.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Decode an object (quantities written as numbers normalised first), with
+/// the field path of the first error.
+pub fn decode<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, String> {
+    normalise_quantities(&mut v);
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.inner().to_string();
+        let at = |field: &str| {
+            if path == "." || path.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{path}.{field}")
+            }
+        };
+        // `missing field `x`` reads better as a Kubernetes field error.
+        if let Some(field) = inner
+            .strip_prefix("missing field `")
+            .and_then(|r| r.split_once('`'))
+            .map(|(f, _)| f)
+        {
+            return format!("{}: Required value", at(field));
+        }
+        if path == "." || path.is_empty() {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
+}
+
+/// What a document is.
+pub enum Object {
+    /// An InferenceService (v1alpha1 converted to v1beta1), with the warnings conversion gave.
+    Service(Box<InferenceService>, Vec<String>),
+    /// A ClusterInferencePolicy.
+    Cluster(Box<ClusterInferencePolicy>),
+    /// An InferencePolicy (namespace `default` when the manifest names none).
+    Namespaced(Box<InferencePolicy>),
+    /// Not an infergate object, or one this reader does not take; why.
+    Skipped(String),
+    /// An infergate object that does not decode; the field error.
+    Invalid(String),
+}
+
+/// `KIND NS/NAME`, or `KIND NAME` for cluster-scoped objects.
+pub fn kind_label(kind: &str, ns: Option<&str>, name: &str) -> String {
+    match ns {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+/// What `doc` is, with its `KIND NS/NAME` label; an error when it is not a
+/// Kubernetes object at all.
+pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
+    let not_object = |message: &str| InputError::NotAnObject {
+        origin: doc.origin.to_string(),
+        message: message.to_owned(),
+    };
+    let m = doc
+        .value
+        .as_object()
+        .ok_or_else(|| not_object("expected a mapping with apiVersion and kind"))?;
+    let api_version = m
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_object("apiVersion is missing"))?;
+    let kind = m
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_object("kind is missing"))?;
+    let meta = m.get("metadata");
+    let name = meta
+        .and_then(|x| x.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
+    let ns = meta
+        .and_then(|x| x.get("namespace"))
+        .and_then(Value::as_str);
+    let v = doc.value.clone();
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    let obj = match (api_version, kind) {
+        (V1BETA1, "InferenceService") => {
+            let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
+            return Ok((
+                label,
+                match decode::<InferenceService>(v) {
+                    Ok(s) => Object::Service(Box::new(s), Vec::new()),
+                    Err(e) => Object::Invalid(e),
+                },
+            ));
+        }
+        (V1ALPHA1, "InferenceService") => {
+            let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
+            let o = match decode::<v1alpha1::InferenceService>(v) {
+                Err(e) => Object::Invalid(e),
+                Ok(a) => match to_v1beta1(&a) {
+                    Ok(b) => Object::Service(
+                        Box::new(b),
+                        vec![format!(
+                            "{V1ALPHA1} InferenceService is deprecated; use {V1BETA1} (checked after conversion)"
+                        )],
+                    ),
+                    Err(e) => Object::Invalid(format!("cannot convert to {V1BETA1}: {e}")),
+                },
+            };
+            return Ok((label, o));
+        }
+        (V1BETA1, "ClusterInferencePolicy") => match decode::<ClusterInferencePolicy>(v) {
+            Ok(p) => Object::Cluster(Box::new(p)),
+            Err(e) => Object::Invalid(e),
+        },
+        (V1BETA1, "InferencePolicy") => {
+            let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
+            let o = match decode::<InferencePolicy>(v) {
+                Ok(mut p) => {
+                    p.metadata
+                        .namespace
+                        .get_or_insert_with(|| "default".to_owned());
+                    Object::Namespaced(Box::new(p))
+                }
+                Err(e) => Object::Invalid(e),
+            };
+            return Ok((label, o));
+        }
+        _ if group == GROUP => Object::Skipped(format!(
+            "unknown kind {kind} in {api_version}; infergate knows InferenceService ({V1ALPHA1}, {V1BETA1}), ClusterInferencePolicy and InferencePolicy ({V1BETA1}); skipped"
+        )),
+        _ => Object::Skipped(format!(
+            "not an infergate object ({api_version} {kind}); skipped"
+        )),
+    };
+    Ok((kind_label(kind, ns, name), obj))
+}
+
+/// Errors while loading policy files for `serve --policy-file`.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyFileError {
+    /// A file is unreadable, malformed, or holds something that is not an object.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A document is an object, but not a policy infergate can load.
+    #[error("{origin} {label}: {message}")]
+    NotAPolicy {
+        /// Where.
+        origin: Origin,
+        /// `KIND NS/NAME`.
+        label: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Read every policy in `paths` (files or directories), as `serve
+/// --policy-file` and `check --policy` both do. Anything that is not a
+/// well-formed ClusterInferencePolicy or InferencePolicy is an error.
+pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySnapshot, PolicyFileError> {
+    let mut snapshot = PolicySnapshot::default();
+    for file in expand_paths(paths)? {
+        for doc in read_documents(&file)? {
+            let (label, object) = classify(&doc)?;
+            let message = match object {
+                Object::Cluster(p) => {
+                    snapshot.cluster.push(*p);
+                    continue;
+                }
+                Object::Namespaced(p) => {
+                    snapshot.namespaced.push(*p);
+                    continue;
+                }
+                Object::Invalid(e) => e,
+                Object::Skipped(why) => why,
+                Object::Service(..) => "not a ClusterInferencePolicy or InferencePolicy".to_owned(),
+            };
+            return Err(PolicyFileError::NotAPolicy {
+                origin: doc.origin,
+                label,
+                message,
+            });
+        }
+    }
+    Ok(snapshot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check;
+    use crate::engine::ServerDefaults;
+    use crate::state::{ClusterState, context, with_context};
+
+    /// A `kind: List` of policies in YAML, with a quantity written as a
+    /// number, then a second document: everything the two readers differed on.
+    const POLICIES: &str = r#"
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: infergate.dev/v1beta1
+    kind: ClusterInferencePolicy
+    metadata: {name: platform}
+    spec:
+      defaults:
+        engine: {image: registry.example.com/vllm:0.9}
+        replicas: 3
+        resources: {cpu: 4, memory: 8Gi}
+---
+apiVersion: infergate.dev/v1beta1
+kind: InferencePolicy
+metadata: {name: team, namespace: team-a}
+spec:
+  priority: 5
+  defaults:
+    routing: {requestTimeout: 2m}
+"#;
+
+    const SERVICE: &str = r#"
+apiVersion: infergate.dev/v1beta1
+kind: InferenceService
+metadata: {name: chat, namespace: team-a}
+spec:
+  model: {ref: llama3-8b}
+"#;
+
+    #[test]
+    fn serve_and_check_read_a_policy_file_alike() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let policies = dir.path().join("policies.yaml");
+        let service = dir.path().join("service.yaml");
+        std::fs::write(&policies, POLICIES).expect("write policies");
+        std::fs::write(&service, SERVICE).expect("write service");
+
+        // What `serve --policy-file` loads, answered as admission would.
+        let snapshot = load_policies(std::slice::from_ref(&policies)).expect("policies load");
+        assert_eq!(snapshot.cluster.len(), 1);
+        assert_eq!(snapshot.namespaced.len(), 1);
+        let state = ClusterState::new(snapshot);
+        let server = ServerDefaults::default();
+        let source = context::Admission {
+            state: &state,
+            server: &server,
+        };
+        let svc: InferenceService = serde_saphyr::from_str(SERVICE).expect("service decodes");
+        let served = with_context(&source, "team-a", |ctx| {
+            crate::engine::default_service(&svc, ctx)
+        });
+
+        // What `check --policy` prints for the same files.
+        let report = check::check(&check::Options {
+            files: vec![service],
+            policies: vec![policies],
+            ..check::Options::default()
+        });
+        assert_eq!(report.exit_code(), 0, "{:?}", report.lines);
+        let [checked] = report.services.as_slice() else {
+            panic!("one service expected: {:?}", report.lines);
+        };
+        assert_eq!(checked, &served.object);
+        let resources = served
+            .object
+            .spec
+            .resources
+            .as_ref()
+            .expect("resources defaulted");
+        assert_eq!(resources.cpu.as_ref().map(|q| q.0.as_str()), Some("4"));
+        assert_eq!(served.object.spec.replicas, Some(3));
+    }
+
+    #[test]
+    fn a_policy_file_with_anything_else_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mixed.yaml");
+        std::fs::write(&path, format!("{POLICIES}---\n{SERVICE}")).expect("write");
+        let err = load_policies(&[path]).expect_err("a service is not a policy");
+        assert!(
+            err.to_string().contains("InferenceService team-a/chat"),
+            "{err}"
+        );
+    }
+}
