@@ -282,3 +282,78 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Graph(args) => graph::cli::run(args.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Command {
+        Cli::try_parse_from(std::iter::once("infergate").chain(args.iter().copied()))
+            .expect("arguments parse")
+            .command
+    }
+
+    #[test]
+    fn serve_without_flags_gives_the_default_options() {
+        let Command::Serve(args) = parse(&["serve"]) else {
+            panic!("serve expected");
+        };
+        let got: app::Options = args.into();
+        let want = app::Options::default();
+        assert_eq!(got.listen, want.listen);
+        assert_eq!(got.probe_listen, want.probe_listen);
+        assert_eq!(got.namespace, want.namespace);
+        assert_eq!(got.reconcile, want.reconcile);
+        assert_eq!(got.certificates, None);
+        assert_eq!(got.log_format, want.log_format);
+    }
+
+    #[test]
+    fn serve_flags_become_options() {
+        let Command::Serve(args) = parse(&[
+            "serve",
+            "--self-signed",
+            "--cert-dns=infergate.example",
+            "--no-reconcile",
+            "--default-replicas=3",
+            "--log-format=json",
+        ]) else {
+            panic!("serve expected");
+        };
+        let got: app::Options = args.into();
+        assert_eq!(
+            got.certificates,
+            Some(app::Certificates::SelfSigned {
+                dns_names: vec!["infergate.example".to_owned()],
+                ips: Vec::new(),
+            })
+        );
+        assert!(!got.reconcile);
+        assert_eq!(got.server_defaults.replicas, Some(3));
+        assert_eq!(got.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn other_commands_default_like_their_options() {
+        let Command::Certs(args) = parse(&["certs"]) else {
+            panic!("certs expected");
+        };
+        let got: certs::Options = args.into();
+        assert_eq!(got.days, certs::Options::default().days);
+        assert_eq!(got.out_dir, certs::Options::default().out_dir);
+        let Command::Graph(args) = parse(&["graph", "g.pb"]) else {
+            panic!("graph expected");
+        };
+        let got: graph::cli::Options = args.into();
+        assert_eq!(
+            got.route_prefix,
+            graph::cli::Options::default().route_prefix
+        );
+        let Command::Check(args) = parse(&["check", "-f", "x.yaml", "-o", "json"]) else {
+            panic!("check expected");
+        };
+        let got: check::Options = args.into();
+        assert_eq!(got.output, Some(OutputFormat::Json));
+        assert!(!got.explain);
+    }
+}
