@@ -24,7 +24,9 @@ use serde_json::Value;
 use crate::api::{DEFAULTED_FROM_ANNOTATION, v1beta1::InferenceService};
 use crate::engine::{self, PolicySnapshot, ServerDefaults};
 use crate::state::context::Files;
-use crate::state::files::{Object, Origin, classify, expand_paths, kind_label, read_documents};
+use crate::state::files::{
+    Document, Object, Origin, classify, expand_paths, kind_label, read_documents,
+};
 use crate::state::with_context;
 
 /// What `infergate check` reads and prints.
@@ -121,24 +123,7 @@ pub fn check(args: &Options) -> Report {
 
     // Policies from --policy.
     let mut snapshot = PolicySnapshot::default();
-    let mut policy_docs = Vec::new();
-    match expand_paths(&args.policies) {
-        Err(e) => {
-            r.lines.push(format!("error: {e}"));
-            r.input_errors += 1;
-        }
-        Ok(files) => {
-            for f in files {
-                match read_documents(&f) {
-                    Ok(d) => policy_docs.extend(d),
-                    Err(e) => {
-                        r.lines.push(format!("error: {e}"));
-                        r.input_errors += 1;
-                    }
-                }
-            }
-        }
-    }
+    let policy_docs = read_all(&args.policies, &mut r);
     let mut policy_objects = Vec::new();
     for d in &policy_docs {
         match classify(d) {
@@ -207,24 +192,7 @@ pub fn check(args: &Options) -> Report {
     files.policies = Arc::new(snapshot);
 
     // Manifests from -f.
-    let mut docs = Vec::new();
-    match expand_paths(&args.files) {
-        Err(e) => {
-            r.lines.push(format!("error: {e}"));
-            r.input_errors += 1;
-        }
-        Ok(files) => {
-            for f in files {
-                match read_documents(&f) {
-                    Ok(d) => docs.extend(d),
-                    Err(e) => {
-                        r.lines.push(format!("error: {e}"));
-                        r.input_errors += 1;
-                    }
-                }
-            }
-        }
-    }
+    let docs = read_all(&args.files, &mut r);
 
     // Default every service first, so routes collide across the input.
     struct Pending {
@@ -301,6 +269,26 @@ pub fn check(args: &Options) -> Report {
             .push("warning: no documents found in the given files".to_owned());
     }
     r
+}
+
+/// Every document in `paths`; what cannot be read is an input error in `r`.
+fn read_all(paths: &[PathBuf], r: &mut Report) -> Vec<Document> {
+    let mut docs = Vec::new();
+    let files = expand_paths(paths).unwrap_or_else(|e| {
+        r.lines.push(format!("error: {e}"));
+        r.input_errors += 1;
+        Vec::new()
+    });
+    for f in files {
+        match read_documents(&f) {
+            Ok(d) => docs.extend(d),
+            Err(e) => {
+                r.lines.push(format!("error: {e}"));
+                r.input_errors += 1;
+            }
+        }
+    }
+    docs
 }
 
 /// Print a policy's verdict; true when it takes effect (no errors).

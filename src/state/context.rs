@@ -1,9 +1,8 @@
 //! Where the engine's [`Context`] comes from: the one place it is assembled.
 //!
 //! Three sources implement [`ContextSource`]: the watched cluster as
-//! admission sees it ([`Admission`]), the same cluster as the reconciler
-//! sees it for one service ([`Reconciling`]), and manifest files for
-//! `infergate check` ([`Files`]).
+//! admission sees it and as the reconciler sees it for one service (both
+//! [`Watched`]), and manifest files for `infergate check` ([`Files`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,16 +48,19 @@ pub fn name_label_only(namespace: &str) -> BTreeMap<String, String> {
     BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), namespace.to_owned())])
 }
 
-/// The watched cluster as admission sees it: any other service's claim on
-/// a route is a collision.
-pub struct Admission<'a> {
+/// The watched cluster. As admission sees it (`reconciling: None`), any
+/// other service's claim on a route is a collision; as the reconciler sees
+/// it for one service, only an older service owns a path.
+pub struct Watched<'a> {
     /// The watched state.
     pub state: &'a ClusterState,
     /// Defaults from server flags.
     pub server: &'a ServerDefaults,
+    /// The service being reconciled, for the reconciler's view.
+    pub reconciling: Option<&'a InferenceService>,
 }
 
-impl ContextSource for Admission<'_> {
+impl ContextSource for Watched<'_> {
     fn policies(&self) -> Arc<PolicySnapshot> {
         self.state.policies()
     }
@@ -69,34 +71,10 @@ impl ContextSource for Admission<'_> {
         self.server
     }
     fn with_routes<R>(&self, f: impl FnOnce(&dyn RouteIndex) -> R) -> R {
-        self.state.with_routes(|table| f(table))
-    }
-}
-
-/// The watched cluster as the reconciler sees it for `me`: only older
-/// services own a path.
-pub struct Reconciling<'a> {
-    /// The watched state.
-    pub state: &'a ClusterState,
-    /// Defaults from server flags.
-    pub server: &'a ServerDefaults,
-    /// The service being reconciled.
-    pub me: &'a InferenceService,
-}
-
-impl ContextSource for Reconciling<'_> {
-    fn policies(&self) -> Arc<PolicySnapshot> {
-        self.state.policies()
-    }
-    fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
-        self.state.namespace_labels(namespace)
-    }
-    fn server_defaults(&self) -> &ServerDefaults {
-        self.server
-    }
-    fn with_routes<R>(&self, f: impl FnOnce(&dyn RouteIndex) -> R) -> R {
-        self.state
-            .with_routes(|table| f(&OlderClaims { table, me: self.me }))
+        self.state.with_routes(|table| match self.reconciling {
+            None => f(table),
+            Some(me) => f(&OlderClaims { table, me }),
+        })
     }
 }
 

@@ -171,35 +171,27 @@ pub fn parse_documents(name: &str, text: &str) -> Result<Vec<Document>, InputErr
             doc,
             item: None,
         };
-        match value {
-            Value::Array(items) => {
-                for (i, v) in items.into_iter().enumerate() {
-                    docs.push(Document {
-                        origin: Origin {
-                            item: Some(i),
-                            ..origin.clone()
-                        },
-                        value: v,
-                    });
+        let items = match value {
+            Value::Array(items) => items,
+            Value::Object(mut m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
+                match m.remove("items") {
+                    Some(Value::Array(items)) => items,
+                    _ => Vec::new(),
                 }
             }
-            Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
-                let items = m
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                for (i, v) in items.into_iter().enumerate() {
-                    docs.push(Document {
-                        origin: Origin {
-                            item: Some(i),
-                            ..origin.clone()
-                        },
-                        value: v,
-                    });
-                }
+            value => {
+                docs.push(Document { origin, value });
+                continue;
             }
-            v => docs.push(Document { origin, value: v }),
+        };
+        for (i, value) in items.into_iter().enumerate() {
+            docs.push(Document {
+                origin: Origin {
+                    item: Some(i),
+                    ..origin.clone()
+                },
+                value,
+            });
         }
     }
     Ok(docs)
@@ -462,9 +454,10 @@ spec:
         assert_eq!(snapshot.namespaced.len(), 1);
         let state = ClusterState::new(snapshot);
         let server = ServerDefaults::default();
-        let source = context::Admission {
+        let source = context::Watched {
             state: &state,
             server: &server,
+            reconciling: None,
         };
         let svc: InferenceService = serde_saphyr::from_str(SERVICE).expect("service decodes");
         let served = with_context(&source, "team-a", |ctx| {

@@ -46,6 +46,10 @@ impl Claimant {
         self.namespace == namespace && self.name == name
     }
 
+    fn key(&self) -> (String, String) {
+        (self.namespace.clone(), self.name.clone())
+    }
+
     fn age(&self) -> (Option<i64>, &str, &str) {
         (self.created, &self.namespace, &self.name)
     }
@@ -141,7 +145,7 @@ impl RouteIndex for RouteTable {
         self.claimants(gateway, path)?
             .iter()
             .find(|c| !c.is(exclude))
-            .map(|c| (c.namespace.clone(), c.name.clone()))
+            .map(Claimant::key)
     }
 }
 
@@ -168,7 +172,7 @@ impl RouteIndex for OlderClaims<'_> {
             .iter()
             .take_while(|c| c.age() < me.age())
             .find(|c| !c.is(exclude) && !c.deleting)
-            .map(|c| (c.namespace.clone(), c.name.clone()))
+            .map(Claimant::key)
     }
 }
 

@@ -788,9 +788,10 @@ impl Admission {
         f: impl FnOnce(&Context<'_>) -> T,
     ) -> T {
         let namespace = namespace_of(req);
-        let source = context::Admission {
+        let source = context::Watched {
             state: &self.state,
             server: &self.server,
+            reconciling: None,
         };
         crate::state::with_context(&source, &namespace, f)
     }
