@@ -209,6 +209,36 @@ impl ClusterState {
         }
     }
 
+    /// Watch one policy kind into `writer`; rebuild the snapshot on every change.
+    fn spawn_policy_watch<K>(
+        self: &Arc<Self>,
+        client: &Client,
+        mut writer: reflector::store::Writer<K>,
+        rebuild: Arc<dyn Fn() + Send + Sync>,
+        shutdown: &CancellationToken,
+    ) where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        tokio::spawn(run_watch(
+            Arc::clone(self),
+            Api::<K>::all(client.clone()),
+            shutdown.clone(),
+            move |event| {
+                writer.apply_watcher_event(&event);
+                if is_change(&event) {
+                    rebuild();
+                }
+                Vec::new()
+            },
+        ));
+    }
+
     /// Start the watches; `watch_policies == false` when policies come from
     /// files. The state reports synced once each watch has listed; the
     /// watches run until `shutdown`. Calling it twice starts nothing new.
@@ -226,9 +256,9 @@ impl ClusterState {
         self.pending_syncs
             .send_modify(|n| *n += if watch_policies { 4 } else { 2 });
         if watch_policies {
-            let (cluster, mut cluster_writer) = reflector::store::<ClusterInferencePolicy>();
-            let (namespaced, mut namespaced_writer) = reflector::store::<InferencePolicy>();
-            let rebuild = {
+            let (cluster, cluster_writer) = reflector::store::<ClusterInferencePolicy>();
+            let (namespaced, namespaced_writer) = reflector::store::<InferencePolicy>();
+            let rebuild: Arc<dyn Fn() + Send + Sync> = {
                 let state = Arc::clone(self);
                 let (cluster, namespaced) = (cluster.clone(), namespaced.clone());
                 Arc::new(move || {
@@ -238,31 +268,8 @@ impl ClusterState {
                     });
                 })
             };
-            let on_cluster = Arc::clone(&rebuild);
-            tokio::spawn(run_watch(
-                Arc::clone(self),
-                Api::<ClusterInferencePolicy>::all(client.clone()),
-                shutdown.clone(),
-                move |event| {
-                    cluster_writer.apply_watcher_event(&event);
-                    if is_change(&event) {
-                        on_cluster();
-                    }
-                    Vec::new()
-                },
-            ));
-            tokio::spawn(run_watch(
-                Arc::clone(self),
-                Api::<InferencePolicy>::all(client.clone()),
-                shutdown.clone(),
-                move |event| {
-                    namespaced_writer.apply_watcher_event(&event);
-                    if is_change(&event) {
-                        rebuild();
-                    }
-                    Vec::new()
-                },
-            ));
+            self.spawn_policy_watch(&client, cluster_writer, Arc::clone(&rebuild), &shutdown);
+            self.spawn_policy_watch(&client, namespaced_writer, rebuild, &shutdown);
         }
 
         let state = Arc::clone(self);
