@@ -17,6 +17,7 @@ use crate::engine::ServerDefaults;
 use crate::metrics::{CertificateKind, Metrics};
 use crate::state::ClusterState;
 use crate::telemetry::LogFormat;
+use crate::webhook::listener;
 use crate::webhook::selfsigned::{self, SelfSignedConfig};
 use crate::webhook::server::{self, AppState};
 use crate::webhook::tls::{self, CertResolver};
@@ -162,7 +163,7 @@ pub fn run(args: Options) -> ExitCode {
     let shutdown = CancellationToken::new();
     let signals = {
         let _in_runtime = runtime.enter();
-        server::signal_shutdown(shutdown.clone())
+        listener::signal_shutdown(shutdown.clone())
     };
     match signals {
         Ok(wait) => {
@@ -265,13 +266,13 @@ pub async fn serve(
         Arc::clone(&resolver),
     ));
 
-    let probe_listener = server::bind(args.probe_listen).await?;
-    let probe = tokio::spawn(server::serve_plain(
+    let probe_listener = listener::bind(args.probe_listen).await?;
+    let probe = tokio::spawn(listener::serve_plain(
         probe_listener,
         server::probe_router(Arc::clone(&state)),
         shutdown.clone(),
     ));
-    let tls_listener = server::bind(args.listen).await?;
+    let tls_listener = listener::bind(args.listen).await?;
     state.tls_bound.store(true, Ordering::Release);
     tracing::info!(listen = %args.listen, probe = %args.probe_listen, "serving webhooks");
 
@@ -299,13 +300,13 @@ pub async fn serve(
     };
 
     let tls_config = tls::server_config(Arc::clone(&resolver))?;
-    let mut result = server::serve_tls(
+    let mut result = listener::serve_tls(
         tls_listener,
         tls_config,
         server::router(state),
         shutdown.clone(),
-        server::DRAIN_TIMEOUT,
-        server::default_workers(),
+        listener::DRAIN_TIMEOUT,
+        listener::default_workers(),
     )
     .await
     .map_err(ServeError::Workers);

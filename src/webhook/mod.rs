@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod certs;
 pub mod conversion;
+pub mod listener;
 pub mod selfsigned;
 pub mod server;
 pub mod tls;
