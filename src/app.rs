@@ -18,8 +18,8 @@ use crate::metrics::{CertificateKind, Metrics};
 use crate::state::ClusterState;
 use crate::telemetry::LogFormat;
 use crate::webhook::listener;
-use crate::webhook::selfsigned::{self, SelfSignedConfig};
 use crate::webhook::server::{self, AppState};
+use crate::webhook::tls::selfsigned::{self, SelfSignedConfig};
 use crate::webhook::tls::{self, CertResolver};
 
 /// How often `--tls-cert-file`/`--tls-key-file` are checked for changes.

@@ -2,7 +2,7 @@
 //!
 //! Each subcommand's arguments are parsed here and turned into the plain
 //! options struct of the module that does the work ([`crate::app::Options`],
-//! [`crate::check::Options`], [`crate::webhook::certs::Options`],
+//! [`crate::check::Options`], [`crate::webhook::tls::certs::Options`],
 //! [`crate::graph::cli::Options`]); nothing below this module sees clap.
 
 use std::net::SocketAddr;
@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::check::{self, OutputFormat};
 use crate::engine::ServerDefaults;
 use crate::telemetry::LogFormat;
-use crate::webhook::certs;
+use crate::webhook::tls::certs;
 use crate::{app, graph};
 
 /// Admission, conversion and reconciliation for model-serving workloads on Kubernetes.

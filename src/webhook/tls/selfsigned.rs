@@ -24,7 +24,7 @@ use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{CertificateKind, Metrics};
-use crate::webhook::certs::{self, PemPair};
+use crate::webhook::tls::certs::{self, PemPair};
 use crate::webhook::tls::{self, CertResolver};
 
 /// Name of the Secret holding `ca.crt`, `ca.key`, `tls.crt`, `tls.key`.

@@ -1,5 +1,10 @@
 //! TLS: a certificate resolver that swaps certificates without a lock, the
-//! rustls server configuration, and the reloader for `--tls-cert-file`.
+//! rustls server configuration, and the reloader for `--tls-cert-file`;
+//! [`certs`] issues certificates with rcgen (`infergate certs`), and
+//! [`selfsigned`] keeps them in a Secret and injects the CA (`--self-signed`).
+
+pub mod certs;
+pub mod selfsigned;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
