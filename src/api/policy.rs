@@ -58,9 +58,7 @@ pub struct ClusterInferencePolicySpec {
     version = "v1beta1",
     kind = "InferencePolicy",
     namespaced,
-    // `ip` is the contract's short name, but kubectl resolves it to the built-in
-    // IPAddress (networking.k8s.io) first; `infpol` is unambiguous.
-    shortname = "ip",
+    // Not `ip`: that is the built-in IPAddress's short name (Kubernetes 1.33+).
     shortname = "infpol",
     category = "infergate",
     status = "PolicyStatus",
