@@ -61,10 +61,7 @@ async fn webhook() -> &'static Webhook {
             write_pair(&cert_dir, &leaf);
             let port = support::free_port().unwrap();
             let probe = support::free_port().unwrap();
-            let args = infergate::cli::ServeArgs {
-                namespace: "default".into(),
-                ..serve_args(port, probe, &cert_dir)
-            };
+            let args = serve_args(port, probe, &cert_dir, vec![]);
             let serve = Serve::start(args, Some(cp.kubeconfig().to_owned()));
             support::wait_readyz(probe, WAIT).await;
             support::register_webhooks(cp, port, &ca.cert)

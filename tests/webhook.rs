@@ -1155,9 +1155,9 @@ fn registrations_are_scoped_and_explicit() {
 
 // ---------------------------------------------------------------- serve without a cluster
 
-/// `serve` arguments over files in `dir`: a fresh certificate pair and a
-/// policy file with defaults for team-a; returns them and the CA.
-fn serve_files(dir: &Path, port: u16, probe: u16) -> (infergate::cli::ServeArgs, PemPair) {
+/// Files for `serve` in `dir`: a fresh certificate pair and `policy.yaml`
+/// with defaults for team-a; returns the CA.
+fn write_serve_files(dir: &Path) -> PemPair {
     let (ca, leaf) = pki("test-ca");
     write_pair(dir, &leaf);
     std::fs::write(
@@ -1167,11 +1167,7 @@ fn serve_files(dir: &Path, port: u16, probe: u16) -> (infergate::cli::ServeArgs,
         ),
     )
     .unwrap();
-    let args = infergate::cli::ServeArgs {
-        policy_files: vec![dir.join("policy.yaml")],
-        ..support::serve_args(port, probe, dir)
-    };
-    (args, ca)
+    ca
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1179,9 +1175,13 @@ async fn serve_runs_without_a_cluster_from_policy_files() {
     install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let (port, probe) = (free_port().unwrap(), free_port().unwrap());
-    let (args, ca) = serve_files(dir.path(), port, probe);
+    let ca = write_serve_files(dir.path());
     let cert = std::fs::read(dir.path().join("tls.crt")).unwrap();
-    let server = Serve::start(args, None);
+    let policy = dir.path().join("policy.yaml");
+    let server = Serve::start(
+        support::serve_args(port, probe, dir.path(), vec![policy]),
+        None,
+    );
     wait_readyz(probe, Duration::from_secs(5)).await;
 
     // Admission over TLS with the defaults of the policy file.
@@ -1230,18 +1230,18 @@ async fn serve_runs_without_a_cluster_from_policy_files() {
 fn the_binary_drains_and_exits_zero_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let (port, probe) = (free_port().unwrap(), free_port().unwrap());
-    let (args, _) = serve_files(dir.path(), port, probe);
+    write_serve_files(dir.path());
     let mut child = std::process::Command::new(binary())
         .args(["serve", "--no-reconcile", "--listen"])
-        .arg(args.listen.to_string())
+        .arg(format!("127.0.0.1:{port}"))
         .arg("--probe-listen")
-        .arg(args.probe_listen.to_string())
+        .arg(format!("127.0.0.1:{probe}"))
         .arg("--tls-cert-file")
-        .arg(args.tls_cert_file.unwrap())
+        .arg(dir.path().join("tls.crt"))
         .arg("--tls-key-file")
-        .arg(args.tls_key_file.unwrap())
+        .arg(dir.path().join("tls.key"))
         .arg("--policy-file")
-        .arg(&args.policy_files[0])
+        .arg(dir.path().join("policy.yaml"))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -58,8 +58,9 @@ pub fn app_state(cache: PolicyCache, server: ServerDefaults) -> Arc<AppState> {
 }
 
 /// `serve` arguments: TLS on 127.0.0.1:`port` with `tls.crt`/`tls.key` from
-/// `cert_dir`, probes on 127.0.0.1:`probe`, no reconciler, no policy file.
-pub fn serve_args(port: u16, probe: u16, cert_dir: &Path) -> ServeArgs {
+/// `cert_dir`, probes on 127.0.0.1:`probe`, policies from `policy_files`
+/// (none: from the cluster), no reconciler.
+pub fn serve_args(port: u16, probe: u16, cert_dir: &Path, policy_files: Vec<PathBuf>) -> ServeArgs {
     ServeArgs {
         listen: ([127, 0, 0, 1], port).into(),
         probe_listen: ([127, 0, 0, 1], probe).into(),
@@ -68,7 +69,7 @@ pub fn serve_args(port: u16, probe: u16, cert_dir: &Path) -> ServeArgs {
         self_signed: false,
         cert_ips: vec![],
         cert_dns: vec![],
-        policy_files: vec![],
+        policy_files,
         default_engine_image: None,
         default_replicas: None,
         no_reconcile: true,
@@ -100,10 +101,11 @@ impl Serve {
                     .build()
                     .map_err(|e| format!("serve runtime: {e}"))?;
                 rt.block_on(async move {
-                    let client = match kubeconfig {
-                        Some(path) => Some(client_from(&path).await.map_err(|e| format!("{e:#}"))?),
-                        None => None,
-                    };
+                    let mut client = None;
+                    if let Some(path) = kubeconfig {
+                        let c = client_from(&path).await;
+                        client = Some(c.map_err(|e| format!("api client: {e:#}"))?);
+                    }
                     let result =
                         infergate::webhook::serve::serve(args, client, Metrics::new(), token)
                             .await

@@ -11,7 +11,7 @@
 //!   the built binary;
 //! - [`webhooks`]: its webhooks registered with the apiserver by URL;
 //! - [`process`] and [`fixtures`]: child processes, repository files.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code)]
 
 pub mod app;
 pub mod control_plane;
@@ -22,11 +22,20 @@ pub mod servers;
 pub mod wait;
 pub mod webhooks;
 
+// A file that uses nothing of a module would warn about its re-export.
+#[allow(unused_imports)]
 pub use app::*;
+#[allow(unused_imports)]
 pub use control_plane::*;
+#[allow(unused_imports)]
 pub use crds::*;
+#[allow(unused_imports)]
 pub use fixtures::*;
+#[allow(unused_imports)]
 pub use process::*;
+#[allow(unused_imports)]
 pub use servers::*;
+#[allow(unused_imports)]
 pub use wait::*;
+#[allow(unused_imports)]
 pub use webhooks::*;
