@@ -28,12 +28,14 @@ use infergate::api::conversion::{V1ALPHA1, V1BETA1, convert};
 use infergate::api::v1beta1::InferenceService;
 use infergate::api::{ClusterInferencePolicy, InferencePolicy};
 use infergate::engine::{self, Context, NoRoutes, PolicySnapshot, ServerDefaults};
-use infergate::metrics::{Metrics, Webhook};
-use infergate::webhook::admission::Admission;
+use infergate::metrics::Webhook;
 use infergate::webhook::cache::PolicyCache;
 
 mod common;
 use common::reviews;
+
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 // The allocator `infergate` itself runs with (src/main.rs).
 #[global_allocator]
@@ -106,11 +108,10 @@ fn bench(c: &mut Criterion) {
 /// What one request costs the server past HTTP and TLS: the review body in,
 /// the response bytes out (the load bench's bodies and policies).
 fn handlers(c: &mut Criterion) {
-    let admission = Admission {
-        cache: std::sync::Arc::new(PolicyCache::new(reviews::policies())),
-        server: ServerDefaults::default(),
-        metrics: Metrics::new(),
-    };
+    let admission = support::admission(
+        PolicyCache::new(reviews::policies()),
+        ServerDefaults::default(),
+    );
     let mutate = reviews::admission_review(reviews::service_object(0, false));
     let validate = reviews::admission_review(reviews::service_object(0, true));
     let convert100 = reviews::conversion_review(100);

@@ -44,21 +44,20 @@
 //! connection worker per CPU in its list unless `LOAD_SERVER_THREADS` says
 //! otherwise).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use infergate::engine::ServerDefaults;
-use infergate::metrics::Metrics;
-use infergate::webhook::admission::Admission;
 use infergate::webhook::cache::PolicyCache;
-use infergate::webhook::certs;
-use infergate::webhook::server::{self, AppState};
-use infergate::webhook::tls::{self, CertResolver};
-use rustls_pki_types::pem::PemObject;
+use infergate::webhook::server;
+use infergate::webhook::tls;
 use tokio_util::sync::CancellationToken;
 
 mod common;
@@ -215,26 +214,7 @@ enum Pace {
     Open { interval: Duration },
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn connect(target: &Target) -> Sender {
-    let tcp = tokio::net::TcpStream::connect(target.addr)
-        .await
-        .expect("connect");
-    tcp.set_nodelay(true).expect("nodelay");
-    let tls = tokio_rustls::TlsConnector::from(Arc::clone(&target.client))
-        .connect(
-            rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name"),
-            tcp,
-        )
-        .await
-        .expect("tls");
-    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-        .await
-        .expect("http1");
-    tokio::spawn(conn);
-    sender
-}
+type Sender = support::Conn;
 
 /// One request; true when answered 2xx with a complete body.
 async fn send(sender: &mut Sender, path: &str, body: &Bytes) -> bool {
@@ -336,7 +316,7 @@ fn row(name: &str, s: &mut Sample, body_len: usize, cpus: usize, extra: &str) {
 }
 
 fn main() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    support::install_crypto_provider();
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -387,29 +367,14 @@ fn main() {
     }
 
     // Server: its own runtime, like `infergate serve`.
-    let ca = certs::generate_ca("load-ca", Duration::from_secs(3600)).expect("ca");
-    let leaf = certs::issue_serving(
-        &ca,
-        &["localhost".to_owned()],
-        &["127.0.0.1".parse().expect("ip")],
-        Duration::from_secs(3600),
-    )
-    .expect("leaf");
-    let resolver = Arc::new(CertResolver::new());
-    resolver.set(
+    let (ca, leaf) = support::pki("load-ca");
+    let state = support::app_state(PolicyCache::new(policies()), ServerDefaults::default());
+    state.resolver.set(
         tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
             .expect("pair")
             .key,
     );
-    let state = Arc::new(AppState {
-        admission: Admission {
-            cache: Arc::new(PolicyCache::new(policies())),
-            server: ServerDefaults::default(),
-            metrics: Metrics::new(),
-        },
-        resolver: Arc::clone(&resolver),
-        tls_bound: AtomicBool::new(true),
-    });
+    state.tls_bound.store(true, Ordering::Release);
     let fixed = Bytes::from_static(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#,
     );
@@ -439,7 +404,7 @@ fn main() {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    let tls_cfg = tls::server_config(resolver).expect("tls config");
+    let tls_cfg = tls::server_config(Arc::clone(&state.resolver)).expect("tls config");
     server_rt.spawn(server::serve_tls(
         listener,
         tls_cfg,
@@ -451,21 +416,10 @@ fn main() {
 
     // Driver: its own runtime (one thread by default: a light load generator
     // leaves the cores to the server and adds the least scheduling noise).
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls_pki_types::CertificateDer::from_pem_slice(ca.cert.as_bytes()).expect("ca pem"))
-        .expect("root");
-    let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let client = support::client_config(&[&ca], &[b"http/1.1"], false);
     let target = Target {
         addr,
-        client: Arc::new(client),
+        client,
         connections,
     };
     if let Some(cpus) = &driver_cpus {
@@ -518,7 +472,10 @@ fn main() {
     let mut senders = driver_rt.block_on(async {
         let mut v = Vec::with_capacity(target.connections);
         for _ in 0..target.connections {
-            v.push(connect(&target).await);
+            let (sender, _) = support::connect(target.addr, Arc::clone(&target.client))
+                .await
+                .expect("connect");
+            v.push(sender);
         }
         v
     });

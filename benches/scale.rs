@@ -40,7 +40,6 @@
 //! deletion checks and policy lookups are served from watch caches.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports, clippy::all)]
 mod support;
 
 use std::io::{BufRead, Read, Write};
@@ -60,7 +59,6 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 
 use infergate::api::v1beta1::InferenceService;
-use infergate::reconcile::{Config, LeaseTiming};
 
 const CHILD_ENV: &str = "INFERGATE_SCALE_CHILD_KUBECONFIG";
 const NAMESPACES: usize = 10;
@@ -70,9 +68,7 @@ fn main() {
         // `cargo bench -- --list` / test discovery: nothing to list.
         return;
     }
-    rustls::crypto::ring::default_provider()
-        .install_default()
-        .ok();
+    support::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -145,15 +141,7 @@ async fn child(kubeconfig: std::path::PathBuf) {
         .with_layer(&counting)
         .build();
     let token = CancellationToken::new();
-    let config = Config {
-        lease: LeaseTiming::default(),
-        ..Config::new(
-            infergate::engine::ServerDefaults::default(),
-            infergate::metrics::Metrics::new(),
-            "infergate-system",
-            "scale-bench",
-        )
-    };
+    let config = support::reconcile_config("scale-bench");
     let run = tokio::spawn(infergate::reconcile::run(client, config, token.clone()));
     // The parent closes stdin when it has its numbers.
     tokio::task::spawn_blocking(|| {
@@ -223,16 +211,7 @@ async fn parent() {
         .unwrap_or(1000);
     let cp = support::control_plane().await;
     cp.install_crds().await;
-    let out = cp.kubectl(&[
-        "apply",
-        "--server-side",
-        "-f",
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/reconcile/httproute-crd.yaml"
-        ),
-    ]);
-    assert!(out.status.success(), "HTTPRoute CRD: {out:?}");
+    cp.install_crd_file(support::HTTPROUTE_CRD).await;
     // The test apiserver's service range is a /24: add a ServiceCIDR so
     // 2,000 Services get ClusterIPs.
     let out = cp.kubectl_stdin(
@@ -241,7 +220,7 @@ async fn parent() {
     );
     assert!(out.status.success(), "ServiceCIDR: {out:?}");
     let client = cp.client().await;
-    let _ = cp.kubectl(&["create", "namespace", "infergate-system"]);
+    cp.ensure_namespace(support::SYSTEM_NAMESPACE).await;
     let mut namespaces = Vec::new();
     for _ in 0..NAMESPACES {
         namespaces.push(cp.fresh_namespace("scale").await);

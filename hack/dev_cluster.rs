@@ -51,7 +51,7 @@ fn infergate_binary() -> Result<PathBuf, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    support::install_crypto_provider();
     match run().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

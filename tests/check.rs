@@ -1,13 +1,12 @@
 //! `infergate check` over the examples and over malformed input, through
 //! the built binary, as CI would run it.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use support::{binary, root, run};
 
 fn policy_flags() -> Vec<String> {
     let good = root().join("examples/good");
@@ -21,25 +20,12 @@ fn policy_flags() -> Vec<String> {
     ]
 }
 
+/// `infergate check ARGS`, with `stdin` as its input.
 fn check(args: &[String], stdin: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infergate"));
-    cmd.arg("check").args(args);
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("run infergate");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-    }
-    child.wait_with_output().expect("wait for infergate")
+    run(
+        Command::new(binary()).arg("check").args(args),
+        stdin.map(str::as_bytes),
+    )
 }
 
 fn stderr(o: &Output) -> String {

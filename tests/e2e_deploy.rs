@@ -8,50 +8,39 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use support::{ControlPlane, Hooks, control_plane};
+use support::{
+    ControlPlane, Hooks, SYSTEM_NAMESPACE, WAIT, binary, control_plane, conversion_ca_bundle,
+    eventually, root, text,
+};
 
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The two tests both own the webhook registrations: one at a time.
 static REGISTRATIONS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_infergate"))
-}
-
 /// CRDs, webhook configurations, namespace, ServiceAccount and RBAC as `deploy/`
 /// has them; a kubeconfig with a token of that ServiceAccount.
-async fn setup(cp: &ControlPlane) -> PathBuf {
+async fn setup(cp: &ControlPlane) -> std::path::PathBuf {
     cp.install_crds().await;
-    let _ = cp.kubectl(&["create", "namespace", "infergate-system"]);
-    let out = cp.kubectl(&[
-        "apply",
+    cp.deployed_service_account().await
+}
+
+/// A field of the service `ns/chat` as kubectl prints it (`jsonpath`).
+fn chat_field(cp: &ControlPlane, ns: &str, jsonpath: &str) -> String {
+    text(&cp.kubectl(&[
+        "get",
+        "infsvc",
+        "chat",
         "-n",
-        "infergate-system",
-        "-f",
-        &format!("{ROOT}/deploy/serviceaccount.yaml"),
-        "-f",
-        &format!("{ROOT}/deploy/rbac.yaml"),
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    support::service_account_kubeconfig(cp, "infergate-system", "infergate")
-        .unwrap_or_else(|e| panic!("ServiceAccount kubeconfig: {e:#}"))
+        ns,
+        "-o",
+        &format!("jsonpath={jsonpath}"),
+    ]))
 }
 
 fn assert_no_forbidden(log: &Path) {
@@ -65,17 +54,6 @@ fn assert_no_forbidden(log: &Path) {
         "infergate was denied by RBAC:\n{}",
         denied.join("\n")
     );
-}
-
-async fn eventually<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within 60s");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,7 +78,7 @@ async fn webhooks_and_reconciler_work_with_the_service_account_only() {
     };
 
     // The policy reached the webhook's cache through the ServiceAccount's watch.
-    let rejected = eventually("the policy limit applies", async || {
+    let rejected = eventually("the policy limit applies", WAIT, async || {
         let out = cp.kubectl_stdin(&["apply", "-f", "-"], &service(9));
         let all = text(&out);
         (!out.status.success() && all.contains("must be at most 4")).then_some(all)
@@ -110,21 +88,15 @@ async fn webhooks_and_reconciler_work_with_the_service_account_only() {
 
     let out = cp.kubectl_stdin(&["apply", "-f", "-"], &service(2));
     assert!(out.status.success(), "{}", text(&out));
-    let out = cp.kubectl(&[
-        "get",
-        "infsvc",
-        "chat",
-        "-n",
-        &ns,
-        "-o",
-        "jsonpath={.spec.engine.image}",
-    ]);
-    assert_eq!(text(&out), "registry.example.com/vllm:0.9");
+    assert_eq!(
+        chat_field(cp, &ns, "{.spec.engine.image}"),
+        "registry.example.com/vllm:0.9"
+    );
 
     // The reconciler (lease holder) creates the children and writes status.
     let client = cp.client().await;
     let deployments: Api<Deployment> = Api::namespaced(client, &ns);
-    let deployment = eventually("the reconciler creates the Deployment", async || {
+    let deployment = eventually("the reconciler creates the Deployment", WAIT, async || {
         deployments.get_opt("chat").await.ok().flatten()
     })
     .await;
@@ -134,17 +106,9 @@ async fn webhooks_and_reconciler_work_with_the_service_account_only() {
             .iter()
             .any(|o| o.kind == "InferenceService" && o.controller == Some(true))
     );
-    eventually("status is written", async || {
-        let out = cp.kubectl(&[
-            "get",
-            "infsvc",
-            "chat",
-            "-n",
-            &ns,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Reconciled\")].status}",
-        ]);
-        (text(&out) == "True").then_some(())
+    eventually("status is written", WAIT, async || {
+        let reconciled = r#"{.status.conditions[?(@.type=="Reconciled")].status}"#;
+        (chat_field(cp, &ns, reconciled) == "True").then_some(())
     })
     .await;
     let out = cp.kubectl(&["get", "events.events.k8s.io", "-n", &ns, "-o", "name"]);
@@ -171,7 +135,11 @@ async fn self_signed_mode_works_with_the_service_account_only() {
         let out = cp.kubectl(&["delete", kind, "infergate", "--ignore-not-found"]);
         assert!(out.status.success(), "{}", text(&out));
     }
-    let out = cp.kubectl(&["apply", "-k", &format!("{ROOT}/webhooks")]);
+    let out = cp.kubectl(&[
+        "apply",
+        "-k",
+        &root().join("webhooks").display().to_string(),
+    ]);
     assert!(out.status.success(), "{}", text(&out));
     let port = support::free_port().expect("port");
     let probe = support::free_port().expect("port");
@@ -183,7 +151,7 @@ async fn self_signed_mode_works_with_the_service_account_only() {
             "--self-signed",
             "--no-reconcile",
             "--namespace",
-            "infergate-system",
+            SYSTEM_NAMESPACE,
             "--cert-ip",
             "127.0.0.1",
         ])
@@ -194,8 +162,8 @@ async fn self_signed_mode_works_with_the_service_account_only() {
     let mut child = support::spawn_logged(serve, &log).expect("starting infergate");
 
     let client = cp.client().await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "infergate-system");
-    let ca = eventually("the certificate Secret is created", async || {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+    let ca = eventually("the certificate Secret is created", WAIT, async || {
         let secret = secrets
             .get_opt("infergate-webhook-tls")
             .await
@@ -208,6 +176,7 @@ async fn self_signed_mode_works_with_the_service_account_only() {
     let crds: Api<CustomResourceDefinition> = Api::all(client);
     eventually(
         "the CA is injected into the webhook configuration and the CRD",
+        WAIT,
         async || {
             let hook = hooks.get("infergate").await.ok()?;
             let injected = hook
@@ -216,13 +185,7 @@ async fn self_signed_mode_works_with_the_service_account_only() {
                 .iter()
                 .all(|w| w.client_config.ca_bundle.as_ref().map(|b| &b.0) == Some(&ca));
             let crd = crds.get("inferenceservices.infergate.dev").await.ok()?;
-            let conversion = crd
-                .spec
-                .conversion
-                .and_then(|c| c.webhook)
-                .and_then(|w| w.client_config)
-                .and_then(|c| c.ca_bundle)
-                .map(|b| b.0);
+            let conversion = conversion_ca_bundle(crd).map(|b| b.0);
             (injected && conversion.as_ref() == Some(&ca)).then_some(())
         },
     )

@@ -6,54 +6,10 @@
 
 mod support;
 
-use std::process::Output;
+use support::{ControlPlane, control_plane, service_yaml, text};
 
-use support::{ControlPlane, control_plane};
-
-const CRD_FILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-static APPLIED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
 /// Held by tests that change or re-apply the CRD's conversion client config.
 static CONVERSION_CONFIG: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Apply the committed CRD file with plain client-side `kubectl apply` (as a user
-/// would, which also stores the last-applied annotation) and wait for Established.
-/// Once per test binary: the tests run in parallel.
-async fn apply_committed_crds(cp: &ControlPlane) {
-    APPLIED.get_or_init(|| async { apply_crds_once(cp) }).await;
-}
-
-fn apply_crds_once(cp: &ControlPlane) {
-    let out = cp.kubectl(&["apply", "-f", CRD_FILE]);
-    assert!(
-        out.status.success(),
-        "kubectl apply of crds/ failed: {}",
-        text(&out)
-    );
-    let out = cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/inferenceservices.infergate.dev",
-        "crd/clusterinferencepolicies.infergate.dev",
-        "crd/inferencepolicies.infergate.dev",
-    ]);
-    assert!(out.status.success(), "CRDs not Established: {}", text(&out));
-}
-
-fn service(ns: &str, name: &str, spec: &str) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
-    )
-}
 
 /// Apply `manifest` and assert the apiserver rejects it with `message`.
 fn assert_rejected(cp: &ControlPlane, manifest: &str, message: &str) {
@@ -72,10 +28,10 @@ fn assert_rejected(cp: &ControlPlane, manifest: &str, message: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crds_install_and_store_a_valid_service() {
     let cp = control_plane().await;
-    apply_committed_crds(cp).await;
+    cp.install_crds().await;
     let ns = cp.fresh_namespace("foundation").await;
 
-    let manifest = service(
+    let manifest = service_yaml(
         &ns,
         "chat",
         "  model:\n    ref: llama3-8b-q4\n  engine:\n    image: registry.example.com/vllm:0.9\n  replicas: 2\n  autoscaling:\n    minReplicas: 1\n    maxReplicas: 4\n  canary:\n    model:\n      ref: llama3-8b-q5\n    weight: 10\n  routing:\n    requestTimeout: 1h30m\n",
@@ -133,13 +89,13 @@ async fn crds_install_and_store_a_valid_service() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cel_rules_reject_invalid_specs() {
     let cp = control_plane().await;
-    apply_committed_crds(cp).await;
+    cp.install_crds().await;
     let ns = cp.fresh_namespace("cel").await;
     let base = "  model:\n    ref: m\n";
 
     assert_rejected(
         cp,
-        &service(
+        &service_yaml(
             &ns,
             "weight",
             &format!("{base}  canary:\n    model:\n      ref: m2\n    weight: 150\n"),
@@ -148,7 +104,7 @@ async fn cel_rules_reject_invalid_specs() {
     );
     assert_rejected(
         cp,
-        &service(
+        &service_yaml(
             &ns,
             "minmax",
             &format!("{base}  autoscaling:\n    minReplicas: 5\n    maxReplicas: 2\n"),
@@ -157,12 +113,12 @@ async fn cel_rules_reject_invalid_specs() {
     );
     assert_rejected(
         cp,
-        &service(&ns, "negative", &format!("{base}  replicas: -1\n")),
+        &service_yaml(&ns, "negative", &format!("{base}  replicas: -1\n")),
         "spec.replicas must be at least 0",
     );
     assert_rejected(
         cp,
-        &service(
+        &service_yaml(
             &ns,
             "timeout",
             &format!("{base}  routing:\n    requestTimeout: 1.5s\n"),
@@ -171,7 +127,7 @@ async fn cel_rules_reject_invalid_specs() {
     );
     assert_rejected(
         cp,
-        &service(
+        &service_yaml(
             &ns,
             "health",
             &format!("{base}  healthCheck:\n    path: healthz\n"),
@@ -180,7 +136,7 @@ async fn cel_rules_reject_invalid_specs() {
     );
     assert_rejected(
         cp,
-        &service(
+        &service_yaml(
             &ns,
             "graph",
             &format!("{base}  graph:\n    url: https://graphs.example.com/g\n"),
@@ -189,12 +145,12 @@ async fn cel_rules_reject_invalid_specs() {
     );
     assert_rejected(
         cp,
-        &service(&ns, "ray", &format!("{base}  backend: RayService\n")),
+        &service_yaml(&ns, "ray", &format!("{base}  backend: RayService\n")),
         "spec.graph is required when spec.backend is RayService",
     );
     assert_rejected(
         cp,
-        &service(
+        &service_yaml(
             &ns,
             "plainurl",
             &format!(
@@ -205,19 +161,19 @@ async fn cel_rules_reject_invalid_specs() {
     );
     assert_rejected(
         cp,
-        &service(&ns, "blank", "  model:\n    ref: \"two words\"\n"),
+        &service_yaml(&ns, "blank", "  model:\n    ref: \"two words\"\n"),
         "model.ref must be 1 to 253 characters without whitespace",
     );
 
     // backend is immutable (a transition rule).
     let created = cp.kubectl_stdin(
         &["apply", "-f", "-"],
-        &service(&ns, "immutable", &format!("{base}  backend: Deployment\n")),
+        &service_yaml(&ns, "immutable", &format!("{base}  backend: Deployment\n")),
     );
     assert!(created.status.success(), "{}", text(&created));
     assert_rejected(
         cp,
-        &service(
+        &service_yaml(
             &ns,
             "immutable",
             &format!(
@@ -230,7 +186,7 @@ async fn cel_rules_reject_invalid_specs() {
     // All violations are reported at once.
     let out = cp.kubectl_stdin(
         &["apply", "-f", "-"],
-        &service(
+        &service_yaml(
             &ns,
             "several",
             &format!(
@@ -250,7 +206,7 @@ async fn cel_rules_reject_invalid_specs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_kinds_are_served() {
     let cp = control_plane().await;
-    apply_committed_crds(cp).await;
+    cp.install_crds().await;
     let ns = cp.fresh_namespace("policy").await;
     let policies = format!(
         "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata:\n  name: platform-{ns}\nspec:\n  namespaceSelector:\n    matchLabels:\n      tier: prod\n  priority: 10\n  enforcement: Warn\n  limits:\n    maxCanaryWeight: 50\n    maxGPUsPerReplica: 8\n    maxRequestTimeout: 30m\n    allowedAccelerators: [nvidia, amd]\n---\napiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata:\n  name: defaults\n  namespace: {ns}\nspec:\n  defaults:\n    replicas: 2\n    routing:\n      requestTimeout: 10m\n"
@@ -300,7 +256,7 @@ async fn policy_kinds_are_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kustomize_deployment_is_accepted_by_a_real_apiserver() {
     let cp = control_plane().await;
-    apply_committed_crds(cp).await;
+    cp.install_crds().await;
     let _conversion = CONVERSION_CONFIG.lock().await;
     let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
     let out = cp.kubectl(&["create", "namespace", "infergate-system"]);
@@ -399,12 +355,11 @@ async fn the_cert_manager_overlay_renders() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v1alpha1_service_is_stored_through_the_conversion_webhook() {
     let cp = control_plane().await;
-    apply_committed_crds(cp).await;
+    cp.install_crds().await;
     let _conversion = CONVERSION_CONFIG.lock().await;
-    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_infergate"));
     let server = support::start_infergate(
         cp,
-        binary,
+        support::binary(),
         &["--no-reconcile"],
         support::Hooks::ConversionOnly,
     )

@@ -12,107 +12,30 @@ mod support;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use infergate::api::v1beta1::InferenceService;
-use infergate::engine::ServerDefaults;
-use infergate::metrics::Metrics;
 use infergate::reconcile::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
-use support::{ControlPlane, control_plane};
+use support::{
+    ControlPlane, HTTPROUTE_CRD, Reconciler, SYSTEM_NAMESPACE, WAIT, condition, control_plane,
+    eventually, get, wait_condition, wait_exists, wait_gone,
+};
 
-/// Namespace of the reconcilers' Lease.
-const LEASE_NS: &str = "infergate-system";
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
 // ---------------------------------------------------------------- reconcilers
 
-/// One reconciler "replica": its own thread and current-thread runtime, so a
-/// crash can be simulated by dropping the runtime without any cleanup.
-struct Instance {
-    identity: String,
-    token: CancellationToken,
-    crash: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Instance {
-    fn start(kubeconfig: PathBuf, identity: &str) -> Self {
-        let token = CancellationToken::new();
-        let (crash_tx, crash_rx) = tokio::sync::oneshot::channel::<()>();
-        let run_token = token.clone();
-        let id = identity.to_owned();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("reconciler runtime");
-            rt.block_on(async move {
-                let client = support::client_from(&kubeconfig)
-                    .await
-                    .expect("reconciler client");
-                let config = Config {
-                    lease: LeaseTiming {
-                        duration_seconds: 6,
-                        grace_seconds: 2,
-                    },
-                    ..Config::new(
-                        ServerDefaults::default(),
-                        Metrics::new(),
-                        LEASE_NS,
-                        id.clone(),
-                    )
-                };
-                tokio::select! {
-                    r = infergate::reconcile::run(client, config, run_token) => {
-                        if let Err(e) = r {
-                            eprintln!("reconciler {id} failed: {e}");
-                        }
-                    }
-                    _ = crash_rx => {}
-                }
-            });
-            // Dropping the runtime drops every task unpolled: no lease release.
-            drop(rt);
-        });
-        Self {
-            identity: identity.to_owned(),
-            token,
-            crash: Some(crash_tx),
-            thread: Some(thread),
-        }
-    }
-
-    /// Graceful stop (the lease is released).
-    fn stop(mut self) {
-        self.token.cancel();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-
-    /// Simulated crash (the lease is left to expire).
-    fn crash(mut self) {
-        if let Some(c) = self.crash.take() {
-            let _ = c.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-static INSTANCES: OnceLock<Mutex<Vec<Instance>>> = OnceLock::new();
+static INSTANCES: OnceLock<Mutex<Vec<Reconciler>>> = OnceLock::new();
 static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn next_identity() -> String {
@@ -120,33 +43,31 @@ fn next_identity() -> String {
     format!("reconciler-{n}")
 }
 
+/// One reconciler "replica" with a short lease (failover within seconds).
+fn start_reconciler(kubeconfig: PathBuf) -> Reconciler {
+    let config = Config {
+        lease: LeaseTiming {
+            duration_seconds: 6,
+            grace_seconds: 2,
+        },
+        ..support::reconcile_config(&next_identity())
+    };
+    Reconciler::start(kubeconfig, config)
+}
+
 /// The control plane with CRDs and two reconcilers running.
 async fn setup() -> (&'static ControlPlane, Client) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .try_init();
+    support::init_tracing();
     let cp = control_plane().await;
     cp.install_crds().await;
     let client = cp.client().await;
     if INSTANCES.get().is_none() {
-        let _ = Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &Namespace {
-                    metadata: ObjectMeta {
-                        name: Some(LEASE_NS.into()),
-                        ..ObjectMeta::default()
-                    },
-                    ..Namespace::default()
-                },
-            )
-            .await;
+        cp.ensure_namespace(SYSTEM_NAMESPACE).await;
         let kubeconfig = cp.kubeconfig().to_path_buf();
         INSTANCES.get_or_init(|| {
             Mutex::new(vec![
-                Instance::start(kubeconfig.clone(), &next_identity()),
-                Instance::start(kubeconfig, &next_identity()),
+                start_reconciler(kubeconfig.clone()),
+                start_reconciler(kubeconfig),
             ])
         });
     }
@@ -154,27 +75,6 @@ async fn setup() -> (&'static ControlPlane, Client) {
 }
 
 // -------------------------------------------------------------------- helpers
-
-/// Poll `f` every 250 ms until it yields a value; panic with `what` after `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-const T: Duration = Duration::from_secs(60);
 
 async fn create_service(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
     let svc: InferenceService = serde_json::from_value(json!({
@@ -190,6 +90,11 @@ async fn create_service(client: &Client, ns: &str, name: &str, spec: serde_json:
         .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
 }
 
+/// A spec with `model`, the test engine image and one replica.
+fn basic(model: &str) -> serde_json::Value {
+    json!({"model": {"ref": model}, "engine": {"image": ENGINE}, "replicas": 1})
+}
+
 async fn patch_spec(client: &Client, ns: &str, name: &str, patch: serde_json::Value) {
     Api::<InferenceService>::namespaced(client.clone(), ns)
         .patch(
@@ -199,74 +104,6 @@ async fn patch_spec(client: &Client, ns: &str, name: &str, patch: serde_json::Va
         )
         .await
         .unwrap_or_else(|e| panic!("patching {ns}/{name}: {e}"));
-}
-
-async fn get<K>(client: &Client, ns: &str, name: &str) -> Option<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    Api::<K>::namespaced(client.clone(), ns)
-        .get_opt(name)
-        .await
-        .unwrap_or_else(|e| panic!("get {ns}/{name}: {e}"))
-}
-
-async fn wait_exists<K>(client: &Client, ns: &str, name: &str) -> K
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let kind = K::kind(&()).into_owned();
-    eventually(&format!("{kind} {ns}/{name} to exist"), T, || {
-        get::<K>(client, ns, name)
-    })
-    .await
-}
-
-async fn wait_gone<K>(client: &Client, ns: &str, name: &str, timeout: Duration)
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
-    let kind = K::kind(&()).into_owned();
-    eventually(
-        &format!("{kind} {ns}/{name} to be deleted"),
-        timeout,
-        || async { get::<K>(client, ns, name).await.is_none().then_some(()) },
-    )
-    .await;
-}
-
-/// Wait until the service's condition `type_` has `status` and `reason`; return it.
-async fn wait_condition(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    type_: &str,
-    status: &str,
-    reason: &str,
-    timeout: Duration,
-) -> InferenceService {
-    eventually(
-        &format!("{ns}/{name} condition {type_}={status} ({reason})"),
-        timeout,
-        || async {
-            let svc = get::<InferenceService>(client, ns, name).await?;
-            let st = svc.status.as_ref()?;
-            st.conditions
-                .iter()
-                .any(|c| c.type_ == type_ && c.status == status && c.reason == reason)
-                .then_some(svc)
-        },
-    )
-    .await
 }
 
 fn container(d: &Deployment) -> &k8s_openapi::api::core::v1::Container {
@@ -294,7 +131,7 @@ async fn mark_pods_ready(client: &Client, ns: &str, service: &str, track: &str, 
     let selector = format!("infergate.dev/service={service},infergate.dev/track={track}");
     eventually(
         &format!("{want} {track} pod(s) of {ns}/{service} marked Ready"),
-        T,
+        WAIT,
         || async {
             let list = pods
                 .list(&ListParams::default().labels(&selector))
@@ -361,30 +198,6 @@ fn infergate_owns_replicas(d: &Deployment) -> bool {
         })
 }
 
-async fn install_httproute_crd(cp: &ControlPlane) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/reconcile/httproute-crd.yaml"
-    );
-    let out = cp.kubectl(&["apply", "--server-side", "-f", path]);
-    assert!(
-        out.status.success(),
-        "installing the HTTPRoute CRD: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/httproutes.gateway.networking.k8s.io",
-    ]);
-    assert!(
-        out.status.success(),
-        "HTTPRoute CRD not Established: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 // ---------------------------------------------------------------------- tests
 
 /// The whole life of a service with a gateway: Gateway API missing, then
@@ -423,7 +236,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
         "RoutingReady",
         "False",
         "GatewayAPINotInstalled",
-        T,
+        WAIT,
     )
     .await;
     let st = svc.status.clone().unwrap();
@@ -508,7 +321,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     );
 
     // Installing Gateway API later starts producing routes, without a spec edit.
-    install_httproute_crd(cp).await;
+    cp.install_crd_file(HTTPROUTE_CRD).await;
     let route: HTTPRoute = eventually(
         "the HTTPRoute after installing Gateway API",
         Duration::from_secs(150),
@@ -541,14 +354,14 @@ async fn lifecycle_with_gateway_api_installed_later() {
         "RoutingReady",
         "True",
         "RouteApplied",
-        T,
+        WAIT,
     )
     .await;
     assert_eq!(svc.status.unwrap().canary.unwrap().weight, Some(0));
 
     // Readiness: the canary's ready replica brings its weight into the route.
     mark_pods_ready(&client, &ns, "chat", "canary", 1).await;
-    let route = eventually("the canary weight routed", T, || async {
+    let route = eventually("the canary weight routed", WAIT, || async {
         let r = get::<HTTPRoute>(&client, &ns, "chat").await?;
         (backends(&r).len() == 2).then_some(r)
     })
@@ -560,22 +373,20 @@ async fn lifecycle_with_gateway_api_installed_later() {
             ("chat-canary".to_owned(), Some(20))
         ]
     );
-    let svc = eventually("status.canary to report the routed weight", T, || async {
-        let s = get::<InferenceService>(&client, &ns, "chat").await?;
-        let c = s.status.as_ref()?.canary.clone()?;
-        (c.weight == Some(20) && c.ready_replicas == Some(1)).then_some(s)
-    })
+    let svc = eventually(
+        "status.canary to report the routed weight",
+        WAIT,
+        || async {
+            let s = get::<InferenceService>(&client, &ns, "chat").await?;
+            let c = s.status.as_ref()?.canary.clone()?;
+            (c.weight == Some(20) && c.ready_replicas == Some(1)).then_some(s)
+        },
+    )
     .await;
-    let ready = svc
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap();
+    let ready = condition(&svc, "Ready").unwrap();
     assert_eq!(ready.status, "False", "the primary is not ready yet");
     mark_pods_ready(&client, &ns, "chat", "primary", 1).await;
-    let svc = wait_condition(&client, &ns, "chat", "Ready", "True", "Available", T).await;
+    let svc = wait_condition(&client, &ns, "chat", "Ready", "True", "Available", WAIT).await;
     let st = svc.status.unwrap();
     assert_eq!((st.replicas, st.ready_replicas), (Some(1), Some(1)));
     // The printer columns show it.
@@ -615,7 +426,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
         json!({"engine": {"image": "registry.example.com/vllm:1.0"}, "autoscaling": {"maxReplicas": 6}}),
     )
     .await;
-    eventually("the new engine image on both Deployments", T, || async {
+    eventually("the new engine image on both Deployments", WAIT, || async {
         let p = get::<Deployment>(&client, &ns, "chat").await?;
         let c = get::<Deployment>(&client, &ns, "chat-canary").await?;
         (container(&p).image.as_deref() == Some("registry.example.com/vllm:1.0")
@@ -623,7 +434,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
         .then_some(())
     })
     .await;
-    eventually("the HPA's new maximum", T, || async {
+    eventually("the HPA's new maximum", WAIT, || async {
         let h = get::<HorizontalPodAutoscaler>(&client, &ns, "chat").await?;
         (h.spec.max_replicas == 6).then_some(())
     })
@@ -637,10 +448,10 @@ async fn lifecycle_with_gateway_api_installed_later() {
         json!({"canary": null, "autoscaling": null, "replicas": 2}),
     )
     .await;
-    wait_gone::<Deployment>(&client, &ns, "chat-canary", T).await;
-    wait_gone::<Service>(&client, &ns, "chat-canary", T).await;
-    wait_gone::<HorizontalPodAutoscaler>(&client, &ns, "chat", T).await;
-    let primary = eventually("replicas managed again", T, || async {
+    wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
+    wait_gone::<Service>(&client, &ns, "chat-canary", WAIT).await;
+    wait_gone::<HorizontalPodAutoscaler>(&client, &ns, "chat", WAIT).await;
+    let primary = eventually("replicas managed again", WAIT, || async {
         let d = get::<Deployment>(&client, &ns, "chat").await?;
         (d.spec.as_ref()?.replicas == Some(2)).then_some(d)
     })
@@ -648,14 +459,14 @@ async fn lifecycle_with_gateway_api_installed_later() {
     assert!(infergate_owns_replicas(&primary));
     eventually(
         "a single backend after the canary is removed",
-        T,
+        WAIT,
         || async {
             let r = get::<HTTPRoute>(&client, &ns, "chat").await?;
             (backends(&r) == [("chat".to_owned(), Some(100))]).then_some(())
         },
     )
     .await;
-    eventually("status.canary cleared", T, || async {
+    eventually("status.canary cleared", WAIT, || async {
         let s = get::<InferenceService>(&client, &ns, "chat").await?;
         let st = s.status?;
         (st.canary.is_none() && st.observed_generation == s.metadata.generation).then_some(())
@@ -664,7 +475,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
 
     // Removing the gateway deletes the route.
     patch_spec(&client, &ns, "chat", json!({"routing": {"gateway": null}})).await;
-    wait_gone::<HTTPRoute>(&client, &ns, "chat", T).await;
+    wait_gone::<HTTPRoute>(&client, &ns, "chat", WAIT).await;
     wait_condition(
         &client,
         &ns,
@@ -672,7 +483,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
         "RoutingReady",
         "False",
         "NoGateway",
-        T,
+        WAIT,
     )
     .await;
 
@@ -759,7 +570,7 @@ async fn drift_is_corrected() {
         )
         .await
         .unwrap();
-    eventually("the hand edit reverted", T, || async {
+    eventually("the hand edit reverted", WAIT, || async {
         let d = get::<Deployment>(&client, &ns, "s").await?;
         (d.spec.as_ref()?.replicas == Some(2) && container(&d).image.as_deref() == Some(ENGINE))
             .then_some(())
@@ -770,7 +581,7 @@ async fn drift_is_corrected() {
         .delete("s", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the deleted Service recreated", T, || async {
+    eventually("the deleted Service recreated", WAIT, || async {
         let s = get::<Service>(&client, &ns, "s").await?;
         (s.uid() != old.uid()).then_some(())
     })
@@ -786,13 +597,7 @@ async fn drift_is_corrected() {
     )
     .await;
     let taken: Deployment = wait_exists(&client, &ns, "x-canary").await;
-    create_service(
-        &client,
-        &ns,
-        "x-canary",
-        json!({"model": {"ref": "other"}, "engine": {"image": ENGINE}, "replicas": 1}),
-    )
-    .await;
+    create_service(&client, &ns, "x-canary", basic("other")).await;
     let svc = wait_condition(
         &client,
         &ns,
@@ -800,17 +605,10 @@ async fn drift_is_corrected() {
         "Reconciled",
         "False",
         "ApplyFailed",
-        T,
+        WAIT,
     )
     .await;
-    let msg = svc
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Reconciled")
-        .unwrap()
-        .message;
+    let msg = condition(&svc, "Reconciled").unwrap().message;
     assert!(msg.contains("x-canary"), "{msg}");
     let still: Deployment = get(&client, &ns, "x-canary").await.unwrap();
     assert_eq!(
@@ -833,14 +631,17 @@ async fn invalid_service_gets_a_condition_not_children() {
         json!({"model": {"ref": "m"}, "replicas": 1}),
     )
     .await;
-    let svc = wait_condition(&client, &ns, "bad", "Reconciled", "False", "InvalidSpec", T).await;
-    let cond = svc
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Reconciled")
-        .unwrap();
+    let svc = wait_condition(
+        &client,
+        &ns,
+        "bad",
+        "Reconciled",
+        "False",
+        "InvalidSpec",
+        WAIT,
+    )
+    .await;
+    let cond = condition(&svc, "Reconciled").unwrap();
     assert!(
         cond.message.contains("spec.engine.image"),
         "{}",
@@ -851,7 +652,7 @@ async fn invalid_service_gets_a_condition_not_children() {
     // Fixing the spec produces the children.
     patch_spec(&client, &ns, "bad", json!({"engine": {"image": ENGINE}})).await;
     let _: Deployment = wait_exists(&client, &ns, "bad").await;
-    wait_condition(&client, &ns, "bad", "Reconciled", "True", "Applied", T).await;
+    wait_condition(&client, &ns, "bad", "Reconciled", "True", "Applied", WAIT).await;
 }
 
 /// A policy tightened after a service exists flags the service and leaves it running.
@@ -867,7 +668,16 @@ async fn tightened_policy_flags_without_changing() {
                "canary": {"model": {"ref": "m2"}, "weight": 40, "replicas": 1}}),
     )
     .await;
-    wait_condition(&client, &ns, "s", "PolicyCompliant", "True", "Compliant", T).await;
+    wait_condition(
+        &client,
+        &ns,
+        "s",
+        "PolicyCompliant",
+        "True",
+        "Compliant",
+        WAIT,
+    )
+    .await;
     let before: Deployment = wait_exists(&client, &ns, "s-canary").await;
     let policy: infergate::api::InferencePolicy = serde_json::from_value(json!({
         "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
@@ -886,17 +696,10 @@ async fn tightened_policy_flags_without_changing() {
         "PolicyCompliant",
         "False",
         "PolicyViolation",
-        T,
+        WAIT,
     )
     .await;
-    let cond = svc
-        .status
-        .as_ref()
-        .unwrap()
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "PolicyCompliant")
-        .unwrap();
+    let cond = condition(&svc, "PolicyCompliant").unwrap();
     assert!(
         cond.message.contains("spec.canary.weight"),
         "{}",
@@ -909,18 +712,12 @@ async fn tightened_policy_flags_without_changing() {
     );
     let after: Deployment = get(&client, &ns, "s-canary").await.unwrap();
     assert_eq!(before.metadata.generation, after.metadata.generation);
-    let reconciled = svc
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Reconciled")
-        .unwrap();
+    let reconciled = condition(&svc, "Reconciled").unwrap();
     assert_eq!(reconciled.status, "True");
 }
 
 async fn lease_holder(client: &Client) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), LEASE_NS)
+    Api::<Lease>::namespaced(client.clone(), SYSTEM_NAMESPACE)
         .get_opt(LEASE_NAME)
         .await
         .ok()
@@ -941,7 +738,7 @@ async fn leader_fails_over() {
         .iter()
         .map(|i| i.identity.clone())
         .collect();
-    let leader = eventually("a lease holder", T, || async {
+    let leader = eventually("a lease holder", WAIT, || async {
         lease_holder(&client)
             .await
             .filter(|h| identities.contains(h))
@@ -952,14 +749,8 @@ async fn leader_fails_over() {
     // leader ignores status-only changes, a newly started one re-reconciles
     // everything without any spec edit.
     let ns = cp.fresh_namespace("failover").await;
-    create_service(
-        &client,
-        &ns,
-        "pre",
-        json!({"model": {"ref": "m"}, "engine": {"image": ENGINE}, "replicas": 1}),
-    )
-    .await;
-    wait_condition(&client, &ns, "pre", "Reconciled", "True", "Applied", T).await;
+    create_service(&client, &ns, "pre", basic("m")).await;
+    wait_condition(&client, &ns, "pre", "Reconciled", "True", "Applied", WAIT).await;
     Api::<InferenceService>::namespaced(client.clone(), &ns)
         .patch_status(
             "pre",
@@ -983,24 +774,22 @@ async fn leader_fails_over() {
     instances
         .lock()
         .unwrap()
-        .push(Instance::start(kubeconfig.clone(), &next_identity()));
-    let second = eventually("a new lease holder after the crash", T, || async {
+        .push(start_reconciler(kubeconfig.clone()));
+    let second = eventually("a new lease holder after the crash", WAIT, || async {
         lease_holder(&client).await.filter(|h| *h != leader)
     })
     .await;
-    eventually("the stale status replaced by the new leader", T, || async {
-        let s = get::<InferenceService>(&client, &ns, "pre").await?;
-        let st = s.status?;
-        (st.route_path.is_none() && st.conditions.len() == 4).then_some(())
-    })
-    .await;
-    create_service(
-        &client,
-        &ns,
-        "a",
-        json!({"model": {"ref": "m"}, "engine": {"image": ENGINE}, "replicas": 1}),
+    eventually(
+        "the stale status replaced by the new leader",
+        WAIT,
+        || async {
+            let s = get::<InferenceService>(&client, &ns, "pre").await?;
+            let st = s.status?;
+            (st.route_path.is_none() && st.conditions.len() == 4).then_some(())
+        },
     )
     .await;
+    create_service(&client, &ns, "a", basic("m")).await;
     let _: Deployment = wait_exists(&client, &ns, "a").await;
     let holder = lease_holder(&client).await;
     // Events about `a`, created after the failover: the crashed leader recorded
@@ -1008,7 +797,7 @@ async fn leader_fails_over() {
     // are written asynchronously: wait for the first.
     let events_api = Api::<Event>::namespaced(client.clone(), &ns);
     let reporters: std::collections::BTreeSet<String> =
-        eventually("events about the new service", T, || async {
+        eventually("events about the new service", WAIT, || async {
             let events = events_api.list(&ListParams::default()).await.ok()?;
             let reporters: std::collections::BTreeSet<String> = events
                 .items
@@ -1033,22 +822,13 @@ async fn leader_fails_over() {
         list.remove(pos)
     };
     stopped.stop();
-    instances
-        .lock()
-        .unwrap()
-        .push(Instance::start(kubeconfig, &next_identity()));
-    eventually("a lease holder after the graceful stop", T, || async {
+    instances.lock().unwrap().push(start_reconciler(kubeconfig));
+    eventually("a lease holder after the graceful stop", WAIT, || async {
         lease_holder(&client)
             .await
             .filter(|h| *h != second && *h != leader)
     })
     .await;
-    create_service(
-        &client,
-        &ns,
-        "b",
-        json!({"model": {"ref": "m"}, "engine": {"image": ENGINE}, "replicas": 1}),
-    )
-    .await;
+    create_service(&client, &ns, "b", basic("m")).await;
     let _: Deployment = wait_exists(&client, &ns, "b").await;
 }

@@ -10,7 +10,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use infergate::api::InferencePolicy;
 use infergate::api::v1beta1::InferenceService;
-use infergate::cli::{LogFormat, ServeArgs};
 use infergate::metrics::Metrics;
 use infergate::webhook::certs::{self, PemPair};
 use infergate::webhook::selfsigned::{self, SelfSignedConfig};
@@ -31,154 +30,53 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::{ControlPlane, control_plane};
+use support::{
+    ControlPlane, Serve, WAIT, client_config, connect, control_plane, conversion_ca_bundle,
+    eventually, pki, root, serve_args, service_yaml, serving_pair, text, write_pair,
+};
 use tokio_util::sync::CancellationToken;
 
 const ENGINE_IMAGE: &str = "registry.example.com/vllm:0.9";
-const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// The webhook server shared by the tests of this binary.
 struct Webhook {
     port: u16,
     cert_dir: PathBuf,
     ca: PemPair,
+    _serve: Serve,
 }
 
 static WEBHOOK: tokio::sync::OnceCell<Webhook> = tokio::sync::OnceCell::const_new();
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        match f().await {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what}: not within {timeout:?}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-}
-
-fn write_pair(dir: &Path, pair: &PemPair) {
-    // Key first, certificate second: the reloader only swaps a pair that parses.
-    std::fs::write(dir.join("tls.key"), &pair.key).unwrap();
-    std::fs::write(dir.join("tls.crt"), &pair.cert).unwrap();
-}
-
-fn serving_pair(ca: &PemPair) -> PemPair {
-    certs::issue_serving(
-        ca,
-        &["localhost".to_owned()],
-        &["127.0.0.1".parse().unwrap()],
-        Duration::from_secs(3600),
-    )
-    .unwrap()
-}
 
 /// Start (once) the webhook server and wait until the apiserver calls it.
 async fn webhook() -> &'static Webhook {
     WEBHOOK
         .get_or_init(|| async {
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            support::install_crypto_provider();
             let cp = control_plane().await;
             cp.install_crds().await;
             let cert_dir = cp.dir().join("webhook-certs");
             std::fs::create_dir_all(&cert_dir).unwrap();
-            let ca = certs::generate_ca("infergate-e2e-ca", Duration::from_secs(86400)).unwrap();
-            write_pair(&cert_dir, &serving_pair(&ca));
+            let (ca, leaf) = pki("infergate-e2e-ca");
+            write_pair(&cert_dir, &leaf);
             let port = support::free_port().unwrap();
             let probe = support::free_port().unwrap();
-            let args = ServeArgs {
-                listen: format!("127.0.0.1:{port}").parse().unwrap(),
-                probe_listen: format!("127.0.0.1:{probe}").parse().unwrap(),
-                tls_cert_file: Some(cert_dir.join("tls.crt")),
-                tls_key_file: Some(cert_dir.join("tls.key")),
-                self_signed: false,
-                cert_ips: vec![],
-                cert_dns: vec![],
-                policy_files: vec![],
-                default_engine_image: None,
-                default_replicas: None,
-                no_reconcile: true,
-                namespace: "default".into(),
-                graph_ca_file: None,
-                log_format: LogFormat::Text,
-            };
-            let kubeconfig = cp.kubeconfig().to_owned();
-            // Its own thread and runtime: it outlives each test's runtime.
-            std::thread::Builder::new()
-                .name("webhook-server".into())
-                .spawn(move || {
-                    let rt = tokio::runtime::Builder::new_multi_thread()
-                        .worker_threads(2)
-                        .enable_all()
-                        .build()
-                        .unwrap();
-                    rt.block_on(async move {
-                        let client = support::client_from(&kubeconfig).await.unwrap();
-                        if let Err(e) = infergate::webhook::serve::serve(
-                            args,
-                            Some(client),
-                            Metrics::new(),
-                            CancellationToken::new(),
-                        )
-                        .await
-                        {
-                            eprintln!("webhook server failed: {e}");
-                        }
-                    });
-                })
-                .unwrap();
-            eventually("webhook /readyz", Duration::from_secs(60), || async move {
-                let body = http_get(probe, "/readyz").await?;
-                if body.starts_with("HTTP/1.1 200") {
-                    Ok(())
-                } else {
-                    Err(body)
-                }
-            })
-            .await;
+            let args = serve_args(port, probe, &cert_dir, vec![]);
+            let serve = Serve::start(args, Some(cp.kubeconfig().to_owned()));
+            support::wait_readyz(probe, WAIT).await;
             support::register_webhooks(cp, port, &ca.cert)
                 .await
                 .unwrap_or_else(|e| panic!("registering the webhooks: {e:#}"));
             // New registrations take effect after a short delay: probe with dry-run.
-            support::wait_webhooks_active(cp, "default")
-                .await
-                .unwrap_or_else(|e| panic!("{e:#}"));
-            Webhook { port, cert_dir, ca }
+            support::wait_webhooks_active(cp, "default").await;
+            Webhook {
+                port,
+                cert_dir,
+                ca,
+                _serve: serve,
+            }
         })
         .await
-}
-
-async fn http_get(port: u16, path: &str) -> Result<String, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| e.to_string())?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
-fn service(ns: &str, name: &str, spec: &str) -> String {
-    format!(
-        "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
-    )
 }
 
 /// An InferencePolicy in `ns` that supplies the engine image (the e2e
@@ -201,6 +99,22 @@ fn must_apply(cp: &ControlPlane, manifest: &str) -> String {
         text(&out)
     );
     text(&out)
+}
+
+/// Apply [`image_policy`] `defaults` in `ns` and wait until the webhook's cache has it.
+async fn apply_image_policy(cp: &ControlPlane, ns: &str) {
+    must_apply(cp, &image_policy(ns, "defaults", ""));
+    dry_run_until(
+        cp,
+        &service_yaml(ns, "probe", "  model: {ref: m}\n"),
+        "policy cached",
+        |v, _| {
+            (v["spec"]["engine"]["image"] == ENGINE_IMAGE)
+                .then_some(())
+                .ok_or_else(|| v.to_string())
+        },
+    )
+    .await;
 }
 
 /// Dry-run `manifest` on the server until `check` accepts the stored object
@@ -245,7 +159,7 @@ async fn bad_examples_are_rejected_with_their_field_message() {
         .fresh_namespace_with_labels("badb", BTreeMap::from([("tier".into(), "prod".into())]))
         .await;
     let bare = cp.fresh_namespace("bare").await;
-    let good = Path::new(ROOT).join("examples/good");
+    let good = root().join("examples/good");
     let cluster = std::fs::read_to_string(good.join("cluster-policy.yaml")).unwrap();
     must_apply(cp, &cluster);
     let ns_policy = std::fs::read_to_string(good.join("namespace-policy.yaml"))
@@ -256,7 +170,7 @@ async fn bad_examples_are_rejected_with_their_field_message() {
     // replicas default shows up in a dry run.
     dry_run_until(
         cp,
-        &service(&prod, "probe", "  model: {ref: m}\n"),
+        &service_yaml(&prod, "probe", "  model: {ref: m}\n"),
         "policies cached",
         |v, _| {
             (v["spec"]["replicas"] == 2 && v["spec"]["engine"]["image"] == ENGINE_IMAGE)
@@ -266,7 +180,7 @@ async fn bad_examples_are_rejected_with_their_field_message() {
     )
     .await;
 
-    let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("examples/bad"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("examples/bad"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
@@ -345,7 +259,7 @@ async fn a_minimal_service_is_stored_with_every_default_and_provenance() {
     webhook().await;
     let ns = cp.fresh_namespace("minimal").await;
     must_apply(cp, &image_policy(&ns, "defaults", ""));
-    let minimal = std::fs::read_to_string(Path::new(ROOT).join("examples/good/minimal.yaml"))
+    let minimal = std::fs::read_to_string(root().join("examples/good/minimal.yaml"))
         .unwrap()
         .replace("team-a", &ns);
 
@@ -426,7 +340,7 @@ async fn a_warn_policy_prints_a_warning_and_admits() {
         "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata:\n  name: soft-{ns}\nspec:\n  namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: {ns}}}}}\n  enforcement: Warn\n  limits: {{maxReplicas: 1}}\n"
     );
     must_apply(cp, &policy);
-    let svc = service(&ns, "big", "  model: {ref: m}\n  replicas: 3\n");
+    let svc = service_yaml(&ns, "big", "  model: {ref: m}\n  replicas: 3\n");
     dry_run_until(cp, &svc, "warning from the Warn policy", |_, all| {
         all.contains("Warning:")
             .then_some(())
@@ -448,22 +362,10 @@ async fn v1alpha1_reads_are_converted_and_round_trip() {
     let cp = control_plane().await;
     webhook().await;
     let ns = cp.fresh_namespace("legacy").await;
-    must_apply(cp, &image_policy(&ns, "defaults", ""));
-    dry_run_until(
-        cp,
-        &service(&ns, "probe", "  model: {ref: m}\n"),
-        "policy cached",
-        |v, _| {
-            (v["spec"]["engine"]["image"] == ENGINE_IMAGE)
-                .then_some(())
-                .ok_or_else(|| v.to_string())
-        },
-    )
-    .await;
-    let legacy =
-        std::fs::read_to_string(Path::new(ROOT).join("examples/good/legacy-v1alpha1.yaml"))
-            .unwrap()
-            .replace("team-a", &ns);
+    apply_image_policy(cp, &ns).await;
+    let legacy = std::fs::read_to_string(root().join("examples/good/legacy-v1alpha1.yaml"))
+        .unwrap()
+        .replace("team-a", &ns);
     let out = must_apply(cp, &legacy);
     assert!(out.contains("deprecated"), "v1alpha1 warns: {out}");
 
@@ -519,7 +421,7 @@ async fn a_policy_change_applies_to_the_next_admission_without_restart() {
     let cp = control_plane().await;
     webhook().await;
     let ns = cp.fresh_namespace("change").await;
-    let svc = service(&ns, "s", "  model: {ref: m}\n");
+    let svc = service_yaml(&ns, "s", "  model: {ref: m}\n");
     must_apply(cp, &image_policy(&ns, "defaults", "    replicas: 3\n"));
     dry_run_until(cp, &svc, "replicas from the policy", |v, _| {
         (v["spec"]["replicas"] == 3)
@@ -549,18 +451,7 @@ async fn certificate_rotation_under_load_loses_no_request() {
     let cp = control_plane().await;
     let wh = webhook().await;
     let ns = cp.fresh_namespace("rotate").await;
-    must_apply(cp, &image_policy(&ns, "defaults", ""));
-    dry_run_until(
-        cp,
-        &service(&ns, "probe", "  model: {ref: m}\n"),
-        "policy cached",
-        |v, _| {
-            (v["spec"]["engine"]["image"] == ENGINE_IMAGE)
-                .then_some(())
-                .ok_or_else(|| v.to_string())
-        },
-    )
-    .await;
+    apply_image_policy(cp, &ns).await;
 
     let client = cp.client().await;
     let ok = Arc::new(AtomicUsize::new(0));
@@ -640,34 +531,16 @@ async fn certificate_rotation_under_load_loses_no_request() {
 
 /// The leaf certificate the server presents to a new connection.
 async fn served_leaf(port: u16, ca: &PemPair) -> Vec<u8> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(rustls_pki_types::CertificateDer::from_pem_slice(ca.cert.as_bytes()).unwrap())
-        .unwrap();
-    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+    let addr = ([127, 0, 0, 1], port).into();
+    connect(addr, client_config(&[ca], &[], false))
         .await
-        .unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
-        .connect(
-            rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
-            tcp,
-        )
-        .await
-        .unwrap();
-    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+        .unwrap()
+        .1
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_signed_mode_shares_one_secret_rotates_under_a_stable_ca_and_injects_ca_bundles() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    support::install_crypto_provider();
     let cp = control_plane().await;
     let client = cp.client().await;
     let ns = cp.fresh_namespace("selfsigned").await;
@@ -799,14 +672,7 @@ async fn self_signed_mode_shares_one_secret_rotates_under_a_stable_ca_and_inject
                 .unwrap_or_default()
                 .iter()
                 .all(|w| w.client_config.ca_bundle.as_ref() == Some(&ca_bundle));
-            let c_ok = c
-                .spec
-                .conversion
-                .and_then(|c| c.webhook)
-                .and_then(|w| w.client_config)
-                .and_then(|c| c.ca_bundle)
-                .as_ref()
-                == Some(&ca_bundle);
+            let c_ok = conversion_ca_bundle(c).as_ref() == Some(&ca_bundle);
             (m_ok && v_ok && c_ok)
                 .then_some(())
                 .ok_or_else(|| format!("mutating {m_ok} validating {v_ok} crd {c_ok}"))

@@ -4,27 +4,19 @@
 
 mod support;
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
-use hyper::body::{Bytes, Frame, Incoming};
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate::graph::fetch::{BearerToken, FetchOptions, GraphFetcher};
 use infergate::graph::{self, GraphError, ServingGraph};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::{
+    GRAPH_TOKEN, GraphServer, RAYSERVICE_CRD, binary, fixture, infergate, read_fixture, root, run,
+};
 
 /// Encode a text-format graph through the compiled descriptors.
 fn encode_text(path: &Path) -> Vec<u8> {
@@ -49,10 +41,6 @@ fn examples() -> Vec<PathBuf> {
     files
 }
 
-fn fixture(name: &str) -> PathBuf {
-    root().join("tests/fixtures/graph").join(name)
-}
-
 #[test]
 fn fixtures_match_the_text_examples() {
     let files = examples();
@@ -61,7 +49,7 @@ fn fixtures_match_the_text_examples() {
     for path in files {
         let stem = path.file_stem().and_then(|s| s.to_str()).expect("stem");
         let encoded = encode_text(&path);
-        let target = fixture(&format!("{stem}.pb"));
+        let target = fixture(&format!("graph/{stem}.pb"));
         if update {
             std::fs::write(&target, &encoded).expect("write fixture");
         }
@@ -124,16 +112,9 @@ fn descriptors_and_generated_types_agree_field_by_field() {
     );
 }
 
-fn infergate(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(args)
-        .output()
-        .expect("run infergate")
-}
-
 #[test]
 fn graph_command_prints_the_dag_and_serve_config() {
-    let file = fixture("rag.pb");
+    let file = fixture("graph/rag.pb");
     let out = infergate(&[
         "graph",
         file.to_str().expect("utf-8"),
@@ -174,21 +155,10 @@ fn graph_command_prints_the_dag_and_serve_config() {
 
 #[test]
 fn graph_command_reads_stdin() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["graph", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin
-            .write_all(&std::fs::read(fixture("rag-v2.pb")).expect("fixture"))
-            .expect("write");
-    }
-    let out = child.wait_with_output().expect("wait");
+    let out = run(
+        Command::new(binary()).args(["graph", "-"]),
+        Some(&read_fixture("graph/rag-v2.pb")),
+    );
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("reranker [rag.rerank:Reranker"), "{stdout}");
@@ -205,7 +175,7 @@ fn graph_command_reports_every_violation_with_exit_1() {
             .filter_map(|l| l.strip_prefix("# expect: "))
             .collect();
         assert!(!expected.is_empty(), "{name} has expect lines");
-        let file = fixture(&format!("{name}.pb"));
+        let file = fixture(&format!("graph/{name}.pb"));
         let out = infergate(&["graph", file.to_str().expect("utf-8")]);
         assert_eq!(out.status.code(), Some(1), "{name}");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -237,163 +207,7 @@ fn graph_command_exit_2_for_unreadable_or_undecodable_input() {
 }
 
 // ---------------------------------------------------------------------------
-// A local HTTPS graph server.
-
-const TOKEN: &str = "tok-3f9a1c77e2";
-
-struct ServerState {
-    body: Mutex<(Vec<u8>, String)>,
-    requests: AtomicUsize,
-    full: AtomicUsize,
-    not_modified: AtomicUsize,
-    flaky_failures: AtomicUsize,
-    h2: AtomicUsize,
-}
-
-type Body = BoxBody<Bytes, Infallible>;
-
-fn full(status: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
-    let mut r = Response::new(Full::new(body.into()).boxed());
-    *r.status_mut() = status;
-    r
-}
-
-async fn handle(
-    state: Arc<ServerState>,
-    addr: SocketAddr,
-    req: Request<Incoming>,
-) -> Response<Body> {
-    state.requests.fetch_add(1, Ordering::SeqCst);
-    if req.version() == hyper::Version::HTTP_2 {
-        state.h2.fetch_add(1, Ordering::SeqCst);
-    }
-    let authorized = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .is_some_and(|v| v.as_bytes() == format!("Bearer {TOKEN}").as_bytes());
-    let path = req.uri().path().to_owned();
-    if path == "/redirect-http" {
-        let mut r = full(StatusCode::FOUND, "");
-        r.headers_mut().insert(
-            hyper::header::LOCATION,
-            format!("http://{addr}/graph").parse().expect("location"),
-        );
-        return r;
-    }
-    if !authorized {
-        return full(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
-    }
-    match path.as_str() {
-        "/graph" => {
-            let (body, etag) = state.body.lock().expect("lock").clone();
-            let inm = req
-                .headers()
-                .get(hyper::header::IF_NONE_MATCH)
-                .and_then(|v| v.to_str().ok());
-            if inm == Some(etag.as_str()) {
-                state.not_modified.fetch_add(1, Ordering::SeqCst);
-                let mut r = full(StatusCode::NOT_MODIFIED, "");
-                r.headers_mut()
-                    .insert(hyper::header::ETAG, etag.parse().expect("etag"));
-                return r;
-            }
-            state.full.fetch_add(1, Ordering::SeqCst);
-            let mut r = full(StatusCode::OK, body);
-            r.headers_mut()
-                .insert(hyper::header::ETAG, etag.parse().expect("etag"));
-            r
-        }
-        "/flaky" => {
-            if state
-                .flaky_failures
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
-            {
-                return full(StatusCode::SERVICE_UNAVAILABLE, "try later");
-            }
-            full(StatusCode::OK, state.body.lock().expect("lock").0.clone())
-        }
-        "/slow" => {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            full(StatusCode::OK, state.body.lock().expect("lock").0.clone())
-        }
-        "/large" => full(StatusCode::OK, vec![0u8; 2 * 1024 * 1024]),
-        "/large-chunked" => {
-            // No Content-Length: the cap must hold while streaming.
-            let chunks = (0..64)
-                .map(|_| Ok::<_, Infallible>(Frame::data(Bytes::from(vec![0x0a; 64 * 1024]))));
-            let mut r = Response::new(BodyExt::boxed(StreamBody::new(futures::stream::iter(
-                chunks,
-            ))));
-            *r.status_mut() = StatusCode::OK;
-            r
-        }
-        "/garbage" => full(StatusCode::OK, &b"\x0a\xff\xff\xff\xff\xff"[..]),
-        _ => full(StatusCode::NOT_FOUND, "no such graph"),
-    }
-}
-
-struct GraphServer {
-    addr: SocketAddr,
-    ca: CertificateDer<'static>,
-    ca_pem: String,
-    state: Arc<ServerState>,
-}
-
-impl GraphServer {
-    fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.addr.port())
-    }
-
-    fn set_graph(&self, bytes: Vec<u8>, etag: &str) {
-        *self.state.body.lock().expect("lock") = (bytes, etag.to_owned());
-    }
-}
-
-async fn start_server() -> GraphServer {
-    let (ca_pem, acceptor) = support::loopback_tls_acceptor("graph-test-ca");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let state = Arc::new(ServerState {
-        body: Mutex::new((Vec::new(), String::new())),
-        requests: AtomicUsize::new(0),
-        full: AtomicUsize::new(0),
-        not_modified: AtomicUsize::new(0),
-        flaky_failures: AtomicUsize::new(0),
-        h2: AtomicUsize::new(0),
-    });
-    let st = state.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let acceptor = acceptor.clone();
-            let st = st.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |req| {
-                    let st = st.clone();
-                    async move { Ok::<_, Infallible>(handle(st, addr, req).await) }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
-    let ca_der = CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("ca der");
-    GraphServer {
-        addr,
-        ca: ca_der,
-        ca_pem: ca_pem.clone(),
-        state,
-    }
-}
+// The HTTPS fetcher against a local graph server.
 
 fn quick() -> FetchOptions {
     FetchOptions {
@@ -407,16 +221,16 @@ fn quick() -> FetchOptions {
 }
 
 fn token() -> BearerToken {
-    BearerToken::new(TOKEN.as_bytes()).expect("token")
+    BearerToken::new(GRAPH_TOKEN.as_bytes()).expect("token")
 }
 
 fn rag() -> Vec<u8> {
-    std::fs::read(fixture("rag.pb")).expect("fixture")
+    read_fixture("graph/rag.pb")
 }
 
 #[tokio::test]
 async fn fetch_over_tls_with_bearer_and_etag() {
-    let server = start_server().await;
+    let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
     let url = server.url("/graph");
@@ -452,10 +266,7 @@ async fn fetch_over_tls_with_bearer_and_etag() {
     assert_eq!(server.state.full.load(Ordering::SeqCst), 2);
 
     // An update is picked up.
-    server.set_graph(
-        std::fs::read(fixture("rag-v2.pb")).expect("fixture"),
-        "\"v2\"",
-    );
+    server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
     let third = fetcher
         .fetch("team-a/rag", &url, Some(&token()))
         .await
@@ -474,7 +285,7 @@ async fn fetch_over_tls_with_bearer_and_etag() {
 
 #[tokio::test]
 async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
-    let server = start_server().await;
+    let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
     let wrong = BearerToken::new(b"wrong-token-value").expect("token");
@@ -483,7 +294,7 @@ async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
         assert_eq!(e.reason(), reason, "{e}");
         for text in [e.to_string(), format!("{e:?}")] {
             assert!(
-                !text.contains(TOKEN) && !text.contains("wrong-token-value"),
+                !text.contains(GRAPH_TOKEN) && !text.contains("wrong-token-value"),
                 "{text}"
             );
         }
@@ -548,7 +359,7 @@ async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
         .await
         .unwrap_err();
     assert_ne!(e.reason(), "GraphUndecodable");
-    assert!(!e.to_string().contains(TOKEN));
+    assert!(!e.to_string().contains(GRAPH_TOKEN));
     let e = fetcher
         .fetch(
             "k",
@@ -576,7 +387,7 @@ async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
 
 #[tokio::test]
 async fn fetch_retries_server_errors_with_backoff() {
-    let server = start_server().await;
+    let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
     server.state.flaky_failures.store(2, Ordering::SeqCst);
@@ -599,7 +410,7 @@ async fn fetch_retries_server_errors_with_backoff() {
 
 #[tokio::test]
 async fn untrusted_certificate_is_unreachable() {
-    let server = start_server().await;
+    let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let other_ca =
         infergate::webhook::certs::generate_ca("other", Duration::from_secs(3600)).expect("ca");
@@ -622,7 +433,7 @@ async fn untrusted_certificate_is_unreachable() {
 
 #[tokio::test]
 async fn ca_file_flag_is_honoured() {
-    let server = start_server().await;
+    let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let dir = tempfile::tempdir().expect("tempdir");
     let ca_file = dir.path().join("ca.pem");
@@ -639,38 +450,9 @@ async fn ca_file_flag_is_honoured() {
 // Against the real control plane: Secret lookups, and the built RayService
 // accepted by the apiserver with the minimal ray.io/v1 CRD installed.
 
-async fn install_rayservice_crd(cp: &support::ControlPlane) {
-    let path = root().join(infergate::graph::rayservice::TEST_CRD_PATH);
-    let out = cp.kubectl(&[
-        "apply",
-        "--server-side",
-        "-f",
-        path.to_str().expect("utf-8"),
-    ]);
-    assert!(
-        out.status.success(),
-        "installing the RayService CRD: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/rayservices.ray.io",
-    ]);
-    assert!(
-        out.status.success(),
-        "RayService CRD not Established: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
-    use infergate::api::v1beta1::{
-        Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
-        SecretKeyRef,
-    };
+    use infergate::api::v1beta1::InferenceService;
     use infergate::graph::rayservice::RayService;
     use infergate::graph::resolve::resolve;
     use k8s_openapi::ByteString;
@@ -679,42 +461,17 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
 
     let cp = support::control_plane().await;
     cp.install_crds().await;
-    install_rayservice_crd(cp).await;
+    cp.install_crd_file(RAYSERVICE_CRD).await;
     let client = cp.client().await;
     let ns = cp.fresh_namespace("graph").await;
 
-    let server = start_server().await;
+    let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
 
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
     let svc = services
-        .create(
-            &PostParams::default(),
-            &InferenceService::new(
-                "rag",
-                InferenceServiceSpec {
-                    model: ModelSpec {
-                        r#ref: "llama3-8b".into(),
-                        image: None,
-                    },
-                    engine: Some(EngineSpec {
-                        image: Some("registry.example.com/ray-vllm:2.40".into()),
-                        ..EngineSpec::default()
-                    }),
-                    backend: Some(Backend::RayService),
-                    replicas: Some(1),
-                    graph: Some(GraphSpec {
-                        url: server.url("/graph"),
-                        bearer_token_secret_ref: Some(SecretKeyRef {
-                            name: "graph-token".into(),
-                            key: "token".into(),
-                        }),
-                    }),
-                    ..InferenceServiceSpec::default()
-                },
-            ),
-        )
+        .create(&PostParams::default(), &server.service("rag"))
         .await
         .expect("create service");
     let route = infergate::engine::render_route_path(&svc).expect("route");
@@ -769,7 +526,7 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     assert!(!format!("{e} {e:?}").contains("wrong-token-value"));
 
     // The right token: the RayService is built and the apiserver stores it.
-    set_token(TOKEN).await;
+    set_token(GRAPH_TOKEN).await;
     let resolved = resolve(&client, &fetcher, &svc, &route)
         .await
         .expect("resolved");
@@ -800,10 +557,7 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     assert_eq!(again.rayservice, resolved.rayservice);
 
     // A cyclic graph: a GraphInvalid error naming the cycle.
-    server.set_graph(
-        std::fs::read(fixture("cyclic.pb")).expect("fixture"),
-        "\"cyclic\"",
-    );
+    server.set_graph(read_fixture("graph/cyclic.pb"), "\"cyclic\"");
     let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
     assert_eq!(e.reason(), "GraphInvalid");
     assert!(
@@ -812,10 +566,7 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     );
 
     // An update is picked up and applied.
-    server.set_graph(
-        std::fs::read(fixture("rag-v2.pb")).expect("fixture"),
-        "\"v2\"",
-    );
+    server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
     let updated = resolve(&client, &fetcher, &svc, &route)
         .await
         .expect("resolved");

@@ -3,11 +3,13 @@
 //! TLS listener over 127.0.0.1 with rcgen certificates, including rotation
 //! under load and graceful shutdown.
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -17,48 +19,35 @@ use http_body_util::BodyExt;
 use infergate::api::v1beta1::InferenceService;
 use infergate::api::{ClusterInferencePolicy, InferencePolicy};
 use infergate::engine::{PolicySnapshot, ServerDefaults};
-use infergate::metrics::Metrics;
-use infergate::webhook::admission::Admission;
 use infergate::webhook::cache::{PolicyCache, RouteTable};
 use infergate::webhook::certs::{self, PemPair};
 use infergate::webhook::server::{self, AppState};
 use infergate::webhook::tls::{self, CertResolver};
 use rustls::pki_types::ServerName;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 use serde_json::{Value, json};
+use support::{
+    Serve, binary, client_config, connect, free_port, http_get, install_crypto_provider, pki,
+    read_fixture, send, wait_readyz, write_pair,
+};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 const ENGINE_IMAGE: &str = "registry.example.com/vllm:0.9";
 
-fn install_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 fn fixture(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/webhook")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    let bytes = read_fixture(&format!("webhook/{name}"));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("webhook/{name}: {e}"))
 }
 
 fn state_with(cache: PolicyCache) -> Arc<AppState> {
-    let resolver = Arc::new(CertResolver::new());
-    Arc::new(AppState {
-        admission: Admission {
-            cache: Arc::new(cache),
-            server: ServerDefaults {
-                engine_image: Some(ENGINE_IMAGE.to_owned()),
-                replicas: None,
-            },
-            metrics: Metrics::new(),
+    support::app_state(
+        cache,
+        ServerDefaults {
+            engine_image: Some(ENGINE_IMAGE.to_owned()),
+            replicas: None,
         },
-        resolver,
-        tls_bound: AtomicBool::new(false),
-    })
+    )
 }
 
 fn state() -> Arc<AppState> {
@@ -691,7 +680,7 @@ async fn get_probe(st: &Arc<AppState>, path: &str) -> (StatusCode, String) {
 
 #[tokio::test]
 async fn readiness_waits_for_tls_and_certificates_and_metrics_count_requests() {
-    install_provider();
+    install_crypto_provider();
     let st = state();
     assert_eq!(get_probe(&st, "/healthz").await.0, StatusCode::OK);
     assert_eq!(
@@ -702,7 +691,7 @@ async fn readiness_waits_for_tls_and_certificates_and_metrics_count_requests() {
     let (status, why) = get_probe(&st, "/readyz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(why.contains("certificate"), "{why}");
-    let (ca, leaf) = pki(&["localhost"]);
+    let (ca, leaf) = pki("test-ca");
     let _ = ca;
     st.resolver.set(
         tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
@@ -756,85 +745,6 @@ fn policy_files_load_both_kinds_and_reject_other_kinds() {
 
 // ---------------------------------------------------------------- real TLS
 
-fn pki(dns: &[&str]) -> (PemPair, PemPair) {
-    let ca = certs::generate_ca("test-ca", Duration::from_secs(3600)).unwrap();
-    let dns: Vec<String> = dns.iter().map(|s| (*s).to_owned()).collect();
-    let leaf = certs::issue_serving(
-        &ca,
-        &dns,
-        &["127.0.0.1".parse().unwrap()],
-        Duration::from_secs(3600),
-    )
-    .unwrap();
-    (ca, leaf)
-}
-
-fn client_config(cas: &[&PemPair], alpn: &[&[u8]], tls12_only: bool) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in cas {
-        roots
-            .add(CertificateDer::from_pem_slice(ca.cert.as_bytes()).unwrap())
-            .unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let versions: &[&rustls::SupportedProtocolVersion] = if tls12_only {
-        &[&rustls::version::TLS12]
-    } else {
-        &[&rustls::version::TLS13, &rustls::version::TLS12]
-    };
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(cfg)
-}
-
-type Conn = hyper::client::conn::http1::SendRequest<http_body_util::Full<axum::body::Bytes>>;
-
-/// Open an HTTP/1.1 keep-alive connection over TLS; returns the sender and the
-/// served leaf certificate.
-async fn connect(
-    addr: SocketAddr,
-    cfg: Arc<rustls::ClientConfig>,
-) -> Result<(Conn, Vec<u8>), Box<dyn std::error::Error + Send + Sync>> {
-    let tcp = TcpStream::connect(addr).await?;
-    tcp.set_nodelay(true)?;
-    let tls = tokio_rustls::TlsConnector::from(cfg)
-        .connect(ServerName::try_from("127.0.0.1")?, tcp)
-        .await?;
-    let leaf = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first())
-        .map(|c| c.to_vec())
-        .unwrap_or_default();
-    let (sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await?;
-    tokio::spawn(conn);
-    Ok((sender, leaf))
-}
-
-async fn send(
-    conn: &mut Conn,
-    path: &str,
-    body: &[u8],
-) -> Result<(StatusCode, Vec<u8>), Box<dyn std::error::Error + Send + Sync>> {
-    conn.ready().await?;
-    let req = Request::post(path)
-        .header("host", "127.0.0.1")
-        .header("content-type", "application/json")
-        .body(http_body_util::Full::new(
-            axum::body::Bytes::copy_from_slice(body),
-        ))?;
-    let resp = conn.send_request(req).await?;
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await?.to_bytes();
-    Ok((status, bytes.to_vec()))
-}
-
 struct Running {
     addr: SocketAddr,
     shutdown: CancellationToken,
@@ -863,8 +773,8 @@ async fn start_tls(router: axum::Router, resolver: Arc<CertResolver>) -> Running
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_serves_http1_and_h2_with_tls12_and_13() {
-    install_provider();
-    let (ca, leaf) = pki(&["localhost"]);
+    install_crypto_provider();
+    let (ca, leaf) = pki("test-ca");
     let st = state();
     st.resolver.set(
         tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
@@ -916,7 +826,7 @@ async fn tls_serves_http1_and_h2_with_tls12_and_13() {
     assert_eq!(resp.status(), StatusCode::OK);
 
     // An untrusting client fails the handshake; the server keeps serving.
-    let (other_ca, _) = pki(&["localhost"]);
+    let (other_ca, _) = pki("test-ca");
     assert!(
         connect(run.addr, client_config(&[&other_ca], &[], false))
             .await
@@ -934,12 +844,12 @@ async fn tls_serves_http1_and_h2_with_tls12_and_13() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_files_rotate_under_load_without_losing_a_request() {
-    install_provider();
+    install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let cert_path = dir.path().join("tls.crt");
     let key_path = dir.path().join("tls.key");
-    let (ca1, leaf1) = pki(&["localhost"]);
-    let (ca2, leaf2) = pki(&["localhost"]);
+    let (ca1, leaf1) = pki("test-ca");
+    let (ca2, leaf2) = pki("test-ca");
     std::fs::write(&cert_path, &leaf1.cert).unwrap();
     std::fs::write(&key_path, &leaf1.key).unwrap();
 
@@ -1047,8 +957,8 @@ async fn certificate_files_rotate_under_load_without_losing_a_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_stops_accepting_and_drains_in_flight_requests() {
-    install_provider();
-    let (ca, leaf) = pki(&["localhost"]);
+    install_crypto_provider();
+    let (ca, leaf) = pki("test-ca");
     let resolver = Arc::new(CertResolver::new());
     resolver.set(
         tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
@@ -1090,9 +1000,9 @@ async fn shutdown_stops_accepting_and_drains_in_flight_requests() {
 
 #[test]
 fn a_mismatched_key_is_refused() {
-    install_provider();
-    let (_, leaf1) = pki(&["localhost"]);
-    let (_, leaf2) = pki(&["localhost"]);
+    install_crypto_provider();
+    let (_, leaf1) = pki("test-ca");
+    let (_, leaf2) = pki("test-ca");
     assert!(tls::parse_pem_pair(leaf1.cert.as_bytes(), leaf2.key.as_bytes()).is_err());
     assert!(tls::parse_pem_pair(b"", leaf1.key.as_bytes()).is_err());
     assert!(tls::parse_pem_pair(leaf1.cert.as_bytes(), b"garbage").is_err());
@@ -1100,7 +1010,7 @@ fn a_mismatched_key_is_refused() {
 
 #[test]
 fn certs_command_writes_a_usable_pair() {
-    install_provider();
+    install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     certs::write_bundle(
         dir.path(),
@@ -1197,21 +1107,27 @@ fn registrations_are_scoped_and_explicit() {
             }
         }
     };
+    // Mutating and validating webhooks share these fields but no type.
+    macro_rules! check {
+        ($w:expr, $path:expr) => {
+            check(
+                &$w.name,
+                &$w.admission_review_versions,
+                &$w.side_effects,
+                $w.timeout_seconds,
+                $w.failure_policy.as_deref(),
+                $w.match_policy.as_deref(),
+                &$w.client_config,
+                $w.rules.as_deref().unwrap_or_default(),
+                $path,
+            )
+        };
+    }
     let mw = m.webhooks.unwrap();
     assert_eq!(mw.len(), 1);
     for w in &mw {
         assert_eq!(w.reinvocation_policy.as_deref(), Some("IfNeeded"));
-        check(
-            &w.name,
-            &w.admission_review_versions,
-            &w.side_effects,
-            w.timeout_seconds,
-            w.failure_policy.as_deref(),
-            w.match_policy.as_deref(),
-            &w.client_config,
-            w.rules.as_deref().unwrap_or_default(),
-            "/mutate",
-        );
+        check!(w, "/mutate");
     }
     let vw = v.webhooks.unwrap();
     let mut resources: Vec<String> = vw
@@ -1233,26 +1149,17 @@ fn registrations_are_scoped_and_explicit() {
         ]
     );
     for w in &vw {
-        check(
-            &w.name,
-            &w.admission_review_versions,
-            &w.side_effects,
-            w.timeout_seconds,
-            w.failure_policy.as_deref(),
-            w.match_policy.as_deref(),
-            &w.client_config,
-            w.rules.as_deref().unwrap_or_default(),
-            "/validate",
-        );
+        check!(w, "/validate");
     }
 }
 
 // ---------------------------------------------------------------- serve without a cluster
 
-fn serve_args(dir: &Path, port: u16, probe: u16) -> (infergate::cli::ServeArgs, PemPair) {
-    let (ca, leaf) = pki(&["localhost"]);
-    std::fs::write(dir.join("tls.crt"), &leaf.cert).unwrap();
-    std::fs::write(dir.join("tls.key"), &leaf.key).unwrap();
+/// Files for `serve` in `dir`: a fresh certificate pair and `policy.yaml`
+/// with defaults for team-a; returns the CA.
+fn write_serve_files(dir: &Path) -> PemPair {
+    let (ca, leaf) = pki("test-ca");
+    write_pair(dir, &leaf);
     std::fs::write(
         dir.join("policy.yaml"),
         format!(
@@ -1260,70 +1167,22 @@ fn serve_args(dir: &Path, port: u16, probe: u16) -> (infergate::cli::ServeArgs, 
         ),
     )
     .unwrap();
-    let args = infergate::cli::ServeArgs {
-        listen: format!("127.0.0.1:{port}").parse().unwrap(),
-        probe_listen: format!("127.0.0.1:{probe}").parse().unwrap(),
-        tls_cert_file: Some(dir.join("tls.crt")),
-        tls_key_file: Some(dir.join("tls.key")),
-        self_signed: false,
-        cert_ips: vec![],
-        cert_dns: vec![],
-        policy_files: vec![dir.join("policy.yaml")],
-        default_engine_image: None,
-        default_replicas: None,
-        no_reconcile: true,
-        namespace: "infergate-system".into(),
-        graph_ca_file: None,
-        log_format: infergate::cli::LogFormat::Text,
-    };
-    (args, ca)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn probe_status(port: u16, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.ok()?;
-    Some(out)
+    ca
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_runs_without_a_cluster_from_policy_files() {
-    install_provider();
+    install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
-    let (port, probe) = (free_port(), free_port());
-    let (args, ca) = serve_args(dir.path(), port, probe);
+    let (port, probe) = (free_port().unwrap(), free_port().unwrap());
+    let ca = write_serve_files(dir.path());
     let cert = std::fs::read(dir.path().join("tls.crt")).unwrap();
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(infergate::webhook::serve::serve(
-        args,
+    let policy = dir.path().join("policy.yaml");
+    let server = Serve::start(
+        support::serve_args(port, probe, dir.path(), vec![policy]),
         None,
-        Metrics::new(),
-        shutdown.clone(),
-    ));
-    let mut ready = false;
-    for _ in 0..100 {
-        if probe_status(probe, "/readyz")
-            .await
-            .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ready, "readyz never turned 200");
+    );
+    wait_readyz(probe, Duration::from_secs(5)).await;
 
     // Admission over TLS with the defaults of the policy file.
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -1348,7 +1207,7 @@ async fn serve_runs_without_a_cluster_from_policy_files() {
     assert_eq!(out["spec"]["engine"]["image"], ENGINE_IMAGE, "{out}");
 
     // The certificate from the files is exported.
-    let metrics = probe_status(probe, "/metrics").await.unwrap();
+    let (_, metrics) = http_get(probe, "/metrics").await.unwrap();
     assert!(
         metrics.contains("infergate_certificate_expiry_timestamp_seconds{certificate=\"serving\"}"),
         "{metrics}"
@@ -1356,14 +1215,13 @@ async fn serve_runs_without_a_cluster_from_policy_files() {
     let not_after = tls::pem_validity(&cert).unwrap().1;
     assert!(metrics.contains(&not_after.to_string()), "{metrics}");
 
-    shutdown.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(10), server)
+    let result = server
+        .stop(Duration::from_secs(10))
         .await
-        .expect("serve returns after shutdown")
-        .unwrap();
+        .expect("serve returns after shutdown");
     assert!(result.is_ok(), "{result:?}");
     assert!(
-        probe_status(probe, "/healthz").await.is_none(),
+        http_get(probe, "/healthz").await.is_err(),
         "probe listener closed"
     );
 }
@@ -1371,29 +1229,26 @@ async fn serve_runs_without_a_cluster_from_policy_files() {
 #[test]
 fn the_binary_drains_and_exits_zero_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, probe) = (free_port(), free_port());
-    let (args, _) = serve_args(dir.path(), port, probe);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+    let (port, probe) = (free_port().unwrap(), free_port().unwrap());
+    write_serve_files(dir.path());
+    let mut child = std::process::Command::new(binary())
         .args(["serve", "--no-reconcile", "--listen"])
-        .arg(args.listen.to_string())
+        .arg(format!("127.0.0.1:{port}"))
         .arg("--probe-listen")
-        .arg(args.probe_listen.to_string())
+        .arg(format!("127.0.0.1:{probe}"))
         .arg("--tls-cert-file")
-        .arg(args.tls_cert_file.unwrap())
+        .arg(dir.path().join("tls.crt"))
         .arg("--tls-key-file")
-        .arg(args.tls_key_file.unwrap())
+        .arg(dir.path().join("tls.key"))
         .arg("--policy-file")
-        .arg(&args.policy_files[0])
+        .arg(dir.path().join("policy.yaml"))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ready = rt.block_on(async {
         for _ in 0..200 {
-            if probe_status(probe, "/readyz")
-                .await
-                .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
-            {
+            if let Ok((200, _)) = http_get(probe, "/readyz").await {
                 return true;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -1,0 +1,458 @@
+//! A real control plane for end-to-end tests, in the manner of envtest:
+//! etcd, kube-apiserver and kube-controller-manager on free loopback ports,
+//! built from their Go modules by `build-control-plane.sh` into a cache
+//! outside the repository; kubeconfigs, kubectl and namespaces on it.
+//!
+//! One control plane serves all tests of a test binary; each test takes a
+//! fresh namespace. The processes die with the test binary (see
+//! [`spawn_logged`]).
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
+};
+use tokio::sync::OnceCell;
+
+use super::fixtures::root;
+use super::process::{run, spawn_logged, tail, text};
+use super::servers::free_port;
+
+/// infergate's own namespace, as `deploy/` has it (its Lease, its Secret).
+pub const SYSTEM_NAMESPACE: &str = "infergate-system";
+
+/// How long the apiserver may take to become ready (2 cores, cold caches).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+static CONTROL_PLANE: OnceCell<ControlPlane> = OnceCell::const_new();
+static NAMESPACE_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A running etcd + kube-apiserver + kube-controller-manager.
+pub struct ControlPlane {
+    dir: PathBuf,
+    bin_dir: PathBuf,
+    kubeconfig: PathBuf,
+    apiserver_port: u16,
+    ca_pem: String,
+    children: Mutex<Vec<Child>>,
+}
+
+/// The control plane shared by all tests of this test binary, started on first use.
+///
+/// Panics with the cause (and how to fix it) when it cannot be built or started:
+/// an end-to-end test never passes by skipping.
+pub async fn control_plane() -> &'static ControlPlane {
+    CONTROL_PLANE
+        .get_or_init(|| async {
+            match ControlPlane::start().await {
+                Ok(cp) => cp,
+                Err(e) => panic!("the test control plane could not start: {e:#}"),
+            }
+        })
+        .await
+}
+
+impl ControlPlane {
+    /// Path of the admin kubeconfig (client certificate in `system:masters`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Directory holding kube-apiserver, kube-controller-manager, kubectl and etcd.
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin_dir
+    }
+
+    /// Scratch directory of this control plane (logs, certificates).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `https://127.0.0.1:PORT` of the apiserver.
+    pub fn apiserver_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.apiserver_port)
+    }
+
+    /// PEM of the CA that signed the apiserver's serving and admin client certificates.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// A new admin client bound to the caller's runtime.
+    pub async fn client(&self) -> kube::Client {
+        client_from(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("admin client: {e:#}"))
+    }
+
+    /// Run kubectl against this control plane.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        run(&mut self.kubectl_cmd(args), None)
+    }
+
+    /// Run kubectl with `stdin` as its standard input.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        run(&mut self.kubectl_cmd(args), Some(stdin.as_bytes()))
+    }
+
+    fn kubectl_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(self.bin_dir.join("kubectl"));
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        cmd
+    }
+
+    /// Create a namespace with a unique name starting with `prefix`.
+    pub async fn fresh_namespace(&self, prefix: &str) -> String {
+        self.fresh_namespace_with_labels(prefix, BTreeMap::new())
+            .await
+    }
+
+    /// Create a namespace with a unique name and the given labels.
+    pub async fn fresh_namespace_with_labels(
+        &self,
+        prefix: &str,
+        labels: BTreeMap<String, String>,
+    ) -> String {
+        let seq = NAMESPACE_SEQ.fetch_add(1, Ordering::SeqCst);
+        let name = format!("{prefix}-{}-{seq}", std::process::id() % 100_000);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(self.client().await)
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+        name
+    }
+
+    /// Create the namespace `name` unless it exists.
+    pub async fn ensure_namespace(&self, name: &str) {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        match Api::<Namespace>::all(self.client().await)
+            .create(&PostParams::default(), &ns)
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("creating namespace {name}: {e}"),
+        }
+    }
+
+    async fn start() -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let bin_dir = build_control_plane()?;
+        let dir = scratch_dir()?;
+        let pki = dir.join("pki");
+        std::fs::create_dir_all(&pki)?;
+
+        // Certificates: one CA for the apiserver's serving cert and the admin client cert.
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "infergate-test-ca");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = CertifiedIssuer::self_signed(ca_params, ca_key)?;
+        let ca_pem = ca.pem();
+
+        let serving_key = KeyPair::generate()?;
+        let mut serving = CertificateParams::new(vec![
+            "localhost".to_string(),
+            "kubernetes".to_string(),
+            "kubernetes.default".to_string(),
+            "kubernetes.default.svc".to_string(),
+        ])?;
+        serving
+            .subject_alt_names
+            .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        serving
+            .distinguished_name
+            .push(DnType::CommonName, "kube-apiserver");
+        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let serving_cert = serving.signed_by(&serving_key, &ca)?;
+
+        let admin_key = KeyPair::generate()?;
+        let mut admin = CertificateParams::new(Vec::<String>::new())?;
+        admin.distinguished_name.push(DnType::CommonName, "admin");
+        admin
+            .distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let admin_cert = admin.signed_by(&admin_key, &ca)?;
+
+        let sa_key = KeyPair::generate()?;
+
+        std::fs::write(pki.join("ca.crt"), &ca_pem)?;
+        std::fs::write(pki.join("apiserver.crt"), serving_cert.pem())?;
+        std::fs::write(pki.join("apiserver.key"), serving_key.serialize_pem())?;
+        std::fs::write(pki.join("sa.key"), sa_key.serialize_pem())?;
+        std::fs::write(pki.join("sa.pub"), sa_key.public_key_pem())?;
+
+        // etcd.
+        let etcd_client = free_port()?;
+        let etcd_peer = free_port()?;
+        let mut etcd = Command::new(bin_dir.join("etcd"));
+        etcd.arg("--name=default")
+            .arg(format!("--data-dir={}", dir.join("etcd").display()))
+            .arg(format!(
+                "--listen-client-urls=http://127.0.0.1:{etcd_client}"
+            ))
+            .arg(format!(
+                "--advertise-client-urls=http://127.0.0.1:{etcd_client}"
+            ))
+            .arg(format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"
+            ))
+            .arg(format!(
+                "--initial-cluster=default=http://127.0.0.1:{etcd_peer}"
+            ))
+            .arg("--unsafe-no-fsync")
+            .arg("--log-level=warn");
+        let mut children = vec![spawn_logged(etcd, &dir.join("etcd.log"))?];
+
+        // kube-apiserver.
+        let port = free_port()?;
+        let mut apiserver = Command::new(bin_dir.join("kube-apiserver"));
+        apiserver
+            .arg(format!("--etcd-servers=http://127.0.0.1:{etcd_client}"))
+            .arg(format!("--cert-dir={}", pki.display()))
+            .arg(format!(
+                "--tls-cert-file={}",
+                pki.join("apiserver.crt").display()
+            ))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                pki.join("apiserver.key").display()
+            ))
+            .arg(format!("--client-ca-file={}", pki.join("ca.crt").display()))
+            .arg(format!("--secure-port={port}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg("--allow-privileged=true")
+            .arg("--authorization-mode=RBAC")
+            .arg("--disable-admission-plugins=ServiceAccount")
+            .arg(format!("--service-account-issuer=https://127.0.0.1:{port}"))
+            .arg(format!(
+                "--service-account-key-file={}",
+                pki.join("sa.pub").display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                pki.join("sa.key").display()
+            ))
+            .arg("--v=0");
+        children.push(spawn_logged(apiserver, &dir.join("kube-apiserver.log"))?);
+
+        // Kubeconfig with the admin client certificate.
+        let kubeconfig = dir.join("kubeconfig");
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: infergate-test\n  cluster:\n    server: https://127.0.0.1:{port}\n    certificate-authority-data: {}\nusers:\n- name: admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: infergate-test\n  context:\n    cluster: infergate-test\n    user: admin\n    namespace: default\ncurrent-context: infergate-test\n",
+                b64(&ca_pem),
+                b64(&admin_cert.pem()),
+                b64(&admin_key.serialize_pem()),
+            ),
+        )?;
+
+        let cp = ControlPlane {
+            dir: dir.clone(),
+            bin_dir: bin_dir.clone(),
+            kubeconfig: kubeconfig.clone(),
+            apiserver_port: port,
+            ca_pem,
+            children: Mutex::new(children),
+        };
+        cp.wait_ready().await.with_context(|| {
+            format!(
+                "kube-apiserver did not become ready; its log:\n{}",
+                tail(&dir.join("kube-apiserver.log"), 40)
+            )
+        })?;
+
+        // kube-controller-manager: garbage collection, namespaces, deployments.
+        let mut kcm = Command::new(bin_dir.join("kube-controller-manager"));
+        kcm.arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller")
+            .arg("--leader-elect=false")
+            .arg("--secure-port=0")
+            .arg("--v=0");
+        let kcm = spawn_logged(kcm, &dir.join("kube-controller-manager.log"))?;
+        cp.children.lock().expect("children lock").push(kcm);
+        Ok(cp)
+    }
+
+    /// Poll an authenticated /readyz, then wait for namespace `default`.
+    async fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            self.ensure_running()?;
+            let last = match client_from(&self.kubeconfig).await {
+                Ok(client) => {
+                    let req = http::Request::get("/readyz").body(Vec::new())?;
+                    match client.request_text(req).await {
+                        Ok(body) if body.trim() == "ok" => {
+                            let ns = Api::<Namespace>::all(client);
+                            if ns.get_opt("default").await?.is_some() {
+                                return Ok(());
+                            }
+                            "namespace default not created yet".to_string()
+                        }
+                        Ok(body) => body,
+                        Err(e) => e.to_string(),
+                    }
+                }
+                Err(e) => format!("{e:#}"),
+            };
+            if Instant::now() > deadline {
+                anyhow::bail!("not ready after {READY_TIMEOUT:?}: {last}");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    fn ensure_running(&self) -> anyhow::Result<()> {
+        let mut children = self.children.lock().expect("children lock");
+        for child in children.iter_mut() {
+            if let Some(status) = child.try_wait()? {
+                anyhow::bail!(
+                    "a control-plane process exited early ({status}); logs in {}:\netcd: {}\nkube-apiserver: {}",
+                    self.dir.display(),
+                    tail(&self.dir.join("etcd.log"), 20),
+                    tail(&self.dir.join("kube-apiserver.log"), 20)
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ControlPlane {
+    /// The ServiceAccount `infergate` with the RBAC of `deploy/`, applied in
+    /// [`SYSTEM_NAMESPACE`]; returns a kubeconfig with a token of that account.
+    pub async fn deployed_service_account(&self) -> PathBuf {
+        self.ensure_namespace(SYSTEM_NAMESPACE).await;
+        let deploy = root().join("deploy");
+        let out = self.kubectl(&[
+            "apply",
+            "-n",
+            SYSTEM_NAMESPACE,
+            "-f",
+            &deploy.join("serviceaccount.yaml").display().to_string(),
+            "-f",
+            &deploy.join("rbac.yaml").display().to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "applying deploy/ RBAC: {}",
+            text(&out)
+        );
+        service_account_kubeconfig(self, SYSTEM_NAMESPACE, "infergate")
+            .unwrap_or_else(|e| panic!("ServiceAccount kubeconfig: {e:#}"))
+    }
+}
+
+/// A kubeconfig for the ServiceAccount `namespace/name`, with a token from the
+/// TokenRequest API (`kubectl create token`).
+pub fn service_account_kubeconfig(
+    cp: &ControlPlane,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<PathBuf> {
+    let out = cp.kubectl(&["create", "token", name, "-n", namespace, "--duration=2h"]);
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout)?.trim().to_string();
+    let path = cp.dir().join(format!("kubeconfig-{namespace}-{name}"));
+    let ca = base64::engine::general_purpose::STANDARD.encode(&cp.ca_pem);
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: infergate-test\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: sa\n  context:\n    cluster: infergate-test\n    user: {name}\n    namespace: {namespace}\ncurrent-context: sa\n",
+            cp.apiserver_url()
+        ),
+    )?;
+    Ok(path)
+}
+
+/// An admin client from a kubeconfig file.
+pub async fn client_from(path: &Path) -> anyhow::Result<kube::Client> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Build (when missing) and locate the control-plane binaries.
+fn build_control_plane() -> anyhow::Result<PathBuf> {
+    if let Ok(dir) = std::env::var("INFERGATE_CONTROL_PLANE_BIN") {
+        return Ok(PathBuf::from(dir));
+    }
+    let script = root().join("tests/support/build-control-plane.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| anyhow::anyhow!("running {}: {e}", script.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "{} failed ({}); it builds kube-apiserver and etcd from their Go modules and needs Go and the Go module proxy. Run it by hand to see the cause, or set INFERGATE_CONTROL_PLANE_BIN to a directory holding the binaries",
+            script.display(),
+            out.status
+        );
+    }
+    let dir = String::from_utf8(out.stdout)?.trim().to_string();
+    Ok(PathBuf::from(dir))
+}
+
+/// A scratch directory for this test process; removes those of dead processes.
+fn scratch_dir() -> anyhow::Result<PathBuf> {
+    let root = std::env::temp_dir();
+    if let Ok(entries) = std::fs::read_dir(&root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if let Some(pid) = name.strip_prefix("infergate-e2e-")
+                && !Path::new("/proc").join(pid).exists()
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = root.join(format!("infergate-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
