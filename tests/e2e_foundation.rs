@@ -231,17 +231,6 @@ async fn policy_kinds_are_served() {
         "jsonpath={.spec.defaults.replicas}",
     ]);
     assert_eq!(text(&out), "2");
-    // `ip` is also the short name of the built-in IPAddress, which kubectl prefers.
-    let out = cp.kubectl(&["api-resources", "--api-group=infergate.dev"]);
-    let resources = text(&out);
-    let line = resources
-        .lines()
-        .find(|l| l.starts_with("inferencepolicies"))
-        .unwrap_or_default();
-    assert!(
-        line.contains("infpol") && line.contains("ip"),
-        "{resources}"
-    );
     assert_rejected(
         cp,
         &format!(
@@ -424,4 +413,99 @@ async fn a_v1alpha1_service_is_stored_through_the_conversion_webhook() {
         .await
         .unwrap_or_else(|e| panic!("restoring the CRD's conversion config: {e:#}"));
     drop(server);
+}
+
+/// Every short name and category of infergate's CRDs, read back from the
+/// API server's discovery, is unique among every resource it serves: a
+/// short name that a built-in resource also has (`ip` is IPAddress's since
+/// Kubernetes 1.33) makes `kubectl get` ambiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_names_collide_with_no_other_resource() {
+    use std::collections::BTreeMap;
+
+    let cp = control_plane().await;
+    cp.install_crds().await;
+    let client = cp.client().await;
+    // short name -> every "resource.group" that has it
+    let mut short: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut category: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut ours: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    let mut lists = vec![(
+        String::new(),
+        client
+            .list_core_api_resources("v1")
+            .await
+            .expect("core discovery"),
+    )];
+    for group in client.list_api_groups().await.expect("groups").groups {
+        let Some(version) = group
+            .preferred_version
+            .or_else(|| group.versions.first().cloned())
+        else {
+            continue;
+        };
+        let list = client
+            .list_api_group_resources(&version.group_version)
+            .await
+            .expect("group discovery");
+        lists.push((group.name, list));
+    }
+    for (group, list) in lists {
+        for r in list.resources.iter().filter(|r| !r.name.contains('/')) {
+            let id = format!("{}.{group}", r.name);
+            for s in r.short_names.iter().flatten() {
+                short.entry(s.clone()).or_default().push(id.clone());
+            }
+            for c in r.categories.iter().flatten() {
+                category.entry(c.clone()).or_default().push(id.clone());
+            }
+            if group == "infergate.dev" {
+                ours.insert(
+                    r.name.clone(),
+                    (
+                        r.short_names.clone().unwrap_or_default(),
+                        r.categories.clone().unwrap_or_default(),
+                    ),
+                );
+            }
+        }
+    }
+    let expected = [
+        ("inferenceservices", "infsvc"),
+        ("clusterinferencepolicies", "cip"),
+        ("inferencepolicies", "infpol"),
+    ];
+    for (resource, name) in expected {
+        let (names, categories) = ours
+            .get(resource)
+            .unwrap_or_else(|| panic!("{resource} not served: {ours:?}"));
+        assert_eq!(names, &vec![name.to_owned()], "{resource}");
+        assert_eq!(categories, &vec!["infergate".to_owned()], "{resource}");
+        let holders = &short[name];
+        assert_eq!(
+            holders,
+            &vec![format!("{resource}.infergate.dev")],
+            "short name {name} is also used by another resource"
+        );
+    }
+    // The category is ours alone: `kubectl get infergate` lists only our kinds.
+    let mut members = category["infergate"].clone();
+    members.sort();
+    assert_eq!(
+        members,
+        [
+            "clusterinferencepolicies.infergate.dev",
+            "inferencepolicies.infergate.dev",
+            "inferenceservices.infergate.dev",
+        ]
+    );
+    assert!(
+        !short.contains_key("infergate"),
+        "{:?}",
+        short.get("infergate")
+    );
+    assert!(
+        short.contains_key("ip"),
+        "the built-in short name ip is served (Kubernetes 1.33+)"
+    );
 }

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use infergate::api::InferencePolicy;
 use infergate::api::v1beta1::InferenceService;
 use infergate::metrics::Metrics;
-use infergate::webhook::certs::{self, PemPair};
-use infergate::webhook::selfsigned::{self, SelfSignedConfig};
 use infergate::webhook::tls::CertResolver;
+use infergate::webhook::tls::certs::{self, PemPair};
+use infergate::webhook::tls::selfsigned::{self, SelfSignedConfig};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,

@@ -412,8 +412,8 @@ async fn fetch_retries_server_errors_with_backoff() {
 async fn untrusted_certificate_is_unreachable() {
     let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
-    let other_ca =
-        infergate::webhook::certs::generate_ca("other", Duration::from_secs(3600)).expect("ca");
+    let other_ca = infergate::webhook::tls::certs::generate_ca("other", Duration::from_secs(3600))
+        .expect("ca");
     let other = CertificateDer::from_pem_slice(other_ca.cert.as_bytes()).expect("der");
     let fetcher = GraphFetcher::new(quick(), vec![other]).expect("fetcher");
     let e = fetcher

@@ -7,19 +7,19 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use infergate::cli::{LogFormat, ServeArgs};
+use infergate::app::{self, Certificates};
 use infergate::engine::ServerDefaults;
 use infergate::metrics::Metrics;
 use infergate::reconcile::Config;
+use infergate::state::ClusterState;
 use infergate::webhook::admission::Admission;
-use infergate::webhook::cache::PolicyCache;
 use infergate::webhook::server::AppState;
 use infergate::webhook::tls::CertResolver;
 
@@ -39,43 +39,47 @@ pub fn init_tracing() {
 
 // ------------------------------------------------------------------ webhook
 
-/// The admission handlers over `cache` with `server` defaults and fresh metrics.
-pub fn admission(cache: PolicyCache, server: ServerDefaults) -> Admission {
+/// The webhook's shared state over the watched `state` with `server`
+/// defaults and fresh metrics: no certificate loaded, TLS not bound.
+pub fn app_state(state: ClusterState, server: ServerDefaults) -> Arc<AppState> {
+    Arc::new(AppState::new(
+        Arc::new(state),
+        server,
+        Metrics::new(),
+        Arc::new(CertResolver::new()),
+    ))
+}
+
+/// The admission handlers over the watched `state` with `server` defaults
+/// and fresh metrics.
+pub fn admission(state: ClusterState, server: ServerDefaults) -> Admission {
     Admission {
-        cache: Arc::new(cache),
+        state: Arc::new(state),
         server,
         metrics: Metrics::new(),
     }
 }
 
-/// The webhook's shared state: [`admission`], no certificate loaded, TLS not bound.
-pub fn app_state(cache: PolicyCache, server: ServerDefaults) -> Arc<AppState> {
-    Arc::new(AppState {
-        admission: admission(cache, server),
-        resolver: Arc::new(CertResolver::new()),
-        tls_bound: AtomicBool::new(false),
-    })
-}
-
 /// `serve` arguments: TLS on 127.0.0.1:`port` with `tls.crt`/`tls.key` from
 /// `cert_dir`, probes on 127.0.0.1:`probe`, policies from `policy_files`
 /// (none: from the cluster), no reconciler.
-pub fn serve_args(port: u16, probe: u16, cert_dir: &Path, policy_files: Vec<PathBuf>) -> ServeArgs {
-    ServeArgs {
+pub fn serve_args(
+    port: u16,
+    probe: u16,
+    cert_dir: &Path,
+    policy_files: Vec<PathBuf>,
+) -> app::Options {
+    app::Options {
         listen: ([127, 0, 0, 1], port).into(),
         probe_listen: ([127, 0, 0, 1], probe).into(),
-        tls_cert_file: Some(cert_dir.join("tls.crt")),
-        tls_key_file: Some(cert_dir.join("tls.key")),
-        self_signed: false,
-        cert_ips: vec![],
-        cert_dns: vec![],
+        certificates: Some(Certificates::Files {
+            cert: cert_dir.join("tls.crt"),
+            key: cert_dir.join("tls.key"),
+        }),
         policy_files,
-        default_engine_image: None,
-        default_replicas: None,
-        no_reconcile: true,
+        reconcile: false,
         namespace: SYSTEM_NAMESPACE.into(),
-        graph_ca_file: None,
-        log_format: LogFormat::Text,
+        ..app::Options::default()
     }
 }
 
@@ -89,7 +93,7 @@ pub struct Serve {
 impl Serve {
     /// Serve `args`, with an API client from `kubeconfig` when given (without
     /// one, `args` must name policy files and no reconciler).
-    pub fn start(args: ServeArgs, kubeconfig: Option<PathBuf>) -> Self {
+    pub fn start(args: app::Options, kubeconfig: Option<PathBuf>) -> Self {
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let thread = std::thread::Builder::new()
@@ -106,10 +110,9 @@ impl Serve {
                         let c = client_from(&path).await;
                         client = Some(c.map_err(|e| format!("api client: {e:#}"))?);
                     }
-                    let result =
-                        infergate::webhook::serve::serve(args, client, Metrics::new(), token)
-                            .await
-                            .map_err(|e| e.to_string());
+                    let result = app::serve(args, client, Metrics::new(), token)
+                        .await
+                        .map_err(|e| e.to_string());
                     if let Err(e) = &result {
                         eprintln!("serve failed: {e}");
                     }

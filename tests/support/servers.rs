@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate::api::v1beta1::{
     Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec, SecretKeyRef,
 };
-use infergate::webhook::certs::{self, PemPair};
+use infergate::webhook::tls::certs::{self, PemPair};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_util::sync::CancellationToken;
