@@ -284,7 +284,8 @@ pub async fn serve(
                 args.namespace.clone(),
                 identity(),
             )
-            .with_graph_ca_file(args.graph_ca_file.clone());
+            .with_graph_ca_file(args.graph_ca_file.clone())
+            .with_state(Arc::clone(&cluster));
             let client = client.clone();
             let token = shutdown.clone();
             Some(tokio::spawn(async move {

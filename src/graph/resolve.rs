@@ -28,7 +28,17 @@ pub struct Resolved {
 /// The ETag cache key of a service: `namespace/name`.
 #[must_use]
 pub fn cache_key(svc: &InferenceService) -> String {
-    format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
+    cache_key_of(&kube::runtime::reflector::ObjectRef::from_obj(svc))
+}
+
+/// [`cache_key`] of the service `key` names.
+#[must_use]
+pub fn cache_key_of(key: &kube::runtime::reflector::ObjectRef<InferenceService>) -> String {
+    format!(
+        "{}/{}",
+        key.namespace.as_deref().unwrap_or_default(),
+        key.name
+    )
 }
 
 /// Read the bearer token from the service's namespace, fetch and validate

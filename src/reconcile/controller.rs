@@ -2,17 +2,17 @@
 //! validation, server-side apply of the children, deletion of unwanted
 //! children, status and events.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use futures::channel::mpsc;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, Preconditions,
@@ -31,7 +31,6 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::builders::{self, Desired, LABEL_MANAGED_BY, Track};
 use super::httproute::{self, HTTPRoute};
-use super::routes::{ClaimCache, StoreRoutes};
 use super::status::{self, Observation, Outcome, PolicyResult, Rollout, Routing};
 use super::{Config, Error};
 use crate::api::v1beta1::{Backend, InferenceService};
@@ -40,6 +39,8 @@ use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::fetch::{FetchOptions, GraphFetcher};
 use crate::graph::rayservice::{self, RayService};
 use crate::graph::resolve;
+use crate::state::context::Watched;
+use crate::state::{ClusterState, ServiceEvent, with_context};
 
 /// Reconciles running at once.
 pub const CONCURRENCY: u16 = 16;
@@ -128,20 +129,18 @@ pub struct Ctx {
     client: Client,
     config: Config,
     recorder: Recorder,
-    services: Store<InferenceService>,
-    cluster_policies: Store<ClusterInferencePolicy>,
-    policies: Store<InferencePolicy>,
-    namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// Policies, namespace labels, InferenceServices and their route claims.
+    state: Arc<ClusterState>,
     deployments: Store<PartialObjectMeta<Deployment>>,
-    k8s_services: Store<PartialObjectMeta<Service>>,
+    /// The core/v1 Services infergate owns (not InferenceServices).
+    core_services: Store<PartialObjectMeta<Service>>,
     hpas: Store<PartialObjectMeta<HorizontalPodAutoscaler>>,
     routes: Store<PartialObjectMeta<HTTPRoute>>,
     rayservices: Store<PartialObjectMeta<RayService>>,
     gateway_api: Arc<ApiDiscovery>,
     ray_api: Arc<ApiDiscovery>,
     /// Built on first use (Deployment-only clusters never load the roots).
-    graph: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
-    claims: ClaimCache,
+    graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     /// Last applied (uid, generation or resourceVersion) per child, for events.
     seen: Mutex<HashMap<ChildKey, ChildMarker>>,
     /// Consecutive failures per service, for backoff.
@@ -223,77 +222,6 @@ where
     (reader, rx)
 }
 
-/// Drive a policy reflector; after the initial list, every change asks for
-/// a re-reconcile of every service (defaults and compliance may change).
-fn policy_reflector<K>(
-    tasks: &mut JoinSet<()>,
-    api: Api<K>,
-    trigger: mpsc::UnboundedSender<()>,
-) -> Store<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let kind = K::kind(&()).into_owned();
-    tasks.spawn(async move {
-        let mut stream = std::pin::pin!(
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .reflect(writer)
-        );
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => {
-                    if trigger.unbounded_send(()).is_err() {
-                        return;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => warn!(kind = %kind, error = %e, "policy watch failed; retrying"),
-            }
-        }
-    });
-    reader
-}
-
-/// Namespace labels select cluster policies: a label change re-reconciles everything.
-fn namespace_reflector(
-    tasks: &mut JoinSet<()>,
-    api: Api<PartialObjectMeta<Namespace>>,
-    trigger: mpsc::UnboundedSender<()>,
-) -> Store<PartialObjectMeta<Namespace>> {
-    let (reader, writer) = reflector::store();
-    tasks.spawn(async move {
-        let mut known: HashMap<String, BTreeMap<String, String>> = HashMap::new();
-        let mut stream = std::pin::pin!(
-            watcher(api, watcher::Config::default())
-                .default_backoff()
-                .reflect(writer)
-        );
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(watcher::Event::InitApply(ns)) => {
-                    known.insert(ns.name_any(), ns.labels().clone());
-                }
-                Ok(watcher::Event::Apply(ns)) => {
-                    let labels = ns.labels().clone();
-                    if known.insert(ns.name_any(), labels.clone()) != Some(labels)
-                        && trigger.unbounded_send(()).is_err()
-                    {
-                        return;
-                    }
-                }
-                Ok(watcher::Event::Delete(ns)) => {
-                    known.remove(&ns.name_any());
-                }
-                Ok(_) => {}
-                Err(e) => warn!(error = %e, "namespace watch failed; retrying"),
-            }
-        }
-    });
-    reader
-}
-
 /// Children of an optional CRD (HTTPRoute, RayService) are watched once it is installed.
 fn optional_reflector<K>(
     tasks: &mut JoinSet<()>,
@@ -340,29 +268,26 @@ where
 }
 
 /// Run the controller until `token` is cancelled (leadership lost or shutdown).
+/// Policies, namespaces and services come from `state`; the children are
+/// watched for this term only.
 pub async fn run_controller(
     client: Client,
     config: Config,
+    state: Arc<ClusterState>,
     token: CancellationToken,
 ) -> Result<(), Error> {
+    // Subscribed before anything is read, so no change falls between the
+    // first reconcile of every service and the events after it.
+    let service_events = state.subscribe_services();
+    let mut policy_changes = state.policy_changes();
+    policy_changes.mark_unchanged();
+
     let mut tasks = JoinSet::new();
-    let (policy_tx, policy_rx) = mpsc::unbounded();
-    let cluster_policies = policy_reflector(
-        &mut tasks,
-        Api::<ClusterInferencePolicy>::all(client.clone()),
-        policy_tx.clone(),
-    );
-    let policies = policy_reflector(
-        &mut tasks,
-        Api::<InferencePolicy>::all(client.clone()),
-        policy_tx.clone(),
-    );
-    let namespaces = namespace_reflector(&mut tasks, Api::all(client.clone()), policy_tx);
     let (deployments, deploy_rx) = child_reflector(
         &mut tasks,
         Api::<PartialObjectMeta<Deployment>>::all(client.clone()),
     );
-    let (k8s_services, service_rx) = child_reflector(
+    let (core_services, service_rx) = child_reflector(
         &mut tasks,
         Api::<PartialObjectMeta<Service>>::all(client.clone()),
     );
@@ -376,18 +301,16 @@ pub async fn run_controller(
     let ray_api = Arc::new(ApiDiscovery::rayservice());
     let (rayservices, ray_rx) =
         optional_reflector::<RayService>(&mut tasks, client.clone(), ray_api.clone());
-    let graph = Arc::new(std::sync::OnceLock::new());
+    let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
-        let _ = graph.set(f);
+        let _ = graph_fetcher.set(f);
     }
 
-    info!("waiting for the policy, namespace and child caches");
+    info!("waiting for the policy, namespace, service and child caches");
     let ready = async {
-        let _ = cluster_policies.wait_until_ready().await;
-        let _ = policies.wait_until_ready().await;
-        let _ = namespaces.wait_until_ready().await;
+        state.synced().await;
         let _ = deployments.wait_until_ready().await;
-        let _ = k8s_services.wait_until_ready().await;
+        let _ = core_services.wait_until_ready().await;
         let _ = hpas.wait_until_ready().await;
     };
     tokio::select! {
@@ -396,31 +319,13 @@ pub async fn run_controller(
     }
     info!("caches synced; reconciling");
 
-    let (svc_reader, svc_writer) = reflector::store();
-    // Status-only updates (our own status writes among them) do not trigger;
-    // spec, label and annotation changes do (templates may read labels).
-    let svc_stream = watcher(
-        Api::<InferenceService>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(svc_writer)
-    .inspect_ok({
-        let graph = graph.clone();
-        move |event| {
-            if let watcher::Event::Delete(svc) = event
-                && let Some(g) = graph.get()
-            {
-                g.forget(&resolve::cache_key(svc));
-            }
-        }
-    })
-    .applied_objects()
-    .predicate_filter(
-        predicates::generation
-            .combine(predicates::labels)
-            .combine(predicates::annotations),
-        Default::default(),
+    let svc_stream = service_triggers(service_events, graph_fetcher.clone());
+    // Every service once at the start of the term, then again whenever a
+    // policy or a namespace's labels change.
+    let reconcile_all = futures::stream::once(std::future::ready(())).chain(
+        futures::stream::unfold(policy_changes, |mut rx| async move {
+            rx.changed().await.ok().map(|()| ((), rx))
+        }),
     );
 
     let recorder = Recorder::new(
@@ -430,23 +335,20 @@ pub async fn run_controller(
             instance: Some(config.identity.clone()),
         },
     );
+    let services = state.services();
     let ctx = Arc::new(Ctx {
         client,
         config,
         recorder,
-        services: svc_reader.clone(),
-        cluster_policies,
-        policies,
-        namespaces,
+        state,
         deployments,
-        k8s_services,
+        core_services,
         hpas,
         routes,
         rayservices,
         gateway_api,
         ray_api,
-        graph,
-        claims: ClaimCache::default(),
+        graph_fetcher,
         seen: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
     });
@@ -462,14 +364,14 @@ pub async fn run_controller(
         let _ = rx.wait_for(|stop| *stop).await;
     };
 
-    Controller::for_stream(svc_stream, svc_reader)
+    Controller::for_shared_stream(svc_stream, services)
         .with_config(controller::Config::default().concurrency(CONCURRENCY))
         .owns_stream(deploy_rx.map(Ok))
         .owns_stream(service_rx.map(Ok))
         .owns_stream(hpa_rx.map(Ok))
         .owns_stream(route_rx.map(Ok))
         .owns_stream(ray_rx.map(Ok))
-        .reconcile_all_on(policy_rx)
+        .reconcile_all_on(reconcile_all)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -488,6 +390,42 @@ pub async fn run_controller(
     tasks.shutdown().await;
     info!("reconciler stopped");
     Ok(())
+}
+
+/// The services to reconcile, from the shared watch's events: a change of
+/// generation, labels or annotations triggers (templates may read labels);
+/// a status-only update, our own status writes among them, does not. A
+/// deletion drops the service's cached graph.
+fn service_triggers(
+    events: tokio::sync::mpsc::Receiver<ServiceEvent>,
+    graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+) -> impl futures::Stream<Item = Arc<InferenceService>> + Send + 'static {
+    let predicate = predicates::generation
+        .combine(predicates::labels)
+        .combine(predicates::annotations);
+    let mut seen: HashMap<ObjectRef<InferenceService>, u64> = HashMap::new();
+    futures::stream::unfold(events, |mut rx| async move {
+        rx.recv().await.map(|event| (event, rx))
+    })
+    .filter_map(move |event| {
+        let trigger = match event {
+            ServiceEvent::Applied(svc) => {
+                let key = ObjectRef::from_obj(svc.as_ref());
+                match predicate.hash_property(svc.as_ref()) {
+                    Some(hash) if seen.insert(key, hash) == Some(hash) => None,
+                    _ => Some(svc),
+                }
+            }
+            ServiceEvent::Deleted(key) => {
+                if let Some(g) = graph_fetcher.get() {
+                    g.forget(&resolve::cache_key_of(&key));
+                }
+                seen.remove(&key);
+                None
+            }
+        };
+        std::future::ready(trigger)
+    })
 }
 
 async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -572,7 +510,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
     let ns = svc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     if svc.metadata.deletion_timestamp.is_some() {
         // Children carry owner references: the garbage collector removes them.
-        if let Some(g) = ctx.graph.get() {
+        if let Some(g) = ctx.graph_fetcher.get() {
             g.forget(&resolve::cache_key(svc));
         }
         return Ok(Action::await_change());
@@ -689,14 +627,14 @@ async fn reconcile_rayservice(
         ctx.write_status(svc, &obs).await?;
         return Ok(Action::requeue(GATEWAY_API_RECHECK));
     }
-    let fetcher = match ctx.graph.get() {
+    let fetcher = match ctx.graph_fetcher.get() {
         Some(f) => f.clone(),
         None => {
             let built = Arc::new(GraphFetcher::from_ca_file(
                 FetchOptions::default(),
                 ctx.config.graph_ca_file.as_deref(),
             )?);
-            ctx.graph.get_or_init(|| built).clone()
+            ctx.graph_fetcher.get_or_init(|| built).clone()
         }
     };
     let resolved = match resolve::resolve(&ctx.client, &fetcher, &defaulted, &path).await {
@@ -777,59 +715,27 @@ fn owned_by(meta: &kube::api::ObjectMeta, svc: &InferenceService) -> bool {
 impl Ctx {
     /// Default and validate (synchronous: the engine's context is not `Send`).
     fn evaluate(&self, svc: &InferenceService, ns: &str) -> Evaluation {
-        let snapshot = self.policy_snapshot();
-        let ns_labels = self.namespace_labels(ns);
-        self.claims.prune(&self.services);
-        let routes = StoreRoutes {
-            store: &self.services,
-            me: svc,
-            cache: &self.claims,
-        };
-        let full_ctx = engine::Context {
-            namespace: ns,
-            namespace_labels: &ns_labels,
-            policies: &snapshot,
+        let source = Watched {
+            state: &self.state,
             server: &self.config.server,
-            routes: &routes,
+            reconciling: Some(svc),
         };
-        let defaulted = engine::default_service(svc, &full_ctx).object;
-        let no_policies = PolicySnapshot::default();
-        let bare_ctx = engine::Context {
-            policies: &no_policies,
-            ..full_ctx
-        };
-        let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
-        let full = engine::validate_service(&defaulted, None, &full_ctx);
-        let policy = policy_result(&intrinsic, &full);
-        Evaluation {
-            defaulted,
-            intrinsic,
-            policy,
-        }
-    }
-
-    fn policy_snapshot(&self) -> PolicySnapshot {
-        PolicySnapshot {
-            cluster: self
-                .cluster_policies
-                .state()
-                .iter()
-                .map(|p| p.as_ref().clone())
-                .collect(),
-            namespaced: self
-                .policies
-                .state()
-                .iter()
-                .map(|p| p.as_ref().clone())
-                .collect(),
-        }
-    }
-
-    fn namespace_labels(&self, ns: &str) -> BTreeMap<String, String> {
-        self.namespaces
-            .get(&ObjectRef::new(ns))
-            .map(|n| n.labels().clone())
-            .unwrap_or_default()
+        with_context(&source, ns, |full_ctx| {
+            let defaulted = engine::default_service(svc, full_ctx).object;
+            let no_policies = PolicySnapshot::default();
+            let bare_ctx = engine::Context {
+                policies: &no_policies,
+                ..*full_ctx
+            };
+            let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
+            let full = engine::validate_service(&defaulted, None, full_ctx);
+            let policy = policy_result(&intrinsic, &full);
+            Evaluation {
+                defaulted,
+                intrinsic,
+                policy,
+            }
+        })
     }
 
     async fn publish(&self, svc: &InferenceService, type_: EventType, reason: &str, note: String) {
@@ -1012,19 +918,19 @@ impl Ctx {
         desired: Desired,
     ) -> Result<Outcome, Error> {
         let primary = self.apply(svc, &desired.primary, &self.deployments).await?;
-        self.apply(svc, &desired.primary_service, &self.k8s_services)
+        self.apply(svc, &desired.primary_service, &self.core_services)
             .await?;
         let canary_name = builders::child_name(defaulted, Track::Canary);
         let canary = match desired.canary {
             Some((deployment, service)) => {
                 let d = self.apply(svc, &deployment, &self.deployments).await?;
-                self.apply(svc, &service, &self.k8s_services).await?;
+                self.apply(svc, &service, &self.core_services).await?;
                 Some(Rollout::of(&d))
             }
             None => {
                 self.delete::<Deployment>(svc, &canary_name, &self.deployments)
                     .await?;
-                self.delete::<Service>(svc, &canary_name, &self.k8s_services)
+                self.delete::<Service>(svc, &canary_name, &self.core_services)
                     .await?;
                 None
             }

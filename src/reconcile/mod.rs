@@ -13,7 +13,6 @@
 pub mod builders;
 pub mod controller;
 pub mod httproute;
-pub mod routes;
 pub mod status;
 
 use std::time::Duration;
@@ -46,6 +45,9 @@ pub struct Config {
     /// How often `backend: RayService` services are re-reconciled so graph
     /// changes on the server are picked up ([`controller::GRAPH_RESYNC`]).
     pub graph_resync: Duration,
+    /// The process's watched state (policies, namespaces, services), shared
+    /// with the webhooks; [`run`] starts its own when `None`.
+    pub state: Option<std::sync::Arc<crate::state::ClusterState>>,
 }
 
 impl Config {
@@ -66,7 +68,16 @@ impl Config {
             graph_ca_file: None,
             graph_fetcher: None,
             graph_resync: controller::GRAPH_RESYNC,
+            state: None,
         }
+    }
+
+    /// Read policies, namespaces and services from `state` (the webhooks'
+    /// watches) instead of starting watches of its own.
+    #[must_use]
+    pub fn with_state(mut self, state: std::sync::Arc<crate::state::ClusterState>) -> Self {
+        self.state = Some(state);
+        self
     }
 
     /// Trust the CA certificates in `path` (PEM) when fetching serving graphs.
@@ -196,6 +207,14 @@ pub async fn run(
 ) -> Result<(), Error> {
     controller::preflight(&client).await?;
     let mut config = config;
+    let state = match &config.state {
+        Some(state) => std::sync::Arc::clone(state),
+        None => {
+            let state = std::sync::Arc::new(crate::state::ClusterState::default());
+            state.spawn_watches(client.clone(), true, shutdown.clone());
+            state
+        }
+    };
     if config.graph_fetcher.is_none() && config.graph_ca_file.is_some() {
         // A bad --graph-ca-file fails at start-up, not at the first graph.
         let fetcher = crate::graph::fetch::GraphFetcher::from_ca_file(
@@ -254,6 +273,7 @@ pub async fn run(
         let mut session = tokio::spawn(controller::run_controller(
             client.clone(),
             config.clone(),
+            std::sync::Arc::clone(&state),
             term.clone(),
         ));
         let lost = tokio::select! {
