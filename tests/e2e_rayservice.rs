@@ -17,9 +17,9 @@ use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
 use infergate::graph::fetch::{FetchOptions, GraphFetcher};
-use infergate::graph::rayservice::RayService;
 use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
+use infergate::reconcile::children::rayservice::RayService;
 use support::{
     GRAPH_TOKEN, GraphServer, RAYSERVICE_CRD, Reconciler, WAIT, condition, read_fixture, wait_for,
 };

@@ -24,7 +24,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
-use infergate::reconcile::httproute::HTTPRoute;
+use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
 use support::{
     ControlPlane, HTTPROUTE_CRD, Reconciler, SYSTEM_NAMESPACE, WAIT, condition, control_plane,

@@ -453,8 +453,8 @@ async fn ca_file_flag_is_honoured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     use infergate::api::v1beta1::InferenceService;
-    use infergate::graph::rayservice::RayService;
-    use infergate::graph::resolve::resolve;
+    use infergate::reconcile::children::rayservice::RayService;
+    use infergate::reconcile::graph::resolve;
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -100,25 +100,33 @@ pub fn token_from_secret(
     })
 }
 
-/// Read the token of `spec.graph.bearerTokenSecretRef` from the service's namespace.
-pub async fn read_token(
-    client: &kube::Client,
-    namespace: &str,
-    r: &SecretKeyRef,
-) -> Result<BearerToken, GraphError> {
-    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
-    match api.get_opt(&r.name).await {
-        Ok(Some(secret)) => token_from_secret(&secret, namespace, r),
-        Ok(None) => Err(GraphError::SecretNotFound {
-            namespace: namespace.to_owned(),
-            name: r.name.clone(),
-            key: r.key.clone(),
-        }),
-        Err(e) => Err(GraphError::SecretUnreadable {
-            namespace: namespace.to_owned(),
-            name: r.name.clone(),
-            message: e.to_string(),
-        }),
+/// Where serving graphs come from. The reconciler resolves graphs through
+/// this trait; [`GraphFetcher`] (HTTPS with an ETag cache) implements it.
+pub trait GraphSource: Send + Sync {
+    /// Fetch and decode the graph at `url` for the service `cache_key`
+    /// (`namespace/name`), with `token` as bearer credentials.
+    fn fetch(
+        &self,
+        cache_key: &str,
+        url: &str,
+        token: Option<&BearerToken>,
+    ) -> impl std::future::Future<Output = Result<Fetched, GraphError>> + Send;
+    /// Forget whatever was kept for `cache_key` (the service was deleted).
+    fn forget(&self, cache_key: &str);
+}
+
+impl GraphSource for GraphFetcher {
+    fn fetch(
+        &self,
+        cache_key: &str,
+        url: &str,
+        token: Option<&BearerToken>,
+    ) -> impl std::future::Future<Output = Result<Fetched, GraphError>> + Send {
+        GraphFetcher::fetch(self, cache_key, url, token)
+    }
+
+    fn forget(&self, cache_key: &str) {
+        GraphFetcher::forget(self, cache_key);
     }
 }
 

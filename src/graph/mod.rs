@@ -1,12 +1,13 @@
-//! Ray Serve serving graphs for `backend: RayService` (API.md section 7).
+//! Ray Serve serving graphs for `backend: RayService`, pure but for the
+//! fetcher: nothing here reads the cluster or builds Kubernetes objects
+//! (the reconciler does both, in `reconcile::graph` and `reconcile::children`).
 //!
 //! - [`proto`]: the protobuf schema (`proto/infergate/graph/v1/graph.proto`),
 //!   compiled by build.rs with protox, and [`decode`];
 //! - [`validate`]: the graph as a DAG plus Ray Serve's own rules, pure;
 //! - [`serve_config`]: the generated `serveConfigV2`, pure;
-//! - [`rayservice`]: the `ray.io/v1` RayService types and the pure builder;
-//! - [`fetch`]: fetching over bearer-authenticated HTTPS with an ETag cache;
-//! - [`resolve`]: Secret, fetch, validation and builder in one call for the reconciler;
+//! - [`fetch`]: the [`fetch::GraphSource`] trait and its HTTPS implementation
+//!   (bearer-authenticated, with an ETag cache);
 //! - [`cli`]: `infergate graph FILE`.
 //!
 //! Every failure on the way from `spec.graph` to a RayService is a
@@ -16,8 +17,6 @@
 pub mod cli;
 pub mod error;
 pub mod fetch;
-pub mod rayservice;
-pub mod resolve;
 pub mod serve_config;
 pub mod validate;
 

@@ -29,16 +29,16 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use super::builders::{self, Desired, LABEL_MANAGED_BY, Track};
-use super::httproute::{self, HTTPRoute};
+use super::children::httproute::{self, HTTPRoute};
+use super::children::{self as builders, Desired, LABEL_MANAGED_BY, Track};
+use super::graph as resolve;
 use super::status::{self, Observation, Outcome, PolicyResult, Rollout, Routing};
 use super::{Config, Error};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::api::{ClusterInferencePolicy, InferencePolicy, MANAGER};
 use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::fetch::{FetchOptions, GraphFetcher};
-use crate::graph::rayservice::{self, RayService};
-use crate::graph::resolve;
+use crate::reconcile::children::rayservice::{self, RayService};
 use crate::state::context::Watched;
 use crate::state::{ClusterState, ServiceEvent, with_context};
 
@@ -637,7 +637,7 @@ async fn reconcile_rayservice(
             ctx.graph_fetcher.get_or_init(|| built).clone()
         }
     };
-    let resolved = match resolve::resolve(&ctx.client, &fetcher, &defaulted, &path).await {
+    let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), &defaulted, &path).await {
         Ok(r) => r,
         Err(e) => {
             let transient = matches!(&e, rayservice::RayServiceError::Graph(g) if g.is_transient());

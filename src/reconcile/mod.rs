@@ -1,18 +1,22 @@
-//! The co-located reconciler: desired-state builders, apply, status, leader election.
+//! The co-located reconciler: leader election, the controller, the children
+//! it makes, and the status it reports.
 //!
 //! `infergate serve` calls [`run`] unless `--no-reconcile`. Every replica
 //! competes for one coordination.k8s.io Lease ([`LEASE_NAME`] in infergate's
 //! namespace); only the holder runs the controller, and it stops the moment
 //! the lease is lost. Webhooks are served by every replica regardless.
 //!
-//! - [`builders`]: desired children as pure functions;
-//! - [`status`]: status and conditions as a pure function of what was observed;
-//! - [`controller`]: caches, triggers, validation, server-side apply, deletion, events;
-//! - [`httproute`]: the Gateway API HTTPRoute types infergate writes.
+//! - [`controller`]: the children's watches, triggers from the shared
+//!   [`crate::state`], the reconcile flows, server-side apply, deletion, events;
+//! - [`children`]: the desired children as pure functions (Deployments,
+//!   Services, HPAs, and the HTTPRoute and RayService types infergate writes);
+//! - [`graph`]: from `spec.graph` to the desired RayService (Secret, fetch
+//!   through [`crate::graph::fetch::GraphSource`], validation, builder);
+//! - [`status`]: status and conditions as a pure function of what was observed.
 
-pub mod builders;
+pub mod children;
 pub mod controller;
-pub mod httproute;
+pub mod graph;
 pub mod status;
 
 use std::time::Duration;
@@ -132,7 +136,7 @@ pub enum Error {
     Lease(String),
     /// A child object could not be built.
     #[error("failed to build child object: {0}")]
-    Build(#[from] builders::BuildError),
+    Build(#[from] children::BuildError),
     /// The serving-graph fetcher could not be built (`--graph-ca-file`).
     #[error("{0}")]
     GraphFetcher(#[from] crate::graph::fetch::FetcherError),

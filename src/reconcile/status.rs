@@ -102,7 +102,7 @@ pub enum Outcome {
     /// The RayService was applied (`backend: RayService`).
     RayServiceApplied {
         /// What its status says.
-        observed: crate::graph::rayservice::Observed,
+        observed: crate::reconcile::children::rayservice::Observed,
         /// Nodes in the serving graph.
         nodes: usize,
     },
@@ -356,7 +356,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
     out
 }
 
-/// The static reason for what [`crate::graph::rayservice::observe`] said.
+/// The static reason for what [`crate::reconcile::children::rayservice::observe`] said.
 fn rayservice_reason(reason: &str, ready: bool) -> &'static str {
     match reason {
         "RayServicePending" => "RayServicePending",
@@ -649,7 +649,7 @@ mod tests {
     #[test]
     fn graph_failure_keeps_ready_and_names_the_reason() {
         let ok = ray(Outcome::RayServiceApplied {
-            observed: crate::graph::rayservice::Observed {
+            observed: crate::reconcile::children::rayservice::Observed {
                 ready: true,
                 reason: "RayServiceReady".into(),
                 message: "RayService chat: running".into(),
@@ -697,7 +697,7 @@ mod tests {
             ("RayServiceReady", true, "RayServiceReady"),
         ] {
             let obs = ray(Outcome::RayServiceApplied {
-                observed: crate::graph::rayservice::Observed {
+                observed: crate::reconcile::children::rayservice::Observed {
                     ready,
                     reason: reason.into(),
                     message: "m".into(),

@@ -1,8 +1,14 @@
-//! Desired state as pure functions (API.md section 7, `Deployment` backend).
+//! The children of an InferenceService as pure functions: Deployment,
+//! Service, HorizontalPodAutoscaler and (in [`httproute`]) HTTPRoute for
+//! `backend: Deployment`; the RayService (in [`rayservice`]) for
+//! `backend: RayService`.
 //!
 //! Every function takes a defaulted [`InferenceService`] (as the mutating
 //! webhook stores it, or as the reconciler defaults it in memory) and returns
 //! plain Kubernetes objects ready for server-side apply. No I/O.
+
+pub mod httproute;
+pub mod rayservice;
 
 use std::collections::BTreeMap;
 
@@ -20,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Resource, ResourceExt};
 
-use super::httproute::{
+use self::httproute::{
     GATEWAY_GROUP, HTTPBackendRef, HTTPPathMatch, HTTPPathModifier, HTTPRoute, HTTPRouteFilter,
     HTTPRouteMatch, HTTPRouteRule, HTTPRouteSpec, HTTPRouteTimeouts, HTTPURLRewriteFilter,
     ParentReference,

@@ -6,11 +6,14 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use tracing::Instrument;
 
-use super::GraphError;
-use super::fetch::{GraphFetcher, read_token};
-use super::proto::ServingGraph;
-use super::rayservice::{RayService, RayServiceError, desired_rayservice};
+use super::children::rayservice::{RayService, RayServiceError, desired_rayservice};
+use crate::graph::GraphError;
+use k8s_openapi::api::core::v1::Secret;
+
 use crate::api::v1beta1::InferenceService;
+use crate::api::v1beta1::SecretKeyRef;
+use crate::graph::fetch::{BearerToken, GraphSource, token_from_secret};
+use crate::graph::proto::ServingGraph;
 
 /// The desired RayService and where its graph came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,7 +51,7 @@ pub fn cache_key_of(key: &kube::runtime::reflector::ObjectRef<InferenceService>)
 /// (which never contains the token).
 pub async fn resolve(
     client: &kube::Client,
-    fetcher: &GraphFetcher,
+    fetcher: &impl GraphSource,
     svc: &InferenceService,
     route_path: &str,
 ) -> Result<Resolved, RayServiceError> {
@@ -77,4 +80,26 @@ pub async fn resolve(
     }
     .instrument(span)
     .await
+}
+
+/// Read the token of `spec.graph.bearerTokenSecretRef` from the service's namespace.
+pub async fn read_token(
+    client: &kube::Client,
+    namespace: &str,
+    r: &SecretKeyRef,
+) -> Result<BearerToken, GraphError> {
+    let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    match api.get_opt(&r.name).await {
+        Ok(Some(secret)) => token_from_secret(&secret, namespace, r),
+        Ok(None) => Err(GraphError::SecretNotFound {
+            namespace: namespace.to_owned(),
+            name: r.name.clone(),
+            key: r.key.clone(),
+        }),
+        Err(e) => Err(GraphError::SecretUnreadable {
+            namespace: namespace.to_owned(),
+            name: r.name.clone(),
+            message: e.to_string(),
+        }),
+    }
 }
