@@ -9,30 +9,26 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{
-    Api, DeleteParams, ListParams, PartialObjectMeta, Patch, PatchParams, Preconditions,
-};
+use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::controller::{self, Action};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates};
 use kube::{Client, Resource, ResourceExt};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use super::apply::Writer;
 use super::children::httproute::{self, HTTPRoute};
 use super::children::{self as builders, Desired, LABEL_MANAGED_BY, Track};
 use super::graph as resolve;
-use super::status::{self, Observation, Outcome, PolicyResult, Rollout, Routing};
+use super::status::{Observation, Outcome, PolicyResult, Rollout, Routing};
 use super::{Config, Error};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::api::{ClusterInferencePolicy, InferencePolicy, MANAGER};
@@ -119,16 +115,12 @@ impl ApiDiscovery {
     }
 }
 
-/// (kind, namespace, name) of a child.
-type ChildKey = (&'static str, String, String);
-/// (uid, generation or resourceVersion) of a child as last applied.
-type ChildMarker = (String, String);
-
 /// Shared state of one leadership term's controller.
 pub struct Ctx {
     client: Client,
     config: Config,
-    recorder: Recorder,
+    /// Applies children, deletes them, writes status and events.
+    writer: Writer,
     /// Policies, namespace labels, InferenceServices and their route claims.
     state: Arc<ClusterState>,
     deployments: Store<PartialObjectMeta<Deployment>>,
@@ -141,8 +133,6 @@ pub struct Ctx {
     ray_api: Arc<ApiDiscovery>,
     /// Built on first use (Deployment-only clusters never load the roots).
     graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
-    /// Last applied (uid, generation or resourceVersion) per child, for events.
-    seen: Mutex<HashMap<ChildKey, ChildMarker>>,
     /// Consecutive failures per service, for backoff.
     failures: Mutex<HashMap<ObjectRef<InferenceService>, u32>>,
 }
@@ -336,10 +326,11 @@ pub async fn run_controller(
         },
     );
     let services = state.services();
+    let writer = Writer::new(client.clone(), recorder);
     let ctx = Arc::new(Ctx {
         client,
         config,
-        recorder,
+        writer,
         state,
         deployments,
         core_services,
@@ -349,7 +340,6 @@ pub async fn run_controller(
         gateway_api,
         ray_api,
         graph_fetcher,
-        seen: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
     });
 
@@ -535,7 +525,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
 
     if !intrinsic.allowed() {
         obs.outcome = Outcome::Invalid(intrinsic.message());
-        ctx.write_status(svc, &obs).await?;
+        ctx.writer.write_status(svc, &obs).await?;
         return Ok(Action::await_change());
     }
     let built = builders::desired(&defaulted).and_then(|d| {
@@ -552,7 +542,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
         Ok(b) => b,
         Err(e) => {
             obs.outcome = Outcome::Invalid(e.to_string());
-            ctx.write_status(svc, &obs).await?;
+            ctx.writer.write_status(svc, &obs).await?;
             return Ok(Action::await_change());
         }
     };
@@ -571,7 +561,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
                 }
             );
             obs.outcome = outcome;
-            ctx.write_status(svc, &obs).await?;
+            ctx.writer.write_status(svc, &obs).await?;
             Ok(Action::requeue(if waiting_for_gateway_api {
                 GATEWAY_API_RECHECK
             } else {
@@ -580,7 +570,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
         }
         Err(e) => {
             obs.outcome = Outcome::Failed(e.to_string());
-            if let Err(se) = ctx.write_status(svc, &obs).await {
+            if let Err(se) = ctx.writer.write_status(svc, &obs).await {
                 warn!(error = %se, "failed to record the apply failure in status");
             }
             Err(e)
@@ -610,21 +600,21 @@ async fn reconcile_rayservice(
     };
     if !intrinsic.allowed() {
         obs.outcome = Outcome::Invalid(intrinsic.message());
-        ctx.write_status(svc, &obs).await?;
+        ctx.writer.write_status(svc, &obs).await?;
         return Ok(Action::await_change());
     }
     let path = match engine::render_route_path(&defaulted) {
         Ok(p) => p,
         Err(e) => {
             obs.outcome = Outcome::Invalid(e.to_string());
-            ctx.write_status(svc, &obs).await?;
+            ctx.writer.write_status(svc, &obs).await?;
             return Ok(Action::await_change());
         }
     };
     obs.route_path = Some(path.clone());
     if !ctx.ray_api.installed(&ctx.client).await? {
         obs.outcome = Outcome::RayServiceApiMissing;
-        ctx.write_status(svc, &obs).await?;
+        ctx.writer.write_status(svc, &obs).await?;
         return Ok(Action::requeue(GATEWAY_API_RECHECK));
     }
     let fetcher = match ctx.graph_fetcher.get() {
@@ -646,7 +636,7 @@ async fn reconcile_rayservice(
                 reason: e.reason(),
                 message: e.to_string(),
             };
-            ctx.write_status(svc, &obs).await?;
+            ctx.writer.write_status(svc, &obs).await?;
             let resync = ctx.config.graph_resync;
             return Ok(Action::requeue(if transient {
                 GRAPH_RETRY.min(resync)
@@ -655,13 +645,17 @@ async fn reconcile_rayservice(
             }));
         }
     };
-    match ctx.apply(svc, &resolved.rayservice, &ctx.rayservices).await {
+    match ctx
+        .writer
+        .apply(svc, &resolved.rayservice, &ctx.rayservices)
+        .await
+    {
         Ok(applied) => {
             obs.outcome = Outcome::RayServiceApplied {
                 observed: rayservice::observe(&applied),
                 nodes: resolved.graph.nodes.len(),
             };
-            ctx.write_status(svc, &obs).await?;
+            ctx.writer.write_status(svc, &obs).await?;
             Ok(Action::requeue(ctx.config.graph_resync))
         }
         Err(e) => {
@@ -670,7 +664,7 @@ async fn reconcile_rayservice(
                 ctx.ray_api.forget();
             }
             obs.outcome = Outcome::Failed(e.to_string());
-            if let Err(se) = ctx.write_status(svc, &obs).await {
+            if let Err(se) = ctx.writer.write_status(svc, &obs).await {
                 warn!(error = %se, "failed to record the apply failure in status");
             }
             Err(e)
@@ -702,16 +696,6 @@ fn rejection(route: &HTTPRoute) -> Option<String> {
     })
 }
 
-fn owned_by(meta: &kube::api::ObjectMeta, svc: &InferenceService) -> bool {
-    let Some(uid) = svc.uid() else {
-        return false;
-    };
-    meta.owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.uid == uid && o.controller == Some(true))
-}
-
 impl Ctx {
     /// Default and validate (synchronous: the engine's context is not `Send`).
     fn evaluate(&self, svc: &InferenceService, ns: &str) -> Evaluation {
@@ -738,199 +722,37 @@ impl Ctx {
         })
     }
 
-    async fn publish(&self, svc: &InferenceService, type_: EventType, reason: &str, note: String) {
-        self.publish_related(svc, type_, reason, note, None).await;
-    }
-
-    /// Publish an event regarding the service; `related` names the child it is
-    /// about (so events about different children are not merged into one series).
-    async fn publish_related(
-        &self,
-        svc: &InferenceService,
-        type_: EventType,
-        reason: &str,
-        note: String,
-        related: Option<k8s_openapi::api::core::v1::ObjectReference>,
-    ) {
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: "Reconcile".to_owned(),
-            secondary: related,
-        };
-        if let Err(e) = self.recorder.publish(&event, &svc.object_ref(&())).await {
-            warn!(error = %e, reason, "failed to publish event");
-        }
-    }
-
-    /// Server-side apply one child; publish Created/Updated when it changed.
-    async fn apply<K>(
-        &self,
-        svc: &InferenceService,
-        obj: &K,
-        store: &Store<PartialObjectMeta<K>>,
-    ) -> Result<K, Error>
-    where
-        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned,
-    {
-        let ns = obj.namespace().unwrap_or_default();
-        let name = obj.name_any();
-        let kind: &'static str = match K::kind(&()).as_ref() {
-            "Deployment" => "Deployment",
-            "Service" => "Service",
-            "HorizontalPodAutoscaler" => "HorizontalPodAutoscaler",
-            "HTTPRoute" => "HTTPRoute",
-            "RayService" => "RayService",
-            _ => "object",
-        };
-        let marker = |m: &kube::api::ObjectMeta| {
-            (
-                m.uid.clone().unwrap_or_default(),
-                m.generation
-                    .map(|g| g.to_string())
-                    .or_else(|| m.resource_version.clone())
-                    .unwrap_or_default(),
-            )
-        };
-        // What the cache knew before this apply: read before patching, or the
-        // watch may already have delivered the object this apply creates.
-        let cached = store.get(&ObjectRef::new(&name).within(&ns));
-        let cached_before = cached.as_ref().map(|m| marker(m.meta()));
-        // Never take over an object another controller owns.
-        if let Some(existing) = cached
-            && let Some(other) = existing
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && Some(&o.uid) != svc.uid().as_ref())
-        {
-            return Err(Error::ForeignChild {
-                kind,
-                name,
-                owner: format!("{} {}", other.kind, other.name),
-            });
-        }
-        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
-        let params = PatchParams::apply(MANAGER).force();
-        let applied = api.patch(&name, &params, &Patch::Apply(obj)).await?;
-        let now = marker(applied.meta());
-        let key = (kind, ns.clone(), name.clone());
-        let before = self
-            .seen
-            .lock()
-            .ok()
-            .and_then(|s| s.get(&key).cloned())
-            .or(cached_before);
-        if let Ok(mut s) = self.seen.lock() {
-            s.insert(key, now.clone());
-        }
-        match before {
-            Some((uid, _)) if uid != now.0 => {
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    "Created",
-                    format!("created {kind} {name}"),
-                )
-                .await;
-            }
-            None => {
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    "Created",
-                    format!("created {kind} {name}"),
-                )
-                .await;
-            }
-            Some((_, m)) if m != now.1 => {
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    "Updated",
-                    format!("updated {kind} {name}"),
-                )
-                .await;
-            }
-            Some(_) => {}
-        }
-        Ok(applied)
-    }
-
-    /// Delete a child this service controls, if the cache knows one.
-    async fn delete<K>(
-        &self,
-        svc: &InferenceService,
-        name: &str,
-        store: &Store<PartialObjectMeta<K>>,
-    ) -> Result<(), Error>
-    where
-        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + Debug
-            + DeserializeOwned,
-    {
-        let ns = svc.namespace().unwrap_or_default();
-        let Some(meta) = store.get(&ObjectRef::new(name).within(&ns)) else {
-            return Ok(());
-        };
-        if meta.metadata.deletion_timestamp.is_some() || !owned_by(&meta.metadata, svc) {
-            return Ok(());
-        }
-        let kind = K::kind(&()).into_owned();
-        let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: meta.uid(),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        match api.delete(name, &params).await {
-            Ok(_) => {
-                if let Ok(mut s) = self.seen.lock() {
-                    s.retain(|(_, n, m), _| !(n == &ns && m == name));
-                }
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    "Deleted",
-                    format!("deleted {kind} {name}"),
-                )
-                .await;
-                Ok(())
-            }
-            Err(kube::Error::Api(s)) if super::status_not_found(&s) => Ok(()),
-            Err(e) => Err(Error::Kube(e)),
-        }
-    }
-
     async fn apply_all(
         &self,
         svc: &InferenceService,
         defaulted: &InferenceService,
         desired: Desired,
     ) -> Result<Outcome, Error> {
-        let primary = self.apply(svc, &desired.primary, &self.deployments).await?;
-        self.apply(svc, &desired.primary_service, &self.core_services)
+        let primary = self
+            .writer
+            .apply(svc, &desired.primary, &self.deployments)
+            .await?;
+        self.writer
+            .apply(svc, &desired.primary_service, &self.core_services)
             .await?;
         let canary_name = builders::child_name(defaulted, Track::Canary);
         let canary = match desired.canary {
             Some((deployment, service)) => {
-                let d = self.apply(svc, &deployment, &self.deployments).await?;
-                self.apply(svc, &service, &self.core_services).await?;
+                let d = self
+                    .writer
+                    .apply(svc, &deployment, &self.deployments)
+                    .await?;
+                self.writer
+                    .apply(svc, &service, &self.core_services)
+                    .await?;
                 Some(Rollout::of(&d))
             }
             None => {
-                self.delete::<Deployment>(svc, &canary_name, &self.deployments)
+                self.writer
+                    .delete::<Deployment>(svc, &canary_name, &self.deployments)
                     .await?;
-                self.delete::<Service>(svc, &canary_name, &self.core_services)
+                self.writer
+                    .delete::<Service>(svc, &canary_name, &self.core_services)
                     .await?;
                 None
             }
@@ -938,10 +760,11 @@ impl Ctx {
         let primary_name = builders::child_name(defaulted, Track::Primary);
         match desired.hpa {
             Some(hpa) => {
-                self.apply(svc, &hpa, &self.hpas).await?;
+                self.writer.apply(svc, &hpa, &self.hpas).await?;
             }
             None => {
-                self.delete::<HorizontalPodAutoscaler>(svc, &primary_name, &self.hpas)
+                self.writer
+                    .delete::<HorizontalPodAutoscaler>(svc, &primary_name, &self.hpas)
                     .await?;
             }
         }
@@ -950,7 +773,8 @@ impl Ctx {
             .map(|c| builders::routed_canary_weight(defaulted, c.ready));
         let (routing, routed_weight) = match builders::gateway(defaulted) {
             None => {
-                self.delete::<HTTPRoute>(svc, &primary_name, &self.routes)
+                self.writer
+                    .delete::<HTTPRoute>(svc, &primary_name, &self.routes)
                     .await?;
                 (Routing::NoGateway, None)
             }
@@ -963,7 +787,7 @@ impl Ctx {
             Some(_) => {
                 let route = builders::http_route(defaulted, routed.unwrap_or(0))?
                     .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
-                match self.apply(svc, &route, &self.routes).await {
+                match self.writer.apply(svc, &route, &self.routes).await {
                     Ok(applied) => (
                         Routing::Applied {
                             gateway: gateway_display(defaulted),
@@ -993,54 +817,5 @@ impl Ctx {
             routing,
             routed_weight,
         })
-    }
-
-    /// Write the status through the status subresource (server-side apply)
-    /// when it changed, with events for condition transitions that matter.
-    async fn write_status(&self, svc: &InferenceService, obs: &Observation) -> Result<(), Error> {
-        let previous = svc.status.as_ref();
-        let new = status::compute(previous, obs, Timestamp::now());
-        if previous == Some(&new) {
-            return Ok(());
-        }
-        for c in &new.conditions {
-            let old = status::condition(previous, &c.type_);
-            if old.is_some_and(|o| o.status == c.status && o.reason == c.reason) {
-                continue;
-            }
-            let warn = c.status == "False"
-                && (c.type_ == status::GRAPH_READY
-                    || matches!(
-                        c.reason.as_str(),
-                        "InvalidSpec"
-                            | "ApplyFailed"
-                            | "PolicyViolation"
-                            | "PolicyWarning"
-                            | "GatewayAPINotInstalled"
-                            | "RouteNotAccepted"
-                            | "RayServiceNotInstalled"
-                    ));
-            if warn {
-                self.publish(svc, EventType::Warning, &c.reason, c.message.clone())
-                    .await;
-            } else if c.type_ == status::READY && c.status == "True" {
-                self.publish(svc, EventType::Normal, "Ready", c.message.clone())
-                    .await;
-            }
-        }
-        let api: Api<InferenceService> =
-            Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
-        let patch = serde_json::json!({
-            "apiVersion": InferenceService::api_version(&()),
-            "kind": InferenceService::kind(&()),
-            "status": new,
-        });
-        api.patch_status(
-            &svc.name_any(),
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-        Ok(())
     }
 }

@@ -14,6 +14,7 @@
 //!   through [`crate::graph::fetch::GraphSource`], validation, builder);
 //! - [`status`]: status and conditions as a pure function of what was observed.
 
+pub mod apply;
 pub mod children;
 pub mod controller;
 pub mod graph;

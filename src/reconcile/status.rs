@@ -144,6 +144,109 @@ pub enum PolicyResult {
     Warning(String),
 }
 
+/// Why a condition is what it is, and why an event was written: every
+/// reason infergate reports, in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// Every child is applied.
+    Applied,
+    /// Every track's rollout is complete.
+    Available,
+    /// A rollout is under way.
+    Progressing,
+    /// The HTTPRoute is applied and not rejected.
+    RouteApplied,
+    /// A gateway rejected the HTTPRoute.
+    RouteNotAccepted,
+    /// No gateway is set: no HTTPRoute.
+    NoGateway,
+    /// The Gateway API CRDs are not installed.
+    GatewayApiNotInstalled,
+    /// The spec fails validation.
+    InvalidSpec,
+    /// Applying a child failed.
+    ApplyFailed,
+    /// The serving graph is valid and applied.
+    GraphResolved,
+    /// A serving-graph failure, with the graph error's own reason.
+    Graph(&'static str),
+    /// The KubeRay CRDs are not installed.
+    RayServiceNotInstalled,
+    /// KubeRay has not reported on the RayService yet.
+    RayServicePending,
+    /// The RayService is ready.
+    RayServiceReady,
+    /// The RayService is not ready.
+    RayServiceNotReady,
+    /// The service complies with every applicable policy.
+    Compliant,
+    /// The service violates a Deny policy adopted after it.
+    PolicyViolation,
+    /// The service violates a Warn policy.
+    PolicyWarning,
+    /// Event: a child was created.
+    Created,
+    /// Event: a child was changed.
+    Updated,
+    /// Event: a child was deleted.
+    Deleted,
+    /// Event: the service became ready.
+    Ready,
+}
+
+impl Reason {
+    /// The CamelCase reason as conditions and events carry it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Applied => "Applied",
+            Reason::Available => "Available",
+            Reason::Progressing => "Progressing",
+            Reason::RouteApplied => "RouteApplied",
+            Reason::RouteNotAccepted => "RouteNotAccepted",
+            Reason::NoGateway => "NoGateway",
+            Reason::GatewayApiNotInstalled => "GatewayAPINotInstalled",
+            Reason::InvalidSpec => "InvalidSpec",
+            Reason::ApplyFailed => "ApplyFailed",
+            Reason::GraphResolved => "GraphResolved",
+            Reason::Graph(reason) => reason,
+            Reason::RayServiceNotInstalled => "RayServiceNotInstalled",
+            Reason::RayServicePending => "RayServicePending",
+            Reason::RayServiceReady => "RayServiceReady",
+            Reason::RayServiceNotReady => "RayServiceNotReady",
+            Reason::Compliant => "Compliant",
+            Reason::PolicyViolation => "PolicyViolation",
+            Reason::PolicyWarning => "PolicyWarning",
+            Reason::Created => "Created",
+            Reason::Updated => "Updated",
+            Reason::Deleted => "Deleted",
+            Reason::Ready => "Ready",
+        }
+    }
+
+    /// Whether a condition turning False for this reason deserves a Warning event.
+    #[must_use]
+    pub fn is_warning(self) -> bool {
+        matches!(
+            self,
+            Reason::InvalidSpec
+                | Reason::ApplyFailed
+                | Reason::PolicyViolation
+                | Reason::PolicyWarning
+                | Reason::GatewayApiNotInstalled
+                | Reason::RouteNotAccepted
+                | Reason::RayServiceNotInstalled
+                | Reason::Graph(_)
+        )
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A condition to set (without timestamps).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cond {
@@ -151,14 +254,14 @@ pub struct Cond {
     pub type_: &'static str,
     /// True or False.
     pub status: bool,
-    /// CamelCase reason.
-    pub reason: &'static str,
+    /// Why.
+    pub reason: Reason,
     /// Human readable message.
     pub message: String,
 }
 
 impl Cond {
-    fn new(type_: &'static str, status: bool, reason: &'static str, message: String) -> Self {
+    fn new(type_: &'static str, status: bool, reason: Reason, message: String) -> Self {
         Self {
             type_,
             status,
@@ -183,14 +286,14 @@ pub fn set_condition(
                 c.last_transition_time = Time(now);
                 c.status = status;
             }
-            c.reason = cond.reason.to_owned();
+            c.reason = cond.reason.as_str().to_owned();
             c.message = cond.message;
             c.observed_generation = generation;
         }
         None => conditions.push(Condition {
             type_: cond.type_.to_owned(),
             status,
-            reason: cond.reason.to_owned(),
+            reason: cond.reason.as_str().to_owned(),
             message: cond.message,
             observed_generation: generation,
             last_transition_time: Time(now),
@@ -235,15 +338,15 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             out.push(Cond::new(
                 RECONCILED,
                 true,
-                "Applied",
+                Reason::Applied,
                 "every child is applied".to_owned(),
             ));
             let complete = primary.complete() && canary.as_ref().is_none_or(Rollout::complete);
             let msg = rollout_message(primary, canary.as_ref());
             out.push(if complete {
-                Cond::new(READY, true, "Available", msg)
+                Cond::new(READY, true, Reason::Available, msg)
             } else {
-                Cond::new(READY, false, "Progressing", msg)
+                Cond::new(READY, false, Reason::Progressing, msg)
             });
             out.push(match routing {
                 Routing::Applied {
@@ -253,7 +356,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 } => Cond::new(
                     ROUTING_READY,
                     true,
-                    "RouteApplied",
+                    Reason::RouteApplied,
                     format!("HTTPRoute routes {path} through gateway {gateway}"),
                 ),
                 Routing::Applied {
@@ -263,19 +366,19 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 } => Cond::new(
                     ROUTING_READY,
                     false,
-                    "RouteNotAccepted",
+                    Reason::RouteNotAccepted,
                     format!("gateway {gateway} did not accept the HTTPRoute: {why}"),
                 ),
                 Routing::NoGateway => Cond::new(
                     ROUTING_READY,
                     false,
-                    "NoGateway",
+                    Reason::NoGateway,
                     "spec.routing.gateway is not set (no policy supplies one): no HTTPRoute is made; the Service is reachable inside the cluster".to_owned(),
                 ),
                 Routing::GatewayApiMissing { gateway } => Cond::new(
                     ROUTING_READY,
                     false,
-                    "GatewayAPINotInstalled",
+                    Reason::GatewayApiNotInstalled,
                     format!(
                         "the Gateway API HTTPRoute CRD (httproutes.gateway.networking.k8s.io/v1) is not installed: install Gateway API to route through gateway {gateway}"
                     ),
@@ -283,29 +386,39 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             });
         }
         Outcome::Invalid(msg) => {
-            out.push(Cond::new(RECONCILED, false, "InvalidSpec", msg.clone()));
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::InvalidSpec,
+                msg.clone(),
+            ));
             out.push(Cond::new(
                 READY,
                 false,
-                "InvalidSpec",
+                Reason::InvalidSpec,
                 "the spec is invalid; children are left as they are".to_owned(),
             ));
         }
         Outcome::Failed(msg) => {
             // Ready keeps what was last observed: the children may still serve.
-            out.push(Cond::new(RECONCILED, false, "ApplyFailed", msg.clone()));
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::ApplyFailed,
+                msg.clone(),
+            ));
         }
         Outcome::RayServiceApplied { observed, nodes } => {
             out.push(Cond::new(
                 RECONCILED,
                 true,
-                "Applied",
+                Reason::Applied,
                 "the RayService is applied".to_owned(),
             ));
             out.push(Cond::new(
                 GRAPH_READY,
                 true,
-                "GraphResolved",
+                Reason::GraphResolved,
                 format!("the serving graph ({nodes} nodes) is valid and applied"),
             ));
             out.push(Cond::new(
@@ -317,11 +430,16 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         }
         Outcome::GraphFailed { reason, message } => {
             // The existing RayService is untouched: Ready keeps what was last observed.
-            out.push(Cond::new(GRAPH_READY, false, reason, message.clone()));
+            out.push(Cond::new(
+                GRAPH_READY,
+                false,
+                Reason::Graph(reason),
+                message.clone(),
+            ));
             out.push(Cond::new(
                 RECONCILED,
                 false,
-                reason,
+                Reason::Graph(reason),
                 format!("the RayService is left as it is: {message}"),
             ));
         }
@@ -329,7 +447,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             out.push(Cond::new(
                 RECONCILED,
                 false,
-                "RayServiceNotInstalled",
+                Reason::RayServiceNotInstalled,
                 "the KubeRay RayService CRD (rayservices.ray.io/v1) is not installed: install KubeRay to run backend RayService".to_owned(),
             ));
         }
@@ -338,30 +456,30 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         PolicyResult::Compliant => Cond::new(
             POLICY_COMPLIANT,
             true,
-            "Compliant",
+            Reason::Compliant,
             "the service complies with every applicable policy".to_owned(),
         ),
         PolicyResult::Violation(msg) => Cond::new(
             POLICY_COMPLIANT,
             false,
-            "PolicyViolation",
+            Reason::PolicyViolation,
             format!(
                 "the service violates a policy adopted after it (left running as it is): {msg}"
             ),
         ),
         PolicyResult::Warning(msg) => {
-            Cond::new(POLICY_COMPLIANT, false, "PolicyWarning", msg.clone())
+            Cond::new(POLICY_COMPLIANT, false, Reason::PolicyWarning, msg.clone())
         }
     });
     out
 }
 
 /// The static reason for what [`crate::reconcile::children::rayservice::observe`] said.
-fn rayservice_reason(reason: &str, ready: bool) -> &'static str {
+fn rayservice_reason(reason: &str, ready: bool) -> Reason {
     match reason {
-        "RayServicePending" => "RayServicePending",
-        _ if ready => "RayServiceReady",
-        _ => "RayServiceNotReady",
+        "RayServicePending" => Reason::RayServicePending,
+        _ if ready => Reason::RayServiceReady,
+        _ => Reason::RayServiceNotReady,
     }
 }
 
