@@ -17,8 +17,11 @@
 pub mod apply;
 pub mod children;
 pub mod controller;
+pub mod discovery;
+pub mod flow;
 pub mod graph;
 pub mod status;
+pub mod watches;
 
 use std::time::Duration;
 
@@ -210,7 +213,7 @@ pub async fn run(
     config: Config,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    controller::preflight(&client).await?;
+    discovery::preflight(&client).await?;
     let mut config = config;
     let state = match &config.state {
         Some(state) => std::sync::Arc::clone(state),

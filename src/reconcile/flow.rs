@@ -1,0 +1,436 @@
+//! The reconcile flows: one prelude (default, validate, route path) shared
+//! by the `Deployment` and `RayService` backends, then each backend's
+//! children, status and requeue.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use tracing::{Instrument, debug, info_span, warn};
+
+use super::Error;
+use super::children::httproute::HTTPRoute;
+use super::children::{self as builders, Desired, Track};
+use super::controller::{Ctx, GRAPH_RETRY, OPTIONAL_API_RECHECK, RESYNC};
+use super::graph as resolve;
+use super::status::{Observation, Outcome, PolicyResult, Rollout, Routing};
+use crate::api::v1beta1::{Backend, InferenceService};
+use crate::engine::{self, PolicySnapshot, Verdict};
+use crate::graph::fetch::{FetchOptions, GraphFetcher};
+use crate::reconcile::children::rayservice::{self};
+use crate::state::context::Watched;
+use crate::state::with_context;
+
+pub(super) async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let start = Instant::now();
+    let span = info_span!(
+        "reconcile",
+        namespace = %svc.namespace().unwrap_or_default(),
+        name = %svc.name_any()
+    );
+    let result = reconcile_service(&svc, &ctx).instrument(span.clone()).await;
+    let elapsed = start.elapsed();
+    let label = match &result {
+        Ok(_) => "success",
+        Err(e) => e.metric_label(),
+    };
+    ctx.config.metrics.reconcile(label, elapsed);
+    let _enter = span.enter();
+    debug!(
+        elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        result = label,
+        "reconciled"
+    );
+    if result.is_ok()
+        && let Ok(mut f) = ctx.failures.lock()
+    {
+        f.remove(&ObjectRef::from_obj(svc.as_ref()));
+    }
+    result
+}
+
+/// Exponential backoff per service (1 s for conflicts, 5 s doubling up to 5 min otherwise).
+pub(super) fn error_policy(svc: Arc<InferenceService>, error: &Error, ctx: Arc<Ctx>) -> Action {
+    if error.is_conflict() {
+        return Action::requeue(Duration::from_secs(1));
+    }
+    let n = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(ObjectRef::from_obj(svc.as_ref())).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        })
+        .unwrap_or(1);
+    let secs = 5u64
+        .saturating_mul(1 << n.saturating_sub(1).min(6))
+        .min(300);
+    Action::requeue(Duration::from_secs(secs))
+}
+
+/// Split policy findings from the object's own errors.
+fn policy_result(intrinsic: &Verdict, full: &Verdict) -> PolicyResult {
+    let own: Vec<String> = intrinsic.errors.iter().map(ToString::to_string).collect();
+    let violations: Vec<String> = full
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .filter(|e| !own.contains(e))
+        .collect();
+    if !violations.is_empty() {
+        return PolicyResult::Violation(violations.join("; "));
+    }
+    let warnings: Vec<&String> = full
+        .warnings
+        .iter()
+        .filter(|w| !intrinsic.warnings.contains(w))
+        .collect();
+    if warnings.is_empty() {
+        PolicyResult::Compliant
+    } else {
+        PolicyResult::Warning(
+            warnings
+                .iter()
+                .map(|w| w.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    }
+}
+
+async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, Error> {
+    let ns = svc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    if svc.metadata.deletion_timestamp.is_some() {
+        // Children carry owner references: the garbage collector removes them.
+        if let Some(g) = ctx.graph_fetcher.get() {
+            g.forget(&resolve::cache_key(svc));
+        }
+        return Ok(Action::await_change());
+    }
+    let Some((defaulted, obs)) = prelude(svc, ctx, &ns).await? else {
+        return Ok(Action::await_change());
+    };
+    if svc.spec.backend == Some(Backend::RayService) {
+        reconcile_rayservice(svc, ctx, &defaulted, obs).await
+    } else {
+        reconcile_deployment(svc, ctx, &defaulted, obs).await
+    }
+}
+
+/// What both backends do first: default and validate the service (on its
+/// own and against the policies). An invalid service gets its status and
+/// no children: `None`.
+async fn prelude(
+    svc: &InferenceService,
+    ctx: &Ctx,
+    ns: &str,
+) -> Result<Option<(InferenceService, Observation)>, Error> {
+    let Evaluation {
+        defaulted,
+        intrinsic,
+        policy,
+    } = ctx.evaluate(svc, ns);
+    let mut obs = Observation {
+        generation: svc.metadata.generation,
+        outcome: Outcome::Invalid(String::new()),
+        policy,
+        route_path: None,
+        request_timeout: None,
+    };
+    if !intrinsic.allowed() {
+        obs.outcome = Outcome::Invalid(intrinsic.message());
+        ctx.writer.write_status(svc, &obs).await?;
+        return Ok(None);
+    }
+    Ok(Some((defaulted, obs)))
+}
+
+/// `backend: Deployment`: Deployments, Services, HPA and HTTPRoute.
+async fn reconcile_deployment(
+    svc: &InferenceService,
+    ctx: &Ctx,
+    defaulted: &InferenceService,
+    mut obs: Observation,
+) -> Result<Action, Error> {
+    let gateway = builders::gateway(defaulted);
+    let built = builders::desired(defaulted).and_then(|d| {
+        let path = match gateway {
+            Some(_) => Some(
+                engine::render_route_path(defaulted)
+                    .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok((d, path))
+    });
+    let (desired, path) = match built {
+        Ok(b) => b,
+        Err(e) => {
+            obs.outcome = Outcome::Invalid(e.to_string());
+            ctx.writer.write_status(svc, &obs).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    obs.route_path = path;
+    obs.request_timeout = gateway
+        .as_ref()
+        .map(|_| builders::request_timeout(defaulted));
+
+    match ctx.apply_all(svc, defaulted, desired).await {
+        Ok(outcome) => {
+            let waiting_for_gateway_api = matches!(
+                outcome,
+                Outcome::Applied {
+                    routing: Routing::GatewayApiMissing { .. },
+                    ..
+                }
+            );
+            obs.outcome = outcome;
+            ctx.writer.write_status(svc, &obs).await?;
+            Ok(Action::requeue(if waiting_for_gateway_api {
+                OPTIONAL_API_RECHECK
+            } else {
+                RESYNC
+            }))
+        }
+        Err(e) => {
+            obs.outcome = Outcome::Failed(e.to_string());
+            if let Err(se) = ctx.writer.write_status(svc, &obs).await {
+                warn!(error = %se, "failed to record the apply failure in status");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `backend: RayService`: validate, resolve the graph, apply the RayService.
+/// Any graph failure leaves the existing RayService as it is and is reported
+/// in the `GraphReady` and `Reconciled` conditions with its distinct reason.
+async fn reconcile_rayservice(
+    svc: &InferenceService,
+    ctx: &Ctx,
+    defaulted: &InferenceService,
+    mut obs: Observation,
+) -> Result<Action, Error> {
+    let path = match engine::render_route_path(defaulted) {
+        Ok(p) => p,
+        Err(e) => {
+            obs.outcome = Outcome::Invalid(e.to_string());
+            ctx.writer.write_status(svc, &obs).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    obs.route_path = Some(path.clone());
+    if !ctx.ray_api.installed(&ctx.client).await? {
+        obs.outcome = Outcome::RayServiceApiMissing;
+        ctx.writer.write_status(svc, &obs).await?;
+        return Ok(Action::requeue(OPTIONAL_API_RECHECK));
+    }
+    let fetcher = match ctx.graph_fetcher.get() {
+        Some(f) => f.clone(),
+        None => {
+            let built = Arc::new(GraphFetcher::from_ca_file(
+                FetchOptions::default(),
+                ctx.config.graph_ca_file.as_deref(),
+            )?);
+            ctx.graph_fetcher.get_or_init(|| built).clone()
+        }
+    };
+    let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &path).await {
+        Ok(r) => r,
+        Err(e) => {
+            let transient = matches!(&e, rayservice::RayServiceError::Graph(g) if g.is_transient());
+            debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
+            obs.outcome = Outcome::GraphFailed {
+                reason: e.reason(),
+                message: e.to_string(),
+            };
+            ctx.writer.write_status(svc, &obs).await?;
+            let resync = ctx.config.graph_resync;
+            return Ok(Action::requeue(if transient {
+                GRAPH_RETRY.min(resync)
+            } else {
+                resync
+            }));
+        }
+    };
+    match ctx
+        .writer
+        .apply(svc, &resolved.rayservice, &ctx.rayservices)
+        .await
+    {
+        Ok(applied) => {
+            obs.outcome = Outcome::RayServiceApplied {
+                observed: rayservice::observe(&applied),
+                nodes: resolved.graph.nodes.len(),
+            };
+            ctx.writer.write_status(svc, &obs).await?;
+            Ok(Action::requeue(ctx.config.graph_resync))
+        }
+        Err(e) => {
+            if e.is_not_found() {
+                // The CRD went away between discovery and apply.
+                ctx.ray_api.forget();
+            }
+            obs.outcome = Outcome::Failed(e.to_string());
+            if let Err(se) = ctx.writer.write_status(svc, &obs).await {
+                warn!(error = %se, "failed to record the apply failure in status");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The engine's view of one service: defaulted in memory, validated on its
+/// own and against the applicable policies.
+struct Evaluation {
+    defaulted: InferenceService,
+    intrinsic: Verdict,
+    policy: PolicyResult,
+}
+
+fn gateway_display(svc: &InferenceService) -> String {
+    builders::gateway(svc)
+        .map(|g| format!("{}/{}", g.namespace.unwrap_or_default(), g.name))
+        .unwrap_or_default()
+}
+
+/// The message of a parent's `Accepted=False`, if any.
+fn rejection(route: &HTTPRoute) -> Option<String> {
+    route.status.as_ref()?.parents.iter().find_map(|p| {
+        p.conditions
+            .iter()
+            .find(|c| c.type_ == "Accepted" && c.status == "False")
+            .map(|c| format!("{}: {}", c.reason, c.message))
+    })
+}
+
+impl Ctx {
+    /// Default and validate (synchronous: the engine's context is not `Send`).
+    fn evaluate(&self, svc: &InferenceService, ns: &str) -> Evaluation {
+        let source = Watched {
+            state: &self.state,
+            server: &self.config.server,
+            reconciling: Some(svc),
+        };
+        with_context(&source, ns, |full_ctx| {
+            let defaulted = engine::default_service(svc, full_ctx).object;
+            let no_policies = PolicySnapshot::default();
+            let bare_ctx = engine::Context {
+                policies: &no_policies,
+                ..*full_ctx
+            };
+            let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
+            let full = engine::validate_service(&defaulted, None, full_ctx);
+            let policy = policy_result(&intrinsic, &full);
+            Evaluation {
+                defaulted,
+                intrinsic,
+                policy,
+            }
+        })
+    }
+
+    async fn apply_all(
+        &self,
+        svc: &InferenceService,
+        defaulted: &InferenceService,
+        desired: Desired,
+    ) -> Result<Outcome, Error> {
+        let primary = self
+            .writer
+            .apply(svc, &desired.primary, &self.deployments)
+            .await?;
+        self.writer
+            .apply(svc, &desired.primary_service, &self.core_services)
+            .await?;
+        let canary_name = builders::child_name(defaulted, Track::Canary);
+        let canary = match desired.canary {
+            Some((deployment, service)) => {
+                let d = self
+                    .writer
+                    .apply(svc, &deployment, &self.deployments)
+                    .await?;
+                self.writer
+                    .apply(svc, &service, &self.core_services)
+                    .await?;
+                Some(Rollout::of(&d))
+            }
+            None => {
+                self.writer
+                    .delete::<Deployment>(svc, &canary_name, &self.deployments)
+                    .await?;
+                self.writer
+                    .delete::<Service>(svc, &canary_name, &self.core_services)
+                    .await?;
+                None
+            }
+        };
+        let primary_name = builders::child_name(defaulted, Track::Primary);
+        match desired.hpa {
+            Some(hpa) => {
+                self.writer.apply(svc, &hpa, &self.hpas).await?;
+            }
+            None => {
+                self.writer
+                    .delete::<HorizontalPodAutoscaler>(svc, &primary_name, &self.hpas)
+                    .await?;
+            }
+        }
+        let routed = canary
+            .as_ref()
+            .map(|c| builders::routed_canary_weight(defaulted, c.ready));
+        let (routing, routed_weight) = match builders::gateway(defaulted) {
+            None => {
+                self.writer
+                    .delete::<HTTPRoute>(svc, &primary_name, &self.routes)
+                    .await?;
+                (Routing::NoGateway, None)
+            }
+            Some(_) if !self.gateway_api.installed(&self.client).await? => (
+                Routing::GatewayApiMissing {
+                    gateway: gateway_display(defaulted),
+                },
+                None,
+            ),
+            Some(_) => {
+                let route = builders::http_route(defaulted, routed.unwrap_or(0))?
+                    .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
+                match self.writer.apply(svc, &route, &self.routes).await {
+                    Ok(applied) => (
+                        Routing::Applied {
+                            gateway: gateway_display(defaulted),
+                            path: engine::render_route_path(defaulted)
+                                .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+                            rejection: rejection(&applied),
+                        },
+                        routed,
+                    ),
+                    Err(e) if e.is_not_found() => {
+                        // The CRD went away between discovery and apply.
+                        self.gateway_api.forget();
+                        (
+                            Routing::GatewayApiMissing {
+                                gateway: gateway_display(defaulted),
+                            },
+                            None,
+                        )
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        Ok(Outcome::Applied {
+            primary: Rollout::of(&primary),
+            canary,
+            routing,
+            routed_weight,
+        })
+    }
+}

@@ -1,0 +1,144 @@
+//! The watches of one leadership term: the children (by infergate's label,
+//! metadata only), optional children once their CRD is served, and the
+//! triggers taken from the shared state's service events.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{Predicate, WatchStreamExt, predicates};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinSet;
+use tracing::{debug, warn};
+
+use super::children::LABEL_MANAGED_BY;
+use super::discovery::{ApiDiscovery, DISCOVERY_TTL_MISSING};
+use super::graph as resolve;
+use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
+use crate::graph::fetch::GraphFetcher;
+use crate::state::ServiceEvent;
+
+/// Drive a metadata reflector for a child kind; forward every touched object
+/// (including deletions) to the controller as an owner trigger.
+pub(super) fn child_reflector<K>(
+    tasks: &mut JoinSet<()>,
+    api: Api<PartialObjectMeta<K>>,
+) -> (
+    Store<PartialObjectMeta<K>>,
+    mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let (tx, rx) = mpsc::unbounded();
+    let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
+    let kind = K::kind(&()).into_owned();
+    tasks.spawn(async move {
+        let mut stream = std::pin::pin!(
+            watcher(api, wc)
+                .default_backoff()
+                .reflect(writer)
+                .touched_objects()
+        );
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(obj) => {
+                    if tx.unbounded_send(obj).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => warn!(kind = %kind, error = %e, "child watch failed; retrying"),
+            }
+        }
+    });
+    (reader, rx)
+}
+
+/// Children of an optional CRD (HTTPRoute, RayService) are watched once it is installed.
+pub(super) fn optional_reflector<K>(
+    tasks: &mut JoinSet<()>,
+    client: Client,
+    discovery: Arc<ApiDiscovery>,
+) -> (
+    Store<PartialObjectMeta<K>>,
+    mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let (tx, rx) = mpsc::unbounded();
+    let kind = K::kind(&()).into_owned();
+    tasks.spawn(async move {
+        loop {
+            match discovery.installed(&client).await {
+                Ok(true) => break,
+                Ok(false) => debug!(kind = %kind, "CRD not installed; not watched yet"),
+                Err(e) => warn!(kind = %kind, error = %e, "API discovery failed"),
+            }
+            tokio::time::sleep(DISCOVERY_TTL_MISSING).await;
+        }
+        let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
+        let mut stream = std::pin::pin!(
+            watcher(Api::<PartialObjectMeta<K>>::all(client), wc)
+                .default_backoff()
+                .reflect(writer)
+                .touched_objects()
+        );
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(obj) => {
+                    if tx.unbounded_send(obj).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => warn!(kind = %kind, error = %e, "watch failed; retrying"),
+            }
+        }
+    });
+    (reader, rx)
+}
+
+/// The services to reconcile, from the shared watch's events: a change of
+/// generation, labels or annotations triggers (templates may read labels);
+/// a status-only update, our own status writes among them, does not. A
+/// deletion drops the service's cached graph.
+pub(super) fn service_triggers(
+    events: tokio::sync::mpsc::Receiver<ServiceEvent>,
+    graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+) -> impl futures::Stream<Item = Arc<InferenceService>> + Send + 'static {
+    let predicate = predicates::generation
+        .combine(predicates::labels)
+        .combine(predicates::annotations);
+    let mut seen: HashMap<ObjectRef<InferenceService>, u64> = HashMap::new();
+    futures::stream::unfold(events, |mut rx| async move {
+        rx.recv().await.map(|event| (event, rx))
+    })
+    .filter_map(move |event| {
+        let trigger = match event {
+            ServiceEvent::Applied(svc) => {
+                let key = ObjectRef::from_obj(svc.as_ref());
+                match predicate.hash_property(svc.as_ref()) {
+                    Some(hash) if seen.insert(key, hash) == Some(hash) => None,
+                    _ => Some(svc),
+                }
+            }
+            ServiceEvent::Deleted(key) => {
+                if let Some(g) = graph_fetcher.get() {
+                    g.forget(&resolve::cache_key_of(&key));
+                }
+                seen.remove(&key);
+                None
+            }
+        };
+        std::future::ready(trigger)
+    })
+}
