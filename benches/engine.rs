@@ -79,7 +79,7 @@ fn bench(c: &mut Criterion) {
             let v = engine::validate_service(&d.object, Some(svc), &ctx);
             let before = serde_json::to_value(svc).unwrap_or_default();
             let after = serde_json::to_value(&d.object).unwrap_or_default();
-            let patch = engine::diff_patch(&before, &after);
+            let patch = json_patch::diff(&before, &after);
             black_box((v.allowed(), patch));
         });
     });
@@ -91,7 +91,7 @@ fn bench(c: &mut Criterion) {
             let v = engine::validate_service(&d.object, None, &ctx);
             let before = serde_json::to_value(&svc).unwrap_or_default();
             let after = serde_json::to_value(&d.object).unwrap_or_default();
-            black_box((v.allowed(), engine::diff_patch(&before, &after)));
+            black_box((v.allowed(), json_patch::diff(&before, &after)));
         });
     });
 

@@ -229,10 +229,10 @@ async fn mutate_patch_only_adds_and_leaves_the_rest_of_the_object_alone() {
     assert_eq!(out["spec"]["replicas"], 2, "the user's value stays: {out}");
 }
 
-/// `handle` decodes the common request (a v1beta1 InferenceService CREATE or
-/// UPDATE) in one pass; the answer is the one the general path gives.
+/// `handle` answers the common request (a v1beta1 InferenceService CREATE
+/// or UPDATE) as the typed steps do: decode, mutate, encode.
 #[test]
-fn one_pass_mutation_answers_like_the_general_path() {
+fn mutation_answers_like_decode_mutate_encode() {
     let st = state();
     let admission = &st.admission;
     let minimal = fixture("mutate-create-minimal.json");
@@ -249,8 +249,8 @@ fn one_pass_mutation_answers_like_the_general_path() {
         let fast = admission
             .handle(infergate::metrics::Webhook::Mutate, &body)
             .unwrap();
-        let req = infergate::webhook::admission::decode_review(&body).unwrap();
-        let general = infergate::webhook::admission::review_json(&admission.mutate(&req)).unwrap();
+        let req = infergate::webhook::review::decode(&body).unwrap();
+        let general = infergate::webhook::review::encode(&admission.mutate(&req)).unwrap();
         assert!(fast.mutated, "{review}");
         assert_eq!(
             String::from_utf8(fast.to_json().unwrap()).unwrap(),
@@ -260,12 +260,12 @@ fn one_pass_mutation_answers_like_the_general_path() {
     }
 }
 
-/// `/validate` decodes the common review (a v1beta1 InferenceService
-/// CREATE or UPDATE) in one pass; its answers are the general path's, byte
-/// for byte: allowed, denied with field errors, an UPDATE against the
-/// stored object, and without a request namespace.
+/// `/validate` answers the common review (a v1beta1 InferenceService
+/// CREATE or UPDATE) as the typed steps do, byte for byte: allowed, denied
+/// with field errors, an UPDATE against the stored object, and without a
+/// request namespace.
 #[test]
-fn one_pass_validation_answers_like_the_general_path() {
+fn validation_answers_like_decode_validate_encode() {
     let st = state();
     let admission = &st.admission;
     let invalid = fixture("validate-create-invalid.json");
@@ -284,9 +284,8 @@ fn one_pass_validation_answers_like_the_general_path() {
         let fast = admission
             .handle(infergate::metrics::Webhook::Validate, &body)
             .unwrap();
-        let req = infergate::webhook::admission::decode_review(&body).unwrap();
-        let general =
-            infergate::webhook::admission::review_json(&admission.validate(&req)).unwrap();
+        let req = infergate::webhook::review::decode(&body).unwrap();
+        let general = infergate::webhook::review::encode(&admission.validate(&req)).unwrap();
         assert_eq!(
             String::from_utf8(fast.to_json().unwrap()).unwrap(),
             String::from_utf8(general).unwrap(),

@@ -4,6 +4,8 @@ pub mod admission;
 pub mod cache;
 pub mod certs;
 pub mod conversion;
+pub mod patch;
+pub mod review;
 pub mod selfsigned;
 pub mod serve;
 pub mod server;
