@@ -29,7 +29,7 @@ use infergate::api::v1beta1::InferenceService;
 use infergate::api::{ClusterInferencePolicy, InferencePolicy};
 use infergate::engine::{self, Context, NoRoutes, PolicySnapshot, ServerDefaults};
 use infergate::metrics::Webhook;
-use infergate::webhook::cache::PolicyCache;
+use infergate::state::ClusterState;
 
 mod common;
 use common::reviews;
@@ -81,7 +81,7 @@ fn bench(c: &mut Criterion) {
             let v = engine::validate_service(&d.object, Some(svc), &ctx);
             let before = serde_json::to_value(svc).unwrap_or_default();
             let after = serde_json::to_value(&d.object).unwrap_or_default();
-            let patch = engine::diff_patch(&before, &after);
+            let patch = json_patch::diff(&before, &after);
             black_box((v.allowed(), patch));
         });
     });
@@ -93,7 +93,7 @@ fn bench(c: &mut Criterion) {
             let v = engine::validate_service(&d.object, None, &ctx);
             let before = serde_json::to_value(&svc).unwrap_or_default();
             let after = serde_json::to_value(&d.object).unwrap_or_default();
-            black_box((v.allowed(), engine::diff_patch(&before, &after)));
+            black_box((v.allowed(), json_patch::diff(&before, &after)));
         });
     });
 
@@ -109,7 +109,7 @@ fn bench(c: &mut Criterion) {
 /// the response bytes out (the load bench's bodies and policies).
 fn handlers(c: &mut Criterion) {
     let admission = support::admission(
-        PolicyCache::new(reviews::policies()),
+        ClusterState::new(reviews::policies()),
         ServerDefaults::default(),
     );
     let mutate = reviews::admission_review(reviews::service_object(0, false));

@@ -55,9 +55,9 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use infergate::engine::ServerDefaults;
-use infergate::webhook::cache::PolicyCache;
-use infergate::webhook::server;
+use infergate::state::ClusterState;
 use infergate::webhook::tls;
+use infergate::webhook::{listener, server};
 use tokio_util::sync::CancellationToken;
 
 mod common;
@@ -368,7 +368,7 @@ fn main() {
 
     // Server: its own runtime, like `infergate serve`.
     let (ca, leaf) = support::pki("load-ca");
-    let state = support::app_state(PolicyCache::new(policies()), ServerDefaults::default());
+    let state = support::app_state(ClusterState::new(policies()), ServerDefaults::default());
     state.resolver.set(
         tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
             .expect("pair")
@@ -405,7 +405,7 @@ fn main() {
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let tls_cfg = tls::server_config(Arc::clone(&state.resolver)).expect("tls config");
-    server_rt.spawn(server::serve_tls(
+    server_rt.spawn(listener::serve_tls(
         listener,
         tls_cfg,
         router,

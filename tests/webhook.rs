@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -19,9 +19,11 @@ use http_body_util::BodyExt;
 use infergate::api::v1beta1::InferenceService;
 use infergate::api::{ClusterInferencePolicy, InferencePolicy};
 use infergate::engine::{PolicySnapshot, ServerDefaults};
-use infergate::webhook::cache::{PolicyCache, RouteTable};
-use infergate::webhook::certs::{self, PemPair};
+use infergate::state::ClusterState;
+use infergate::state::files::load_policies;
+use infergate::webhook::listener;
 use infergate::webhook::server::{self, AppState};
+use infergate::webhook::tls::certs::{self, PemPair};
 use infergate::webhook::tls::{self, CertResolver};
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
@@ -40,7 +42,7 @@ fn fixture(name: &str) -> Value {
     serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("webhook/{name}: {e}"))
 }
 
-fn state_with(cache: PolicyCache) -> Arc<AppState> {
+fn state_with(cache: ClusterState) -> Arc<AppState> {
     support::app_state(
         cache,
         ServerDefaults {
@@ -51,7 +53,7 @@ fn state_with(cache: PolicyCache) -> Arc<AppState> {
 }
 
 fn state() -> Arc<AppState> {
-    state_with(PolicyCache::default())
+    state_with(ClusterState::default())
 }
 
 async fn post_raw(state: &Arc<AppState>, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
@@ -218,10 +220,10 @@ async fn mutate_patch_only_adds_and_leaves_the_rest_of_the_object_alone() {
     assert_eq!(out["spec"]["replicas"], 2, "the user's value stays: {out}");
 }
 
-/// `handle` decodes the common request (a v1beta1 InferenceService CREATE or
-/// UPDATE) in one pass; the answer is the one the general path gives.
+/// `handle` answers the common request (a v1beta1 InferenceService CREATE
+/// or UPDATE) as the typed steps do: decode, mutate, encode.
 #[test]
-fn one_pass_mutation_answers_like_the_general_path() {
+fn mutation_answers_like_decode_mutate_encode() {
     let st = state();
     let admission = &st.admission;
     let minimal = fixture("mutate-create-minimal.json");
@@ -238,8 +240,8 @@ fn one_pass_mutation_answers_like_the_general_path() {
         let fast = admission
             .handle(infergate::metrics::Webhook::Mutate, &body)
             .unwrap();
-        let req = infergate::webhook::admission::decode_review(&body).unwrap();
-        let general = infergate::webhook::admission::review_json(&admission.mutate(&req)).unwrap();
+        let req = infergate::webhook::review::decode(&body).unwrap();
+        let general = infergate::webhook::review::encode(&admission.mutate(&req)).unwrap();
         assert!(fast.mutated, "{review}");
         assert_eq!(
             String::from_utf8(fast.to_json().unwrap()).unwrap(),
@@ -249,12 +251,12 @@ fn one_pass_mutation_answers_like_the_general_path() {
     }
 }
 
-/// `/validate` decodes the common review (a v1beta1 InferenceService
-/// CREATE or UPDATE) in one pass; its answers are the general path's, byte
-/// for byte: allowed, denied with field errors, an UPDATE against the
-/// stored object, and without a request namespace.
+/// `/validate` answers the common review (a v1beta1 InferenceService
+/// CREATE or UPDATE) as the typed steps do, byte for byte: allowed, denied
+/// with field errors, an UPDATE against the stored object, and without a
+/// request namespace.
 #[test]
-fn one_pass_validation_answers_like_the_general_path() {
+fn validation_answers_like_decode_validate_encode() {
     let st = state();
     let admission = &st.admission;
     let invalid = fixture("validate-create-invalid.json");
@@ -273,9 +275,8 @@ fn one_pass_validation_answers_like_the_general_path() {
         let fast = admission
             .handle(infergate::metrics::Webhook::Validate, &body)
             .unwrap();
-        let req = infergate::webhook::admission::decode_review(&body).unwrap();
-        let general =
-            infergate::webhook::admission::review_json(&admission.validate(&req)).unwrap();
+        let req = infergate::webhook::review::decode(&body).unwrap();
+        let general = infergate::webhook::review::encode(&admission.validate(&req)).unwrap();
         assert_eq!(
             String::from_utf8(fast.to_json().unwrap()).unwrap(),
             String::from_utf8(general).unwrap(),
@@ -288,6 +289,345 @@ fn one_pass_validation_answers_like_the_general_path() {
         answers.contains(&true) && answers.contains(&false),
         "{answers:?}"
     );
+}
+
+// ---------------------------------------------------------------- recorded answers
+
+/// A review as kubectl's client-side apply makes the API server send it: a
+/// last-applied annotation full of escapes, managed fields, an annotation
+/// with control characters and non-ASCII text, the user and the options.
+fn kubectl_shaped(mut review: Value) -> Value {
+    let object = review["request"]["object"].clone();
+    let meta = &mut review["request"]["object"]["metadata"];
+    meta["annotations"] = json!({
+        "kubectl.kubernetes.io/last-applied-configuration": object.to_string(),
+        "note": "tab\there, quote \" and unicode \u{00e9}\u{1F600}",
+    });
+    meta["labels"] = json!({"app.kubernetes.io/part-of": "chat", "team": "a"});
+    meta["uid"] = json!("6f1e2a3b-0000-4000-8000-000000000000");
+    meta["resourceVersion"] = json!("1000");
+    meta["generation"] = json!(1);
+    meta["managedFields"] = json!([{"manager": "kubectl-client-side-apply",
+        "operation": "Update", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:annotations": {".": {}}}, "f:spec": {".": {}, "f:model": {}}}}]);
+    review["request"]["userInfo"] =
+        json!({"username": "alice", "groups": ["system:authenticated"], "extra": {"k": ["v"]}});
+    review
+}
+
+/// A cluster and a namespace policy that default and limit (what the
+/// benches run with), and a cluster policy that only warns.
+fn layered_policies() -> PolicySnapshot {
+    let cluster: ClusterInferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
+        "metadata": {"name": "platform"},
+        "spec": {"defaults": {"engine": {"image": "registry.example.com/vllm:0.9", "port": 8000},
+                              "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"},
+                              "routing": {"requestTimeout": "5m", "gateway": {"name": "inference-gw", "namespace": "gateways"}}},
+                 "limits": {"maxReplicas": 16, "maxCanaryWeight": 50, "maxGPUsPerReplica": 8, "maxRequestTimeout": "30m",
+                            "allowedImageRegistries": ["registry.example.com/"], "allowedAccelerators": ["nvidia", "amd"]}}
+    }))
+    .unwrap();
+    let namespaced: InferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
+        "metadata": {"name": "defaults", "namespace": "team-a"},
+        "spec": {"priority": 10, "defaults": {"replicas": 2, "autoscaling": {"targetCPUUtilizationPercent": 70}, "routing": {"requestTimeout": "10m"}},
+                 "limits": {"maxReplicas": 8, "maxCanaryWeight": 25}}
+    }))
+    .unwrap();
+    let soft: ClusterInferencePolicy = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
+        "metadata": {"name": "soft"},
+        "spec": {"enforcement": "Warn", "limits": {"maxReplicas": 1}}
+    }))
+    .unwrap();
+    PolicySnapshot {
+        cluster: vec![cluster, soft],
+        namespaced: vec![namespaced],
+    }
+}
+
+/// The reviews whose answers are recorded, each with the webhook it goes
+/// to and whether it is answered with [`layered_policies`] (else with the
+/// engine-image flag alone).
+#[allow(clippy::too_many_lines)]
+fn recorded_cases() -> Vec<(&'static str, &'static str, bool, Vec<u8>)> {
+    let minimal = fixture("mutate-create-minimal.json");
+    let invalid = fixture("validate-create-invalid.json");
+    let backend = fixture("validate-update-backend.json");
+    let cluster_policy = fixture("validate-cluster-policy-invalid.json");
+    let delete = fixture("validate-delete.json");
+    let set = |mut review: Value, pointer: &str, value: Value| {
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        let key = key.replace("~1", "/").replace("~0", "~");
+        review
+            .pointer_mut(parent)
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .insert(key, value);
+        review
+    };
+    let without = |mut review: Value, pointer: &str| {
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        review
+            .pointer_mut(parent)
+            .unwrap()
+            .as_object_mut()
+            .unwrap()
+            .remove(key);
+        review
+    };
+    let update = |review: Value| {
+        let old = review["request"]["object"].clone();
+        set(
+            set(review, "/request/operation", json!("UPDATE")),
+            "/request/oldObject",
+            old,
+        )
+    };
+    let full_spec = json!({
+        "model": {"ref": "llama3-8b-instruct-q4", "image": "registry.example.com/models/llama3:8b-q4"},
+        "replicas": 2,
+        "autoscaling": {"minReplicas": 2, "maxReplicas": 8},
+        "resources": {"cpu": "4", "memory": "16Gi", "gpuMemory": "24Gi"},
+        "accelerator": {"type": "nvidia"},
+        "parallelism": {"tensor": 2},
+        "canary": {"model": {"ref": "llama3-8b-instruct-q5"}, "weight": 10},
+        "engine": {"args": ["--max-model-len=8192", "--served-name=\"chat\"\t\u{e9}\u{1}"],
+                   "env": [{"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]}
+    });
+    let kubectl = kubectl_shaped(set(minimal.clone(), "/request/object/spec", full_spec));
+    let defaulted = json!({
+        "model": {"ref": "m"},
+        "engine": {"image": ENGINE_IMAGE, "port": 8000}, "backend": "Deployment", "replicas": 1,
+        "accelerator": {"type": "none"}, "parallelism": {"tensor": 1, "pipeline": 1},
+        "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"},
+        "routing": {"pathTemplate": "/{.metadata.namespace}/{.metadata.name}", "requestTimeout": "5m"}
+    });
+    let valid = set(
+        minimal.clone(),
+        "/request/object/spec/engine",
+        json!({"image": ENGINE_IMAGE}),
+    );
+    let alpha_kind =
+        json!({"group": "infergate.dev", "version": "v1alpha1", "kind": "InferenceService"});
+    let alpha = set(
+        set(
+            set(minimal.clone(), "/request/kind", alpha_kind.clone()),
+            "/request/requestKind",
+            alpha_kind,
+        ),
+        "/request/object",
+        json!({"apiVersion": "infergate.dev/v1alpha1", "kind": "InferenceService",
+               "metadata": {"name": "chat", "namespace": "team-a"},
+               "spec": {"modelRef": "llama3-8b-q4", "image": ENGINE_IMAGE, "replicas": 2, "minReplicas": 1, "maxReplicas": 4}}),
+    );
+    let namespaced_policy = |limits: Value| {
+        set(
+            set(
+                set(
+                    without(cluster_policy.clone(), "/request/name"),
+                    "/request/kind/kind",
+                    json!("InferencePolicy"),
+                ),
+                "/request/object",
+                json!({"apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
+                       "metadata": {"name": "defaults", "namespace": "team-a"},
+                       "spec": {"defaults": {"replicas": 2}, "limits": limits}}),
+            ),
+            "/request/resource/resource",
+            json!("inferencepolicies"),
+        )
+    };
+    let wrong_shape = set(
+        minimal.clone(),
+        "/request/object/spec",
+        json!({"model": "not-an-object", "replicas": "many"}),
+    );
+    let foreign = set(
+        minimal.clone(),
+        "/request/kind",
+        json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+    );
+    let provenance = set(
+        kubectl.clone(),
+        "/request/object/metadata/annotations/infergate.dev~1defaulted-from",
+        json!(r#"{"spec.replicas":"built-in"}"#),
+    );
+    let with_image = set(
+        kubectl.clone(),
+        "/request/object/spec/engine/image",
+        json!(ENGINE_IMAGE),
+    );
+    let mutate = vec![
+        ("mutate minimal", minimal.clone()),
+        ("mutate minimal update", update(minimal.clone())),
+        (
+            "mutate without request namespace",
+            without(minimal.clone(), "/request/namespace"),
+        ),
+        ("mutate kubectl-shaped", kubectl.clone()),
+        ("mutate with provenance", provenance),
+        (
+            "mutate defaulted",
+            set(minimal.clone(), "/request/object/spec", defaulted),
+        ),
+        (
+            "mutate through v1alpha1",
+            set(
+                minimal.clone(),
+                "/request/requestKind/version",
+                json!("v1alpha1"),
+            ),
+        ),
+        ("mutate a v1alpha1 object", alpha.clone()),
+        ("mutate a policy", cluster_policy.clone()),
+        ("mutate delete", delete.clone()),
+        ("mutate wrong shape", wrong_shape.clone()),
+        (
+            "mutate no object",
+            set(minimal.clone(), "/request/object", Value::Null),
+        ),
+        ("mutate another group", foreign.clone()),
+    ];
+    let validate = vec![
+        ("validate valid", valid.clone()),
+        ("validate invalid", invalid.clone()),
+        ("validate backend change through v1alpha1", backend.clone()),
+        (
+            "validate dry-run update",
+            set(backend.clone(), "/request/dryRun", json!(true)),
+        ),
+        (
+            "validate without request namespace",
+            without(invalid.clone(), "/request/namespace"),
+        ),
+        ("validate cluster policy", cluster_policy.clone()),
+        (
+            "validate namespace policy",
+            namespaced_policy(json!({"maxReplicas": 4})),
+        ),
+        (
+            "validate loosening namespace policy",
+            namespaced_policy(json!({"maxReplicas": 40, "maxCanaryWeight": 90})),
+        ),
+        ("validate delete", delete.clone()),
+        ("validate wrong shape", wrong_shape.clone()),
+        ("validate a v1alpha1 object", alpha.clone()),
+        (
+            "validate a malformed v1alpha1 object",
+            set(alpha.clone(), "/request/object/spec/replicas", json!("two")),
+        ),
+        (
+            "validate no object",
+            set(valid.clone(), "/request/object", Value::Null),
+        ),
+        (
+            "validate malformed old object",
+            set(
+                update(valid.clone()),
+                "/request/oldObject/spec/replicas",
+                json!("two"),
+            ),
+        ),
+        (
+            "validate create ignores the old object",
+            set(valid.clone(), "/request/oldObject", json!({"spec": 5})),
+        ),
+        ("validate kubectl-shaped", kubectl.clone()),
+        ("validate kubectl-shaped update", update(kubectl.clone())),
+        ("validate kubectl-shaped with an image", with_image.clone()),
+        (
+            "validate kubectl-shaped update with an image",
+            update(with_image),
+        ),
+        ("validate another group", foreign),
+    ];
+    let mut cases = Vec::new();
+    for layered in [false, true] {
+        for (webhook, list) in [("mutate", &mutate), ("validate", &validate)] {
+            for (name, review) in list {
+                cases.push((*name, webhook, layered, serde_json::to_vec(review).unwrap()));
+            }
+        }
+    }
+    for (name, body) in [
+        ("not json", b"not json at all".to_vec()),
+        ("empty object", b"{}".to_vec()),
+        (
+            "no request",
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+        ),
+        (
+            "v1beta1 review",
+            br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{}}"#
+                .to_vec(),
+        ),
+        (
+            "uid not a string",
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}"#
+                .to_vec(),
+        ),
+        (
+            "no resource",
+            serde_json::to_vec(&without(minimal.clone(), "/request/resource")).unwrap(),
+        ),
+        (
+            "bad operation",
+            serde_json::to_vec(&set(minimal.clone(), "/request/operation", json!("PATCH")))
+                .unwrap(),
+        ),
+        ("truncated", {
+            let body = serde_json::to_vec(&minimal).unwrap();
+            body[..body.len() - 1].to_vec()
+        }),
+        ("empty", Vec::new()),
+    ] {
+        cases.push((name, "mutate", false, body.clone()));
+        cases.push((name, "validate", false, body));
+    }
+    cases
+}
+
+/// Every answer, byte for byte, as recorded in
+/// `tests/fixtures/webhook/answers.json`: denials with their causes,
+/// warnings, patches (base64), and the errors of bodies that are not
+/// reviews. `INFERGATE_BLESS=1` rewrites the file.
+#[test]
+fn answers_are_the_recorded_bytes() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/webhook/answers.json");
+    let plain = state();
+    let layered = state_with(ClusterState::new(layered_policies()));
+    let mut answers = BTreeMap::new();
+    for (name, webhook, with_policies, body) in recorded_cases() {
+        let st = if with_policies { &layered } else { &plain };
+        let hook = match webhook {
+            "mutate" => infergate::metrics::Webhook::Mutate,
+            _ => infergate::metrics::Webhook::Validate,
+        };
+        let answer = match st.admission.handle(hook, &body) {
+            Ok(a) => String::from_utf8(a.to_json().unwrap()).unwrap(),
+            Err(e) => format!("400 {e}"),
+        };
+        let key = format!(
+            "{webhook}: {name}{}",
+            if with_policies { " (policies)" } else { "" }
+        );
+        assert!(answers.insert(key.clone(), answer).is_none(), "{key} twice");
+    }
+    if std::env::var_os("INFERGATE_BLESS").is_some() {
+        let mut text = serde_json::to_string_pretty(&answers).unwrap();
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let recorded: BTreeMap<String, String> = serde_json::from_str(&text).unwrap();
+    for (key, answer) in &answers {
+        assert_eq!(Some(answer), recorded.get(key), "{key}");
+    }
+    assert_eq!(answers.len(), recorded.len(), "cases no longer run");
 }
 
 #[tokio::test]
@@ -308,7 +648,7 @@ async fn mutate_takes_policy_defaults_and_sees_policy_changes_without_restart() 
     );
     assert_eq!(out["spec"]["replicas"], 1);
 
-    st.admission.cache.set_policies(PolicySnapshot {
+    st.admission.state.set_policies(PolicySnapshot {
         cluster: vec![],
         namespaced: vec![policy],
     });
@@ -424,7 +764,7 @@ async fn warn_policy_admits_with_warnings_deny_policy_rejects() {
         "spec": {"enforcement": "Warn", "limits": {"maxReplicas": 1}}
     }))
     .unwrap();
-    let st = state_with(PolicyCache::new(PolicySnapshot {
+    let st = state_with(ClusterState::new(PolicySnapshot {
         cluster: vec![warn.clone()],
         namespaced: vec![],
     }));
@@ -446,7 +786,7 @@ async fn warn_policy_admits_with_warnings_deny_policy_rejects() {
 
     let mut deny = warn;
     deny.spec.enforcement = infergate::api::policy::Enforcement::Deny;
-    st.admission.cache.set_policies(PolicySnapshot {
+    st.admission.state.set_policies(PolicySnapshot {
         cluster: vec![deny],
         namespaced: vec![],
     });
@@ -464,8 +804,8 @@ async fn validate_rejects_a_route_another_service_owns() {
                  "routing": {"pathTemplate": "/shared", "gateway": {"name": "gw", "namespace": "gateways"}}}
     }))
     .unwrap();
-    let cache = PolicyCache::default();
-    cache.set_routes(RouteTable::build([&other]));
+    let cache = ClusterState::default();
+    cache.apply_service(&other);
     let st = state_with(cache);
     let mut req = fixture("validate-create-invalid.json");
     req["request"]["object"]["spec"] = json!({
@@ -496,7 +836,7 @@ async fn namespace_labels_select_cluster_policies() {
         "spec": {"namespaceSelector": {"matchLabels": {"tier": "prod"}}, "defaults": {"replicas": 5}}
     }))
     .unwrap();
-    let cache = PolicyCache::new(PolicySnapshot {
+    let cache = ClusterState::new(PolicySnapshot {
         cluster: vec![selective],
         namespaced: vec![],
     });
@@ -508,10 +848,10 @@ async fn namespace_labels_select_cluster_policies() {
         &decode_patch(&resp).unwrap(),
     );
     assert_eq!(out["spec"]["replicas"], 1, "team-a is not prod yet");
-    st.admission.cache.set_namespaces(HashMap::from([(
-        "team-a".to_owned(),
+    st.admission.state.set_namespace_labels(
+        "team-a",
         BTreeMap::from([("tier".to_owned(), "prod".to_owned())]),
-    )]));
+    );
     let resp = review(&st, "/mutate", &req).await;
     let out = apply(
         req["request"]["object"].clone(),
@@ -727,10 +1067,10 @@ fn policy_files_load_both_kinds_and_reject_other_kinds() {
         "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {name: platform}\nspec: {priority: 1}\n---\napiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata: {name: d, namespace: team-a}\nspec: {defaults: {replicas: 2}}\n",
     )
     .unwrap();
-    let cache = PolicyCache::from_files(&[&good]).unwrap();
-    assert_eq!(cache.policies().cluster.len(), 1);
-    assert_eq!(cache.policies().namespaced.len(), 1);
-    assert!(cache.is_synced());
+    let policies = load_policies(std::slice::from_ref(&good)).unwrap();
+    assert_eq!(policies.cluster.len(), 1);
+    assert_eq!(policies.namespaced.len(), 1);
+    assert!(ClusterState::new(policies).is_synced());
 
     let bad = dir.path().join("bad.yaml");
     std::fs::write(
@@ -738,9 +1078,9 @@ fn policy_files_load_both_kinds_and_reject_other_kinds() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
     )
     .unwrap();
-    let err = PolicyCache::from_files(&[&bad]).unwrap_err().to_string();
+    let err = load_policies(&[bad]).unwrap_err().to_string();
     assert!(err.contains("ConfigMap"), "{err}");
-    assert!(PolicyCache::from_files(&[dir.path().join("missing.yaml")]).is_err());
+    assert!(load_policies(&[dir.path().join("missing.yaml")]).is_err());
 }
 
 // ---------------------------------------------------------------- real TLS
@@ -756,7 +1096,7 @@ async fn start_tls(router: axum::Router, resolver: Arc<CertResolver>) -> Running
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let cfg = tls::server_config(resolver).unwrap();
-    let task = tokio::spawn(server::serve_tls(
+    let task = tokio::spawn(listener::serve_tls(
         listener,
         cfg,
         router,
@@ -1052,11 +1392,11 @@ fn registrations_are_scoped_and_explicit() {
             .unwrap();
     assert_eq!(
         m.metadata.name.as_deref(),
-        Some(infergate::webhook::selfsigned::MUTATING_WEBHOOK_CONFIGURATION)
+        Some(infergate::webhook::tls::selfsigned::MUTATING_WEBHOOK_CONFIGURATION)
     );
     assert_eq!(
         v.metadata.name.as_deref(),
-        Some(infergate::webhook::selfsigned::VALIDATING_WEBHOOK_CONFIGURATION)
+        Some(infergate::webhook::tls::selfsigned::VALIDATING_WEBHOOK_CONFIGURATION)
     );
 
     let check = |name: &str,

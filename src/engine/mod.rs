@@ -8,6 +8,7 @@ use std::fmt;
 
 use crate::api::{ClusterInferencePolicy, GatewayRef, InferencePolicy, v1beta1::InferenceService};
 
+pub mod builtin;
 pub mod default;
 pub mod duration;
 pub mod names;
@@ -17,7 +18,7 @@ pub mod route;
 pub mod selector;
 pub mod validate;
 
-pub use default::{default_service, defaulting_patch, defaulting_patch_json};
+pub use default::default_service;
 pub use duration::{
     canonical_gateway_duration, format_gateway_duration, parse_gateway_duration, parse_go_duration,
 };
@@ -111,12 +112,6 @@ pub struct Defaulted {
     pub object: InferenceService,
     /// Fields filled in by this call (empty for an already defaulted object).
     pub filled: Vec<Provenance>,
-}
-
-/// JSON patch turning `before` into `after` (json_patch 4, as kube-core's admission uses).
-#[must_use]
-pub fn diff_patch(before: &serde_json::Value, after: &serde_json::Value) -> json_patch::Patch {
-    json_patch::diff(before, after)
 }
 
 /// Kubernetes StatusCause reasons.

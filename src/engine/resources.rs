@@ -4,6 +4,8 @@
 
 use crate::api::{AcceleratorType, v1beta1::InferenceService};
 
+use super::builtin::{DEFAULT_PARALLELISM, DEFAULT_REPLICAS};
+
 /// GPUs per replica: tensor*pipeline when accelerator != none, else 0.
 #[must_use]
 pub fn gpus_per_replica(svc: &InferenceService) -> i32 {
@@ -17,8 +19,8 @@ pub fn gpus_per_replica(svc: &InferenceService) -> i32 {
         return 0;
     }
     let p = svc.spec.parallelism.as_ref();
-    let tensor = p.and_then(|p| p.tensor).unwrap_or(1);
-    let pipeline = p.and_then(|p| p.pipeline).unwrap_or(1);
+    let tensor = p.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM);
+    let pipeline = p.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM);
     tensor.saturating_mul(pipeline)
 }
 
@@ -33,7 +35,7 @@ pub fn canary_replicas(svc: &InferenceService) -> i32 {
     }
     let base = match svc.spec.autoscaling.as_ref() {
         Some(a) => a.min_replicas,
-        None => svc.spec.replicas.unwrap_or(1),
+        None => svc.spec.replicas.unwrap_or(DEFAULT_REPLICAS),
     };
     let weight = i64::from(canary.weight.clamp(0, 100));
     if weight == 0 {

@@ -10,9 +10,8 @@
 use crate::api::{GatewayRef, v1beta1::InferenceService};
 
 use super::FieldError;
+use super::builtin::DEFAULT_PATH_TEMPLATE;
 
-/// The built-in template.
-pub const DEFAULT_PATH_TEMPLATE: &str = "/{.metadata.namespace}/{.metadata.name}";
 /// Longest rendered path.
 pub const MAX_PATH_LEN: usize = 200;
 /// The field templates live in.

@@ -18,8 +18,9 @@ use crate::api::{
     v1beta1::{Backend, InferenceService, ModelSpec},
 };
 
-use super::default::{
-    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+use super::builtin::{
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM,
+    DEFAULT_REQUEST_TIMEOUT,
 };
 use super::duration::{format_gateway_duration, parse_gateway_duration, parse_go_duration};
 use super::policy::{Layer, cluster_layers, layers, strictest};
@@ -307,8 +308,8 @@ pub fn validate_service(
     if gpus > 0 {
         let detail = format!(
             "GPUs per replica (tensor {} x pipeline {}) ",
-            par.and_then(|p| p.tensor).unwrap_or(1),
-            par.and_then(|p| p.pipeline).unwrap_or(1)
+            par.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM),
+            par.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM)
         );
         lim.max(
             "spec.parallelism",

@@ -388,8 +388,9 @@ pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySnapshot, PolicyFileErro
                     continue;
                 }
                 Object::Invalid(e) => e,
-                Object::Skipped(why) => why,
-                Object::Service(..) => "not a ClusterInferencePolicy or InferencePolicy".to_owned(),
+                Object::Skipped(_) | Object::Service(..) => {
+                    "not a ClusterInferencePolicy or InferencePolicy".to_owned()
+                }
             };
             return Err(PolicyFileError::NotAPolicy {
                 origin: doc.origin,

@@ -2,12 +2,17 @@
 //!
 //! - [`listener`]: TLS and probe listeners, limits, timeouts, drain;
 //! - [`server`]: the routers and the thin handlers;
-//! - [`admission`] and [`conversion`]: what the handlers do;
+//! - [`review`]: the one decode of an AdmissionReview and the one encoder
+//!   of its answer;
+//! - [`admission`] and [`conversion`]: what the handlers do, on typed reviews;
+//! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
 //!   self-signed Secret and caBundle injection).
 
 pub mod admission;
 pub mod conversion;
 pub mod listener;
+pub mod patch;
+pub mod review;
 pub mod server;
 pub mod tls;

@@ -34,6 +34,10 @@ use self::httproute::{
 use crate::api::v1beta1::InferenceService;
 use crate::api::{AcceleratorType, GatewayRef, MANAGER};
 use crate::engine;
+use crate::engine::builtin::{
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM,
+    DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TARGET_CPU,
+};
 
 /// `app.kubernetes.io/name: S` on every child.
 pub const LABEL_NAME: &str = "app.kubernetes.io/name";
@@ -53,14 +57,6 @@ pub const PORT_NAME: &str = "http";
 pub const MODEL_VOLUME: &str = "model";
 /// Where the model image volume is mounted in the engine container.
 pub const MODEL_MOUNT_PATH: &str = "/model";
-/// Built-in engine port when the service leaves it unset.
-pub const DEFAULT_PORT: i32 = 8000;
-/// Built-in health check path.
-pub const DEFAULT_HEALTH_PATH: &str = "/healthz";
-/// Built-in request timeout (GEP-2257).
-pub const DEFAULT_REQUEST_TIMEOUT: &str = "5m";
-/// Built-in HPA CPU target.
-pub const DEFAULT_CPU_TARGET: i32 = 80;
 /// How long the startup probe lets an engine load its model before liveness applies.
 pub const STARTUP_GRACE_SECONDS: i32 = 1800;
 
@@ -244,8 +240,8 @@ pub fn engine_args(svc: &InferenceService, track: Track) -> Vec<String> {
         engine_port(svc).to_string(),
     ];
     let p = svc.spec.parallelism.as_ref();
-    let tensor = p.and_then(|p| p.tensor).unwrap_or(1);
-    let pipeline = p.and_then(|p| p.pipeline).unwrap_or(1);
+    let tensor = p.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM);
+    let pipeline = p.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM);
     if tensor > 1 {
         args.push("--tensor-parallel-size".to_owned());
         args.push(tensor.to_string());
@@ -308,11 +304,11 @@ pub fn probes(svc: &InferenceService) -> Result<(Probe, Probe, Probe), BuildErro
     let path = hc.path.unwrap_or_else(|| DEFAULT_HEALTH_PATH.to_owned());
     let period = probe_seconds(
         "spec.healthCheck.interval",
-        hc.interval.as_deref().unwrap_or("10s"),
+        hc.interval.as_deref().unwrap_or(DEFAULT_HEALTH_INTERVAL),
     )?;
     let timeout = probe_seconds(
         "spec.healthCheck.timeout",
-        hc.timeout.as_deref().unwrap_or("1s"),
+        hc.timeout.as_deref().unwrap_or(DEFAULT_HEALTH_TIMEOUT),
     )?;
     let probe = Probe {
         http_get: Some(HTTPGetAction {
@@ -348,7 +344,7 @@ pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, Bu
             if svc.spec.autoscaling.is_some() {
                 None
             } else {
-                Some(svc.spec.replicas.unwrap_or(1))
+                Some(svc.spec.replicas.unwrap_or(DEFAULT_REPLICAS))
             },
         ),
         Track::Canary => {
@@ -501,7 +497,7 @@ pub fn hpa(svc: &InferenceService) -> Result<Option<HorizontalPodAutoscaler>, Bu
                         type_: "Utilization".to_owned(),
                         average_utilization: Some(
                             a.target_cpu_utilization_percent
-                                .unwrap_or(DEFAULT_CPU_TARGET),
+                                .unwrap_or(DEFAULT_TARGET_CPU),
                         ),
                         ..MetricTarget::default()
                     },

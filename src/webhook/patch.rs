@@ -1,0 +1,472 @@
+//! The JSONPatch of a mutating answer, written from what defaulting
+//! returned ([`Defaulted`]: the defaulted object and the provenance of
+//! each field filled in) rather than by comparing whole objects.
+//!
+//! One `add` per filled field, or one for the shallowest parent the object
+//! lacks, and one per annotation defaulting wrote. Only `spec` fields and
+//! `metadata.annotations` ever change, so nothing else of the object is
+//! read, compared or touched, and nothing the user sent is removed.
+
+use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
+use crate::engine::Defaulted;
+
+/// What to do with one top-level spec field, by its JSON key: the typed
+/// field is handed to [`SpecField::typed`] (absent as `None`); a key not
+/// listed here goes to [`SpecField::untyped`] with the whole spec.
+trait SpecField {
+    type Out;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out;
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out;
+}
+
+/// Apply `f` to `spec.<key>`. Only the field itself is serialised by the
+/// visitors, not the whole spec: a patch usually touches a few small
+/// fields of a spec carrying long argument lists and environments.
+fn spec_field<F: SpecField>(spec: &InferenceServiceSpec, key: &str, f: F) -> F::Out {
+    match key {
+        "engine" => f.typed(spec.engine.as_ref()),
+        "backend" => f.typed(spec.backend.as_ref()),
+        "replicas" => f.typed(spec.replicas.as_ref()),
+        "autoscaling" => f.typed(spec.autoscaling.as_ref()),
+        "resources" => f.typed(spec.resources.as_ref()),
+        "accelerator" => f.typed(spec.accelerator.as_ref()),
+        "parallelism" => f.typed(spec.parallelism.as_ref()),
+        "healthCheck" => f.typed(spec.health_check.as_ref()),
+        "routing" => f.typed(spec.routing.as_ref()),
+        // Any other field: taken from the whole spec (slower, same result).
+        _ => f.untyped(spec, key),
+    }
+}
+
+/// `spec.<key>` as a JSON value.
+struct ToValue;
+
+impl SpecField for ToValue {
+    type Out = Result<Option<serde_json::Value>, serde_json::Error>;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out {
+        field.map(serde_json::to_value).transpose()
+    }
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out {
+        Ok(serde_json::to_value(spec)?.get(key).cloned())
+    }
+}
+
+/// Whether `spec.<key>` is present.
+struct Present;
+
+impl SpecField for Present {
+    type Out = Result<bool, serde_json::Error>;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out {
+        Ok(field.is_some())
+    }
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out {
+        Ok(serde_json::to_value(spec)?.get(key).is_some())
+    }
+}
+
+/// Write the JSONPatch `add` of `spec.<key>` at `path`, if present.
+struct WriteAdd<'o> {
+    out: &'o mut Patch,
+    path: &'o str,
+}
+
+impl SpecField for WriteAdd<'_> {
+    type Out = Result<(), serde_json::Error>;
+    fn typed<T: serde::Serialize>(self, field: Option<&T>) -> Self::Out {
+        match field {
+            Some(v) => self.out.add(self.path, v),
+            None => Ok(()),
+        }
+    }
+    fn untyped(self, spec: &InferenceServiceSpec, key: &str) -> Self::Out {
+        match serde_json::to_value(spec)?.get(key) {
+            Some(v) => self.out.add(self.path, v),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A JSONPatch being written as JSON text.
+struct Patch(Vec<u8>);
+
+impl Patch {
+    fn start(&mut self, op: &str, path: &str) -> Result<(), serde_json::Error> {
+        self.0.push(if self.0.is_empty() { b'[' } else { b',' });
+        self.0.extend_from_slice(br#"{"op":""#);
+        self.0.extend_from_slice(op.as_bytes());
+        self.0.extend_from_slice(br#"","path":"#);
+        serde_json::to_writer(&mut self.0, path)
+    }
+    fn add<V: serde::Serialize + ?Sized>(
+        &mut self,
+        path: &str,
+        value: &V,
+    ) -> Result<(), serde_json::Error> {
+        self.start("add", path)?;
+        self.0.extend_from_slice(br#","value":"#);
+        serde_json::to_writer(&mut self.0, value)?;
+        self.0.push(b'}');
+        Ok(())
+    }
+    /// An `add` of a value already serialised as JSON text.
+    fn add_json(&mut self, path: &str, json: &str) -> Result<(), serde_json::Error> {
+        self.start("add", path)?;
+        self.0.extend_from_slice(br#","value":"#);
+        self.0.extend_from_slice(json.as_bytes());
+        self.0.push(b'}');
+        Ok(())
+    }
+    fn remove(&mut self, path: &str) -> Result<(), serde_json::Error> {
+        self.start("remove", path)?;
+        self.0.push(b'}');
+        Ok(())
+    }
+    fn finish(mut self) -> Vec<u8> {
+        if self.0.is_empty() {
+            self.0.push(b'[');
+        }
+        self.0.push(b']');
+        self.0
+    }
+}
+
+/// The JSON pointer of `tokens` (RFC 6901: `~` and `/` escaped).
+fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> String {
+    let mut p = String::with_capacity(64);
+    for t in tokens {
+        p.push('/');
+        for c in t.chars() {
+            match c {
+                '~' => p.push_str("~0"),
+                '/' => p.push_str("~1"),
+                c => p.push(c),
+            }
+        }
+    }
+    p
+}
+
+/// The JSONPatch that turns `before` into `defaulted.object`, as JSON text
+/// (`[]` when defaulting changed nothing). A filled field whose parent
+/// `before` lacks is added with the parent, its subtree written straight
+/// from the typed field.
+pub fn defaulting_patch(
+    before: &InferenceService,
+    defaulted: &Defaulted,
+) -> Result<Vec<u8>, serde_json::Error> {
+    use serde_json::Value;
+
+    /// A top-level field's JSON, computed only when a path below it is needed.
+    struct Top<'k> {
+        key: &'k str,
+        present_before: bool,
+        before: Option<Option<Value>>,
+        after: Option<Option<Value>>,
+    }
+
+    let after = &defaulted.object;
+    let mut out = Patch(Vec::with_capacity(1024));
+    let mut tops: Vec<Top<'_>> = Vec::new();
+    // Dotted paths below `spec` added so far: nothing below them again.
+    let mut added: Vec<&str> = Vec::new();
+    for p in &defaulted.filled {
+        let Some(rest) = p.field.strip_prefix("spec.") else {
+            continue;
+        };
+        let key = rest.split_once('.').map_or(rest, |(k, _)| k);
+        let i = match tops.iter().position(|t| t.key == key) {
+            Some(i) => i,
+            None => {
+                tops.push(Top {
+                    key,
+                    present_before: spec_field(&before.spec, key, Present)?,
+                    before: None,
+                    after: None,
+                });
+                tops.len() - 1
+            }
+        };
+        let top = &mut tops[i];
+        // The shallowest prefix `before` lacks: the whole subtree goes there.
+        let path = if !top.present_before {
+            key
+        } else if rest.matches('.').count() <= 1 {
+            rest
+        } else {
+            if top.before.is_none() {
+                top.before = Some(spec_field(&before.spec, key, ToValue)?);
+            }
+            let mut end = rest.len();
+            if let Some(mut container) = top.before.as_ref().and_then(Option::as_ref) {
+                let parents = rest.match_indices('.').map(|(at, _)| at).skip(1);
+                let mut from = key.len() + 1;
+                for at in parents {
+                    match container.get(&rest[from..at]) {
+                        Some(next @ Value::Object(_)) => container = next,
+                        _ => {
+                            end = at;
+                            break;
+                        }
+                    }
+                    from = at + 1;
+                }
+            }
+            &rest[..end]
+        };
+        let below = |a: &&str| {
+            path.strip_prefix(*a)
+                .is_some_and(|r| r.is_empty() || r.starts_with('.'))
+        };
+        if added.iter().any(below) {
+            continue;
+        }
+        let ptr = pointer(std::iter::once("spec").chain(path.split('.')));
+        if path == key {
+            spec_field(
+                &after.spec,
+                key,
+                WriteAdd {
+                    out: &mut out,
+                    path: &ptr,
+                },
+            )?;
+        } else if let Some(value) = p.value.as_deref().filter(|_| path == rest) {
+            out.add_json(&ptr, value)?;
+        } else {
+            if top.after.is_none() {
+                top.after = Some(spec_field(&after.spec, key, ToValue)?);
+            }
+            let value = top
+                .after
+                .as_ref()
+                .and_then(Option::as_ref)
+                .and_then(|a| path.split('.').skip(1).try_fold(a, |v, t| v.get(t)));
+            let Some(value) = value else {
+                continue;
+            };
+            out.add(&ptr, value)?;
+        }
+        added.push(path);
+    }
+    match (
+        before.metadata.annotations.as_ref(),
+        after.metadata.annotations.as_ref(),
+    ) {
+        (_, None) => {}
+        (None, Some(new)) => out.add("/metadata/annotations", new)?,
+        (Some(old), Some(new)) => {
+            for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
+                out.add(&pointer(["metadata", "annotations", key.as_str()]), value)?;
+            }
+            for key in old.keys().filter(|k| !new.contains_key(*k)) {
+                out.remove(&pointer(["metadata", "annotations", key.as_str()]))?;
+            }
+        }
+    }
+    Ok(out.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::api::policy::{ClusterInferencePolicySpec, EngineDefaults, PolicyDefaults};
+    use crate::api::v1beta1::RoutingSpec;
+    use crate::api::{ClusterInferencePolicy, ResourcesSpec};
+    use crate::engine::default::SOURCE_BUILT_IN;
+    use crate::engine::{Context, NoRoutes, PolicySnapshot, Provenance, ServerDefaults};
+
+    fn svc() -> InferenceService {
+        let mut s = InferenceService::new("chat", Default::default());
+        s.metadata.namespace = Some("team-a".to_owned());
+        s.spec.model.r#ref = "m".to_owned();
+        s
+    }
+
+    /// A cluster policy that defaults the image, the port and the replicas.
+    fn platform() -> PolicySnapshot {
+        PolicySnapshot {
+            cluster: vec![ClusterInferencePolicy::new(
+                "platform",
+                ClusterInferencePolicySpec {
+                    defaults: Some(PolicyDefaults {
+                        engine: Some(EngineDefaults {
+                            image: Some("reg/img".to_owned()),
+                            port: Some(9000),
+                        }),
+                        replicas: Some(3),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )],
+            namespaced: vec![],
+        }
+    }
+
+    fn default_service(svc: &InferenceService, policies: &PolicySnapshot) -> Defaulted {
+        let labels = BTreeMap::new();
+        let server = ServerDefaults::default();
+        let ctx = Context {
+            namespace: "team-a",
+            namespace_labels: &labels,
+            policies,
+            server: &server,
+            routes: &NoRoutes,
+        };
+        crate::engine::default_service(svc, &ctx)
+    }
+
+    /// The patch, parsed as a JSONPatch.
+    fn typed(before: &InferenceService, d: &Defaulted) -> json_patch::Patch {
+        serde_json::from_slice(&defaulting_patch(before, d).unwrap()).unwrap()
+    }
+
+    /// `spec_field` names each field as its JSON key, and its fallback for
+    /// fields it does not list gives the same as the listed arms.
+    #[test]
+    fn spec_fields_match_the_serialised_spec() {
+        let mut s = svc();
+        s.spec.autoscaling = Some(crate::api::v1beta1::AutoscalingSpec {
+            min_replicas: 1,
+            max_replicas: 2,
+            target_cpu_utilization_percent: None,
+        });
+        s.spec.resources = Some(ResourcesSpec {
+            cpu: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                "2".into(),
+            )),
+            ..Default::default()
+        });
+        let full = default_service(&s, &platform()).object;
+        let listed = [
+            "engine",
+            "backend",
+            "replicas",
+            "autoscaling",
+            "resources",
+            "accelerator",
+            "parallelism",
+            "healthCheck",
+            "routing",
+        ];
+        for spec in [&s.spec, &full.spec] {
+            let json = serde_json::to_value(spec).unwrap();
+            for key in listed.iter().copied().chain(["model", "canary", "graph"]) {
+                let value = spec_field(spec, key, ToValue).unwrap();
+                assert_eq!(value.as_ref(), json.get(key), "{key}");
+                assert_eq!(
+                    spec_field(spec, key, Present).unwrap(),
+                    json.get(key).is_some(),
+                    "{key}"
+                );
+                let mut out = Patch(Vec::new());
+                spec_field(
+                    spec,
+                    key,
+                    WriteAdd {
+                        out: &mut out,
+                        path: "/x",
+                    },
+                )
+                .unwrap();
+                let written: Vec<serde_json::Value> =
+                    serde_json::from_slice(&out.finish()).unwrap();
+                assert_eq!(
+                    written.first().map(|op| &op["value"]),
+                    json.get(key),
+                    "{key}"
+                );
+            }
+        }
+        let json = serde_json::to_value(&full.spec).unwrap();
+        for key in listed {
+            assert!(json.get(key).is_some(), "{key} is a key of the spec's JSON");
+        }
+    }
+
+    /// A filled field three levels below `spec` gets its `add` at the
+    /// shallowest parent the object lacks, or at the field itself when
+    /// every parent is there; applied, the patch gives the defaulted object.
+    #[test]
+    fn deep_fields_are_added_at_the_first_missing_parent() {
+        use crate::api::GatewayRef;
+        let filled = vec![Provenance {
+            field: "spec.routing.gateway.namespace",
+            source: Cow::Borrowed(SOURCE_BUILT_IN),
+            value: Some(r#""gateways""#.to_owned()),
+        }];
+        let mut before = svc();
+        before.spec.routing = Some(RoutingSpec::default());
+        let mut after = before.clone();
+        after.spec.routing.as_mut().unwrap().gateway = Some(GatewayRef {
+            name: "gw".into(),
+            namespace: Some("gateways".into()),
+        });
+        let mut with_gateway = before.clone();
+        with_gateway.spec.routing.as_mut().unwrap().gateway = Some(GatewayRef {
+            name: "gw".into(),
+            namespace: None,
+        });
+        for (before, expected_path) in [
+            (&before, "/spec/routing/gateway"),
+            (&with_gateway, "/spec/routing/gateway/namespace"),
+        ] {
+            let d = Defaulted {
+                object: after.clone(),
+                filled: filled.clone(),
+            };
+            let patch = typed(before, &d);
+            assert_eq!(patch.0.len(), 1, "{patch:?}");
+            let json_patch::PatchOperation::Add(op) = &patch.0[0] else {
+                panic!("not an add: {patch:?}");
+            };
+            assert_eq!(op.path.as_str(), expected_path);
+            let mut json = serde_json::to_value(before).unwrap();
+            json_patch::patch(&mut json, &patch).unwrap();
+            assert_eq!(json, serde_json::to_value(&after).unwrap());
+        }
+    }
+
+    /// Every character JSON must escape, at any offset in a string, reads
+    /// back as written.
+    #[test]
+    fn patch_strings_read_back_at_every_offset() {
+        let specials = [
+            '"', '\\', '\n', '\t', '\u{1}', '\u{1f}', '\u{7f}', 'é', '€', '😀',
+        ];
+        for len in [0_usize, 1, 31, 32, 33, 63, 64, 65, 100] {
+            for at in [0, len / 2, len.saturating_sub(1)] {
+                for c in specials {
+                    let mut text: String = "a".repeat(len);
+                    if len > 0 {
+                        text.replace_range(at..=at, &c.to_string());
+                    }
+                    let mut out = Patch(Vec::new());
+                    out.add("/metadata/annotations/a~1b", &text).unwrap();
+                    let written: serde_json::Value = serde_json::from_slice(&out.finish()).unwrap();
+                    assert_eq!(written[0]["value"], serde_json::Value::String(text.clone()));
+                }
+            }
+        }
+    }
+
+    /// Pointer tokens escape `~` and `/` (RFC 6901) and nothing else, as
+    /// json-patch's own tokens do.
+    #[test]
+    fn pointers_escape_tilde_and_slash() {
+        assert_eq!(
+            pointer(["metadata", "annotations", "infergate.dev/defaulted-from"]),
+            "/metadata/annotations/infergate.dev~1defaulted-from"
+        );
+        for token in ["a~b/c", "~1", "/~0", "é 😀", "", "plain"] {
+            assert_eq!(
+                pointer([token]),
+                format!("/{}", json_patch::jsonptr::Token::new(token).encoded()),
+                "{token}"
+            );
+        }
+    }
+}
