@@ -4,21 +4,7 @@
 //! response bytes (the load bench's kubectl-shaped bodies).
 //! Run: `cargo bench --bench engine`.
 //!
-//! Measured on the 2-core build VM (idle, but with 10-25% steal):
-//! - default+validate+diff (typed, 3 KB): 53 µs (session 2)
-//! - decode+default+validate+diff (from JSON text): 60 µs (session 2)
-//! - convert v1beta1 -> v1alpha1 -> v1beta1: 85 µs (session 2)
-//! - handle /mutate, bytes in to bytes out: 15.0 µs in session 3 (28.6 µs
-//!   in session 2, 79 µs before the one-pass decode and the recorded patch)
-//! - handle /validate: 16.4 µs in session 4, with the one-pass decode
-//!   (25.3 µs in session 3). Instructions per request under callgrind:
-//!   about 86k, against 142k for the general path on the same body.
-//! - session 4 also measured /mutate at 19.0 µs and /convert at 5.1-7.8 ms
-//!   within the hour, with fewer instructions than in session 3 (about 98k
-//!   per /mutate): wall-clock figures on this VM move by half from hour to
-//!   hour, instruction counts do not.
-//! - handle /convert, 100 objects: 6.8 ms (session 3; 13.7 ms before the
-//!   light metadata)
+//! Figures, with the command, commit and machine: `docs/performance.md`.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;

@@ -1,0 +1,138 @@
+//! The layout's rules (docs/architecture.md), checked on the source: data
+//! flows one way, the core stays pure, and only `cli` knows clap.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &str) -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read");
+                out.push((path, text));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    if root.is_file() {
+        let text = std::fs::read_to_string(&root).expect("read");
+        out.push((root, text));
+    } else {
+        walk(&root, &mut out);
+    }
+    assert!(!out.is_empty(), "no sources under {dir}");
+    out
+}
+
+/// Lines of `text` that are code (not comments), with their numbers.
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_start()))
+        .filter(|(_, l)| !l.starts_with("//"))
+}
+
+fn assert_none(dir: &str, skip: &[&str], forbidden: &[&str], why: &str) {
+    let mut found = Vec::new();
+    for (path, text) in sources(dir) {
+        let name = path.to_string_lossy();
+        if skip.iter().any(|s| name.ends_with(s)) {
+            continue;
+        }
+        for (n, line) in code_lines(&text) {
+            for f in forbidden {
+                if line.contains(f) {
+                    found.push(format!("{}:{n}: {line}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{why}:\n{}", found.join("\n"));
+}
+
+#[test]
+fn only_cli_knows_clap_and_nothing_below_it_imports_it() {
+    assert_none(
+        "src",
+        &["src/cli.rs", "src/main.rs"],
+        &["clap", "crate::cli", "infergate::cli"],
+        "only cli.rs (and main.rs) may use clap or the cli module",
+    );
+}
+
+#[test]
+fn nothing_below_app_imports_it() {
+    assert_none(
+        "src",
+        &["src/cli.rs", "src/main.rs", "src/app.rs", "src/lib.rs"],
+        &["crate::app"],
+        "app.rs is the composition root: nothing it composes may import it",
+    );
+}
+
+#[test]
+fn the_core_does_no_io_and_knows_no_wire_format() {
+    let forbidden = [
+        "tokio",
+        "reqwest",
+        "kube::Client",
+        "kube::Api",
+        "std::fs",
+        "std::net",
+        "simd_json",
+        "json_patch",
+        "base64",
+        "crate::webhook",
+        "crate::reconcile",
+        "crate::state",
+    ];
+    assert_none("src/engine", &[], &forbidden, "engine/ is pure");
+    assert_none("src/api", &[], &forbidden, "api/ is pure");
+}
+
+#[test]
+fn graph_does_not_reach_into_the_reconciler_or_the_cluster() {
+    assert_none(
+        "src/graph",
+        &[],
+        &[
+            "crate::reconcile",
+            "crate::webhook",
+            "crate::state",
+            "kube::Client",
+            "kube::Api",
+        ],
+        "graph/ is pure but for its fetcher, and knows nothing of the reconciler",
+    );
+}
+
+#[test]
+fn the_edges_import_only_what_lies_below_them() {
+    assert_none(
+        "src/state",
+        &[],
+        &["crate::webhook", "crate::reconcile", "crate::check"],
+        "state/ feeds the edges and imports none of them",
+    );
+    assert_none(
+        "src/webhook",
+        &[],
+        &["crate::reconcile", "crate::check"],
+        "webhook/ and reconcile/ are siblings",
+    );
+    assert_none(
+        "src/reconcile",
+        &[],
+        &["crate::webhook", "crate::check"],
+        "reconcile/ and webhook/ are siblings",
+    );
+    assert_none(
+        "src/check.rs",
+        &[],
+        &["crate::webhook", "crate::reconcile"],
+        "check runs the engine offline, without the edges",
+    );
+}
