@@ -345,30 +345,35 @@ pub fn check_template_on_sample(template: &str) -> Result<String, String> {
     render_template(template, &sample_with_spec(sample))
 }
 
+/// `s` with every spec field set, to the built-in value where there is one.
 fn sample_with_spec(mut s: InferenceService) -> InferenceService {
+    use super::builtin::{
+        DEFAULT_BACKEND, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT,
+        DEFAULT_PARALLELISM, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT,
+        DEFAULT_TARGET_CPU,
+    };
     use crate::api::v1beta1::{
-        AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, EngineSpec, ParallelismSpec,
-        RoutingSpec,
+        AcceleratorSpec, AutoscalingSpec, CanarySpec, EngineSpec, ParallelismSpec, RoutingSpec,
     };
     s.spec.model.image = Some("registry.example.com/models/sample:1".to_owned());
     s.spec.engine = Some(EngineSpec {
         image: Some("registry.example.com/engine:1".to_owned()),
-        port: Some(8000),
+        port: Some(DEFAULT_PORT),
         ..Default::default()
     });
-    s.spec.backend = Some(Backend::Deployment);
-    s.spec.replicas = Some(1);
+    s.spec.backend = Some(DEFAULT_BACKEND);
+    s.spec.replicas = Some(DEFAULT_REPLICAS);
     s.spec.autoscaling = Some(AutoscalingSpec {
         min_replicas: 1,
         max_replicas: 2,
-        target_cpu_utilization_percent: Some(80),
+        target_cpu_utilization_percent: Some(DEFAULT_TARGET_CPU),
     });
     s.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(crate::api::AcceleratorType::Nvidia),
     });
     s.spec.parallelism = Some(ParallelismSpec {
-        tensor: Some(1),
-        pipeline: Some(1),
+        tensor: Some(DEFAULT_PARALLELISM),
+        pipeline: Some(DEFAULT_PARALLELISM),
     });
     s.spec.canary = Some(CanarySpec {
         model: crate::api::v1beta1::ModelSpec {
@@ -380,9 +385,9 @@ fn sample_with_spec(mut s: InferenceService) -> InferenceService {
         replicas: Some(1),
     });
     s.spec.health_check = Some(crate::api::HealthCheckSpec {
-        path: Some("/healthz".to_owned()),
-        interval: Some("10s".to_owned()),
-        timeout: Some("1s".to_owned()),
+        path: Some(DEFAULT_HEALTH_PATH.to_owned()),
+        interval: Some(DEFAULT_HEALTH_INTERVAL.to_owned()),
+        timeout: Some(DEFAULT_HEALTH_TIMEOUT.to_owned()),
     });
     s.spec.resources = Some(crate::api::ResourcesSpec {
         cpu: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
@@ -397,7 +402,7 @@ fn sample_with_spec(mut s: InferenceService) -> InferenceService {
     });
     s.spec.routing = Some(RoutingSpec {
         path_template: None,
-        request_timeout: Some("5m".to_owned()),
+        request_timeout: Some(DEFAULT_REQUEST_TIMEOUT.to_owned()),
         gateway: Some(GatewayRef {
             name: "sample-gateway".to_owned(),
             namespace: Some("sample-gateways".to_owned()),
