@@ -3,6 +3,8 @@
 //! TLS listener over 127.0.0.1 with rcgen certificates, including rotation
 //! under load and graceful shutdown.
 
+#[path = "../benches/common/reviews.rs"]
+mod reviews;
 mod support;
 
 use std::collections::BTreeMap;
@@ -315,36 +317,18 @@ fn kubectl_shaped(mut review: Value) -> Value {
     review
 }
 
-/// A cluster and a namespace policy that default and limit (what the
-/// benches run with), and a cluster policy that only warns.
+/// The cluster and namespace policies the benches run with (they default
+/// and limit), and a cluster policy that only warns.
 fn layered_policies() -> PolicySnapshot {
-    let cluster: ClusterInferencePolicy = serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
-        "metadata": {"name": "platform"},
-        "spec": {"defaults": {"engine": {"image": "registry.example.com/vllm:0.9", "port": 8000},
-                              "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"},
-                              "routing": {"requestTimeout": "5m", "gateway": {"name": "inference-gw", "namespace": "gateways"}}},
-                 "limits": {"maxReplicas": 16, "maxCanaryWeight": 50, "maxGPUsPerReplica": 8, "maxRequestTimeout": "30m",
-                            "allowedImageRegistries": ["registry.example.com/"], "allowedAccelerators": ["nvidia", "amd"]}}
-    }))
-    .unwrap();
-    let namespaced: InferencePolicy = serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
-        "metadata": {"name": "defaults", "namespace": "team-a"},
-        "spec": {"priority": 10, "defaults": {"replicas": 2, "autoscaling": {"targetCPUUtilizationPercent": 70}, "routing": {"requestTimeout": "10m"}},
-                 "limits": {"maxReplicas": 8, "maxCanaryWeight": 25}}
-    }))
-    .unwrap();
+    let mut policies = reviews::policies();
     let soft: ClusterInferencePolicy = serde_json::from_value(json!({
         "apiVersion": "infergate.dev/v1beta1", "kind": "ClusterInferencePolicy",
         "metadata": {"name": "soft"},
         "spec": {"enforcement": "Warn", "limits": {"maxReplicas": 1}}
     }))
     .unwrap();
-    PolicySnapshot {
-        cluster: vec![cluster, soft],
-        namespaced: vec![namespaced],
-    }
+    policies.cluster.push(soft);
+    policies
 }
 
 /// The reviews whose answers are recorded, each with the webhook it goes

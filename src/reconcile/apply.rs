@@ -160,35 +160,22 @@ impl Writer {
         if let Ok(mut s) = self.seen.lock() {
             s.insert(key, now.clone());
         }
-        match before {
-            Some((uid, _)) if uid != now.0 => {
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    Reason::Created,
-                    format!("created {kind} {name}"),
-                )
-                .await;
-            }
-            None => {
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    Reason::Created,
-                    format!("created {kind} {name}"),
-                )
-                .await;
-            }
-            Some((_, m)) if m != now.1 => {
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    Reason::Updated,
-                    format!("updated {kind} {name}"),
-                )
-                .await;
-            }
-            Some(_) => {}
+        // Never seen, or gone and made again (a new uid): created; a new
+        // generation (or resourceVersion): updated; otherwise nothing to say.
+        let change = match before {
+            None => Some((Reason::Created, "created")),
+            Some((uid, _)) if uid != now.0 => Some((Reason::Created, "created")),
+            Some((_, m)) if m != now.1 => Some((Reason::Updated, "updated")),
+            Some(_) => None,
+        };
+        if let Some((reason, verb)) = change {
+            self.publish(
+                svc,
+                EventType::Normal,
+                reason,
+                format!("{verb} {kind} {name}"),
+            )
+            .await;
         }
         Ok(applied)
     }

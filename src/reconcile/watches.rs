@@ -39,26 +39,7 @@ where
 {
     let (reader, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded();
-    let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
-    let kind = K::kind(&()).into_owned();
-    tasks.spawn(async move {
-        let mut stream = std::pin::pin!(
-            watcher(api, wc)
-                .default_backoff()
-                .reflect(writer)
-                .touched_objects()
-        );
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(obj) => {
-                    if tx.unbounded_send(obj).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => warn!(kind = %kind, error = %e, "child watch failed; retrying"),
-            }
-        }
-    });
+    tasks.spawn(forward_children(api, writer, tx));
     (reader, rx)
 }
 
@@ -86,25 +67,39 @@ where
             }
             tokio::time::sleep(DISCOVERY_TTL_MISSING).await;
         }
-        let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
-        let mut stream = std::pin::pin!(
-            watcher(Api::<PartialObjectMeta<K>>::all(client), wc)
-                .default_backoff()
-                .reflect(writer)
-                .touched_objects()
-        );
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(obj) => {
-                    if tx.unbounded_send(obj).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => warn!(kind = %kind, error = %e, "watch failed; retrying"),
-            }
-        }
+        forward_children(Api::<PartialObjectMeta<K>>::all(client), writer, tx).await;
     });
     (reader, rx)
+}
+
+/// Watch the children of one kind (by infergate's label, metadata only)
+/// into `writer`, and forward every touched object (deletions included) to
+/// the controller as an owner trigger, until the controller is gone.
+async fn forward_children<K>(
+    api: Api<PartialObjectMeta<K>>,
+    writer: reflector::store::Writer<PartialObjectMeta<K>>,
+    tx: mpsc::UnboundedSender<PartialObjectMeta<K>>,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let kind = K::kind(&()).into_owned();
+    let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
+    let mut stream = std::pin::pin!(
+        watcher(api, wc)
+            .default_backoff()
+            .reflect(writer)
+            .touched_objects()
+    );
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(obj) => {
+                if tx.unbounded_send(obj).is_err() {
+                    return;
+                }
+            }
+            Err(e) => warn!(kind = %kind, error = %e, "child watch failed; retrying"),
+        }
+    }
 }
 
 /// The services to reconcile, from the shared watch's events: a change of
