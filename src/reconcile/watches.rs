@@ -25,15 +25,18 @@ use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::state::ServiceEvent;
 
+/// A child kind's cache and the stream of its touched objects.
+pub(super) type ChildWatch<K> = (
+    Store<PartialObjectMeta<K>>,
+    mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
+);
+
 /// Drive a metadata reflector for a child kind; forward every touched object
 /// (including deletions) to the controller as an owner trigger.
 pub(super) fn child_reflector<K>(
     tasks: &mut JoinSet<()>,
     api: Api<PartialObjectMeta<K>>,
-) -> (
-    Store<PartialObjectMeta<K>>,
-    mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
-)
+) -> ChildWatch<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -48,10 +51,7 @@ pub(super) fn optional_reflector<K>(
     tasks: &mut JoinSet<()>,
     client: Client,
     discovery: Arc<ApiDiscovery>,
-) -> (
-    Store<PartialObjectMeta<K>>,
-    mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
-)
+) -> ChildWatch<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
