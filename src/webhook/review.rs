@@ -378,10 +378,10 @@ struct ResponseOut<'a> {
 /// `bytes` as a JSON string of their base64 (which never needs escaping,
 /// so it is written into the answer as it is, not scanned again).
 fn base64_string(bytes: &[u8]) -> Result<Box<RawValue>, serde_json::Error> {
-    use base64::Engine as _;
-    let mut json = String::with_capacity(bytes.len().div_ceil(3) * 4 + 2);
+    let b64 = base64_simd::STANDARD;
+    let mut json = String::with_capacity(b64.encoded_length(bytes.len()) + 2);
     json.push('"');
-    base64::engine::general_purpose::STANDARD.encode_string(bytes, &mut json);
+    json.push_str(b64.encode_to_string(bytes).as_str());
     json.push('"');
     RawValue::from_string(json)
 }
