@@ -370,17 +370,13 @@ fn recorded_cases() -> Vec<(&'static str, &'static str, bool, Vec<u8>)> {
             old,
         )
     };
-    let full_spec = json!({
-        "model": {"ref": "llama3-8b-instruct-q4", "image": "registry.example.com/models/llama3:8b-q4"},
-        "replicas": 2,
-        "autoscaling": {"minReplicas": 2, "maxReplicas": 8},
-        "resources": {"cpu": "4", "memory": "16Gi", "gpuMemory": "24Gi"},
-        "accelerator": {"type": "nvidia"},
-        "parallelism": {"tensor": 2},
-        "canary": {"model": {"ref": "llama3-8b-instruct-q5"}, "weight": 10},
-        "engine": {"args": ["--max-model-len=8192", "--served-name=\"chat\"\t\u{e9}\u{1}"],
-                   "env": [{"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]}
-    });
+    // The benches' kubectl-shaped spec, with escapes and control characters
+    // in an engine argument.
+    let mut full_spec = reviews::service_object(0, false)["spec"].clone();
+    full_spec["engine"]["args"] = json!([
+        "--max-model-len=8192",
+        "--served-name=\"chat\"\t\u{e9}\u{1}"
+    ]);
     let kubectl = kubectl_shaped(set(minimal.clone(), "/request/object/spec", full_spec));
     let defaulted = json!({
         "model": {"ref": "m"},
