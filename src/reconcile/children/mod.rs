@@ -767,20 +767,9 @@ mod tests {
         assert_eq!(port.container_port, 8000);
         assert_eq!(port.name.as_deref(), Some("http"));
         assert_eq!(
-            c.args.as_ref().unwrap(),
-            &[
-                "--model",
-                "llama3-8b-q4",
-                "--served-model-name",
-                "llama3-8b-q4",
-                "--port",
-                "8000",
-                "--tensor-parallel-size",
-                "2",
-                "--pipeline-parallel-size",
-                "3",
-                "--max-model-len=8192",
-            ]
+            c.args.as_ref().unwrap().join(" "),
+            "--model llama3-8b-q4 --served-model-name llama3-8b-q4 --port 8000 \
+             --tensor-parallel-size 2 --pipeline-parallel-size 3 --max-model-len=8192"
         );
         let env = c.env.as_ref().unwrap();
         assert_eq!(env[0].name, "HF_HOME");
