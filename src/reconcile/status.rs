@@ -38,6 +38,7 @@ impl Rollout {
     /// Read a Deployment as returned by the apiserver.
     #[must_use]
     pub fn of(d: &Deployment) -> Self {
+        // A Deployment without replicas runs one (Kubernetes' own default).
         let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
         let st = d.status.clone().unwrap_or_default();
         let observed = match (st.observed_generation, d.metadata.generation) {

@@ -199,7 +199,11 @@ pub fn worker_scale(svc: &InferenceService) -> (i32, i32, i32, bool) {
     match svc.spec.autoscaling.as_ref() {
         Some(a) => (a.min_replicas, a.min_replicas, a.max_replicas, true),
         None => {
-            let r = svc.spec.replicas.unwrap_or(1).max(0);
+            let r = svc
+                .spec
+                .replicas
+                .unwrap_or(engine::builtin::DEFAULT_REPLICAS)
+                .max(0);
             (r, r, r, false)
         }
     }
