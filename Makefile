@@ -20,6 +20,7 @@ test: control-plane lint
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps --lib
 
 crds:
 	$(CARGO) run --locked -q -- crds > crds/infergate.dev.yaml

@@ -91,7 +91,8 @@ impl Drop for Workers {
 /// accepting, let in-flight requests finish (up to `drain`), and return.
 /// HTTP/1.1 and HTTP/2 (ALPN), TCP_NODELAY on every accepted socket, a
 /// header-read timeout and a handshake timeout. Connections are served by
-/// `workers` threads (see [`Workers`]); the accept loop runs on the
+/// `workers` threads (one single-threaded runtime each, a connection kept
+/// on one from handshake to close); the accept loop runs on the
 /// caller's runtime.
 pub async fn serve_tls(
     listener: TcpListener,

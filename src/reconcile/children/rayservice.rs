@@ -4,8 +4,8 @@
 //! Written here rather than taken from a KubeRay crate: only the fields
 //! infergate writes or reads are modelled. Pod templates and the status
 //! keep unknown fields (`x-kubernetes-preserve-unknown-fields`), so the
-//! minimal CRD generated from these types
-//! ([`TEST_CRD_PATH`]) accepts what KubeRay itself writes.
+//! minimal CRD generated from these types (test data under
+//! `tests/fixtures/graph/`) accepts what KubeRay itself writes.
 
 use std::collections::BTreeMap;
 
