@@ -1,6 +1,6 @@
-//! The reconcile flows: one prelude (default, validate, route path) shared
-//! by the `Deployment` and `RayService` backends, then each backend's
-//! children, status and requeue.
+//! The reconcile flows: one prelude (default and validate, an invalid
+//! spec reported in status) shared by the `Deployment` and `RayService`
+//! backends, then each backend's children, status and requeue.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +15,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::Error;
 use super::children::httproute::HTTPRoute;
+use super::children::rayservice;
 use super::children::{self as builders, Desired, Track};
 use super::controller::{Ctx, GRAPH_RETRY, OPTIONAL_API_RECHECK, RESYNC};
 use super::graph as resolve;
@@ -22,7 +23,6 @@ use super::status::{Observation, Outcome, PolicyResult, Rollout, Routing};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::fetch::{FetchOptions, GraphFetcher};
-use crate::reconcile::children::rayservice::{self};
 use crate::state::context::Watched;
 use crate::state::with_context;
 

@@ -1,0 +1,235 @@
+//! The engine Deployment of a track: arguments, resources, probes, pod template.
+
+use super::*;
+
+/// Generated engine arguments followed by `spec.engine.args`.
+#[must_use]
+pub fn engine_args(svc: &InferenceService, track: Track) -> Vec<String> {
+    let (model_ref, model_image) = match (track, svc.spec.canary.as_ref()) {
+        (Track::Canary, Some(c)) => (c.model.r#ref.clone(), c.model.image.is_some()),
+        _ => (svc.spec.model.r#ref.clone(), svc.spec.model.image.is_some()),
+    };
+    let model = if model_image {
+        MODEL_MOUNT_PATH.to_owned()
+    } else {
+        model_ref.clone()
+    };
+    let mut args = vec![
+        "--model".to_owned(),
+        model,
+        "--served-model-name".to_owned(),
+        model_ref,
+        "--port".to_owned(),
+        engine_port(svc).to_string(),
+    ];
+    let p = svc.spec.parallelism.as_ref();
+    let tensor = p.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM);
+    let pipeline = p.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM);
+    if tensor > 1 {
+        args.push("--tensor-parallel-size".to_owned());
+        args.push(tensor.to_string());
+    }
+    if pipeline > 1 {
+        args.push("--pipeline-parallel-size".to_owned());
+        args.push(pipeline.to_string());
+    }
+    if let Some(engine) = svc.spec.engine.as_ref() {
+        args.extend(engine.args.iter().cloned());
+    }
+    args
+}
+
+/// Requests and limits: cpu, memory, and the accelerator's resource = tensor x pipeline.
+#[must_use]
+pub fn resources(svc: &InferenceService) -> Option<ResourceRequirements> {
+    let mut amounts = BTreeMap::new();
+    if let Some(r) = svc.spec.resources.as_ref() {
+        if let Some(cpu) = r.cpu.as_ref() {
+            amounts.insert("cpu".to_owned(), cpu.clone());
+        }
+        if let Some(memory) = r.memory.as_ref() {
+            amounts.insert("memory".to_owned(), memory.clone());
+        }
+    }
+    let accelerator = svc
+        .spec
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.r#type)
+        .unwrap_or(AcceleratorType::None);
+    let gpus = engine::gpus_per_replica(svc);
+    if let Some(resource) = accelerator.resource_name()
+        && gpus > 0
+    {
+        amounts.insert(resource.to_owned(), Quantity(gpus.to_string()));
+    }
+    if amounts.is_empty() {
+        return None;
+    }
+    Some(ResourceRequirements {
+        requests: Some(amounts.clone()),
+        limits: Some(amounts),
+        ..ResourceRequirements::default()
+    })
+}
+
+/// Whole seconds for a probe field, rounded up, at least 1.
+fn probe_seconds(field: &'static str, value: &str) -> Result<i32, BuildError> {
+    let d = engine::parse_go_duration(value)
+        .map_err(|message| BuildError::Duration { field, message })?;
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    Ok(i32::try_from(secs.max(1)).unwrap_or(i32::MAX))
+}
+
+/// Liveness, readiness and startup probes from `spec.healthCheck`.
+pub fn probes(svc: &InferenceService) -> Result<(Probe, Probe, Probe), BuildError> {
+    let hc = svc.spec.health_check.clone().unwrap_or_default();
+    let path = hc.path.unwrap_or_else(|| DEFAULT_HEALTH_PATH.to_owned());
+    let period = probe_seconds(
+        "spec.healthCheck.interval",
+        hc.interval.as_deref().unwrap_or(DEFAULT_HEALTH_INTERVAL),
+    )?;
+    let timeout = probe_seconds(
+        "spec.healthCheck.timeout",
+        hc.timeout.as_deref().unwrap_or(DEFAULT_HEALTH_TIMEOUT),
+    )?;
+    let probe = Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path),
+            port: IntOrString::String(PORT_NAME.to_owned()),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(timeout),
+        ..Probe::default()
+    };
+    // Engines load weights for minutes: liveness applies only once the
+    // startup probe has succeeded.
+    let startup = Probe {
+        failure_threshold: Some((STARTUP_GRACE_SECONDS / period).max(1)),
+        ..probe.clone()
+    };
+    Ok((probe.clone(), probe, startup))
+}
+
+/// Deployment `S` or `S-canary`. An autoscaled primary leaves `replicas` to the HPA.
+pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, BuildError> {
+    let engine_image = svc
+        .spec
+        .engine
+        .as_ref()
+        .and_then(|e| e.image.clone())
+        .filter(|i| !i.is_empty());
+    let (image, model_image, replicas) = match track {
+        Track::Primary => (
+            engine_image.ok_or(BuildError::MissingEngineImage)?,
+            svc.spec.model.image.clone(),
+            if svc.spec.autoscaling.is_some() {
+                None
+            } else {
+                Some(svc.spec.replicas.unwrap_or(DEFAULT_REPLICAS))
+            },
+        ),
+        Track::Canary => {
+            let canary = svc.spec.canary.as_ref().ok_or(BuildError::NoCanary)?;
+            (
+                canary
+                    .engine_image
+                    .clone()
+                    .filter(|i| !i.is_empty())
+                    .or(engine_image)
+                    .ok_or(BuildError::MissingEngineImage)?,
+                canary.model.image.clone(),
+                Some(engine::canary_replicas(svc)),
+            )
+        }
+    };
+    let (liveness, readiness, startup) = probes(svc)?;
+    let env: Vec<EnvVar> = svc
+        .spec
+        .engine
+        .as_ref()
+        .map(|e| {
+            e.env
+                .iter()
+                .map(|v| EnvVar {
+                    name: v.name.clone(),
+                    value: v.value.clone(),
+                    value_from: None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut pod_labels = labels(svc, track);
+    if let Some(gm) = svc
+        .spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.gpu_memory.as_ref())
+    {
+        let value = sanitize_label_value(&gm.0);
+        if !value.is_empty() {
+            pod_labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
+        }
+    }
+    let (volumes, mounts) = match model_image {
+        Some(reference) => (
+            Some(vec![Volume {
+                name: MODEL_VOLUME.to_owned(),
+                image: Some(ImageVolumeSource {
+                    reference: Some(reference),
+                    pull_policy: None,
+                }),
+                ..Volume::default()
+            }]),
+            Some(vec![VolumeMount {
+                name: MODEL_VOLUME.to_owned(),
+                mount_path: MODEL_MOUNT_PATH.to_owned(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]),
+        ),
+        None => (None, None),
+    };
+    let container = Container {
+        name: CONTAINER_NAME.to_owned(),
+        image: Some(image),
+        args: Some(engine_args(svc, track)),
+        env: if env.is_empty() { None } else { Some(env) },
+        ports: Some(vec![ContainerPort {
+            name: Some(PORT_NAME.to_owned()),
+            container_port: engine_port(svc),
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        }]),
+        resources: resources(svc),
+        liveness_probe: Some(liveness),
+        readiness_probe: Some(readiness),
+        startup_probe: Some(startup),
+        volume_mounts: mounts,
+        ..Container::default()
+    };
+    Ok(Deployment {
+        metadata: child_meta(svc, child_name(svc, track), track)?,
+        spec: Some(DeploymentSpec {
+            replicas,
+            selector: LabelSelector {
+                match_labels: Some(selector_labels(svc, track)),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    volumes,
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    })
+}

@@ -1,0 +1,39 @@
+//! The HorizontalPodAutoscaler of the primary track.
+
+use super::*;
+
+/// HorizontalPodAutoscaler `S` (autoscaling/v2) on the primary Deployment.
+pub fn hpa(svc: &InferenceService) -> Result<Option<HorizontalPodAutoscaler>, BuildError> {
+    let Some(a) = svc.spec.autoscaling.as_ref() else {
+        return Ok(None);
+    };
+    Ok(Some(HorizontalPodAutoscaler {
+        metadata: child_meta(svc, engine::primary_name(svc), Track::Primary)?,
+        spec: HorizontalPodAutoscalerSpec {
+            scale_target_ref: CrossVersionObjectReference {
+                api_version: Some(Deployment::api_version(&()).into_owned()),
+                kind: Deployment::kind(&()).into_owned(),
+                name: engine::primary_name(svc),
+            },
+            min_replicas: Some(a.min_replicas),
+            max_replicas: a.max_replicas,
+            metrics: Some(vec![MetricSpec {
+                type_: "Resource".to_owned(),
+                resource: Some(ResourceMetricSource {
+                    name: "cpu".to_owned(),
+                    target: MetricTarget {
+                        type_: "Utilization".to_owned(),
+                        average_utilization: Some(
+                            a.target_cpu_utilization_percent
+                                .unwrap_or(DEFAULT_TARGET_CPU),
+                        ),
+                        ..MetricTarget::default()
+                    },
+                }),
+                ..MetricSpec::default()
+            }]),
+            behavior: None,
+        },
+        status: None,
+    }))
+}

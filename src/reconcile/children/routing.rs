@@ -1,0 +1,107 @@
+//! The HTTPRoute of a service: gateway, path, timeout, weighted backends.
+
+use super::*;
+
+/// The canary weight to route now: `spec.canary.weight` once the canary has
+/// a ready replica, 0 before (and without a canary).
+#[must_use]
+pub fn routed_canary_weight(svc: &InferenceService, canary_ready_replicas: i32) -> i32 {
+    match svc.spec.canary.as_ref() {
+        Some(c) if canary_ready_replicas > 0 => c.weight.clamp(0, 100),
+        _ => 0,
+    }
+}
+
+/// The gateway the route attaches to, namespace resolved.
+#[must_use]
+pub fn gateway(svc: &InferenceService) -> Option<GatewayRef> {
+    let gw = svc.spec.routing.as_ref()?.gateway.as_ref()?;
+    Some(GatewayRef {
+        name: gw.name.clone(),
+        namespace: gw.namespace.clone().or_else(|| svc.namespace()),
+    })
+}
+
+/// The request timeout in force.
+#[must_use]
+pub fn request_timeout(svc: &InferenceService) -> String {
+    svc.spec
+        .routing
+        .as_ref()
+        .and_then(|r| r.request_timeout.clone())
+        .unwrap_or_else(|| DEFAULT_REQUEST_TIMEOUT.to_owned())
+}
+
+/// HTTPRoute `S` when a gateway is set: PathPrefix on the rendered path,
+/// URLRewrite `ReplacePrefixMatch: /`, the request timeout, and backends
+/// weighted `100 - w` / `w` where `w` is `routed_weight` (the canary backend
+/// is left out while nothing is routed to it).
+pub fn http_route(
+    svc: &InferenceService,
+    routed_weight: i32,
+) -> Result<Option<HTTPRoute>, BuildError> {
+    let Some(gw) = gateway(svc) else {
+        return Ok(None);
+    };
+    let path = engine::render_route_path(svc).map_err(|e| BuildError::Route(e.to_string()))?;
+    let port = engine_port(svc);
+    let weight = if svc.spec.canary.is_some() {
+        routed_weight.clamp(0, 100)
+    } else {
+        0
+    };
+    let mut backend_refs = vec![HTTPBackendRef {
+        group: Some(String::new()),
+        kind: Some("Service".to_owned()),
+        name: engine::primary_name(svc),
+        port: Some(port),
+        weight: Some(100 - weight),
+        ..HTTPBackendRef::default()
+    }];
+    if weight > 0 {
+        backend_refs.push(HTTPBackendRef {
+            group: Some(String::new()),
+            kind: Some("Service".to_owned()),
+            name: engine::canary_name(svc),
+            port: Some(port),
+            weight: Some(weight),
+            ..HTTPBackendRef::default()
+        });
+    }
+    let mut route = HTTPRoute::new(
+        &engine::primary_name(svc),
+        HTTPRouteSpec {
+            parent_refs: vec![ParentReference {
+                group: Some(GATEWAY_GROUP.to_owned()),
+                kind: Some("Gateway".to_owned()),
+                namespace: gw.namespace,
+                name: gw.name,
+                section_name: None,
+            }],
+            rules: vec![HTTPRouteRule {
+                matches: vec![HTTPRouteMatch {
+                    path: Some(HTTPPathMatch {
+                        r#type: Some("PathPrefix".to_owned()),
+                        value: Some(path),
+                    }),
+                }],
+                filters: vec![HTTPRouteFilter {
+                    r#type: "URLRewrite".to_owned(),
+                    url_rewrite: Some(HTTPURLRewriteFilter {
+                        path: Some(HTTPPathModifier {
+                            r#type: "ReplacePrefixMatch".to_owned(),
+                            replace_prefix_match: Some("/".to_owned()),
+                        }),
+                    }),
+                }],
+                backend_refs,
+                timeouts: Some(HTTPRouteTimeouts {
+                    request: Some(request_timeout(svc)),
+                    backend_request: None,
+                }),
+            }],
+        },
+    );
+    route.metadata = child_meta(svc, engine::primary_name(svc), Track::Primary)?;
+    Ok(Some(route))
+}

@@ -1,0 +1,470 @@
+//! The builders of the `Deployment` backend on one defaulted service.
+
+use super::*;
+use crate::api::v1beta1::{
+    AcceleratorSpec, AutoscalingSpec, CanarySpec, EngineSpec, EnvVar as SpecEnvVar,
+    HealthCheckSpec, InferenceServiceSpec, ModelSpec, ParallelismSpec, ResourcesSpec, RoutingSpec,
+};
+
+/// A service as the mutating webhook stores it.
+fn svc() -> InferenceService {
+    let mut s = InferenceService::new(
+        "chat",
+        InferenceServiceSpec {
+            model: ModelSpec {
+                r#ref: "llama3-8b-q4".into(),
+                image: None,
+            },
+            engine: Some(EngineSpec {
+                image: Some("registry.example.com/vllm:0.9".into()),
+                port: Some(8000),
+                args: vec!["--max-model-len=8192".into()],
+                env: vec![SpecEnvVar {
+                    name: "HF_HOME".into(),
+                    value: Some("/cache".into()),
+                }],
+            }),
+            replicas: Some(2),
+            resources: Some(ResourcesSpec {
+                cpu: Some(Quantity("4".into())),
+                memory: Some(Quantity("16Gi".into())),
+                gpu_memory: Some(Quantity("24Gi".into())),
+            }),
+            accelerator: Some(AcceleratorSpec {
+                r#type: Some(AcceleratorType::Nvidia),
+            }),
+            parallelism: Some(ParallelismSpec {
+                tensor: Some(2),
+                pipeline: Some(3),
+            }),
+            health_check: Some(HealthCheckSpec {
+                path: Some("/health".into()),
+                interval: Some("15s".into()),
+                timeout: Some("1500ms".into()),
+            }),
+            routing: Some(RoutingSpec {
+                path_template: Some("/{.metadata.namespace}/{.metadata.name}".into()),
+                request_timeout: Some("90s".into()),
+                gateway: Some(GatewayRef {
+                    name: "inference-gw".into(),
+                    namespace: Some("gateways".into()),
+                }),
+            }),
+            ..InferenceServiceSpec::default()
+        },
+    );
+    s.metadata.namespace = Some("team-a".into());
+    s.metadata.uid = Some("8f0a-uid".into());
+    s
+}
+
+fn with_canary(mut s: InferenceService, weight: i32, replicas: Option<i32>) -> InferenceService {
+    s.spec.canary = Some(CanarySpec {
+        model: ModelSpec {
+            r#ref: "llama3-8b-q5".into(),
+            image: None,
+        },
+        engine_image: None,
+        weight,
+        replicas,
+    });
+    s
+}
+
+fn engine_container(d: &Deployment) -> &Container {
+    &d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+}
+
+#[test]
+fn every_child_carries_the_labels_and_a_controller_owner_reference() {
+    let s = with_canary(
+        InferenceService {
+            spec: InferenceServiceSpec {
+                autoscaling: Some(AutoscalingSpec {
+                    min_replicas: 1,
+                    max_replicas: 4,
+                    target_cpu_utilization_percent: None,
+                }),
+                ..svc().spec
+            },
+            ..svc()
+        },
+        10,
+        None,
+    );
+    let d = desired(&s).unwrap();
+    let route = http_route(&s, 10).unwrap().unwrap();
+    let (cd, cs) = d.canary.clone().unwrap();
+    let metas = [
+        (&d.primary.metadata, "primary", "chat"),
+        (&d.primary_service.metadata, "primary", "chat"),
+        (&cd.metadata, "canary", "chat-canary"),
+        (&cs.metadata, "canary", "chat-canary"),
+        (&d.hpa.as_ref().unwrap().metadata, "primary", "chat"),
+        (&route.metadata, "primary", "chat"),
+    ];
+    for (meta, track, name) in metas {
+        assert_eq!(meta.name.as_deref(), Some(name));
+        assert_eq!(meta.namespace.as_deref(), Some("team-a"));
+        let l = meta.labels.as_ref().unwrap();
+        assert_eq!(l[LABEL_NAME], "chat");
+        assert_eq!(l[LABEL_MANAGED_BY], "infergate");
+        assert_eq!(l[LABEL_SERVICE], "chat");
+        assert_eq!(l[LABEL_TRACK], track);
+        let owners = meta.owner_references.as_ref().unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].kind, "InferenceService");
+        assert_eq!(owners[0].api_version, "infergate.dev/v1beta1");
+        assert_eq!(owners[0].name, "chat");
+        assert_eq!(owners[0].uid, "8f0a-uid");
+        assert_eq!(owners[0].controller, Some(true));
+        assert_eq!(owners[0].block_owner_deletion, Some(true));
+    }
+}
+
+#[test]
+fn no_uid_means_no_children() {
+    let mut s = svc();
+    s.metadata.uid = None;
+    assert_eq!(desired(&s).unwrap_err(), BuildError::NoOwner);
+}
+
+#[test]
+fn engine_container_has_image_port_args_env() {
+    let d = deployment(&svc(), Track::Primary).unwrap();
+    let c = engine_container(&d);
+    assert_eq!(c.name, "engine");
+    assert_eq!(c.image.as_deref(), Some("registry.example.com/vllm:0.9"));
+    let port = &c.ports.as_ref().unwrap()[0];
+    assert_eq!(port.container_port, 8000);
+    assert_eq!(port.name.as_deref(), Some("http"));
+    assert_eq!(
+        c.args.as_ref().unwrap().join(" "),
+        "--model llama3-8b-q4 --served-model-name llama3-8b-q4 --port 8000 \
+         --tensor-parallel-size 2 --pipeline-parallel-size 3 --max-model-len=8192"
+    );
+    let env = c.env.as_ref().unwrap();
+    assert_eq!(env[0].name, "HF_HOME");
+    assert_eq!(env[0].value.as_deref(), Some("/cache"));
+}
+
+#[test]
+fn parallel_sizes_only_when_above_one() {
+    let mut s = svc();
+    s.spec.parallelism = Some(ParallelismSpec {
+        tensor: Some(1),
+        pipeline: Some(4),
+    });
+    s.spec.engine.as_mut().unwrap().args.clear();
+    s.spec.engine.as_mut().unwrap().port = Some(9000);
+    let args = engine_args(&s, Track::Primary);
+    assert!(!args.contains(&"--tensor-parallel-size".to_owned()));
+    assert_eq!(
+        &args[4..],
+        &["--port", "9000", "--pipeline-parallel-size", "4"]
+    );
+    s.spec.parallelism = None;
+    assert_eq!(engine_args(&s, Track::Primary).len(), 6);
+}
+
+#[test]
+fn model_image_is_mounted_as_an_image_volume() {
+    let mut s = svc();
+    s.spec.model.image = Some("registry.example.com/models/llama3:8b".into());
+    let d = deployment(&s, Track::Primary).unwrap();
+    let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    let vol = &pod.volumes.as_ref().unwrap()[0];
+    assert_eq!(
+        vol.image.as_ref().unwrap().reference.as_deref(),
+        Some("registry.example.com/models/llama3:8b")
+    );
+    let c = &pod.containers[0];
+    assert_eq!(c.volume_mounts.as_ref().unwrap()[0].mount_path, "/model");
+    assert_eq!(
+        &c.args.as_ref().unwrap()[..4],
+        &["--model", "/model", "--served-model-name", "llama3-8b-q4"]
+    );
+    // Without a model image there is no volume.
+    let d = deployment(&svc(), Track::Primary).unwrap();
+    assert!(d.spec.unwrap().template.spec.unwrap().volumes.is_none());
+}
+
+#[test]
+fn resources_requests_equal_limits_with_gpus_tensor_times_pipeline() {
+    let d = deployment(&svc(), Track::Primary).unwrap();
+    let r = engine_container(&d).resources.clone().unwrap();
+    let req = r.requests.unwrap();
+    assert_eq!(req["cpu"], Quantity("4".into()));
+    assert_eq!(req["memory"], Quantity("16Gi".into()));
+    assert_eq!(req["nvidia.com/gpu"], Quantity("6".into()));
+    assert_eq!(Some(req), r.limits);
+}
+
+#[test]
+fn gpu_resource_name_follows_the_accelerator() {
+    for (accel, name) in [
+        (AcceleratorType::Amd, Some("amd.com/gpu")),
+        (AcceleratorType::IntelGaudi, Some("habana.ai/gaudi")),
+        (AcceleratorType::GoogleTpu, Some("google.com/tpu")),
+        (AcceleratorType::None, None),
+    ] {
+        let mut s = svc();
+        s.spec.accelerator = Some(AcceleratorSpec {
+            r#type: Some(accel),
+        });
+        let limits = resources(&s).unwrap().limits.unwrap();
+        let gpu_keys: Vec<_> = limits
+            .keys()
+            .filter(|k| *k != "cpu" && *k != "memory")
+            .cloned()
+            .collect();
+        match name {
+            Some(n) => assert_eq!(gpu_keys, vec![n.to_owned()], "{accel}"),
+            None => assert!(gpu_keys.is_empty(), "{accel}"),
+        }
+    }
+    let mut s = svc();
+    s.spec.resources = None;
+    s.spec.accelerator = None;
+    assert!(resources(&s).is_none());
+}
+
+#[test]
+fn gpu_memory_becomes_a_sanitised_pod_label() {
+    let mut s = svc();
+    s.spec.resources.as_mut().unwrap().gpu_memory = Some(Quantity("1.5Gi".into()));
+    let d = deployment(&s, Track::Primary).unwrap();
+    let l = d.spec.unwrap().template.metadata.unwrap().labels.unwrap();
+    assert_eq!(l[LABEL_GPU_MEMORY], "1.5Gi");
+    assert_eq!(l[LABEL_TRACK], "primary");
+    assert_eq!(sanitize_label_value("+24Gi "), "24Gi");
+    assert_eq!(sanitize_label_value(&"9".repeat(80)).len(), 63);
+}
+
+#[test]
+fn probes_come_from_health_check() {
+    let d = deployment(&svc(), Track::Primary).unwrap();
+    let c = engine_container(&d);
+    for p in [c.liveness_probe.as_ref(), c.readiness_probe.as_ref()] {
+        let p = p.unwrap();
+        let get = p.http_get.as_ref().unwrap();
+        assert_eq!(get.path.as_deref(), Some("/health"));
+        assert_eq!(get.port, IntOrString::String("http".into()));
+        assert_eq!(p.period_seconds, Some(15));
+        // 1500ms rounds up to whole seconds.
+        assert_eq!(p.timeout_seconds, Some(2));
+    }
+    let startup = c.startup_probe.as_ref().unwrap();
+    assert_eq!(startup.failure_threshold, Some(STARTUP_GRACE_SECONDS / 15));
+}
+
+#[test]
+fn bad_health_check_duration_is_an_error_not_a_panic() {
+    let mut s = svc();
+    s.spec.health_check.as_mut().unwrap().interval = Some("soon".into());
+    assert!(matches!(
+        deployment(&s, Track::Primary),
+        Err(BuildError::Duration {
+            field: "spec.healthCheck.interval",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn replicas_are_set_unless_autoscaled() {
+    let mut s = svc();
+    let d = deployment(&s, Track::Primary).unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(2));
+    s.spec.replicas = Some(0);
+    let d = deployment(&s, Track::Primary).unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(0), "0 is honoured");
+    s.spec.autoscaling = Some(AutoscalingSpec {
+        min_replicas: 2,
+        max_replicas: 5,
+        target_cpu_utilization_percent: Some(70),
+    });
+    let d = deployment(&s, Track::Primary).unwrap();
+    assert_eq!(d.spec.unwrap().replicas, None);
+    let json = serde_json::to_value(deployment(&s, Track::Primary).unwrap()).unwrap();
+    assert!(json["spec"].get("replicas").is_none());
+}
+
+#[test]
+fn hpa_targets_the_primary_with_bounds_and_cpu_target() {
+    let mut s = svc();
+    assert!(hpa(&s).unwrap().is_none());
+    s.spec.autoscaling = Some(AutoscalingSpec {
+        min_replicas: 2,
+        max_replicas: 5,
+        target_cpu_utilization_percent: Some(70),
+    });
+    let h = hpa(&s).unwrap().unwrap();
+    let spec = h.spec;
+    assert_eq!(spec.scale_target_ref.kind, "Deployment");
+    assert_eq!(
+        spec.scale_target_ref.api_version.as_deref(),
+        Some("apps/v1")
+    );
+    assert_eq!(spec.scale_target_ref.name, "chat");
+    assert_eq!(spec.min_replicas, Some(2));
+    assert_eq!(spec.max_replicas, 5);
+    let m = &spec.metrics.unwrap()[0];
+    assert_eq!(m.type_, "Resource");
+    let r = m.resource.as_ref().unwrap();
+    assert_eq!(r.name, "cpu");
+    assert_eq!(r.target.type_, "Utilization");
+    assert_eq!(r.target.average_utilization, Some(70));
+    // The canary keeps explicit replicas even when the primary is autoscaled.
+    let s = with_canary(s, 20, None);
+    let d = deployment(&s, Track::Canary).unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(1));
+}
+
+#[test]
+fn canary_uses_its_model_image_and_replica_rule() {
+    let mut s = with_canary(svc(), 30, None);
+    s.spec.replicas = Some(5);
+    let d = deployment(&s, Track::Canary).unwrap();
+    let spec = d.spec.as_ref().unwrap();
+    // ceil(5 * 30 / 100) = 2
+    assert_eq!(spec.replicas, Some(2));
+    assert_eq!(
+        spec.selector.match_labels.as_ref().unwrap()[LABEL_TRACK],
+        "canary"
+    );
+    let c = engine_container(&d);
+    assert_eq!(c.image.as_deref(), Some("registry.example.com/vllm:0.9"));
+    assert_eq!(
+        &c.args.as_ref().unwrap()[..4],
+        &[
+            "--model",
+            "llama3-8b-q5",
+            "--served-model-name",
+            "llama3-8b-q5"
+        ]
+    );
+    s.spec.canary.as_mut().unwrap().engine_image = Some("registry.example.com/vllm:1.0".into());
+    s.spec.canary.as_mut().unwrap().replicas = Some(3);
+    let d = deployment(&s, Track::Canary).unwrap();
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(
+        engine_container(&d).image.as_deref(),
+        Some("registry.example.com/vllm:1.0")
+    );
+    assert_eq!(
+        deployment(&svc(), Track::Canary).unwrap_err(),
+        BuildError::NoCanary
+    );
+}
+
+#[test]
+fn missing_engine_image_is_an_error() {
+    let mut s = svc();
+    s.spec.engine.as_mut().unwrap().image = None;
+    assert_eq!(
+        deployment(&s, Track::Primary).unwrap_err(),
+        BuildError::MissingEngineImage
+    );
+}
+
+#[test]
+fn services_select_their_track_on_the_engine_port() {
+    let s = with_canary(svc(), 10, None);
+    for track in [Track::Primary, Track::Canary] {
+        let svc_obj = service(&s, track).unwrap();
+        let spec = svc_obj.spec.unwrap();
+        assert_eq!(spec.selector.unwrap(), selector_labels(&s, track));
+        let p = &spec.ports.unwrap()[0];
+        assert_eq!(p.port, 8000);
+        assert_eq!(p.target_port, Some(IntOrString::String("http".into())));
+        // The Deployment's pods carry the Service's selector.
+        let d = deployment(&s, track).unwrap();
+        let pod_labels = d.spec.unwrap().template.metadata.unwrap().labels.unwrap();
+        for (k, v) in selector_labels(&s, track) {
+            assert_eq!(pod_labels[&k], v);
+        }
+    }
+}
+
+#[test]
+fn route_has_prefix_rewrite_timeout_parent_and_weights() {
+    let s = with_canary(svc(), 10, None);
+    let r = http_route(&s, 10).unwrap().unwrap();
+    assert_eq!(r.metadata.name.as_deref(), Some("chat"));
+    let p = &r.spec.parent_refs[0];
+    assert_eq!(p.name, "inference-gw");
+    assert_eq!(p.namespace.as_deref(), Some("gateways"));
+    assert_eq!(p.kind.as_deref(), Some("Gateway"));
+    assert_eq!(p.group.as_deref(), Some(GATEWAY_GROUP));
+    let rule = &r.spec.rules[0];
+    let m = rule.matches[0].path.as_ref().unwrap();
+    assert_eq!(m.r#type.as_deref(), Some("PathPrefix"));
+    assert_eq!(m.value.as_deref(), Some("/team-a/chat"));
+    let rw = rule.filters[0]
+        .url_rewrite
+        .as_ref()
+        .unwrap()
+        .path
+        .as_ref()
+        .unwrap();
+    assert_eq!(rule.filters[0].r#type, "URLRewrite");
+    assert_eq!(rw.r#type, "ReplacePrefixMatch");
+    assert_eq!(rw.replace_prefix_match.as_deref(), Some("/"));
+    assert_eq!(
+        rule.timeouts.as_ref().unwrap().request.as_deref(),
+        Some("90s")
+    );
+    let backends: Vec<_> = rule
+        .backend_refs
+        .iter()
+        .map(|b| (b.name.as_str(), b.weight, b.port))
+        .collect();
+    assert_eq!(
+        backends,
+        vec![
+            ("chat", Some(90), Some(8000)),
+            ("chat-canary", Some(10), Some(8000))
+        ]
+    );
+    // Nothing routed to the canary yet: primary only, full weight.
+    let r = http_route(&s, 0).unwrap().unwrap();
+    let backends: Vec<_> = r.spec.rules[0]
+        .backend_refs
+        .iter()
+        .map(|b| (b.name.as_str(), b.weight))
+        .collect();
+    assert_eq!(backends, vec![("chat", Some(100))]);
+}
+
+#[test]
+fn route_gateway_namespace_defaults_to_the_service_namespace() {
+    let mut s = svc();
+    s.spec
+        .routing
+        .as_mut()
+        .unwrap()
+        .gateway
+        .as_mut()
+        .unwrap()
+        .namespace = None;
+    let r = http_route(&s, 0).unwrap().unwrap();
+    assert_eq!(r.spec.parent_refs[0].namespace.as_deref(), Some("team-a"));
+    s.spec.routing.as_mut().unwrap().gateway = None;
+    assert!(http_route(&s, 0).unwrap().is_none());
+}
+
+#[test]
+fn canary_weight_is_routed_only_once_a_canary_replica_is_ready() {
+    let s = with_canary(svc(), 25, None);
+    assert_eq!(routed_canary_weight(&s, 0), 0);
+    assert_eq!(routed_canary_weight(&s, 1), 25);
+    assert_eq!(routed_canary_weight(&svc(), 3), 0);
+}

@@ -1,0 +1,306 @@
+//! Status and conditions from observations, and the events they call for.
+
+use super::*;
+
+fn ts(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> Observation {
+    Observation {
+        generation: Some(3),
+        outcome: Outcome::Applied {
+            primary: Rollout {
+                desired: 2,
+                ready: primary_ready,
+                updated: 2,
+                observed: true,
+            },
+            canary: canary_ready.map(|r| Rollout {
+                desired: 1,
+                ready: r,
+                updated: 1,
+                observed: true,
+            }),
+            routed_weight: canary_ready.map(|r| if r > 0 { 10 } else { 0 }),
+            routing,
+        },
+        policy: PolicyResult::Compliant,
+        route_path: Some("/team-a/chat".into()),
+        request_timeout: Some("5m".into()),
+    }
+}
+
+fn routed() -> Routing {
+    Routing::Applied {
+        gateway: "gateways/gw".into(),
+        path: "/team-a/chat".into(),
+        rejection: None,
+    }
+}
+
+fn cond<'a>(st: &'a InferenceServiceStatus, t: &str) -> &'a Condition {
+    st.conditions.iter().find(|c| c.type_ == t).unwrap()
+}
+
+#[test]
+fn fields_and_conditions_of_an_applied_service() {
+    let st = compute(None, &applied(2, Some(1), routed()), ts(0));
+    assert_eq!(st.observed_generation, Some(3));
+    assert_eq!(st.replicas, Some(2));
+    assert_eq!(st.ready_replicas, Some(2));
+    assert_eq!(
+        st.canary,
+        Some(CanaryStatus {
+            replicas: Some(1),
+            ready_replicas: Some(1),
+            weight: Some(10)
+        })
+    );
+    assert_eq!(st.route_path.as_deref(), Some("/team-a/chat"));
+    assert_eq!(st.request_timeout.as_deref(), Some("5m"));
+    let types: Vec<_> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, [READY, RECONCILED, ROUTING_READY, POLICY_COMPLIANT]);
+    for c in &st.conditions {
+        assert_eq!(c.status, "True", "{c:?}");
+        assert_eq!(c.observed_generation, Some(3));
+        assert!(!c.reason.is_empty() && !c.message.is_empty());
+    }
+}
+
+#[test]
+fn ready_needs_every_track_complete() {
+    let st = compute(None, &applied(1, None, routed()), ts(0));
+    let r = cond(&st, READY);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("False", "Progressing")
+    );
+    assert_eq!(r.message, "1/2 primary replicas ready");
+    let st = compute(None, &applied(2, Some(0), routed()), ts(0));
+    assert_eq!(cond(&st, READY).status, "False");
+    assert_eq!(
+        cond(&st, READY).message,
+        "2/2 primary replicas ready, 0/1 canary replicas ready"
+    );
+    assert_eq!(st.canary.unwrap().weight, Some(0));
+    // A rollout the deployment controller has not seen yet is not ready.
+    let mut obs = applied(2, None, routed());
+    if let Outcome::Applied { primary, .. } = &mut obs.outcome {
+        primary.observed = false;
+    }
+    assert_eq!(cond(&compute(None, &obs, ts(0)), READY).status, "False");
+}
+
+#[test]
+fn last_transition_time_moves_only_on_status_change() {
+    let st1 = compute(None, &applied(1, None, routed()), ts(0));
+    let st2 = compute(Some(&st1), &applied(1, None, routed()), ts(60));
+    assert_eq!(
+        st1, st2,
+        "an unchanged observation gives an identical status"
+    );
+    let st3 = compute(Some(&st2), &applied(2, None, routed()), ts(120));
+    assert_eq!(cond(&st3, READY).last_transition_time, Time(ts(120)));
+    assert_eq!(
+        cond(&st3, RECONCILED).last_transition_time,
+        Time(ts(0)),
+        "Reconciled stayed True"
+    );
+    // Reason and message changes alone keep the time.
+    let mut obs = applied(2, None, routed());
+    obs.policy = PolicyResult::Violation("x".into());
+    let st4 = compute(Some(&st3), &obs, ts(180));
+    obs.policy = PolicyResult::Warning("y".into());
+    let st5 = compute(Some(&st4), &obs, ts(240));
+    let p = cond(&st5, POLICY_COMPLIANT);
+    assert_eq!(p.reason, "PolicyWarning");
+    assert_eq!(p.last_transition_time, Time(ts(180)));
+}
+
+#[test]
+fn routing_conditions_say_why() {
+    let st = compute(None, &applied(2, None, Routing::NoGateway), ts(0));
+    assert_eq!(cond(&st, ROUTING_READY).reason, "NoGateway");
+    let st = compute(
+        None,
+        &applied(
+            2,
+            None,
+            Routing::GatewayApiMissing {
+                gateway: "gateways/gw".into(),
+            },
+        ),
+        ts(0),
+    );
+    let c = cond(&st, ROUTING_READY);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "GatewayAPINotInstalled")
+    );
+    assert!(c.message.contains("httproutes.gateway.networking.k8s.io"));
+    let st = compute(
+        None,
+        &applied(
+            2,
+            None,
+            Routing::Applied {
+                gateway: "gateways/gw".into(),
+                path: "/a".into(),
+                rejection: Some("NotAllowedByListeners".into()),
+            },
+        ),
+        ts(0),
+    );
+    assert_eq!(cond(&st, ROUTING_READY).reason, "RouteNotAccepted");
+    // Ready does not depend on routing.
+    assert_eq!(cond(&st, READY).status, "True");
+}
+
+#[test]
+fn invalid_spec_keeps_observed_numbers_and_flags_reconciled() {
+    let st1 = compute(None, &applied(2, Some(1), routed()), ts(0));
+    let obs = Observation {
+        generation: Some(4),
+        outcome: Outcome::Invalid("spec.replicas: Invalid value: -1".into()),
+        policy: PolicyResult::Compliant,
+        route_path: None,
+        request_timeout: None,
+    };
+    let st = compute(Some(&st1), &obs, ts(10));
+    assert_eq!(st.observed_generation, Some(4));
+    assert_eq!(st.replicas, Some(2));
+    assert_eq!(st.route_path.as_deref(), Some("/team-a/chat"));
+    let r = cond(&st, RECONCILED);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("False", "InvalidSpec")
+    );
+    assert!(r.message.contains("spec.replicas"));
+    assert_eq!(cond(&st, READY).reason, "InvalidSpec");
+    assert_eq!(cond(&st, ROUTING_READY).status, "True", "routing untouched");
+}
+
+#[test]
+fn apply_failure_leaves_ready_alone() {
+    let st1 = compute(None, &applied(2, None, routed()), ts(0));
+    let obs = Observation {
+        generation: Some(3),
+        outcome: Outcome::Failed("conflict".into()),
+        policy: PolicyResult::Compliant,
+        route_path: None,
+        request_timeout: None,
+    };
+    let st = compute(Some(&st1), &obs, ts(10));
+    assert_eq!(cond(&st, READY).status, "True");
+    assert_eq!(cond(&st, RECONCILED).reason, "ApplyFailed");
+}
+
+#[test]
+fn removing_the_canary_clears_its_status() {
+    let st1 = compute(None, &applied(2, Some(1), routed()), ts(0));
+    let st2 = compute(Some(&st1), &applied(2, None, routed()), ts(1));
+    assert!(st2.canary.is_none());
+}
+
+#[test]
+fn rollout_reads_a_deployment() {
+    let d: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "chat", "generation": 4},
+        "spec": {"replicas": 3, "selector": {}, "template": {}},
+        "status": {"observedGeneration": 4, "readyReplicas": 2, "updatedReplicas": 3}
+    }))
+    .unwrap();
+    let r = Rollout::of(&d);
+    assert_eq!(
+        r,
+        Rollout {
+            desired: 3,
+            ready: 2,
+            updated: 3,
+            observed: true
+        }
+    );
+    assert!(!r.complete());
+}
+
+fn ray(outcome: Outcome) -> Observation {
+    Observation {
+        generation: Some(4),
+        outcome,
+        policy: PolicyResult::Compliant,
+        route_path: Some("/team-a/chat".into()),
+        request_timeout: None,
+    }
+}
+
+#[test]
+fn graph_failure_keeps_ready_and_names_the_reason() {
+    let ok = ray(Outcome::RayServiceApplied {
+        observed: crate::reconcile::children::rayservice::Observed {
+            ready: true,
+            reason: "RayServiceReady".into(),
+            message: "RayService chat: running".into(),
+        },
+        nodes: 3,
+    });
+    let before = compute(None, &ok, ts(0));
+    assert_eq!(condition(Some(&before), READY).unwrap().status, "True");
+    assert_eq!(
+        condition(Some(&before), READY).unwrap().reason,
+        "RayServiceReady"
+    );
+    assert_eq!(
+        condition(Some(&before), GRAPH_READY).unwrap().status,
+        "True"
+    );
+    assert_eq!(before.route_path.as_deref(), Some("/team-a/chat"));
+
+    let failed = ray(Outcome::GraphFailed {
+        reason: "GraphUnauthorized",
+        message: "graph server answered 401".into(),
+    });
+    let after = compute(Some(&before), &failed, ts(10));
+    let graph = condition(Some(&after), GRAPH_READY).unwrap();
+    assert_eq!(
+        (graph.status.as_str(), graph.reason.as_str()),
+        ("False", "GraphUnauthorized")
+    );
+    assert_eq!(graph.message, "graph server answered 401");
+    let rec = condition(Some(&after), RECONCILED).unwrap();
+    assert_eq!(rec.reason, "GraphUnauthorized");
+    assert!(rec.message.contains("left as it is"), "{}", rec.message);
+    // The RayService still serves: Ready is what was last observed.
+    assert_eq!(
+        condition(Some(&after), READY),
+        condition(Some(&before), READY)
+    );
+}
+
+#[test]
+fn rayservice_status_maps_to_ready() {
+    for (reason, ready, want) in [
+        ("RayServicePending", false, "RayServicePending"),
+        ("RayServiceNotReady", false, "RayServiceNotReady"),
+        ("RayServiceReady", true, "RayServiceReady"),
+    ] {
+        let obs = ray(Outcome::RayServiceApplied {
+            observed: crate::reconcile::children::rayservice::Observed {
+                ready,
+                reason: reason.into(),
+                message: "m".into(),
+            },
+            nodes: 1,
+        });
+        let st = compute(None, &obs, ts(0));
+        let c = condition(Some(&st), READY).unwrap();
+        assert_eq!(c.reason, want);
+        assert_eq!(c.status, if ready { "True" } else { "False" });
+    }
+    let missing = compute(None, &ray(Outcome::RayServiceApiMissing), ts(0));
+    assert_eq!(
+        condition(Some(&missing), RECONCILED).unwrap().reason,
+        "RayServiceNotInstalled"
+    );
+    assert!(condition(Some(&missing), READY).is_none());
+}
