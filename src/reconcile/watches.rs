@@ -137,3 +137,63 @@ pub(super) fn service_triggers(
         std::future::ready(trigger)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+
+    fn svc(generation: i64, labels: serde_json::Value, phase: &str) -> Arc<InferenceService> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                "metadata": {"namespace": "team", "name": "chat", "generation": generation,
+                             "labels": labels},
+                "spec": {"model": {"ref": "m"}},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "reason": phase,
+                                            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+            }))
+            .expect("service decodes"),
+        )
+    }
+
+    #[tokio::test]
+    async fn only_spec_label_and_annotation_changes_trigger() {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let triggers = service_triggers(rx, Arc::new(std::sync::OnceLock::new()));
+        let events = [
+            svc(1, json!({}), "Progressing"),
+            // A status-only update (our own status write): no trigger.
+            svc(1, json!({}), "Available"),
+            // A new generation (spec change): a trigger.
+            svc(2, json!({}), "Available"),
+            // A label change (templates may read labels): a trigger.
+            svc(2, json!({"team": "a"}), "Available"),
+        ];
+        for e in events {
+            tx.send(ServiceEvent::Applied(e)).await.expect("send");
+        }
+        // After a deletion the same object is new again.
+        let gone = svc(2, json!({"team": "a"}), "Available");
+        tx.send(ServiceEvent::Deleted(ObjectRef::from_obj(gone.as_ref())))
+            .await
+            .expect("send");
+        tx.send(ServiceEvent::Applied(gone)).await.expect("send");
+        drop(tx);
+        let seen: Vec<(Option<i64>, usize)> = triggers
+            .map(|s| {
+                (
+                    s.metadata.generation,
+                    s.metadata.labels.as_ref().map_or(0, |l| l.len()),
+                )
+            })
+            .collect()
+            .await;
+        assert_eq!(
+            seen,
+            [(Some(1), 0), (Some(2), 0), (Some(2), 1), (Some(2), 1)]
+        );
+    }
+}
