@@ -17,10 +17,10 @@ use crate::engine::ServerDefaults;
 use crate::metrics::{CertificateKind, Metrics};
 use crate::state::ClusterState;
 use crate::telemetry::LogFormat;
-use crate::webhook::listener;
 use crate::webhook::server::{self, AppState};
 use crate::webhook::tls::selfsigned::{self, SelfSignedConfig};
 use crate::webhook::tls::{self, CertResolver};
+use crate::webhook::{limits, listener};
 
 /// How often `--tls-cert-file`/`--tls-key-file` are checked for changes.
 pub const CERT_FILE_POLL: Duration = Duration::from_secs(2);
@@ -31,6 +31,11 @@ pub const DEFAULT_PROBE_LISTEN: SocketAddr =
     SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8080);
 /// infergate's own namespace (Secret, Lease) unless told otherwise.
 pub const DEFAULT_NAMESPACE: &str = "infergate-system";
+/// Serving after SIGTERM unless told otherwise: longer than an endpoint
+/// update takes to reach the API servers (seconds) on a loaded cluster.
+pub const DEFAULT_DRAIN_PERIOD: Duration = Duration::from_secs(15);
+/// Webhook connections open at once unless told otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
 
 /// Where the serving certificate comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +78,13 @@ pub struct Options {
     pub graph_ca_file: Option<PathBuf>,
     /// Log format.
     pub log_format: LogFormat,
+    /// Serving after SIGTERM before the listener stops accepting.
+    pub drain_period: Duration,
+    /// Most webhook connections open at once.
+    pub max_connections: usize,
+    /// The memory limit that sizes the budget of request bytes in flight;
+    /// `None` reads the cgroup's.
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for Options {
@@ -87,6 +99,9 @@ impl Default for Options {
             namespace: DEFAULT_NAMESPACE.to_owned(),
             graph_ca_file: None,
             log_format: LogFormat::Text,
+            drain_period: DEFAULT_DRAIN_PERIOD,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            memory_limit: None,
         }
     }
 }
@@ -194,8 +209,10 @@ pub fn run(args: Options) -> ExitCode {
 
 /// The server, for callers that bring their own runtime, client and shutdown
 /// token (tests, benchmarks). `client` is needed when
-/// [`Options::needs_cluster`]. Returns after `shutdown` is cancelled and
-/// in-flight requests have drained.
+/// [`Options::needs_cluster`]. Once `shutdown` is cancelled, `/readyz`
+/// turns 503 and the reconciler hands over its lease at once; the webhooks
+/// keep answering for [`Options::drain_period`], then in-flight requests
+/// finish, and it returns.
 pub async fn serve(
     args: Options,
     client: Option<kube::Client>,
@@ -205,6 +222,30 @@ pub async fn serve(
     if client.is_none() && args.needs_cluster() {
         return Err(ServeError::NeedsCluster);
     }
+    // Stops what must outlive the drain (watches, certificates, probes)
+    // once the webhook listener has stopped.
+    let stop = CancellationToken::new();
+    let _stop_on_return = stop.clone().drop_guard();
+    let limits = match listener::raise_open_files_limit() {
+        Ok(open_files) => listener::Limits::webhook().within_open_files(open_files),
+        Err(e) => {
+            tracing::warn!(error = %e, "failed to read or raise the open-files limit");
+            listener::Limits::webhook()
+        }
+    };
+    let limits = listener::Limits {
+        max_connections: limits.max_connections.min(args.max_connections.max(1)),
+        ..limits
+    };
+    let memory_limit = args.memory_limit.or_else(limits::cgroup_memory_limit);
+    let budget = limits::Budget::for_memory_limit(memory_limit);
+    tracing::info!(
+        memory_limit,
+        budget_bytes = budget.total_bytes(),
+        max_connections = limits.max_connections,
+        drain_period = ?args.drain_period,
+        "request limits"
+    );
 
     // Certificates first: nothing is served without one.
     let resolver = Arc::new(CertResolver::new());
@@ -220,7 +261,7 @@ pub async fn serve(
                 Arc::clone(&resolver),
                 metrics.clone(),
                 CERT_FILE_POLL,
-                shutdown.clone(),
+                stop.clone(),
             )));
         }
         Some(Certificates::SelfSigned { dns_names, ips }) => {
@@ -236,7 +277,7 @@ pub async fn serve(
                     cfg,
                     Arc::clone(&resolver),
                     metrics.clone(),
-                    shutdown.clone(),
+                    stop.clone(),
                 )
                 .await?,
             );
@@ -251,26 +292,34 @@ pub async fn serve(
         ClusterState::new(crate::state::files::load_policies(&args.policy_files)?)
     });
     if let Some(client) = &client {
-        cluster.spawn_watches(
-            client.clone(),
-            args.policy_files.is_empty(),
-            shutdown.clone(),
-        );
+        cluster.spawn_watches(client.clone(), args.policy_files.is_empty(), stop.clone());
     }
 
     let server_defaults = args.server_defaults.clone();
-    let state = Arc::new(AppState::new(
-        Arc::clone(&cluster),
-        server_defaults.clone(),
-        metrics.clone(),
-        Arc::clone(&resolver),
-    ));
+    let state = Arc::new(
+        AppState::new(
+            Arc::clone(&cluster),
+            server_defaults.clone(),
+            metrics.clone(),
+            Arc::clone(&resolver),
+        )
+        .with_budget(budget),
+    );
+    {
+        let state = Arc::clone(&state);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            state.draining.store(true, Ordering::Release);
+        });
+    }
 
     let probe_listener = listener::bind(args.probe_listen).await?;
     let probe = tokio::spawn(listener::serve_plain(
         probe_listener,
         server::probe_router(Arc::clone(&state)),
-        shutdown.clone(),
+        listener::Limits::probe(),
+        stop.clone(),
     ));
     let tls_listener = listener::bind(args.listen).await?;
     state.tls_bound.store(true, Ordering::Release);
@@ -301,18 +350,24 @@ pub async fn serve(
     };
 
     let tls_config = tls::server_config(Arc::clone(&resolver))?;
-    let mut result = listener::serve_tls(
+    let drain = listener::Drain {
+        signal: shutdown.clone(),
+        period: args.drain_period,
+        timeout: listener::DRAIN_TIMEOUT,
+    };
+    let mut result = listener::serve_tls_with(
         tls_listener,
         tls_config,
         server::router(state),
-        shutdown.clone(),
-        listener::DRAIN_TIMEOUT,
+        limits,
+        drain,
         listener::default_workers(),
     )
     .await
     .map_err(ServeError::Workers);
     // Already cancelled after a signal; stops the rest if serving failed.
     shutdown.cancel();
+    stop.cancel();
 
     if let Some(r) = reconciler {
         let reconciled = match tokio::time::timeout(Duration::from_secs(20), r).await {

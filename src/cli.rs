@@ -8,6 +8,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -97,6 +98,24 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text, env = "INFERGATE_LOG_FORMAT")]
     pub log_format: LogFormatArg,
+    /// After SIGTERM, keep answering webhooks this long (while the pod's
+    /// endpoint is removed from every API server's view), then stop
+    /// accepting and finish in-flight requests.
+    #[arg(long, default_value = "15s", value_parser = parse_duration, env = "INFERGATE_DRAIN_PERIOD")]
+    pub drain_period: Duration,
+    /// Most webhook connections open at once (lowered to what the open-files
+    /// limit allows); at the limit the longest-idle connection is shed.
+    #[arg(long, default_value_t = app::DEFAULT_MAX_CONNECTIONS, env = "INFERGATE_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// The container's memory limit in bytes, which sizes the budget of
+    /// request bytes in flight (default: the cgroup's limit, if any).
+    #[arg(long, env = "INFERGATE_MEMORY_LIMIT")]
+    pub memory_limit: Option<u64>,
+}
+
+/// A duration flag: `15s`, `1m30s`, `500ms`, `0s`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::engine::duration::parse_go_duration(s)
 }
 
 /// Flags of `infergate check`.
@@ -219,6 +238,9 @@ impl From<ServeArgs> for app::Options {
             namespace: a.namespace,
             graph_ca_file: a.graph_ca_file,
             log_format: a.log_format.into(),
+            drain_period: a.drain_period,
+            max_connections: a.max_connections,
+            memory_limit: a.memory_limit,
         }
     }
 }

@@ -37,3 +37,68 @@ pub fn init(format: LogFormat) {
             .try_init(),
     };
 }
+
+/// Bytes of an untrusted string kept by [`Bounded`].
+pub const UNTRUSTED_MAX: usize = 256;
+
+/// An untrusted string (from a request, a fetched document, an error that
+/// quotes one) made fit for a log line, a status message or an answer: cut
+/// to [`UNTRUSTED_MAX`] bytes (on a character boundary, with how much was
+/// cut) and with control characters escaped, so it can neither flood a log
+/// nor forge a line of it.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounded<'a>(pub &'a str);
+
+impl Bounded<'_> {
+    /// The bounded string as an owned `String`.
+    #[must_use]
+    pub fn to_owned_string(self) -> String {
+        self.to_string()
+    }
+}
+
+impl std::fmt::Display for Bounded<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        let s = self.0;
+        let mut end = s.len().min(UNTRUSTED_MAX);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        for c in s[..end].chars() {
+            if c.is_control() {
+                for e in c.escape_default() {
+                    f.write_char(e)?;
+                }
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        if end < s.len() {
+            write!(f, "...({} more bytes)", s.len() - end)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn untrusted_strings_are_cut_and_cannot_forge_lines() {
+        assert_eq!(Bounded("plain name").to_string(), "plain name");
+        assert_eq!(
+            Bounded("a\nlevel=error msg=forged\r\u{1b}[31m").to_string(),
+            "a\\nlevel=error msg=forged\\r\\u{1b}[31m"
+        );
+        let long = "x".repeat(1 << 20);
+        let shown = Bounded(&long).to_string();
+        assert!(shown.len() < UNTRUSTED_MAX + 40, "{}", shown.len());
+        assert!(shown.ends_with(&format!("...({} more bytes)", (1 << 20) - UNTRUSTED_MAX)));
+        // Never cut inside a character.
+        let wide = "é".repeat(UNTRUSTED_MAX);
+        let shown = Bounded(&wide).to_string();
+        assert!(shown.starts_with(&"é".repeat(UNTRUSTED_MAX / 2)));
+    }
+}

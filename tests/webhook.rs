@@ -31,7 +31,7 @@ use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use support::{
     Serve, binary, client_config, connect, free_port, http_get, install_crypto_provider, pki,
-    read_fixture, send, wait_readyz, write_pair,
+    read_fixture, send, send_with_headers, wait_readyz, write_pair,
 };
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -1550,7 +1550,7 @@ async fn serve_runs_without_a_cluster_from_policy_files() {
 fn the_binary_drains_and_exits_zero_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let (port, probe) = (free_port().unwrap(), free_port().unwrap());
-    write_serve_files(dir.path());
+    let ca = write_serve_files(dir.path());
     let mut child = std::process::Command::new(binary())
         .args(["serve", "--no-reconcile", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
@@ -1562,6 +1562,7 @@ fn the_binary_drains_and_exits_zero_on_sigterm() {
         .arg(dir.path().join("tls.key"))
         .arg("--policy-file")
         .arg(dir.path().join("policy.yaml"))
+        .args(["--drain-period", "2s"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -1585,6 +1586,38 @@ fn the_binary_drains_and_exits_zero_on_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
+    // Draining: not ready at once, the webhooks still answer (HTTP/1.1
+    // with `Connection: close`), then the process exits.
+    let signalled = std::time::Instant::now();
+    rt.block_on(async {
+        let mut not_ready = false;
+        for _ in 0..40 {
+            if let Ok((503, why)) = http_get(probe, "/readyz").await {
+                assert!(why.contains("shutting down"), "{why}");
+                not_ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(not_ready, "/readyz still 200 after SIGTERM");
+        let body = serde_json::to_vec(&fixture("validate-create-invalid.json")).unwrap();
+        let (mut conn, _) = connect(
+            ([127, 0, 0, 1], port).into(),
+            client_config(&[&ca], &[b"http/1.1"], false),
+        )
+        .await
+        .unwrap();
+        let (status, headers, answer) = send_with_headers(&mut conn, "/validate", &body)
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+        assert_eq!(
+            headers.get("connection").map(|v| v.to_str().unwrap()),
+            Some("close"),
+            "draining answers close HTTP/1.1 connections"
+        );
+        assert!(signalled.elapsed() < Duration::from_secs(2));
+    });
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         if let Some(code) = child.try_wait().unwrap() {

@@ -1,32 +1,338 @@
-//! The listeners: the TLS accept loop with its connection workers, limits,
-//! timeouts and graceful drain, the plain-HTTP probe listener, and the
-//! shutdown signal. What is served on them is in [`super::server`].
+//! The listeners: the accept loops, the connection workers, the limits and
+//! deadlines every connection lives under, graceful drain, and the shutdown
+//! signal. What is served on them is in [`super::server`].
+//!
+//! Every connection has a bound on its time and the process a bound on their
+//! number (see [`Limits`]): the TLS handshake, the protocol preface and the
+//! first request's headers must arrive within
+//! [`Limits::first_request_timeout`] of the accept (hyper's own header
+//! timeout starts only after the preface, and hyper-util's protocol
+//! detection has none); later request headers within
+//! [`Limits::header_read_timeout`]; an idle keep-alive connection is closed
+//! after [`Limits::idle_timeout`] (longer than the 90 s Go clients, the API
+//! server among them, keep theirs, so the client always closes first and
+//! never writes into a connection being closed). At
+//! [`Limits::max_connections`] the connection idle the longest is shed for a
+//! new one; when none is idle, the new one is refused. Request bodies and
+//! whole requests have deadlines of their own in [`super::limits`].
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 
-/// Time a client has to send the request headers.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time a client has to finish the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time in-flight requests get to finish after a shutdown signal.
+/// Time in-flight requests get to finish once the listener stops accepting.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
+/// Time an idle or shed connection gets to close cleanly (HTTP/2 GOAWAY).
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// File descriptors kept free of connections: the API client, watches,
+/// certificate files, the probe listener, logs.
+pub const FD_RESERVE: u64 = 128;
+
+/// Bounds on the connections of one listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most connections open at once; at the limit the longest-idle one is
+    /// shed for a new one, or the new one refused when none is idle.
+    pub max_connections: usize,
+    /// From accept to the first request's headers: TLS handshake, protocol
+    /// preface (HTTP/1.1 or HTTP/2) and headers. A connection that never
+    /// sends a request is cut after this.
+    pub first_request_timeout: Duration,
+    /// Time to read the headers of a later request on a kept-alive HTTP/1.1
+    /// connection, from its first byte.
+    pub header_read_timeout: Duration,
+    /// An open connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP/2 streams (requests) in flight on one connection.
+    pub h2_max_concurrent_streams: u32,
+}
+
+impl Limits {
+    /// The webhook port: the API server keeps up to 25 idle HTTP/1.1
+    /// connections per webhook host and closes them after 90 s idle.
+    #[must_use]
+    pub fn webhook() -> Self {
+        Limits {
+            max_connections: 1000,
+            first_request_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            h2_max_concurrent_streams: 8,
+        }
+    }
+
+    /// The probe port: the kubelet opens a connection per probe, Prometheus
+    /// keeps one per scrape target.
+    #[must_use]
+    pub fn probe() -> Self {
+        Limits {
+            max_connections: 64,
+            first_request_timeout: Duration::from_secs(5),
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(120),
+            h2_max_concurrent_streams: 4,
+        }
+    }
+
+    /// These limits with `max_connections` lowered to what `open_files` (the
+    /// soft `RLIMIT_NOFILE`) allows after [`FD_RESERVE`].
+    #[must_use]
+    pub fn within_open_files(mut self, open_files: u64) -> Self {
+        let room = usize::try_from(open_files.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX);
+        self.max_connections = self.max_connections.min(room).max(1);
+        self
+    }
+
+    fn builder(&self) -> auto::Builder<TokioExecutor> {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Some(self.header_read_timeout))
+            .keep_alive(true);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(self.h2_max_concurrent_streams)
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(10));
+        builder
+    }
+}
+
+/// Raise the soft `RLIMIT_NOFILE` to the hard limit (connections are file
+/// descriptors; containers often start with a soft limit of 1024) and
+/// return the limit now in force.
+pub fn raise_open_files_limit() -> std::io::Result<u64> {
+    rlimit::increase_nofile_limit(u64::MAX)
+}
+
+/// How the TLS listener stops: on `signal` it keeps serving for `period`
+/// (the time an endpoint update takes to reach every API server), answering
+/// HTTP/1.1 with `Connection: close` so clients move to other replicas;
+/// then it stops accepting, closes idle connections, and gives in-flight
+/// requests up to `timeout`.
+#[derive(Clone, Debug)]
+pub struct Drain {
+    /// Cancelled when the process is asked to stop.
+    pub signal: CancellationToken,
+    /// Serving after the signal.
+    pub period: Duration,
+    /// Waiting for in-flight requests after that.
+    pub timeout: Duration,
+}
+
+/// One open connection, as the accept loop and the connection see it.
+#[derive(Debug)]
+struct Conn {
+    id: u64,
+    /// Milliseconds since the tracker's epoch at the last request's end
+    /// (the accept, before the first request).
+    last_active: AtomicU64,
+    in_flight: AtomicU32,
+    requests: AtomicU64,
+    shed: CancellationToken,
+}
+
+/// The open connections of one listener.
+#[derive(Debug)]
+struct Connections {
+    epoch: Instant,
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Conn>>>,
+    max: usize,
+}
+
+/// What to do with a new connection.
+#[derive(Debug, PartialEq, Eq)]
+enum Admit {
+    /// Serve it.
+    Serve,
+    /// Serve it; the longest-idle connection (this id) was shed for it.
+    Shed(u64),
+    /// Refuse it: every connection is busy.
+    Refuse,
+}
+
+impl Connections {
+    fn new(max: usize) -> Self {
+        Connections {
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
+            open: Mutex::new(HashMap::new()),
+            max: max.max(1),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn instant(&self, ms: u64) -> Instant {
+        self.epoch + Duration::from_millis(ms)
+    }
+
+    fn len(&self) -> usize {
+        self.open.lock().map_or(0, |m| m.len())
+    }
+
+    /// Register a new connection, shedding the longest-idle one at the limit.
+    fn admit(&self) -> (Admit, Option<Arc<Conn>>) {
+        let Ok(mut open) = self.open.lock() else {
+            return (Admit::Refuse, None);
+        };
+        let mut admit = Admit::Serve;
+        if open.len() >= self.max {
+            let idlest = open
+                .values()
+                .filter(|c| c.in_flight.load(Ordering::Acquire) == 0)
+                .min_by_key(|c| c.last_active.load(Ordering::Acquire))
+                .map(|c| c.id);
+            match idlest.and_then(|id| open.remove(&id)) {
+                Some(shed) => {
+                    shed.shed.cancel();
+                    admit = Admit::Shed(shed.id);
+                }
+                None => return (Admit::Refuse, None),
+            }
+        }
+        let conn = Arc::new(Conn {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            last_active: AtomicU64::new(self.now_ms()),
+            in_flight: AtomicU32::new(0),
+            requests: AtomicU64::new(0),
+            shed: CancellationToken::new(),
+        });
+        open.insert(conn.id, Arc::clone(&conn));
+        (admit, Some(conn))
+    }
+
+    fn remove(&self, id: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(&id);
+        }
+    }
+
+    /// When `conn` is next due to be closed, if nothing happens meanwhile.
+    fn deadline(&self, conn: &Conn, limits: &Limits) -> Instant {
+        let last = self.instant(conn.last_active.load(Ordering::Acquire));
+        if conn.in_flight.load(Ordering::Acquire) > 0 {
+            // Requests carry their own deadlines; look again later.
+            Instant::now() + limits.idle_timeout
+        } else if conn.requests.load(Ordering::Acquire) == 0 {
+            last + limits.first_request_timeout
+        } else {
+            last + limits.idle_timeout
+        }
+    }
+}
+
+/// Marks a request in flight on its connection for as long as it lives.
+struct InFlight {
+    conn: Arc<Conn>,
+    connections: Arc<Connections>,
+}
+
+impl InFlight {
+    fn start(conn: &Arc<Conn>, connections: &Arc<Connections>) -> Self {
+        conn.in_flight.fetch_add(1, Ordering::AcqRel);
+        conn.requests.fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            conn: Arc::clone(conn),
+            connections: Arc::clone(connections),
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.conn
+            .last_active
+            .store(self.connections.now_ms(), Ordering::Release);
+        self.conn.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serve HTTP/1.1 or HTTP/2 on one accepted (and, for TLS, handshaken)
+/// stream until the client closes it, it idles out, it is shed, or `close`.
+async fn serve_connection<I>(
+    io: I,
+    peer: SocketAddr,
+    builder: &auto::Builder<TokioExecutor>,
+    router: Router,
+    conn: Arc<Conn>,
+    connections: Arc<Connections>,
+    limits: &Limits,
+    close: &CancellationToken,
+    close_grace: Duration,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = {
+        let conn = Arc::clone(&conn);
+        let connections = Arc::clone(&connections);
+        tower::service_fn(move |req: hyper::Request<Incoming>| {
+            let guard = InFlight::start(&conn, &connections);
+            let router = router.clone();
+            async move {
+                let response = router.oneshot(req).await;
+                drop(guard);
+                response
+            }
+        })
+    };
+    let connection = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+    tokio::pin!(connection);
+    let grace = loop {
+        let due = connections.deadline(&conn, limits);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(due.into()) => {
+                if connections.deadline(&conn, limits) <= Instant::now() {
+                    tracing::debug!(%peer, "closing an idle connection");
+                    break CLOSE_GRACE;
+                }
+            }
+            () = conn.shed.cancelled() => {
+                tracing::debug!(%peer, "shedding the longest-idle connection for a new one");
+                break CLOSE_GRACE;
+            }
+            () = close.cancelled() => break close_grace,
+        }
+    };
+    connection.as_mut().graceful_shutdown();
+    match tokio::time::timeout(grace, connection).await {
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
+        Err(_) => tracing::debug!(%peer, "connection did not close in time: dropped"),
+        Ok(Ok(())) => {}
+    }
+}
 
 /// Connection workers: `n` threads, each running a single-threaded runtime.
 /// Every accepted connection is handed to one of them in turn and stays
 /// there from the TLS handshake to the close, so a request never crosses
 /// threads and no work is stolen back and forth: on a small machine this
-/// serves more requests per core than a work-stealing pool.
+/// serves more requests per core than a work-stealing pool. Work that takes
+/// long (large bodies) leaves them: see [`super::limits::Offload`].
 struct Workers {
     handles: Vec<tokio::runtime::Handle>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -87,38 +393,19 @@ impl Drop for Workers {
     }
 }
 
-/// Serve `router` over TLS on `listener` until `shutdown`, then stop
-/// accepting, let in-flight requests finish (up to `drain`), and return.
-/// HTTP/1.1 and HTTP/2 (ALPN), TCP_NODELAY on every accepted socket, a
-/// header-read timeout and a handshake timeout. Connections are served by
-/// `workers` threads (one single-threaded runtime each, a connection kept
-/// on one from handshake to close); the accept loop runs on the
-/// caller's runtime.
-pub async fn serve_tls(
-    listener: TcpListener,
-    tls: Arc<rustls::ServerConfig>,
-    router: Router,
-    shutdown: CancellationToken,
-    drain: Duration,
-    workers: usize,
-) -> std::io::Result<()> {
-    let acceptor = TlsAcceptor::from(tls);
-    let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Some(HEADER_READ_TIMEOUT))
-        .keep_alive(true);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(Duration::from_secs(30)));
-    let builder = Arc::new(builder);
-    let mut pool = Workers::start(workers)?;
+/// Accept connections on `listener` until `stop` resolves, registering each
+/// with `connections` (shedding or refusing at the limit) and handing it
+/// to `serve`.
+async fn accept_loop(
+    listener: &TcpListener,
+    connections: &Arc<Connections>,
+    stop: impl std::future::Future<Output = ()>,
+    mut serve: impl FnMut(TcpStream, SocketAddr, Arc<Conn>),
+) {
+    tokio::pin!(stop);
     loop {
         let (stream, peer) = tokio::select! {
-            () = shutdown.cancelled() => break,
+            () = &mut stop => return,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -129,51 +416,117 @@ pub async fn serve_tls(
                 }
             },
         };
+        let conn = match connections.admit() {
+            (Admit::Refuse, _) | (_, None) => {
+                tracing::warn!(%peer, open = connections.len(), "connection limit reached with every connection busy: refused");
+                continue;
+            }
+            (_, Some(conn)) => conn,
+        };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(%peer, error = %e, "failed to set TCP_NODELAY");
         }
+        serve(stream, peer, conn);
+    }
+}
+
+/// Serve `router` over TLS on `listener` with [`Limits::webhook`], no drain
+/// period, and `workers` connection workers, until `shutdown`; then stop
+/// accepting and let in-flight requests finish (up to `drain`).
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    shutdown: CancellationToken,
+    drain: Duration,
+    workers: usize,
+) -> std::io::Result<()> {
+    let drain = Drain {
+        signal: shutdown,
+        period: Duration::ZERO,
+        timeout: drain,
+    };
+    serve_tls_with(listener, tls, router, Limits::webhook(), drain, workers).await
+}
+
+/// Serve `router` over TLS on `listener`: HTTP/1.1 and HTTP/2 (ALPN),
+/// TCP_NODELAY on every accepted socket, the connection bounds of
+/// `limits`, and the drain of `drain`. Connections are served by `workers`
+/// threads (one single-threaded runtime each, a connection kept on one from
+/// handshake to close); the accept loop runs on the caller's runtime.
+pub async fn serve_tls_with(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    limits: Limits,
+    drain: Drain,
+    workers: usize,
+) -> std::io::Result<()> {
+    let acceptor = TlsAcceptor::from(tls);
+    let builder = Arc::new(limits.builder());
+    let limits = Arc::new(limits);
+    let connections = Arc::new(Connections::new(limits.max_connections));
+    let tracker = TaskTracker::new();
+    let close = CancellationToken::new();
+    let mut pool = Workers::start(workers)?;
+    let stop_accepting = {
+        let drain = drain.clone();
+        async move {
+            drain.signal.cancelled().await;
+            if !drain.period.is_zero() {
+                tracing::info!(period = ?drain.period, "draining: still serving while endpoints update");
+                tokio::time::sleep(drain.period).await;
+            }
+        }
+    };
+    accept_loop(&listener, &connections, stop_accepting, |stream, peer, conn| {
         // Moved to the worker's runtime: deregistered here, registered there.
         let stream = match stream.into_std() {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "failed to hand over a connection");
-                continue;
+                connections.remove(conn.id);
+                return;
             }
         };
         let acceptor = acceptor.clone();
         let builder = Arc::clone(&builder);
         let router = router.clone();
-        let watcher = graceful.watcher();
-        pool.spawn(async move {
-            let stream = match tokio::net::TcpStream::from_std(stream) {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "failed to register a connection");
-                    return;
-                }
+        let connections = Arc::clone(&connections);
+        let limits = Arc::clone(&limits);
+        let close = close.clone();
+        let drain_timeout = drain.timeout;
+        pool.spawn(tracker.track_future(async move {
+            let id = conn.id;
+            let first_request_by = Instant::now() + limits.first_request_timeout;
+            let served = async {
+                let stream = TcpStream::from_std(stream).map_err(|e| e.to_string())?;
+                let handshake = tokio::time::timeout_at(first_request_by.into(), acceptor.accept(stream));
+                let tls = tokio::select! {
+                    r = handshake => match r {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => return Err(format!("tls handshake failed: {e}")),
+                        Err(_) => return Err("tls handshake timed out".to_owned()),
+                    },
+                    () = conn.shed.cancelled() => return Err("shed during the tls handshake".to_owned()),
+                    () = close.cancelled() => return Ok(()),
+                };
+                serve_connection(tls, peer, &builder, router, Arc::clone(&conn), Arc::clone(&connections), &limits, &close, drain_timeout).await;
+                Ok(())
             };
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "tls handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "tls handshake timed out");
-                    return;
-                }
-            };
-            let service = TowerToHyperService::new(router);
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            if let Err(e) = served.await {
+                tracing::debug!(%peer, error = %e, "connection closed");
             }
-        });
-    }
+            connections.remove(id);
+        }));
+    })
+    .await;
     drop(listener);
+    close.cancel();
+    tracker.close();
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("tls listener drained"),
-        () = tokio::time::sleep(drain) => tracing::warn!("drain timeout: closing remaining connections"),
+        () = tracker.wait() => tracing::info!("tls listener drained"),
+        () = tokio::time::sleep(drain.timeout + CLOSE_GRACE) => tracing::warn!("drain timeout: closing remaining connections"),
     }
     pool.stop().await;
     Ok(())
@@ -185,14 +538,51 @@ pub fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
-/// Serve the probe router on `listener` until `shutdown`.
-pub async fn serve_plain(listener: TcpListener, router: Router, shutdown: CancellationToken) {
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await;
-    if let Err(e) = result {
-        tracing::warn!(error = %e, "probe listener failed");
-    }
+/// Serve the probe router over plain HTTP on `listener` with `limits`, on
+/// the caller's runtime, until `shutdown`.
+pub async fn serve_plain(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: CancellationToken,
+) {
+    let builder = Arc::new(limits.builder());
+    let limits = Arc::new(limits);
+    let connections = Arc::new(Connections::new(limits.max_connections));
+    let tracker = TaskTracker::new();
+    let stop = shutdown.clone();
+    accept_loop(
+        &listener,
+        &connections,
+        stop.cancelled_owned(),
+        |stream, peer, conn| {
+            let builder = Arc::clone(&builder);
+            let router = router.clone();
+            let connections = Arc::clone(&connections);
+            let limits = Arc::clone(&limits);
+            let close = shutdown.clone();
+            tracker.spawn(async move {
+                let id = conn.id;
+                serve_connection(
+                    stream,
+                    peer,
+                    &builder,
+                    router,
+                    conn,
+                    Arc::clone(&connections),
+                    &limits,
+                    &close,
+                    CLOSE_GRACE,
+                )
+                .await;
+                connections.remove(id);
+            });
+        },
+    )
+    .await;
+    drop(listener);
+    tracker.close();
+    let _ = tokio::time::timeout(CLOSE_GRACE * 2, tracker.wait()).await;
 }
 
 /// Bind a TCP listener, with a clear error.
@@ -282,5 +672,93 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(ended, "a dropped worker's thread did not end");
+    }
+
+    #[test]
+    fn at_the_limit_the_longest_idle_connection_is_shed_and_busy_ones_never() {
+        let connections = Arc::new(Connections::new(3));
+        let mut conns = Vec::new();
+        for _ in 0..3 {
+            let (admit, conn) = connections.admit();
+            assert_eq!(admit, Admit::Serve);
+            conns.push(conn.unwrap());
+        }
+        // 0 idle since accept, 1 busy, 2 idle after a request that ended later.
+        conns[0].last_active.store(10, Ordering::Release);
+        let busy = InFlight::start(&conns[1], &connections);
+        conns[2].last_active.store(20, Ordering::Release);
+        conns[2].requests.store(1, Ordering::Release);
+
+        let (admit, fourth) = connections.admit();
+        assert_eq!(admit, Admit::Shed(conns[0].id));
+        assert!(conns[0].shed.is_cancelled());
+        assert_eq!(connections.len(), 3);
+        let fourth = fourth.unwrap();
+        fourth.last_active.store(30, Ordering::Release);
+
+        let (admit, _) = connections.admit();
+        assert_eq!(
+            admit,
+            Admit::Shed(conns[2].id),
+            "the older of the idle ones goes next"
+        );
+        // Now: 1 busy, the fourth and fifth idle since their accept.
+        let _fourth_busy = InFlight::start(&fourth, &connections);
+        let (admit, sixth) = connections.admit();
+        assert!(matches!(admit, Admit::Shed(_)));
+        let _sixth_busy = InFlight::start(&sixth.unwrap(), &connections);
+        let (admit, none) = connections.admit();
+        assert_eq!(
+            admit,
+            Admit::Refuse,
+            "every connection busy: the new one is refused"
+        );
+        assert!(none.is_none());
+        assert!(
+            !conns[1].shed.is_cancelled(),
+            "a busy connection is never shed"
+        );
+        drop(busy);
+    }
+
+    #[test]
+    fn deadlines_follow_the_connection_state() {
+        let limits = Limits::webhook();
+        let connections = Connections::new(4);
+        let (_, conn) = connections.admit();
+        let conn = conn.unwrap();
+        let accepted = connections.instant(conn.last_active.load(Ordering::Acquire));
+        assert_eq!(
+            connections.deadline(&conn, &limits),
+            accepted + limits.first_request_timeout,
+            "no request yet: cut after the first-request timeout"
+        );
+        conn.requests.store(1, Ordering::Release);
+        assert_eq!(
+            connections.deadline(&conn, &limits),
+            accepted + limits.idle_timeout
+        );
+        conn.in_flight.store(1, Ordering::Release);
+        assert!(connections.deadline(&conn, &limits) > Instant::now() + limits.idle_timeout / 2);
+    }
+
+    #[test]
+    fn idle_keep_alive_outlives_the_api_servers_and_first_requests_are_quick() {
+        for limits in [Limits::webhook(), Limits::probe()] {
+            assert!(limits.idle_timeout > Duration::from_secs(90), "{limits:?}");
+            assert!(
+                limits.first_request_timeout <= Duration::from_secs(10),
+                "{limits:?}"
+            );
+        }
+        assert_eq!(
+            Limits::webhook().within_open_files(1024).max_connections,
+            1024 - 128
+        );
+        assert_eq!(
+            Limits::webhook().within_open_files(1 << 20).max_connections,
+            1000
+        );
+        assert_eq!(Limits::webhook().within_open_files(10).max_connections, 1);
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod conversion;
+pub mod limits;
 pub mod listener;
 pub mod patch;
 pub mod review;

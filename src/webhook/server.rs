@@ -1,27 +1,35 @@
 //! What the listeners serve: the TLS router (`/mutate`, `/validate`,
 //! `/convert`) and the plain-HTTP probe router (`/healthz`, `/readyz`,
 //! `/metrics`), with the state both share. The listeners themselves are in
-//! [`super::listener`].
+//! [`super::listener`]; what a request may cost is in [`super::limits`].
+//!
+//! Every webhook request goes the same way: a body announced over the
+//! endpoint's limit is refused (413) before it is read; room for it is
+//! taken in the process-wide [`Budget`] (503 with `Retry-After` when there
+//! is none in time); the body is read within its deadline; the work runs
+//! inline when the body is small and in the [`Offload`] pool when it is
+//! not; the answer holds its room in the budget until it is written.
 
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
-use axum::http::{StatusCode, header};
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::metrics::Webhook;
+use crate::telemetry::Bounded;
 use crate::webhook::admission::{Admission, BadReview};
+use crate::webhook::limits::{self, Admitted, BodyError, Budget, Offload, Refused};
 use crate::webhook::tls::CertResolver;
 
-/// Largest admission body accepted: an UPDATE review carries the object and
-/// the old object, each up to the API server's 3 MiB, plus the envelope.
-pub const ADMISSION_BODY_LIMIT: usize = 8 * 1024 * 1024;
-/// Largest conversion body accepted: the API server sends whole lists.
-pub const CONVERSION_BODY_LIMIT: usize = 32 * 1024 * 1024;
+pub use crate::webhook::limits::{ADMISSION_BODY_LIMIT, CONVERSION_BODY_LIMIT};
 
 /// Shared state of both listeners.
 #[derive(Debug)]
@@ -32,12 +40,20 @@ pub struct AppState {
     pub resolver: Arc<CertResolver>,
     /// Set once the TLS listener is bound.
     pub tls_bound: AtomicBool,
+    /// Set on SIGTERM: `/readyz` answers 503 and HTTP/1.1 answers carry
+    /// `Connection: close`, while the webhooks keep answering.
+    pub draining: AtomicBool,
+    /// Body bytes and requests in flight.
+    pub budget: Budget,
+    /// Where large bodies are worked on.
+    pub offload: Offload,
 }
 
 impl AppState {
     /// The state of a server not yet bound, answering from the watched
     /// `state` with the flag defaults `server`, serving the certificate
-    /// `resolver` holds.
+    /// `resolver` holds, with the budget of a process without a memory
+    /// limit and an offload pool for the cores this process may use.
     #[must_use]
     pub fn new(
         state: Arc<crate::state::ClusterState>,
@@ -53,11 +69,32 @@ impl AppState {
             },
             resolver,
             tls_bound: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            budget: Budget::for_memory_limit(None),
+            offload: Offload::for_cores(crate::webhook::listener::default_workers()),
         }
     }
 
-    /// Ready: TLS bound, a certificate loaded, the policy cache synced.
+    /// This state with `budget` in place of the default one.
+    #[must_use]
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// This state with `offload` in place of the default pool.
+    #[must_use]
+    pub fn with_offload(mut self, offload: Offload) -> Self {
+        self.offload = offload;
+        self
+    }
+
+    /// Ready: not draining, TLS bound, a certificate loaded, the policy
+    /// cache synced.
     pub fn readiness(&self) -> Result<(), &'static str> {
+        if self.draining.load(Ordering::Acquire) {
+            return Err("shutting down");
+        }
         if !self.tls_bound.load(Ordering::Acquire) {
             return Err("tls listener not bound");
         }
@@ -76,56 +113,219 @@ fn json_error(status: StatusCode, message: String) -> Response {
     (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
 }
 
-/// The request body, limited, with every rejection answered as JSON
-/// (413 beyond the limit, 400 when unreadable).
-pub struct Body(pub Bytes);
+/// The webhook endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Endpoint {
+    Mutate,
+    Validate,
+    Convert,
+}
 
-impl<S: Send + Sync> FromRequest<S> for Body {
-    type Rejection = Response;
+impl Endpoint {
+    fn body_limit(self) -> usize {
+        match self {
+            Endpoint::Mutate | Endpoint::Validate => limits::ADMISSION_BODY_LIMIT,
+            Endpoint::Convert => limits::CONVERSION_BODY_LIMIT,
+        }
+    }
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Bytes::from_request(req, state).await {
-            Ok(b) => Ok(Body(b)),
-            Err(rejection) => {
-                let status = rejection.status();
-                let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                    "request body is larger than the webhook accepts".to_owned()
-                } else {
-                    format!("failed to read request body: {}", rejection.body_text())
-                };
-                Err(json_error(status, message))
-            }
+    fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Mutate => "mutate",
+            Endpoint::Validate => "validate",
+            Endpoint::Convert => "convert",
         }
     }
 }
 
-fn admission_response(state: &AppState, webhook: Webhook, body: &[u8]) -> Response {
+/// An answer's body that keeps its request's room in the budget until the
+/// last byte is handed to the connection.
+struct Held {
+    bytes: Option<Bytes>,
+    _room: Admitted,
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.bytes.take().map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
+    }
+}
+
+/// Work out the answer to `body` (synchronous: inline or in the pool).
+fn answer(state: &AppState, endpoint: Endpoint, body: &[u8]) -> (StatusCode, Vec<u8>) {
+    let webhook = match endpoint {
+        Endpoint::Mutate => Webhook::Mutate,
+        Endpoint::Validate => Webhook::Validate,
+        Endpoint::Convert => {
+            let review = crate::webhook::conversion::convert_review(body, &state.admission.metrics);
+            return match serde_json::to_vec(&review) {
+                Ok(bytes) => (StatusCode::OK, bytes),
+                Err(e) => error_bytes(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("failed to serialize response: {e}"),
+                ),
+            };
+        }
+    };
     match state.admission.handle(webhook, body) {
         Ok(answer) => match answer.to_json() {
-            Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-            Err(e) => json_error(
+            Ok(bytes) => (StatusCode::OK, bytes),
+            Err(e) => error_bytes(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("failed to serialize response: {e}"),
+                &format!("failed to serialize response: {e}"),
             ),
         },
         Err(e @ (BadReview::Decode(_) | BadReview::WrongType { .. } | BadReview::NoRequest)) => {
-            tracing::info!(webhook = webhook.as_str(), error = %e, "rejected malformed admission request");
-            json_error(StatusCode::BAD_REQUEST, e.to_string())
+            let message = e.to_string();
+            tracing::info!(webhook = webhook.as_str(), error = %Bounded(&message), "rejected malformed admission request");
+            error_bytes(StatusCode::BAD_REQUEST, &Bounded(&message).to_string())
         }
     }
 }
 
-async fn mutate(State(state): State<Arc<AppState>>, Body(body): Body) -> Response {
-    admission_response(&state, Webhook::Mutate, &body)
+fn error_bytes(status: StatusCode, message: &str) -> (StatusCode, Vec<u8>) {
+    let bytes = serde_json::to_vec(&serde_json::json!({ "error": message }))
+        .unwrap_or_else(|_| b"{\"error\":\"internal error\"}".to_vec());
+    (status, bytes)
 }
 
-async fn validate(State(state): State<Arc<AppState>>, Body(body): Body) -> Response {
-    admission_response(&state, Webhook::Validate, &body)
+fn busy(endpoint: Endpoint) -> Response {
+    tracing::warn!(
+        endpoint = endpoint.as_str(),
+        "no room for the request in the in-flight budget: refused with 503"
+    );
+    let mut response = json_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too much work in flight: retry shortly".to_owned(),
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(limits::RETRY_AFTER_SECS),
+    );
+    response
 }
 
-async fn convert(State(state): State<Arc<AppState>>, Body(body): Body) -> Response {
-    let review = crate::webhook::conversion::convert_review(&body, &state.admission.metrics);
-    axum::Json(review).into_response()
+fn too_large(limit: usize) -> Response {
+    json_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body is larger than the {limit} bytes this endpoint accepts"),
+    )
+}
+
+/// One webhook request, from headers to answer (see the module docs).
+async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
+    let limit = endpoint.body_limit();
+    let declared = limits::content_length(request.headers());
+    if declared.is_some_and(|n| n > limit) {
+        return too_large(limit);
+    }
+    let http1 = request.version() <= Version::HTTP_11;
+    let room = match state.budget.admit(declared.unwrap_or(limit)).await {
+        Ok(room) => room,
+        Err(Refused::Busy) => return busy(endpoint),
+        Err(Refused::TooLarge) => return too_large(limit),
+    };
+    let body = match limits::read_body(
+        request.into_body(),
+        declared,
+        limit,
+        limits::BODY_READ_TIMEOUT,
+    )
+    .await
+    {
+        Ok(body) => body,
+        Err(e @ BodyError::TooLarge { .. }) => {
+            return json_error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string());
+        }
+        Err(e @ BodyError::Timeout(_)) => {
+            return json_error(StatusCode::REQUEST_TIMEOUT, e.to_string());
+        }
+        Err(e @ BodyError::Read(_)) => return json_error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    // The job owns the body and the room: a request abandoned at its
+    // deadline still holds its room until the work on it has ended.
+    let job_state = Arc::clone(&state);
+    let len = body.len();
+    let job = move || {
+        let (status, bytes) = answer(&job_state, endpoint, &body);
+        drop(body);
+        (status, bytes, room)
+    };
+    let (status, bytes, room) = match state.offload.run(len, job).await {
+        Ok(done) => done,
+        Err(e) => {
+            return json_error(StatusCode::INTERNAL_SERVER_ERROR, e);
+        }
+    };
+    let held = Held {
+        bytes: Some(Bytes::from(bytes)),
+        _room: room,
+    };
+    let mut response = Response::new(Body::new(held));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if http1 && state.draining.load(Ordering::Acquire) {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// Bound a webhook request by [`limits::REQUEST_TIMEOUT`].
+async fn deadline(endpoint: Endpoint, work: impl Future<Output = Response>) -> Response {
+    match tokio::time::timeout(limits::REQUEST_TIMEOUT, work).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(
+                endpoint = endpoint.as_str(),
+                "request did not complete within its deadline"
+            );
+            json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "request did not complete within {:?}",
+                    limits::REQUEST_TIMEOUT
+                ),
+            )
+        }
+    }
+}
+
+async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    deadline(Endpoint::Mutate, webhook(state, Endpoint::Mutate, request)).await
+}
+
+async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    deadline(
+        Endpoint::Validate,
+        webhook(state, Endpoint::Validate, request),
+    )
+    .await
+}
+
+async fn convert(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    deadline(
+        Endpoint::Convert,
+        webhook(state, Endpoint::Convert, request),
+    )
+    .await
 }
 
 async fn not_found() -> Response {
@@ -136,18 +336,9 @@ async fn not_found() -> Response {
 /// Query strings (`?timeout=10s`) are ignored.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route(
-            "/mutate",
-            post(mutate).layer(DefaultBodyLimit::max(ADMISSION_BODY_LIMIT)),
-        )
-        .route(
-            "/validate",
-            post(validate).layer(DefaultBodyLimit::max(ADMISSION_BODY_LIMIT)),
-        )
-        .route(
-            "/convert",
-            post(convert).layer(DefaultBodyLimit::max(CONVERSION_BODY_LIMIT)),
-        )
+        .route("/mutate", post(mutate))
+        .route("/validate", post(validate))
+        .route("/convert", post(convert))
         .fallback(not_found)
         .with_state(state)
 }
@@ -177,11 +368,16 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-/// The plain-HTTP probe router: `/healthz`, `/readyz`, `/metrics`.
+/// The plain-HTTP probe router: `/healthz`, `/readyz`, `/metrics`, each
+/// within [`limits::PROBE_REQUEST_TIMEOUT`].
 pub fn probe_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            limits::PROBE_REQUEST_TIMEOUT,
+        ))
         .with_state(state)
 }

@@ -79,6 +79,7 @@ pub fn serve_args(
         policy_files,
         reconcile: false,
         namespace: SYSTEM_NAMESPACE.into(),
+        drain_period: Duration::ZERO,
         ..app::Options::default()
     }
 }

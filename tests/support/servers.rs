@@ -148,6 +148,17 @@ pub async fn send(
     path: &str,
     body: &[u8],
 ) -> Result<(StatusCode, Vec<u8>), BoxError> {
+    send_with_headers(conn, path, body)
+        .await
+        .map(|(status, _, bytes)| (status, bytes))
+}
+
+/// POST `body` as JSON to `path`; the status, the headers and the whole answer.
+pub async fn send_with_headers(
+    conn: &mut Conn,
+    path: &str,
+    body: &[u8],
+) -> Result<(StatusCode, hyper::HeaderMap, Vec<u8>), BoxError> {
     conn.ready().await?;
     let req = Request::post(path)
         .header("host", "127.0.0.1")
@@ -155,8 +166,9 @@ pub async fn send(
         .body(Full::new(Bytes::copy_from_slice(body)))?;
     let resp = conn.send_request(req).await?;
     let status = resp.status();
+    let headers = resp.headers().clone();
     let bytes = resp.into_body().collect().await?.to_bytes();
-    Ok((status, bytes.to_vec()))
+    Ok((status, headers, bytes.to_vec()))
 }
 
 /// A plain-HTTP GET on 127.0.0.1 (the probe port); the status code and body.

@@ -1,0 +1,361 @@
+//! What one request may cost, and what happens when it asks for more:
+//! body limits per endpoint, a process-wide budget of body bytes and of
+//! requests in flight, deadlines for reading a body and for a whole
+//! request, and the bounded pool large bodies are worked on.
+//!
+//! The numbers, and why they are what they are, are in `docs/limits.md`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http_body_util::BodyExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Largest admission body accepted: an UPDATE review carries the object and
+/// the old object, each up to the API server's 3 MiB request limit, plus
+/// the envelope.
+pub const ADMISSION_BODY_LIMIT: usize = 8 * 1024 * 1024;
+/// Largest conversion body accepted: the API server converts a whole list
+/// (or page) in one review; 32 MiB holds about 10,000 kubectl-shaped
+/// services, and clients page lists at 500.
+pub const CONVERSION_BODY_LIMIT: usize = 32 * 1024 * 1024;
+/// Peak memory of one request, as a multiple of its body: the body, the
+/// answer (about the body's size for a conversion), and the typed objects
+/// of one request (about the body's size for admission).
+pub const PEAK_PER_BODY_BYTE: usize = 4;
+/// Memory kept outside the budget: the process at rest with its watch
+/// caches, TLS and HTTP buffers of open connections, the allocator's slack.
+pub const MEMORY_RESERVE: u64 = 96 * 1024 * 1024;
+/// Body bytes in flight when no memory limit is known.
+pub const DEFAULT_BUDGET: usize = 64 * 1024 * 1024;
+/// Requests in flight (past their headers) across the process.
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 256;
+/// Longest a request waits for room in the budget before a 503.
+pub const ADMIT_WAIT: Duration = Duration::from_secs(2);
+/// Deadline for reading a whole body: 32 MiB at 4 MB/s, far slower than
+/// any API server on a cluster network.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Deadline for a whole request, body included: the largest
+/// `timeoutSeconds` a webhook registration may set.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Deadline for a probe or metrics request.
+pub const PROBE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bodies up to this size are worked on inline, on the connection's
+/// worker; larger ones on the [`Offload`] pool.
+pub const INLINE_BODY_LIMIT: usize = 256 * 1024;
+/// `Retry-After` of a refusal for lack of room, in seconds.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+/// The body bytes the process may hold for requests at once: what the
+/// memory limit leaves after [`MEMORY_RESERVE`], divided by
+/// [`PEAK_PER_BODY_BYTE`], never less than the largest body one request may
+/// send (a limit too small for that is reported at start).
+#[must_use]
+pub fn budget_for(memory_limit: Option<u64>) -> usize {
+    let Some(limit) = memory_limit else {
+        return DEFAULT_BUDGET;
+    };
+    let room = limit.saturating_sub(MEMORY_RESERVE) / PEAK_PER_BODY_BYTE as u64;
+    usize::try_from(room)
+        .unwrap_or(usize::MAX)
+        .max(CONVERSION_BODY_LIMIT)
+}
+
+/// The memory limit of this process's cgroup (v2 `memory.max`, else v1
+/// `memory.limit_in_bytes`), when it has one.
+#[must_use]
+pub fn cgroup_memory_limit() -> Option<u64> {
+    for path in [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ] {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            // "max", or v1's "unlimited" (a number near i64::MAX).
+            return text.trim().parse::<u64>().ok().filter(|&n| n < (1 << 62));
+        }
+    }
+    None
+}
+
+/// Why a request was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The body is announced larger than the endpoint accepts (413).
+    TooLarge,
+    /// No room in the budget within [`ADMIT_WAIT`] (503, `Retry-After`).
+    Busy,
+}
+
+/// The process-wide budget of body bytes and requests in flight.
+#[derive(Debug)]
+pub struct Budget {
+    bytes: Arc<Semaphore>,
+    total_bytes: usize,
+    requests: Arc<Semaphore>,
+    wait: Duration,
+}
+
+/// Room taken in the [`Budget`]; given back when dropped.
+#[derive(Debug)]
+pub struct Admitted {
+    _bytes: OwnedSemaphorePermit,
+    _request: OwnedSemaphorePermit,
+}
+
+impl Budget {
+    /// A budget of `bytes` body bytes and `requests` requests, waiting up
+    /// to `wait` for room.
+    #[must_use]
+    pub fn new(bytes: usize, requests: usize, wait: Duration) -> Self {
+        let bytes = bytes.clamp(1, Semaphore::MAX_PERMITS);
+        Budget {
+            bytes: Arc::new(Semaphore::new(bytes)),
+            total_bytes: bytes,
+            requests: Arc::new(Semaphore::new(requests.max(1))),
+            wait,
+        }
+    }
+
+    /// The budget for a process with `memory_limit` ([`budget_for`]).
+    #[must_use]
+    pub fn for_memory_limit(memory_limit: Option<u64>) -> Self {
+        Budget::new(budget_for(memory_limit), MAX_REQUESTS_IN_FLIGHT, ADMIT_WAIT)
+    }
+
+    /// Body bytes this budget holds in all.
+    #[must_use]
+    pub fn total_bytes(&self) -> usize {
+        self.total_bytes
+    }
+
+    /// Body bytes free now.
+    #[must_use]
+    pub fn available_bytes(&self) -> usize {
+        self.bytes.available_permits()
+    }
+
+    /// Take room for a body of `bytes`, waiting up to the budget's wait.
+    pub async fn admit(&self, bytes: usize) -> Result<Admitted, Refused> {
+        let bytes =
+            u32::try_from(bytes.clamp(1, self.total_bytes)).map_err(|_| Refused::TooLarge)?;
+        let take = async {
+            let request = Arc::clone(&self.requests).acquire_owned().await.ok()?;
+            let bytes = Arc::clone(&self.bytes)
+                .acquire_many_owned(bytes)
+                .await
+                .ok()?;
+            Some(Admitted {
+                _bytes: bytes,
+                _request: request,
+            })
+        };
+        match tokio::time::timeout(self.wait, take).await {
+            Ok(Some(admitted)) => Ok(admitted),
+            Ok(None) | Err(_) => Err(Refused::Busy),
+        }
+    }
+}
+
+/// The body's length as announced by `Content-Length`, if any.
+#[must_use]
+pub fn content_length(headers: &axum::http::HeaderMap) -> Option<usize> {
+    headers
+        .get(axum::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Why a body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// Longer than the endpoint accepts.
+    #[error("request body is larger than the {limit} bytes this endpoint accepts")]
+    TooLarge {
+        /// The endpoint's limit.
+        limit: usize,
+    },
+    /// Not read within [`BODY_READ_TIMEOUT`].
+    #[error("request body was not received within {0:?}")]
+    Timeout(Duration),
+    /// The connection failed while reading.
+    #[error("failed to read request body: {0}")]
+    Read(String),
+}
+
+/// Read `body` whole into one buffer (sized once from `declared`), refusing
+/// more than `limit` bytes or taking longer than `deadline`.
+pub async fn read_body(
+    body: Body,
+    declared: Option<usize>,
+    limit: usize,
+    deadline: Duration,
+) -> Result<Vec<u8>, BodyError> {
+    let read = async {
+        let mut body = body;
+        let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > limit {
+                    return Err(BodyError::TooLarge { limit });
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf)
+    };
+    tokio::time::timeout(deadline, read)
+        .await
+        .unwrap_or(Err(BodyError::Timeout(deadline)))
+}
+
+/// A bounded pool for work too long to do on a connection's worker:
+/// decoding and answering large bodies, converting large lists. At most
+/// `threads` jobs run at once (on tokio's blocking threads), the rest wait
+/// in arrival order, so one client's large requests cannot hold the
+/// workers that answer everyone's small ones.
+#[derive(Debug)]
+pub struct Offload {
+    slots: Arc<Semaphore>,
+}
+
+impl Offload {
+    /// A pool running at most `threads` jobs at once.
+    #[must_use]
+    pub fn new(threads: usize) -> Self {
+        Offload {
+            slots: Arc::new(Semaphore::new(threads.max(1))),
+        }
+    }
+
+    /// A pool with one thread for every two cores (at least one), so
+    /// large work never takes every core from small work.
+    #[must_use]
+    pub fn for_cores(cores: usize) -> Self {
+        Offload::new(cores / 2)
+    }
+
+    /// Whether a body of `len` bytes is worked on in the pool.
+    #[must_use]
+    pub fn offloads(len: usize) -> bool {
+        len > INLINE_BODY_LIMIT
+    }
+
+    /// Run `job` inline when `len` is small, else in the pool.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        len: usize,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
+        if !Self::offloads(len) {
+            return Ok(job());
+        }
+        let _slot = Arc::clone(&self.slots)
+            .acquire_owned()
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::task::spawn_blocking(job)
+            .await
+            .map_err(|e| format!("worker failed: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_follows_the_memory_limit_and_always_fits_one_largest_body() {
+        const MIB: u64 = 1024 * 1024;
+        assert_eq!(budget_for(None), DEFAULT_BUDGET);
+        assert_eq!(budget_for(Some(256 * MIB)), 40 * 1024 * 1024);
+        assert_eq!(budget_for(Some(1024 * MIB)), 232 * 1024 * 1024);
+        assert_eq!(budget_for(Some(64 * MIB)), CONVERSION_BODY_LIMIT);
+        assert!(budget_for(Some(256 * MIB)) >= CONVERSION_BODY_LIMIT);
+    }
+
+    #[tokio::test]
+    async fn room_is_taken_given_back_and_refused_when_short() {
+        let budget = Budget::new(100, 2, Duration::from_millis(50));
+        let a = budget.admit(60).await.unwrap();
+        assert_eq!(budget.available_bytes(), 40);
+        assert_eq!(budget.admit(50).await.unwrap_err(), Refused::Busy);
+        let b = budget.admit(40).await.unwrap();
+        assert_eq!(
+            budget.admit(1).await.unwrap_err(),
+            Refused::Busy,
+            "two requests in flight"
+        );
+        drop(a);
+        drop(b);
+        assert_eq!(budget.available_bytes(), 100);
+        // A body larger than the whole budget takes all of it, alone.
+        let all = budget.admit(1000).await.unwrap();
+        assert_eq!(budget.available_bytes(), 0);
+        drop(all);
+        // A waiter gets the room as soon as it is given back.
+        let held = budget.admit(100).await.unwrap();
+        let waiting = budget.admit(100);
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            drop(held);
+        };
+        let (got, ()) = tokio::join!(waiting, release);
+        assert!(got.is_ok());
+    }
+
+    #[tokio::test]
+    async fn bodies_are_read_within_their_limit_and_deadline() {
+        let body = Body::from(vec![b'x'; 10]);
+        assert_eq!(
+            read_body(body, Some(10), 10, Duration::from_secs(1))
+                .await
+                .unwrap()
+                .len(),
+            10
+        );
+        let body = Body::from(vec![b'x'; 11]);
+        assert!(matches!(
+            read_body(body, None, 10, Duration::from_secs(1)).await,
+            Err(BodyError::TooLarge { limit: 10 })
+        ));
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
+        let body = Body::from_stream(tokio_stream_from(rx));
+        tx.send(Ok(axum::body::Bytes::from_static(b"x")))
+            .await
+            .unwrap();
+        let slow = read_body(body, None, 10, Duration::from_millis(50)).await;
+        assert!(matches!(slow, Err(BodyError::Timeout(_))), "{slow:?}");
+        drop(tx);
+    }
+
+    fn tokio_stream_from<T: Send + 'static>(
+        mut rx: tokio::sync::mpsc::Receiver<T>,
+    ) -> impl futures::Stream<Item = T> + Send + 'static {
+        futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn large_work_leaves_the_worker_free() {
+        let pool = Offload::new(1);
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        let large = pool.run(INLINE_BODY_LIMIT + 1, move || {
+            blocked.recv().ok();
+            "large"
+        });
+        // On this single-threaded runtime, the small job runs while the
+        // large one still blocks its pool thread.
+        let small = async {
+            tokio::task::yield_now().await;
+            let answer = pool.run(10, || "small").await;
+            release.send(()).ok();
+            answer
+        };
+        let (large, small) = tokio::join!(large, small);
+        assert_eq!(small.unwrap(), "small");
+        assert_eq!(large.unwrap(), "large");
+    }
+}
