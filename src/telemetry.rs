@@ -24,8 +24,10 @@ pub const DEFAULT_FILTER: &str = "warn,infergate=info";
 pub fn init(format: LogFormat) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    // Colours only on a terminal: a log file or `kubectl logs` gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.with_target(true).try_init(),

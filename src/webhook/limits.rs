@@ -81,16 +81,49 @@ pub fn cgroup_memory_limit() -> Option<u64> {
 /// Why a request was not admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
-    /// The body is announced larger than the endpoint accepts (413).
-    TooLarge,
     /// No room in the budget within [`ADMIT_WAIT`] (503, `Retry-After`).
     Busy,
+}
+
+/// Bytes of the [`Budget`] not taken. Not a `tokio::sync::Semaphore`: a
+/// queued large request takes that semaphore's permits as they come free,
+/// so small requests behind it would wait for room they do not need. Here
+/// whoever fits takes room at once; the rest wait to be told room came back.
+#[derive(Debug)]
+struct Room {
+    available: std::sync::Mutex<usize>,
+    freed: tokio::sync::Notify,
+}
+
+impl Room {
+    fn try_take(&self, n: usize) -> bool {
+        let Ok(mut available) = self.available.lock() else {
+            return false;
+        };
+        if *available >= n {
+            *available -= n;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn give_back(&self, n: usize) {
+        if let Ok(mut available) = self.available.lock() {
+            *available += n;
+        }
+        self.freed.notify_waiters();
+    }
+
+    fn available(&self) -> usize {
+        self.available.lock().map_or(0, |a| *a)
+    }
 }
 
 /// The process-wide budget of body bytes and requests in flight.
 #[derive(Debug)]
 pub struct Budget {
-    bytes: Arc<Semaphore>,
+    bytes: Arc<Room>,
     total_bytes: usize,
     requests: Arc<Semaphore>,
     wait: Duration,
@@ -99,8 +132,15 @@ pub struct Budget {
 /// Room taken in the [`Budget`]; given back when dropped.
 #[derive(Debug)]
 pub struct Admitted {
-    _bytes: OwnedSemaphorePermit,
+    bytes: Arc<Room>,
+    taken: usize,
     _request: OwnedSemaphorePermit,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.bytes.give_back(self.taken);
+    }
 }
 
 impl Budget {
@@ -108,9 +148,12 @@ impl Budget {
     /// to `wait` for room.
     #[must_use]
     pub fn new(bytes: usize, requests: usize, wait: Duration) -> Self {
-        let bytes = bytes.clamp(1, Semaphore::MAX_PERMITS);
+        let bytes = bytes.max(1);
         Budget {
-            bytes: Arc::new(Semaphore::new(bytes)),
+            bytes: Arc::new(Room {
+                available: std::sync::Mutex::new(bytes),
+                freed: tokio::sync::Notify::new(),
+            }),
             total_bytes: bytes,
             requests: Arc::new(Semaphore::new(requests.max(1))),
             wait,
@@ -132,23 +175,30 @@ impl Budget {
     /// Body bytes free now.
     #[must_use]
     pub fn available_bytes(&self) -> usize {
-        self.bytes.available_permits()
+        self.bytes.available()
     }
 
-    /// Take room for a body of `bytes`, waiting up to the budget's wait.
+    /// Take room for a body of `bytes` (a body larger than the whole budget
+    /// takes all of it), waiting up to the budget's wait. Whatever fits
+    /// goes ahead of what waits: a small request never queues behind a
+    /// large one waiting for room it does not need.
     pub async fn admit(&self, bytes: usize) -> Result<Admitted, Refused> {
-        let bytes =
-            u32::try_from(bytes.clamp(1, self.total_bytes)).map_err(|_| Refused::TooLarge)?;
+        let n = bytes.clamp(1, self.total_bytes);
         let take = async {
             let request = Arc::clone(&self.requests).acquire_owned().await.ok()?;
-            let bytes = Arc::clone(&self.bytes)
-                .acquire_many_owned(bytes)
-                .await
-                .ok()?;
-            Some(Admitted {
-                _bytes: bytes,
-                _request: request,
-            })
+            loop {
+                let freed = self.bytes.freed.notified();
+                tokio::pin!(freed);
+                freed.as_mut().enable();
+                if self.bytes.try_take(n) {
+                    return Some(Admitted {
+                        bytes: Arc::clone(&self.bytes),
+                        taken: n,
+                        _request: request,
+                    });
+                }
+                freed.await;
+            }
         };
         match tokio::time::timeout(self.wait, take).await {
             Ok(Some(admitted)) => Ok(admitted),
@@ -296,6 +346,18 @@ mod tests {
         let all = budget.admit(1000).await.unwrap();
         assert_eq!(budget.available_bytes(), 0);
         drop(all);
+        // A small request goes ahead of a large one waiting for room.
+        let held = budget.admit(50).await.unwrap();
+        let (large, small) = tokio::join!(budget.admit(100), async {
+            tokio::task::yield_now().await;
+            budget.admit(10).await
+        });
+        assert!(
+            small.is_ok(),
+            "the small request waited behind the large one"
+        );
+        assert_eq!(large.unwrap_err(), Refused::Busy);
+        drop((held, small));
         // A waiter gets the room as soon as it is given back.
         let held = budget.admit(100).await.unwrap();
         let waiting = budget.admit(100);

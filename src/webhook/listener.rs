@@ -41,6 +41,9 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// File descriptors kept free of connections: the API client, watches,
 /// certificate files, the probe listener, logs.
 pub const FD_RESERVE: u64 = 128;
+/// Shed connections still closing, beyond the limit, before the accept
+/// loop waits for them (part of [`FD_RESERVE`]).
+const CLOSING_SLACK: usize = 32;
 
 /// Bounds on the connections of one listener.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,10 +139,19 @@ pub struct Drain {
     pub timeout: Duration,
 }
 
+/// Connections whose socket is still open, shed ones included.
+#[derive(Debug, Default)]
+struct Live {
+    count: std::sync::atomic::AtomicUsize,
+    closed: tokio::sync::Notify,
+}
+
 /// One open connection, as the accept loop and the connection see it.
+/// Dropped (with its last reference, after its socket) it counts as closed.
 #[derive(Debug)]
 struct Conn {
     id: u64,
+    live: Arc<Live>,
     /// Milliseconds since the tracker's epoch at the last request's end
     /// (the accept, before the first request).
     last_active: AtomicU64,
@@ -148,9 +160,17 @@ struct Conn {
     shed: CancellationToken,
 }
 
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.live.count.fetch_sub(1, Ordering::AcqRel);
+        self.live.closed.notify_waiters();
+    }
+}
+
 /// The open connections of one listener.
 #[derive(Debug)]
 struct Connections {
+    live: Arc<Live>,
     epoch: Instant,
     next_id: AtomicU64,
     open: Mutex<HashMap<u64, Arc<Conn>>>,
@@ -171,6 +191,7 @@ enum Admit {
 impl Connections {
     fn new(max: usize) -> Self {
         Connections {
+            live: Arc::default(),
             epoch: Instant::now(),
             next_id: AtomicU64::new(0),
             open: Mutex::new(HashMap::new()),
@@ -210,8 +231,10 @@ impl Connections {
                 None => return (Admit::Refuse, None),
             }
         }
+        self.live.count.fetch_add(1, Ordering::AcqRel);
         let conn = Arc::new(Conn {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            live: Arc::clone(&self.live),
             last_active: AtomicU64::new(self.now_ms()),
             in_flight: AtomicU32::new(0),
             requests: AtomicU64::new(0),
@@ -219,6 +242,20 @@ impl Connections {
         });
         open.insert(conn.id, Arc::clone(&conn));
         (admit, Some(conn))
+    }
+
+    /// Wait while the sockets still open (shed ones closing included) are
+    /// more than the limit allows: each is a file descriptor.
+    async fn room_for_one_more(&self) {
+        loop {
+            let closed = self.live.closed.notified();
+            if self.live.count.load(Ordering::Acquire) < self.max + CLOSING_SLACK {
+                return;
+            }
+            // Notified on every close; the timeout covers a close between
+            // the check and the wait.
+            let _ = tokio::time::timeout(Duration::from_millis(10), closed).await;
+        }
     }
 
     fn remove(&self, id: u64) {
@@ -404,6 +441,10 @@ async fn accept_loop(
 ) {
     tokio::pin!(stop);
     loop {
+        tokio::select! {
+            () = &mut stop => return,
+            () = connections.room_for_one_more() => {}
+        }
         let (stream, peer) = tokio::select! {
             () = &mut stop => return,
             accepted = listener.accept() => match accepted {

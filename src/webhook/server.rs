@@ -237,7 +237,6 @@ async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> 
     let room = match state.budget.admit(declared.unwrap_or(limit)).await {
         Ok(room) => room,
         Err(Refused::Busy) => return busy(endpoint),
-        Err(Refused::TooLarge) => return too_large(limit),
     };
     let body = match limits::read_body(
         request.into_body(),

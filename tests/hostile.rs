@@ -1,0 +1,630 @@
+//! Hostile input over real TLS against the `infergate` binary: oversized,
+//! slow, idle and malformed traffic, many connections at a low open-files
+//! limit, many large bodies at once, deep and wide JSON, huge strings.
+//! Each test starts its own `infergate serve` (policies from a file, no
+//! cluster) and checks that it stays up, answers with the right status,
+//! and stays within its memory limit (read from `/proc`).
+
+#[path = "../benches/common/reviews.rs"]
+mod reviews;
+mod support;
+
+use std::path::PathBuf;
+use std::process::Child;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use infergate::webhook::tls::certs::PemPair;
+use rustls::pki_types::ServerName;
+use serde_json::{Value, json};
+use support::{
+    binary, client_config, connect, free_port, http_get, install_crypto_provider, pki, send,
+    send_with_headers, write_pair,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const MIB: u64 = 1024 * 1024;
+/// The memory limit the server is told it has (as `deploy/` gives it).
+const MEMORY_LIMIT: u64 = 256 * MIB;
+/// How long a silent connection may live: the first-request timeout (10 s)
+/// plus slack for a loaded machine.
+const CUT_WITHIN: Duration = Duration::from_secs(14);
+
+/// One `infergate serve` process.
+struct Server {
+    child: Child,
+    port: u16,
+    probe: u16,
+    ca: PemPair,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// Start `infergate serve` with `open_files` as its hard and soft
+    /// `RLIMIT_NOFILE` (none: inherited), and wait until it is ready.
+    fn start(open_files: Option<u64>) -> Server {
+        install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, leaf) = pki("hostile-ca");
+        write_pair(dir.path(), &leaf);
+        let policy = dir.path().join("policy.yaml");
+        std::fs::write(
+            &policy,
+            "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {name: platform}\nspec: {defaults: {engine: {image: registry.example.com/vllm:0.9}}}\n",
+        )
+        .unwrap();
+        let (port, probe) = (free_port().unwrap(), free_port().unwrap());
+        let mut cmd = match open_files {
+            Some(n) => {
+                let mut c = std::process::Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg("--").arg(binary());
+                c
+            }
+            None => std::process::Command::new(binary()),
+        };
+        cmd.args(["serve", "--no-reconcile", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--probe-listen")
+            .arg(format!("127.0.0.1:{probe}"))
+            .arg("--tls-cert-file")
+            .arg(dir.path().join("tls.crt"))
+            .arg("--tls-key-file")
+            .arg(dir.path().join("tls.key"))
+            .arg("--policy-file")
+            .arg(&policy)
+            .arg("--memory-limit")
+            .arg(MEMORY_LIMIT.to_string())
+            .args(["--drain-period", "0s"])
+            .env("RUST_LOG", "info");
+        let log = dir.path().join("serve.log");
+        let child = support::spawn_logged(cmd, &log).unwrap();
+        let server = Server {
+            child,
+            port,
+            probe,
+            ca,
+            log,
+            _dir: dir,
+        };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let ready = rt.block_on(async {
+            for _ in 0..400 {
+                if let Ok((200, _)) = http_get(probe, "/readyz").await {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            false
+        });
+        assert!(ready, "not ready: {}", server.log());
+        server
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A field of `/proc/PID/status` in bytes (`VmRSS`, `VmHWM`).
+    fn memory(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("{field} not in /proc status"));
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap();
+        kib * 1024
+    }
+
+    /// The server is still running and answers its probes within 1 s.
+    async fn assert_alive(&mut self) {
+        assert!(
+            self.child.try_wait().unwrap().is_none(),
+            "the server exited: {}",
+            self.log()
+        );
+        for path in ["/healthz", "/readyz"] {
+            let started = Instant::now();
+            let answer =
+                tokio::time::timeout(Duration::from_secs(1), http_get(self.probe, path)).await;
+            assert!(
+                matches!(answer, Ok(Ok((200, _)))),
+                "{path} did not answer 200 within 1 s ({:?}): {answer:?}",
+                started.elapsed()
+            );
+        }
+    }
+
+    fn assert_within_memory_limit(&self) {
+        let peak = self.memory("VmHWM");
+        assert!(
+            peak < MEMORY_LIMIT,
+            "peak RSS {} MiB is over the {} MiB limit",
+            peak / MIB,
+            MEMORY_LIMIT / MIB
+        );
+    }
+
+    /// A TLS stream to the webhook port with `alpn`.
+    async fn tls(&self, alpn: &[u8]) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let tcp = TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
+        tokio_rustls::TlsConnector::from(client_config(&[&self.ca], &[alpn], false))
+            .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+            .await
+            .unwrap()
+    }
+
+    async fn http1(&self) -> support::Conn {
+        connect(
+            ([127, 0, 0, 1], self.port).into(),
+            client_config(&[&self.ca], &[b"http/1.1"], false),
+        )
+        .await
+        .unwrap()
+        .0
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Read what the server sends until it closes the connection (or `within`
+/// passes: `None`); the bytes read.
+async fn read_until_closed<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+    within: Duration,
+) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let read = async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(within, read).await.ok()?;
+    Some(out)
+}
+
+fn status_of(response: &[u8]) -> u16 {
+    let text = String::from_utf8_lossy(response);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {text:?}"))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// An AdmissionReview of an InferenceService carrying an annotation of
+/// `pad` bytes.
+fn padded_admission(pad: usize) -> Vec<u8> {
+    let mut object = reviews::service_object(0, false);
+    object["metadata"]["annotations"]["example.com/pad"] = json!("p".repeat(pad));
+    reviews::admission_review(object)
+}
+
+#[test]
+fn a_body_announced_over_the_limit_is_refused_before_it_is_read() {
+    let mut server = Server::start(None);
+    runtime().block_on(async {
+        for (path, length) in [("/validate", 100 * MIB), ("/mutate", 9 * MIB), ("/convert", 33 * MIB)] {
+            let mut tls = server.tls(b"http/1.1").await;
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+            );
+            tls.write_all(head.as_bytes()).await.unwrap();
+            let started = Instant::now();
+            let mut buf = vec![0u8; 4096];
+            let n = tokio::time::timeout(Duration::from_secs(2), tls.read(&mut buf))
+                .await
+                .expect("answered before any body byte was sent")
+                .unwrap();
+            let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            assert_eq!(status_of(answer.as_bytes()), 413, "{path}: {answer}");
+            assert!(answer.contains("\"error\""), "a JSON error: {answer}");
+            assert!(answer.contains("larger than"), "{answer}");
+            assert!(started.elapsed() < Duration::from_secs(2));
+        }
+        // Sent without a length: cut at the limit.
+        let mut tls = server.tls(b"http/1.1").await;
+        tls.write_all(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .await
+            .unwrap();
+        let chunk = vec![b' '; 1 << 20];
+        for _ in 0..9 {
+            let head = format!("{:x}\r\n", chunk.len());
+            if tls.write_all(head.as_bytes()).await.is_err()
+                || tls.write_all(&chunk).await.is_err()
+                || tls.write_all(b"\r\n").await.is_err()
+            {
+                break;
+            }
+        }
+        let answer = read_until_closed(&mut tls, Duration::from_secs(5)).await.unwrap_or_default();
+        assert_eq!(status_of(&answer), 413, "{}", String::from_utf8_lossy(&answer));
+        server.assert_alive().await;
+    });
+}
+
+#[test]
+fn silent_slow_and_half_open_connections_are_cut() {
+    let mut server = Server::start(None);
+    runtime().block_on(async {
+        let port = server.port;
+        let started = Instant::now();
+        // TCP only, never a TLS handshake.
+        let tcp = async {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            read_until_closed(&mut s, CUT_WITHIN)
+                .await
+                .map(|_| started.elapsed())
+        };
+        // A TLS handshake, then silence.
+        let tls_idle = async {
+            let mut s = server.tls(b"http/1.1").await;
+            read_until_closed(&mut s, CUT_WITHIN)
+                .await
+                .map(|_| started.elapsed())
+        };
+        // HTTP/2 by ALPN, and half of its preface.
+        let h2_preface = async {
+            let mut s = server.tls(b"h2").await;
+            s.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+            read_until_closed(&mut s, CUT_WITHIN)
+                .await
+                .map(|_| started.elapsed())
+        };
+        // Request headers that never end.
+        let headers = async {
+            let mut s = server.tls(b"http/1.1").await;
+            s.write_all(b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await
+                .unwrap();
+            read_until_closed(&mut s, CUT_WITHIN)
+                .await
+                .map(|_| started.elapsed())
+        };
+        // A body dripping one byte a second.
+        let drip = async {
+            let mut s = server.tls(b"http/1.1").await;
+            s.write_all(
+                b"POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n",
+            )
+            .await
+            .unwrap();
+            let mut answer = Vec::new();
+            let deadline = Instant::now() + CUT_WITHIN;
+            while Instant::now() < deadline {
+                if s.write_all(b" ").await.is_err() {
+                    break;
+                }
+                let mut buf = [0u8; 1024];
+                match tokio::time::timeout(Duration::from_secs(1), s.read(&mut buf)).await {
+                    Ok(Ok(0) | Err(_)) => break,
+                    Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+                    Err(_) => {}
+                }
+                if !answer.is_empty() {
+                    break;
+                }
+            }
+            (started.elapsed(), answer)
+        };
+        let (tcp, tls_idle, h2_preface, headers, (dripped, answer)) =
+            tokio::join!(tcp, tls_idle, h2_preface, headers, drip);
+        for (what, cut) in [
+            ("idle TCP", tcp),
+            ("idle TLS", tls_idle),
+            ("half an HTTP/2 preface", h2_preface),
+            ("unfinished headers", headers),
+        ] {
+            let cut = cut.unwrap_or_else(|| panic!("{what}: still open after {CUT_WITHIN:?}"));
+            assert!(
+                cut >= Duration::from_secs(4),
+                "{what}: cut after {cut:?}, too early"
+            );
+        }
+        assert!(
+            dripped < CUT_WITHIN,
+            "dripping body still open after {dripped:?}"
+        );
+        assert_eq!(
+            status_of(&answer),
+            408,
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
+        server.assert_alive().await;
+    });
+}
+
+#[test]
+fn idle_keep_alive_connections_outlive_the_api_servers_idle_timeout() {
+    let mut server = Server::start(None);
+    let body = padded_admission(0);
+    runtime().block_on(async {
+        let mut conn = server.http1().await;
+        let (status, _) = send(&mut conn, "/validate", &body).await.unwrap();
+        assert_eq!(status, 200);
+        // Go clients (the API server) drop idle connections after 90 s;
+        // the server must not close one first.
+        tokio::time::sleep(Duration::from_secs(95)).await;
+        let (status, _) = send(&mut conn, "/validate", &body)
+            .await
+            .expect("the kept-alive connection is still open after 95 s idle");
+        assert_eq!(status, 200);
+        server.assert_alive().await;
+    });
+}
+
+#[test]
+fn thousands_of_idle_connections_at_a_low_open_files_limit() {
+    // The test process needs room for its own side of them.
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let mut server = Server::start(Some(1024));
+    runtime().block_on(async {
+        let port = server.port;
+        let mut idle = Vec::new();
+        for i in 0..2000 {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            if i % 2 == 0 {
+                // Slowloris: the first bytes of a TLS ClientHello, then nothing.
+                let _ = s.write_all(&[0x16, 0x03, 0x01]).await;
+            }
+            idle.push(s);
+        }
+        server.assert_alive().await;
+        // A real client still gets served (the longest-idle are shed for it).
+        let mut conn = server.http1().await;
+        let (status, _) = send(&mut conn, "/validate", &padded_admission(0))
+            .await
+            .unwrap();
+        assert_eq!(status, 200);
+        // And the probe port resists the same.
+        let mut probe_idle = Vec::new();
+        for _ in 0..500 {
+            probe_idle.push(
+                TcpStream::connect(("127.0.0.1", server.probe))
+                    .await
+                    .unwrap(),
+            );
+        }
+        server.assert_alive().await;
+        drop(idle);
+        drop(probe_idle);
+    });
+    assert!(
+        server.log().contains("max_connections=896"),
+        "the limit in force is logged: {}",
+        server.log()
+    );
+}
+
+#[test]
+fn many_large_bodies_at_once_stay_within_the_memory_limit() {
+    let mut server = Server::start(None);
+    let admission = Arc::new(padded_admission(7 * MIB as usize));
+    let tiny_objects = {
+        let mut body = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1alpha1","objects":["#.to_vec();
+        while body.len() < 31 * MIB as usize {
+            body.extend_from_slice(br#"{"a":0},"#);
+        }
+        body.extend_from_slice(br#"{"a":0}]}}"#);
+        Arc::new(body)
+    };
+    runtime().block_on(async {
+        let mut tasks = Vec::new();
+        for i in 0..24 {
+            let (body, path) = if i % 6 == 5 {
+                (Arc::clone(&tiny_objects), "/convert")
+            } else {
+                (
+                    Arc::clone(&admission),
+                    if i % 2 == 0 { "/validate" } else { "/mutate" },
+                )
+            };
+            let mut conn = server.http1().await;
+            tasks.push(tokio::spawn(async move {
+                send_with_headers(&mut conn, path, &body)
+                    .await
+                    .map(|(status, headers, answer)| (path, status, headers, answer))
+            }));
+        }
+        let mut served = 0;
+        for task in tasks {
+            let (path, status, headers, answer) = task.await.unwrap().unwrap();
+            match status.as_u16() {
+                200 => {
+                    served += 1;
+                    let v: Value = serde_json::from_slice(&answer).unwrap();
+                    if path == "/convert" {
+                        assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+                    } else {
+                        assert!(v["response"]["allowed"].is_boolean(), "{path}: {v}");
+                    }
+                }
+                503 => assert_eq!(
+                    headers.get("retry-after").map(|h| h.to_str().unwrap()),
+                    Some("1"),
+                    "a refusal says when to retry"
+                ),
+                other => panic!("{path}: {other} {}", String::from_utf8_lossy(&answer)),
+            }
+        }
+        assert!(served > 0, "some of the requests were served");
+        server.assert_alive().await;
+        server.assert_within_memory_limit();
+    });
+}
+
+#[test]
+fn one_request_peaks_at_most_four_times_its_body() {
+    for (path, body) in [
+        ("/convert", reviews::conversion_review(10_000)),
+        ("/validate", padded_admission(7 * MIB as usize)),
+    ] {
+        let mut server = Server::start(None);
+        runtime().block_on(async {
+            let mut conn = server.http1().await;
+            // Warm up: the first request allocates the connection's buffers.
+            let (status, _) = send(&mut conn, "/validate", &padded_admission(0))
+                .await
+                .unwrap();
+            assert_eq!(status, 200);
+            let before = server.memory("VmRSS").max(server.memory("VmHWM"));
+            let (status, answer) = send(&mut conn, path, &body).await.unwrap();
+            assert_eq!(
+                status,
+                200,
+                "{}",
+                String::from_utf8_lossy(&answer[..answer.len().min(500)])
+            );
+            let grown = server.memory("VmHWM").saturating_sub(before);
+            let allowed = 4 * body.len() as u64;
+            eprintln!(
+                "{path}: body {} MiB, peak grew {} MiB (allowed {} MiB)",
+                body.len() as u64 / MIB,
+                grown / MIB,
+                allowed / MIB
+            );
+            assert!(
+                grown <= allowed,
+                "{path}: peak grew {grown} bytes for a {}-byte body",
+                body.len()
+            );
+            server.assert_alive().await;
+        });
+    }
+}
+
+#[test]
+fn hostile_json_and_strings_get_clear_bounded_answers() {
+    let mut server = Server::start(None);
+    runtime().block_on(async {
+        let mut conn = server.http1().await;
+        // Deep nesting.
+        let deep = "[".repeat(1 << 20);
+        let (status, answer) = send(&mut conn, "/validate", deep.as_bytes()).await.unwrap();
+        assert_eq!(status, 400, "{}", String::from_utf8_lossy(&answer));
+        // A wide object.
+        let mut wide = String::from("{");
+        for i in 0..400_000 {
+            wide.push_str(&format!("\"k{i}\":0,"));
+        }
+        wide.push_str("\"apiVersion\":\"x\"}");
+        let (status, _) = send(&mut conn, "/validate", wide.as_bytes()).await.unwrap();
+        assert_eq!(status, 400);
+        // A 1 MiB apiVersion: refused, and neither answer nor log carries it whole.
+        let huge = json!({"apiVersion": "v".repeat(1 << 20), "kind": "AdmissionReview\nlevel=ERROR forged", "request": {}});
+        let (status, answer) = send(&mut conn, "/validate", &serde_json::to_vec(&huge).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(status, 400);
+        assert!(answer.len() < 2048, "answer of {} bytes", answer.len());
+        let (_, answer) = send(
+            &mut conn,
+            "/convert",
+            &serde_json::to_vec(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "request": {"uid": "u", "desiredAPIVersion": "x".repeat(1 << 20),
+                            "objects": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                                         "metadata": {"name": "n\nlevel=ERROR forged"}, "spec": {"model": {"ref": "m"}}}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+        assert!(answer.len() < 4096, "conversion answer of {} bytes", answer.len());
+        // Invalid UTF-8.
+        let (status, _) = send(&mut conn, "/validate", b"{\"apiVersion\":\"\xff\xfe\"}").await.unwrap();
+        assert_eq!(status, 400);
+        server.assert_alive().await;
+    });
+    let log = server.log();
+    for line in log.lines() {
+        assert!(line.len() < 4096, "a log line of {} bytes", line.len());
+        assert!(
+            !line.starts_with("level=ERROR"),
+            "a forged log line: {line}"
+        );
+    }
+}
+
+#[test]
+fn large_conversions_do_not_stall_small_requests() {
+    let mut server = Server::start(None);
+    let large = Arc::new(reviews::conversion_review(8_000));
+    let small = Arc::new(padded_admission(0));
+    runtime().block_on(async {
+        // One large conversion alone: how long it holds a core.
+        let mut conn = server.http1().await;
+        let started = Instant::now();
+        let (status, _) = send(&mut conn, "/convert", &large).await.unwrap();
+        assert_eq!(status, 200);
+        let alone = started.elapsed();
+        // Back to back on two connections, while small requests come on
+        // fresh connections (each placed on the next connection worker).
+        let stop = tokio_util::sync::CancellationToken::new();
+        let mut converting = Vec::new();
+        for _ in 0..2 {
+            let mut conn = server.http1().await;
+            let large = Arc::clone(&large);
+            let stop = stop.clone();
+            converting.push(tokio::spawn(async move {
+                let mut done = 0;
+                while !stop.is_cancelled() {
+                    let (status, _) = send(&mut conn, "/convert", &large).await.unwrap();
+                    assert!(status == 200 || status == 503, "{status}");
+                    done += 1;
+                }
+                done
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut latencies = Vec::new();
+        let until = Instant::now() + (alone * 6).max(Duration::from_secs(4));
+        while Instant::now() < until {
+            let started = Instant::now();
+            let mut conn = server.http1().await;
+            let (status, _) = send(&mut conn, "/validate", &small).await.unwrap();
+            assert_eq!(status, 200);
+            latencies.push(started.elapsed());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        stop.cancel();
+        let mut conversions = 0;
+        for c in converting {
+            conversions += c.await.unwrap();
+        }
+        latencies.sort();
+        let p99 = latencies[latencies.len() * 99 / 100];
+        let max = *latencies.last().unwrap();
+        eprintln!(
+            "one large conversion alone {alone:?}; {conversions} conversions alongside {} small requests: p50 {:?}, p99 {p99:?}, max {max:?}",
+            latencies.len(),
+            latencies[latencies.len() / 2]
+        );
+        assert!(conversions >= 2, "the conversions ran meanwhile");
+        assert!(
+            p99 < alone / 2,
+            "small requests waited for large ones: p99 {p99:?} against {alone:?} for one conversion"
+        );
+        server.assert_alive().await;
+    });
+}
