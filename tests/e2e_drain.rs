@@ -232,26 +232,19 @@ async fn a_rolling_restart_under_writes_loses_none() {
     }
 
     tokio::time::sleep(Duration::from_secs(2)).await;
-    for i in 0..replicas.len() {
+    for (i, replica) in replicas.iter_mut().enumerate() {
         let before = written.load(Ordering::Acquire);
         // The kubelet sends SIGTERM; the endpoint update reaches the
         // balancer a second later, as it reaches kube-proxy and the API
         // servers after the endpoint controller, the informers and the
         // proxy's sync have each taken their turn.
-        let terminated = {
-            let replica = &mut replicas[i];
-            let endpoints = Arc::clone(&endpoints);
-            async move {
-                tokio::join!(replica.terminate(), async {
-                    tokio::time::sleep(ENDPOINT_LAG).await;
-                    endpoints.lock().unwrap()[i].1 = false;
-                });
-            }
-        };
-        terminated.await;
+        tokio::join!(replica.terminate(), async {
+            tokio::time::sleep(ENDPOINT_LAG).await;
+            endpoints.lock().unwrap()[i].1 = false;
+        });
         tokio::time::sleep(Duration::from_secs(1)).await;
-        replicas[i].start();
-        support::wait_readyz(replicas[i].probe, WAIT).await;
+        replica.start();
+        support::wait_readyz(replica.probe, WAIT).await;
         endpoints.lock().unwrap()[i].1 = true;
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(

@@ -304,24 +304,47 @@ impl Drop for InFlight {
     }
 }
 
-/// Serve HTTP/1.1 or HTTP/2 on one accepted (and, for TLS, handshaken)
-/// stream until the client closes it, it idles out, it is shed, or `close`.
-async fn serve_connection<I>(
-    io: I,
-    peer: SocketAddr,
-    builder: &auto::Builder<TokioExecutor>,
-    router: Router,
-    conn: Arc<Conn>,
+/// What every connection of one listener shares.
+struct Serving {
+    builder: auto::Builder<TokioExecutor>,
+    limits: Limits,
     connections: Arc<Connections>,
-    limits: &Limits,
-    close: &CancellationToken,
+    router: Router,
+    /// Cancelled when the listener stops: close gracefully within `close_grace`.
+    close: CancellationToken,
     close_grace: Duration,
-) where
+}
+
+impl Serving {
+    fn new(
+        limits: Limits,
+        router: Router,
+        close: CancellationToken,
+        close_grace: Duration,
+    ) -> Self {
+        Serving {
+            builder: limits.builder(),
+            connections: Arc::new(Connections::new(limits.max_connections)),
+            limits,
+            router,
+            close,
+            close_grace,
+        }
+    }
+}
+
+/// Serve HTTP/1.1 or HTTP/2 on one accepted (and, for TLS, handshaken)
+/// stream until the client closes it, it idles out, it is shed, or the
+/// listener closes.
+async fn serve_connection<I>(io: I, peer: SocketAddr, conn: Arc<Conn>, serving: &Serving)
+where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let (connections, limits, close) = (&serving.connections, &serving.limits, &serving.close);
     let service = {
         let conn = Arc::clone(&conn);
-        let connections = Arc::clone(&connections);
+        let connections = Arc::clone(connections);
+        let router = serving.router.clone();
         tower::service_fn(move |req: hyper::Request<Incoming>| {
             let guard = InFlight::start(&conn, &connections);
             let router = router.clone();
@@ -332,7 +355,9 @@ async fn serve_connection<I>(
             }
         })
     };
-    let connection = builder.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+    let connection = serving
+        .builder
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
     tokio::pin!(connection);
     let grace = loop {
         let due = connections.deadline(&conn, limits);
@@ -353,7 +378,7 @@ async fn serve_connection<I>(
                 tracing::debug!(%peer, "shedding the longest-idle connection for a new one");
                 break CLOSE_GRACE;
             }
-            () = close.cancelled() => break close_grace,
+            () = close.cancelled() => break serving.close_grace,
         }
     };
     connection.as_mut().graceful_shutdown();
@@ -504,11 +529,9 @@ pub async fn serve_tls_with(
     workers: usize,
 ) -> std::io::Result<()> {
     let acceptor = TlsAcceptor::from(tls);
-    let builder = Arc::new(limits.builder());
-    let limits = Arc::new(limits);
-    let connections = Arc::new(Connections::new(limits.max_connections));
     let tracker = TaskTracker::new();
     let close = CancellationToken::new();
+    let serving = Arc::new(Serving::new(limits, router, close.clone(), drain.timeout));
     let mut pool = Workers::start(workers)?;
     let stop_accepting = {
         let drain = drain.clone();
@@ -520,26 +543,21 @@ pub async fn serve_tls_with(
             }
         }
     };
-    accept_loop(&listener, &connections, stop_accepting, |stream, peer, conn| {
+    accept_loop(&listener, &serving.connections, stop_accepting, |stream, peer, conn| {
         // Moved to the worker's runtime: deregistered here, registered there.
         let stream = match stream.into_std() {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "failed to hand over a connection");
-                connections.remove(conn.id);
+                serving.connections.remove(conn.id);
                 return;
             }
         };
         let acceptor = acceptor.clone();
-        let builder = Arc::clone(&builder);
-        let router = router.clone();
-        let connections = Arc::clone(&connections);
-        let limits = Arc::clone(&limits);
-        let close = close.clone();
-        let drain_timeout = drain.timeout;
+        let serving = Arc::clone(&serving);
         pool.spawn(tracker.track_future(async move {
             let id = conn.id;
-            let first_request_by = Instant::now() + limits.first_request_timeout;
+            let first_request_by = Instant::now() + serving.limits.first_request_timeout;
             let served = async {
                 let stream = TcpStream::from_std(stream).map_err(|e| e.to_string())?;
                 let handshake = tokio::time::timeout_at(first_request_by.into(), acceptor.accept(stream));
@@ -550,15 +568,15 @@ pub async fn serve_tls_with(
                         Err(_) => return Err("tls handshake timed out".to_owned()),
                     },
                     () = conn.shed.cancelled() => return Err("shed during the tls handshake".to_owned()),
-                    () = close.cancelled() => return Ok(()),
+                    () = serving.close.cancelled() => return Ok(()),
                 };
-                serve_connection(tls, peer, &builder, router, Arc::clone(&conn), Arc::clone(&connections), &limits, &close, drain_timeout).await;
+                serve_connection(tls, peer, Arc::clone(&conn), &serving).await;
                 Ok(())
             };
             if let Err(e) = served.await {
                 tracing::debug!(%peer, error = %e, "connection closed");
             }
-            connections.remove(id);
+            serving.connections.remove(id);
         }));
     })
     .await;
@@ -587,36 +605,18 @@ pub async fn serve_plain(
     limits: Limits,
     shutdown: CancellationToken,
 ) {
-    let builder = Arc::new(limits.builder());
-    let limits = Arc::new(limits);
-    let connections = Arc::new(Connections::new(limits.max_connections));
     let tracker = TaskTracker::new();
-    let stop = shutdown.clone();
+    let serving = Arc::new(Serving::new(limits, router, shutdown.clone(), CLOSE_GRACE));
     accept_loop(
         &listener,
-        &connections,
-        stop.cancelled_owned(),
+        &serving.connections,
+        shutdown.cancelled_owned(),
         |stream, peer, conn| {
-            let builder = Arc::clone(&builder);
-            let router = router.clone();
-            let connections = Arc::clone(&connections);
-            let limits = Arc::clone(&limits);
-            let close = shutdown.clone();
+            let serving = Arc::clone(&serving);
             tracker.spawn(async move {
                 let id = conn.id;
-                serve_connection(
-                    stream,
-                    peer,
-                    &builder,
-                    router,
-                    conn,
-                    Arc::clone(&connections),
-                    &limits,
-                    &close,
-                    CLOSE_GRACE,
-                )
-                .await;
-                connections.remove(id);
+                serve_connection(stream, peer, conn, &serving).await;
+                serving.connections.remove(id);
             });
         },
     )

@@ -1,6 +1,8 @@
 //! The webhook transport:
 //!
-//! - [`listener`]: TLS and probe listeners, limits, timeouts, drain;
+//! - [`listener`]: TLS and probe listeners, connection limits and deadlines, drain;
+//! - [`limits`]: what one request may cost: body limits, the budget of work
+//!   in flight, body and request deadlines, the pool for large bodies;
 //! - [`server`]: the routers and the thin handlers;
 //! - [`review`]: the one decode of an AdmissionReview and the one encoder
 //!   of its answer;
