@@ -51,35 +51,42 @@ pub const UNTRUSTED_MAX: usize = 256;
 #[derive(Clone, Copy, Debug)]
 pub struct Bounded<'a>(pub &'a str);
 
-impl Bounded<'_> {
-    /// The bounded string as an owned `String`.
-    #[must_use]
-    pub fn to_owned_string(self) -> String {
-        self.to_string()
+/// Bytes of a message built from untrusted parts kept by [`bounded_message`].
+pub const MESSAGE_MAX: usize = 4096;
+
+/// A message that quotes untrusted strings (every field error of an object,
+/// say) made fit for an answer or a status: cut to [`MESSAGE_MAX`] bytes,
+/// control characters escaped, as [`Bounded`] does with a single string.
+#[must_use]
+pub fn bounded_message(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(MESSAGE_MAX + 32));
+    let _ = write_bounded(&mut out, message, MESSAGE_MAX);
+    out
+}
+
+fn write_bounded(f: &mut impl std::fmt::Write, s: &str, max: usize) -> std::fmt::Result {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
     }
+    for c in s[..end].chars() {
+        if c.is_control() {
+            for e in c.escape_default() {
+                f.write_char(e)?;
+            }
+        } else {
+            f.write_char(c)?;
+        }
+    }
+    if end < s.len() {
+        write!(f, "...({} more bytes)", s.len() - end)?;
+    }
+    Ok(())
 }
 
 impl std::fmt::Display for Bounded<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use std::fmt::Write;
-        let s = self.0;
-        let mut end = s.len().min(UNTRUSTED_MAX);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        for c in s[..end].chars() {
-            if c.is_control() {
-                for e in c.escape_default() {
-                    f.write_char(e)?;
-                }
-            } else {
-                f.write_char(c)?;
-            }
-        }
-        if end < s.len() {
-            write!(f, "...({} more bytes)", s.len() - end)?;
-        }
-        Ok(())
+        write_bounded(f, self.0, UNTRUSTED_MAX)
     }
 }
 
@@ -98,6 +105,9 @@ mod tests {
         let shown = Bounded(&long).to_string();
         assert!(shown.len() < UNTRUSTED_MAX + 40, "{}", shown.len());
         assert!(shown.ends_with(&format!("...({} more bytes)", (1 << 20) - UNTRUSTED_MAX)));
+        let many = "field is wrong\n".repeat(1000);
+        let message = bounded_message(&many);
+        assert!(message.len() < 2 * MESSAGE_MAX && !message.contains('\n'));
         // Never cut inside a character.
         let wide = "é".repeat(UNTRUSTED_MAX);
         let shown = Bounded(&wide).to_string();

@@ -302,6 +302,25 @@ fn silent_slow_and_half_open_connections_are_cut() {
                 .await
                 .map(|_| started.elapsed())
         };
+        // A served request, then the next one's headers, unfinished.
+        let later_headers = async {
+            let mut s = server.tls(b"http/1.1").await;
+            let body = padded_admission(0);
+            let head = format!(
+                "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+            s.write_all(&body).await.unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            let n = s.read(&mut buf).await.unwrap();
+            assert_eq!(status_of(&buf[..n]), 200);
+            // Idle a while (kept alive), then start a request and stall.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let stalled = Instant::now();
+            s.write_all(b"POST /validate HTTP/1.1\r\nHost:").await.unwrap();
+            read_until_closed(&mut s, CUT_WITHIN).await.map(|_| stalled.elapsed())
+        };
         // A body dripping one byte a second.
         let drip = async {
             let mut s = server.tls(b"http/1.1").await;
@@ -328,13 +347,14 @@ fn silent_slow_and_half_open_connections_are_cut() {
             }
             (started.elapsed(), answer)
         };
-        let (tcp, tls_idle, h2_preface, headers, (dripped, answer)) =
-            tokio::join!(tcp, tls_idle, h2_preface, headers, drip);
+        let (tcp, tls_idle, h2_preface, headers, later_headers, (dripped, answer)) =
+            tokio::join!(tcp, tls_idle, h2_preface, headers, later_headers, drip);
         for (what, cut) in [
             ("idle TCP", tcp),
             ("idle TLS", tls_idle),
             ("half an HTTP/2 preface", h2_preface),
             ("unfinished headers", headers),
+            ("unfinished headers of a later request", later_headers),
         ] {
             let cut = cut.unwrap_or_else(|| panic!("{what}: still open after {CUT_WITHIN:?}"));
             assert!(

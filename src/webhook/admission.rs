@@ -17,6 +17,7 @@ use crate::api::v1beta1::InferenceService;
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
 use crate::metrics::{Metrics, Webhook};
 use crate::state::{ClusterState, context};
+use crate::telemetry::{Bounded, bounded_message};
 use crate::webhook::patch;
 use crate::webhook::review::{self, Object, Response, Review};
 
@@ -72,10 +73,10 @@ impl Admission {
         self.metrics.admission(webhook, operation, allowed, elapsed);
         tracing::debug!(
             webhook = webhook.as_str(),
-            uid = %review.uid,
-            kind = %review.kind.kind,
-            namespace = review.namespace(),
-            name = %review.name,
+            uid = %Bounded(&review.uid),
+            kind = %Bounded(&review.kind.kind),
+            namespace = %Bounded(review.namespace()),
+            name = %Bounded(&review.name),
             operation,
             dry_run = review.dry_run,
             allowed,
@@ -117,7 +118,7 @@ impl Admission {
                 // validation: leave a malformed object untouched so the user
                 // gets the schema's field error (the validating webhook, run
                 // after the schema, denies anything that still does not decode).
-                tracing::debug!(uid = %review.uid, error = %e, "object does not decode; not defaulting");
+                tracing::debug!(uid = %Bounded(&review.uid), error = %Bounded(&e.to_string()), "object does not decode; not defaulting");
                 return with_warnings(resp, warnings);
             }
             _ => return with_warnings(resp, warnings),
@@ -279,13 +280,13 @@ fn deny(
         status: Some(Status {
             status: Some(StatusSummary::Failure),
             code,
-            message,
+            message: bounded_message(&message),
             metadata: None,
             reason: reason.to_owned(),
             details: Some(StatusDetails {
-                name: review.name.clone(),
-                group: review.kind.group.clone(),
-                kind: review.kind.kind.clone(),
+                name: Bounded(&review.name).to_string(),
+                group: Bounded(&review.kind.group).to_string(),
+                kind: Bounded(&review.kind.kind).to_string(),
                 uid: String::new(),
                 causes: causes
                     .iter()

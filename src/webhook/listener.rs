@@ -56,7 +56,7 @@ pub struct Limits {
     /// sends a request is cut after this.
     pub first_request_timeout: Duration,
     /// Time to read the headers of a later request on a kept-alive HTTP/1.1
-    /// connection, from its first byte.
+    /// connection, from its first byte (see `Watched`).
     pub header_read_timeout: Duration,
     /// An open connection with no request in flight for this long is closed.
     pub idle_timeout: Duration,
@@ -105,7 +105,10 @@ impl Limits {
         builder
             .http1()
             .timer(TokioTimer::new())
-            .header_read_timeout(Some(self.header_read_timeout))
+            // hyper's header timeout also runs while a kept-alive
+            // connection waits for its next request, closing it after
+            // this long idle; `Watched` times headers from their first byte.
+            .header_read_timeout(None)
             .keep_alive(true);
         builder
             .http2()
@@ -157,6 +160,11 @@ struct Conn {
     last_active: AtomicU64,
     in_flight: AtomicU32,
     requests: AtomicU64,
+    /// Milliseconds since the epoch, plus one, at the first byte of the
+    /// next HTTP/1.1 request read while none is in flight (0: none).
+    reading_since: AtomicU64,
+    /// Poked when `reading_since` is set: the deadline moved closer.
+    activity: tokio::sync::Notify,
     shed: CancellationToken,
 }
 
@@ -238,6 +246,8 @@ impl Connections {
             last_active: AtomicU64::new(self.now_ms()),
             in_flight: AtomicU32::new(0),
             requests: AtomicU64::new(0),
+            reading_since: AtomicU64::new(0),
+            activity: tokio::sync::Notify::new(),
             shed: CancellationToken::new(),
         });
         open.insert(conn.id, Arc::clone(&conn));
@@ -273,7 +283,11 @@ impl Connections {
         } else if conn.requests.load(Ordering::Acquire) == 0 {
             last + limits.first_request_timeout
         } else {
-            last + limits.idle_timeout
+            let idle = last + limits.idle_timeout;
+            match conn.reading_since.load(Ordering::Acquire) {
+                0 => idle,
+                since => idle.min(self.instant(since - 1) + limits.header_read_timeout),
+            }
         }
     }
 }
@@ -288,6 +302,7 @@ impl InFlight {
     fn start(conn: &Arc<Conn>, connections: &Arc<Connections>) -> Self {
         conn.in_flight.fetch_add(1, Ordering::AcqRel);
         conn.requests.fetch_add(1, Ordering::AcqRel);
+        conn.reading_since.store(0, Ordering::Release);
         InFlight {
             conn: Arc::clone(conn),
             connections: Arc::clone(connections),
@@ -301,6 +316,86 @@ impl Drop for InFlight {
             .last_active
             .store(self.connections.now_ms(), Ordering::Release);
         self.conn.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection's (plaintext) stream that notes when the bytes of a new
+/// HTTP/1.1 request start arriving while none is in flight, so its headers
+/// can be timed from their first byte rather than from the end of the last
+/// request. HTTP/2 (recognised by its preface) sends frames of its own
+/// while idle and is left untimed here.
+struct Watched<I> {
+    io: I,
+    conn: Arc<Conn>,
+    connections: Arc<Connections>,
+    /// Whether the client speaks HTTP/2, once its first bytes tell.
+    h2: Option<bool>,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        const H2_PREFACE: &[u8] = b"PRI ";
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.io).poll_read(cx, buf);
+        let read = &buf.filled()[before..];
+        if read.is_empty() {
+            return polled;
+        }
+        if self.h2.is_none() {
+            let n = read.len().min(H2_PREFACE.len());
+            self.h2 = Some(read[..n] == H2_PREFACE[..n]);
+        }
+        let conn = &self.conn;
+        if self.h2 == Some(false)
+            && conn.requests.load(Ordering::Acquire) > 0
+            && conn.in_flight.load(Ordering::Acquire) == 0
+            && conn.reading_since.load(Ordering::Acquire) == 0
+        {
+            conn.reading_since
+                .store(self.connections.now_ms() + 1, Ordering::Release);
+            conn.activity.notify_one();
+        }
+        polled
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -355,6 +450,12 @@ where
             }
         })
     };
+    let io = Watched {
+        io,
+        conn: Arc::clone(&conn),
+        connections: Arc::clone(connections),
+        h2: None,
+    };
     let connection = serving
         .builder
         .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
@@ -374,6 +475,7 @@ where
                     break CLOSE_GRACE;
                 }
             }
+            () = conn.activity.notified() => {}
             () = conn.shed.cancelled() => {
                 tracing::debug!(%peer, "shedding the longest-idle connection for a new one");
                 break CLOSE_GRACE;
@@ -765,7 +867,7 @@ mod tests {
     #[test]
     fn deadlines_follow_the_connection_state() {
         let limits = Limits::webhook();
-        let connections = Connections::new(4);
+        let connections = Arc::new(Connections::new(4));
         let (_, conn) = connections.admit();
         let conn = conn.unwrap();
         let accepted = connections.instant(conn.last_active.load(Ordering::Acquire));
@@ -779,6 +881,19 @@ mod tests {
             connections.deadline(&conn, &limits),
             accepted + limits.idle_timeout
         );
+        // The next request's first byte: its headers have the header timeout.
+        conn.reading_since.store(1000 + 1, Ordering::Release);
+        assert_eq!(
+            connections.deadline(&conn, &limits),
+            connections.instant(1000) + limits.header_read_timeout
+        );
+        let guard = InFlight::start(&conn, &connections);
+        assert_eq!(
+            conn.reading_since.load(Ordering::Acquire),
+            0,
+            "headers read"
+        );
+        drop(guard);
         conn.in_flight.store(1, Ordering::Release);
         assert!(connections.deadline(&conn, &limits) > Instant::now() + limits.idle_timeout / 2);
     }
