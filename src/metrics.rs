@@ -234,6 +234,15 @@ impl Metrics {
     /// Record one object converted (or not) from `from` to `to` (apiVersions or
     /// bare versions; anything but `v1alpha1`/`v1beta1` is counted as `other`).
     pub fn conversion(&self, from: &str, to: &str, success: bool) {
+        self.conversions(from, to, success, 1);
+    }
+
+    /// Count `n` objects converted from `from` to `to` (one call per
+    /// review and version pair, not per object).
+    pub fn conversions(&self, from: &str, to: &str, success: bool, n: u64) {
+        if n == 0 {
+            return;
+        }
         self.inner
             .conversion_objects
             .get_or_create(&ConversionLabels {
@@ -241,7 +250,7 @@ impl Metrics {
                 to: version_label(to),
                 result: if success { "success" } else { "failure" },
             })
-            .inc();
+            .inc_by(n);
     }
 
     /// Record one reconciliation. `result` is `success` or a short, bounded

@@ -1,91 +1,745 @@
 //! `POST /convert`: apiextensions.k8s.io/v1 ConversionReview, answered with
-//! the engine's lossless conversion, objects in order.
+//! the engine's lossless conversion, objects in order, in memory bounded by
+//! the body.
+//!
+//! The review is read in one pass: `objects` is visited element by element,
+//! each object kept as a slice of the body ([`RawValue`]) and converted at
+//! once, its answer written straight into the response; nothing of the
+//! whole review is ever held as a tree. The API server writes `uid` and
+//! `desiredAPIVersion` before `objects`; a review that does not is read a
+//! second time, the objects skipped on the first pass.
+//!
+//! One object: `apiVersion`, `kind`, `spec` and `status` are read typed
+//! (spec and status into the typed structs of their version), `metadata`
+//! as slices per key: it is written back verbatim but for the
+//! `infergate.dev/conversion-data` annotation, which is all the typed
+//! conversion ([`crate::api::conversion`]) reads or writes of it.
 
-use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
-use kube::core::{Status, TypeMeta};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::api::conversion::{self, ConversionError, V1ALPHA1, V1BETA1};
+use crate::api::{CONVERSION_DATA_ANNOTATION, v1alpha1, v1beta1};
 use crate::metrics::Metrics;
+use crate::telemetry::Bounded;
 
-fn failure(message: String) -> Status {
-    Status::failure(&message, "ConversionFailed")
-}
+/// The review's `apiVersion`.
+const API_VERSION: &str = "apiextensions.k8s.io/v1";
+/// The review's `kind`.
+const KIND: &str = "ConversionReview";
 
-/// The incoming envelope: kube-core's `ConversionReview` flattens
-/// `TypeMeta`, which makes serde buffer the whole body (whole lists) first;
-/// this decodes in one pass into the same [`ConversionRequest`].
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewIn {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    request: Option<ConversionRequest>,
-}
+/// The answer is written in pieces of about this size: no buffer is ever
+/// grown (and copied) to the size of the whole answer.
+const PIECE: usize = 1 << 20;
 
-/// Answer a ConversionReview body. Always returns a ConversionReview: a body
-/// that cannot be read gets `result.status: Failure` with the reason.
+/// Answer a ConversionReview body: the response's JSON bytes. Always a
+/// ConversionReview: a body that cannot be read, or an object that cannot
+/// be converted, gets `result.status: Failure` with the reason (the first
+/// failing object fails the whole review, as the API server needs all or
+/// nothing).
 #[must_use]
-pub fn convert_review(body: &[u8], metrics: &Metrics) -> ConversionReview {
-    let review: ReviewIn = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) => {
-            return ConversionResponse::invalid(failure(format!(
-                "request body is not an apiextensions.k8s.io/v1 ConversionReview: {e}"
-            )))
-            .into_review();
-        }
+pub fn convert_review(body: &[u8], metrics: &Metrics) -> Vec<u8> {
+    convert_review_pieces(body, metrics).concat()
+}
+
+/// [`convert_review`] as consecutive pieces of about 1 MiB, to be sent one
+/// after the other.
+#[must_use]
+pub fn convert_review_pieces(body: &[u8], metrics: &Metrics) -> Vec<Vec<u8>> {
+    let mut pieces = Pieces {
+        done: Vec::new(),
+        current: Vec::with_capacity((body.len() + 256).min(PIECE + PIECE / 4)),
     };
-    if review.api_version != "apiextensions.k8s.io/v1" || review.kind != "ConversionReview" {
-        let msg = format!(
-            "unsupported review type {:?}/{:?}: expected apiextensions.k8s.io/v1 ConversionReview",
-            review.api_version, review.kind
+    let mut tally = Tally::default();
+    let answer = match std::str::from_utf8(body) {
+        Err(e) => Err(Box::new(Failure::unreadable(&e.to_string()))),
+        Ok(text) => read_and_convert(text, &mut pieces, &mut tally),
+    };
+    tally.record(metrics);
+    match answer {
+        Ok(()) => pieces.finish(),
+        Err(failure) => {
+            if let Some(object) = &failure.object {
+                tracing::warn!(
+                    index = object.index,
+                    name = %Bounded(&object.name),
+                    from = %Bounded(&object.from),
+                    to = %Bounded(&failure.desired),
+                    error = %Bounded(&failure.message),
+                    "conversion failed"
+                );
+            }
+            let mut out = Vec::new();
+            failure.write(&mut out);
+            vec![out]
+        }
+    }
+}
+
+/// The answer being written: full pieces and the current one.
+#[derive(Default)]
+struct Pieces {
+    done: Vec<Vec<u8>>,
+    current: Vec<u8>,
+}
+
+impl Pieces {
+    /// Start a new piece when the current one is full (between objects).
+    fn cut(&mut self) {
+        if self.current.len() >= PIECE {
+            let full = std::mem::replace(&mut self.current, Vec::with_capacity(PIECE + PIECE / 4));
+            self.done.push(full);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.done.clear();
+        self.current.clear();
+    }
+
+    fn finish(mut self) -> Vec<Vec<u8>> {
+        self.done.push(self.current);
+        self.done
+    }
+}
+
+/// Convert one InferenceService object (JSON) to `desired` and return its
+/// JSON: what [`convert_review`] writes for each object.
+pub fn convert_object(object: &str, desired: &str) -> Result<Vec<u8>, ConversionError> {
+    let raw: &RawValue =
+        serde_json::from_str(object).map_err(|e| ConversionError::Decode(e.to_string()))?;
+    let mut out = Vec::with_capacity(object.len() + 64);
+    write_converted(raw, desired, &mut out)?;
+    Ok(out)
+}
+
+/// Why a review failed, and which object.
+struct Failure {
+    uid: String,
+    desired: String,
+    message: String,
+    object: Option<FailedObject>,
+}
+
+struct FailedObject {
+    index: usize,
+    name: String,
+    from: String,
+}
+
+impl Failure {
+    fn unreadable(e: &str) -> Self {
+        Failure {
+            uid: String::new(),
+            desired: String::new(),
+            message: format!(
+                "request body is not an apiextensions.k8s.io/v1 ConversionReview: {}",
+                Bounded(e)
+            ),
+            object: None,
+        }
+    }
+
+    /// The failed ConversionReview (uid echoed, `convertedObjects` empty).
+    fn write(&self, out: &mut Vec<u8>) {
+        let answer = serde_json::json!({
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "response": {
+                "uid": self.uid,
+                "result": {"status": "Failure", "message": self.message, "reason": "ConversionFailed"},
+                "convertedObjects": [],
+            }
+        });
+        // Serializing a json! value into a Vec cannot fail.
+        let _ = serde_json::to_writer(out, &answer);
+    }
+}
+
+/// Objects converted per source version and result, recorded once per
+/// review (a metric update per object would cost more than converting it).
+#[derive(Default)]
+struct Tally {
+    desired: String,
+    counts: BTreeMap<(&'static str, bool), u64>,
+}
+
+impl Tally {
+    fn add(&mut self, from: &'static str, success: bool) {
+        *self.counts.entry((from, success)).or_default() += 1;
+    }
+
+    fn record(&self, metrics: &Metrics) {
+        for ((from, success), n) in &self.counts {
+            metrics.conversions(from, &self.desired, *success, *n);
+        }
+    }
+}
+
+/// A served version, or "" (the metrics label it `unknown`).
+fn served(api_version: &str) -> &'static str {
+    match api_version {
+        V1ALPHA1 => V1ALPHA1,
+        V1BETA1 => V1BETA1,
+        _ => "",
+    }
+}
+
+/// The envelope, read once: `uid` and `desiredAPIVersion` before
+/// `objects`, as the API server writes them, let the objects be converted
+/// while they are read.
+fn read_and_convert(text: &str, out: &mut Pieces, tally: &mut Tally) -> Result<(), Box<Failure>> {
+    let mut reader = Envelope {
+        out,
+        tally,
+        pass: Pass::First,
+        header: Header::default(),
+        failure: None,
+    };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let read = reader.deserialize_envelope(&mut de).and_then(|()| de.end());
+    if let Some(failure) = reader.failure.take() {
+        return Err(failure);
+    }
+    if let Err(e) = read {
+        return Err(Box::new(Failure::unreadable(&e.to_string())));
+    }
+    let header = std::mem::take(&mut reader.header);
+    check_header(&header)?;
+    if reader.pass == Pass::First && !header.converted {
+        // `objects` came before the fields needed to convert them, or not at all.
+        reader.out.clear();
+        reader.pass = Pass::Second;
+        reader.header = Header {
+            uid: header.uid.clone(),
+            desired: header.desired.clone(),
+            ..Header::default()
+        };
+        let mut de = serde_json::Deserializer::from_str(text);
+        let read = reader.deserialize_envelope(&mut de);
+        if let Some(failure) = reader.failure.take() {
+            return Err(failure);
+        }
+        read.map_err(|e| Box::new(Failure::unreadable(&e.to_string())))?;
+        if !reader.header.converted {
+            // No objects at all: an empty list converts to an empty list.
+            reader.header.uid = header.uid.clone();
+            reader.header.desired = header.desired.clone();
+            reader.start_answer();
+        }
+    } else if !header.converted {
+        reader.header = header;
+        reader.start_answer();
+    }
+    reader.out.current.extend_from_slice(b"]}}");
+    Ok(())
+}
+
+/// What the envelope says besides its objects.
+#[derive(Default)]
+struct Header {
+    api_version: Option<String>,
+    kind: Option<String>,
+    has_request: bool,
+    uid: Option<String>,
+    desired: Option<String>,
+    /// The answer's head is written and the objects converted into it.
+    converted: bool,
+}
+
+fn check_header(header: &Header) -> Result<(), Box<Failure>> {
+    let api_version = header.api_version.as_deref().unwrap_or_default();
+    let kind = header.kind.as_deref().unwrap_or_default();
+    let failure = |message: String| {
+        Box::new(Failure {
+            uid: header.uid.clone().unwrap_or_default(),
+            desired: header.desired.clone().unwrap_or_default(),
+            message,
+            object: None,
+        })
+    };
+    if api_version != API_VERSION || kind != KIND {
+        return Err(failure(format!(
+            "unsupported review type \"{}\"/\"{}\": expected apiextensions.k8s.io/v1 ConversionReview",
+            Bounded(api_version),
+            Bounded(kind)
+        )));
+    }
+    if !header.has_request {
+        return Err(failure("ConversionReview has no request".to_owned()));
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Read everything; convert the objects if uid and desired came first.
+    First,
+    /// Read again only to convert the objects.
+    Second,
+}
+
+/// The reader of one review and the writer of its answer.
+struct Envelope<'o> {
+    out: &'o mut Pieces,
+    tally: &'o mut Tally,
+    pass: Pass,
+    header: Header,
+    /// Set when an object failed (the read is then aborted).
+    failure: Option<Box<Failure>>,
+}
+
+impl Envelope<'_> {
+    fn deserialize_envelope<'de, D: de::Deserializer<'de>>(
+        &mut self,
+        de: D,
+    ) -> Result<(), D::Error> {
+        de.deserialize_map(EnvelopeVisitor(self))
+    }
+
+    /// Write the answer up to the first object.
+    fn start_answer(&mut self) {
+        let uid = self.header.uid.as_deref().unwrap_or_default();
+        let out = &mut self.out.current;
+        out.extend_from_slice(
+            br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","response":{"uid":"#,
         );
-        return ConversionResponse::invalid(failure(msg)).into_review();
+        let _ = serde_json::to_writer(&mut *out, uid);
+        out.extend_from_slice(br#","result":{"status":"Success"},"convertedObjects":["#);
+        self.header.converted = true;
     }
-    let Some(mut request) = review.request else {
-        return ConversionResponse::invalid(failure("ConversionReview has no request".into()))
-            .into_review();
-    };
-    request.types = Some(TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
-    });
-    convert_request(request, metrics).into_review()
+
+    /// Whether the objects can be converted as they are read.
+    fn ready_to_convert(&self) -> bool {
+        self.header.uid.is_some() && self.header.desired.is_some()
+    }
 }
 
-/// Convert every object of `request`; the first failure fails the whole review
-/// (the API server needs all or nothing) and names the object.
-#[must_use]
-pub fn convert_request(mut request: ConversionRequest, metrics: &Metrics) -> ConversionResponse {
-    let desired = request.desired_api_version.clone();
-    let objects = std::mem::take(&mut request.objects);
-    let response = ConversionResponse::for_request(request);
-    let mut converted = Vec::with_capacity(objects.len());
-    for (i, obj) in objects.into_iter().enumerate() {
-        let from = obj
-            .get("apiVersion")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let name = obj
-            .pointer("/metadata/name")
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned();
-        match crate::api::conversion::convert(obj, &desired) {
-            Ok(out) => {
-                metrics.conversion(&from, &desired, true);
-                converted.push(out);
-            }
-            Err(e) => {
-                metrics.conversion(&from, &desired, false);
-                tracing::warn!(index = i, name = %name, from = %from, to = %desired, error = %e, "conversion failed");
-                return response.failure(failure(format!(
-                    "failed to convert object {i} ({name:?}) from {from:?} to {desired:?}: {e}"
-                )));
+struct EnvelopeVisitor<'a, 'o>(&'a mut Envelope<'o>);
+
+impl<'de> Visitor<'de> for EnvelopeVisitor<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a ConversionReview object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let env = self.0;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "apiVersion" if env.pass == Pass::First => {
+                    env.header.api_version = Some(map.next_value()?);
+                }
+                "kind" if env.pass == Pass::First => env.header.kind = Some(map.next_value()?),
+                "request" => {
+                    env.header.has_request = true;
+                    map.next_value_seed(RequestSeed(env))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
+        Ok(())
     }
-    response.success(converted)
+}
+
+struct RequestSeed<'a, 'o>(&'a mut Envelope<'o>);
+
+impl<'de> DeserializeSeed<'de> for RequestSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
+        de.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RequestSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a ConversionRequest object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let env = self.0;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "uid" if env.pass == Pass::First => env.header.uid = Some(map.next_value()?),
+                "desiredAPIVersion" if env.pass == Pass::First => {
+                    env.header.desired = Some(map.next_value()?);
+                }
+                "objects" if env.ready_to_convert() && !env.header.converted => {
+                    if env.pass == Pass::First {
+                        // Conversion needs the review's type and target known good.
+                        let partial = Header {
+                            api_version: env.header.api_version.clone(),
+                            kind: env.header.kind.clone(),
+                            has_request: true,
+                            uid: env.header.uid.clone(),
+                            desired: env.header.desired.clone(),
+                            converted: false,
+                        };
+                        let typed_ok = partial.api_version.is_some()
+                            && partial.kind.is_some()
+                            && check_header(&partial).is_ok();
+                        if !typed_ok {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    }
+                    env.start_answer();
+                    map.next_value_seed(ObjectsSeed(env))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ObjectsSeed<'a, 'o>(&'a mut Envelope<'o>);
+
+impl<'de> DeserializeSeed<'de> for ObjectsSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
+        de.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let env = self.0;
+        let desired = env.header.desired.clone().unwrap_or_default();
+        env.tally.desired.clone_from(&desired);
+        let mut index = 0usize;
+        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+            env.out.cut();
+            if index > 0 {
+                env.out.current.push(b',');
+            }
+            let converted = write_converted(raw, &desired, &mut env.out.current);
+            if let Err(e) = converted {
+                let (name, from) = identify(raw);
+                env.tally.add(served(&from), false);
+                env.failure = Some(Box::new(Failure {
+                    uid: env.header.uid.clone().unwrap_or_default(),
+                    message: format!(
+                        "failed to convert object {index} (\"{}\") from \"{}\" to \"{}\": {}",
+                        Bounded(&name),
+                        Bounded(&from),
+                        Bounded(&desired),
+                        Bounded(&e.to_string())
+                    ),
+                    desired: desired.clone(),
+                    object: Some(FailedObject { index, name, from }),
+                }));
+                return Err(de::Error::custom("conversion failed"));
+            }
+            if let Ok(from) = converted {
+                env.tally.add(from, true);
+            }
+            index += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The name and apiVersion of an object, for a failure message.
+fn identify(raw: &RawValue) -> (String, String) {
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(default)]
+        name: String,
+    }
+    #[derive(Deserialize)]
+    struct Ident {
+        #[serde(rename = "apiVersion", default)]
+        api_version: Option<serde_json::Value>,
+        #[serde(default)]
+        metadata: Option<Meta>,
+    }
+    match serde_json::from_str::<Ident>(raw.get()) {
+        Ok(i) => (
+            i.metadata.map(|m| m.name).unwrap_or_default(),
+            match i.api_version {
+                Some(serde_json::Value::String(s)) => s,
+                _ => String::new(),
+            },
+        ),
+        Err(_) => (String::new(), String::new()),
+    }
+}
+
+/// One object as read: typed where the conversion reads it, slices of the
+/// body elsewhere.
+#[derive(Deserialize)]
+struct ObjectIn<'a> {
+    #[serde(rename = "apiVersion", default, borrow)]
+    api_version: Cow<'a, str>,
+    #[serde(default, borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    metadata: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    spec: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    status: Option<&'a RawValue>,
+}
+
+/// `metadata`, key by key, values as slices.
+type RawMap<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
+
+fn decode_raw_map<'a>(raw: &'a RawValue) -> Result<RawMap<'a>, ConversionError> {
+    struct MapVisitor;
+    impl<'de> Visitor<'de> for MapVisitor {
+        type Value = RawMap<'de>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMap<'de>, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    de::Deserializer::deserialize_map(&mut de, MapVisitor)
+        .map_err(|e| ConversionError::Decode(format!("metadata: {e}")))
+}
+
+fn decode<'a, T: Deserialize<'a>>(raw: &'a RawValue, what: &str) -> Result<T, ConversionError> {
+    serde_json::from_str(raw.get()).map_err(|e| ConversionError::Decode(format!("{what}: {e}")))
+}
+
+/// Convert one object to `desired`, appending its JSON to `out`; the
+/// version it was in.
+fn write_converted(
+    raw: &RawValue,
+    desired: &str,
+    out: &mut Vec<u8>,
+) -> Result<&'static str, ConversionError> {
+    if desired != V1ALPHA1 && desired != V1BETA1 {
+        return Err(ConversionError::UnsupportedVersion(desired.to_owned()));
+    }
+    let object: ObjectIn<'_> = decode(raw, "object")?;
+    if object.kind != "InferenceService" {
+        return Err(ConversionError::UnsupportedKind(object.kind.into_owned()));
+    }
+    let from = served(&object.api_version);
+    if from.is_empty() {
+        return Err(ConversionError::UnsupportedVersion(
+            object.api_version.into_owned(),
+        ));
+    }
+    if from == desired {
+        out.extend_from_slice(raw.get().as_bytes());
+        return Ok(from);
+    }
+    let metadata = object.metadata.map(decode_raw_map).transpose()?;
+    let annotations = match metadata
+        .as_ref()
+        .and_then(|m| m.iter().find(|(k, _)| k == "annotations"))
+    {
+        Some((_, raw)) if raw.get() != "null" => Some(decode_raw_map(raw)?),
+        _ => None,
+    };
+    let light = light_metadata(annotations.as_ref())?;
+    let Some(spec) = object.spec else {
+        return Err(ConversionError::Decode("missing field `spec`".to_owned()));
+    };
+    let status = object.status.filter(|s| s.get() != "null");
+    let original = Original {
+        metadata: metadata.as_ref(),
+        annotations: annotations.as_ref(),
+    };
+    if from == V1ALPHA1 {
+        let a = v1alpha1::InferenceService {
+            metadata: light,
+            spec: decode(spec, "spec")?,
+            status: status.map(|s| decode(s, "status")).transpose()?,
+        };
+        let b = conversion::to_v1beta1(&a)?;
+        write_object(
+            out,
+            V1BETA1,
+            &b.metadata,
+            original,
+            &b.spec,
+            b.status.as_ref(),
+        )?;
+    } else {
+        let b = v1beta1::InferenceService {
+            metadata: light,
+            spec: decode(spec, "spec")?,
+            status: status.map(|s| decode(s, "status")).transpose()?,
+        };
+        let a = conversion::to_v1alpha1(&b)?;
+        write_object(
+            out,
+            V1ALPHA1,
+            &a.metadata,
+            original,
+            &a.spec,
+            a.status.as_ref(),
+        )?;
+    }
+    Ok(from)
+}
+
+/// The object's own metadata, as read.
+#[derive(Clone, Copy)]
+struct Original<'r, 'a> {
+    metadata: Option<&'r RawMap<'a>>,
+    annotations: Option<&'r RawMap<'a>>,
+}
+
+/// What the typed conversion reads of `metadata`: whether there is an
+/// `annotations` map, its keys (values blanked), and the value of the
+/// conversion annotation.
+fn light_metadata(annotations: Option<&RawMap<'_>>) -> Result<ObjectMeta, ConversionError> {
+    let Some(annotations) = annotations else {
+        return Ok(ObjectMeta::default());
+    };
+    let mut light = BTreeMap::new();
+    for (k, v) in annotations {
+        let value = if k == CONVERSION_DATA_ANNOTATION {
+            decode::<String>(v, "the conversion annotation")?
+        } else {
+            String::new()
+        };
+        light.insert(k.clone().into_owned(), value);
+    }
+    Ok(ObjectMeta {
+        annotations: Some(light),
+        ..ObjectMeta::default()
+    })
+}
+
+fn json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), ConversionError> {
+    serde_json::to_writer(out, value).map_err(|e| ConversionError::Decode(e.to_string()))
+}
+
+/// Write a converted object: the original metadata with the conversion
+/// annotation as the typed conversion left it.
+fn write_object<S: serde::Serialize, St: serde::Serialize>(
+    out: &mut Vec<u8>,
+    api_version: &str,
+    typed: &ObjectMeta,
+    original: Original<'_, '_>,
+    spec: &S,
+    status: Option<&St>,
+) -> Result<(), ConversionError> {
+    let Original {
+        metadata,
+        annotations,
+    } = original;
+    out.extend_from_slice(br#"{"apiVersion":"#);
+    json(out, api_version)?;
+    out.extend_from_slice(br#","kind":"InferenceService""#);
+    let stash = typed
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONVERSION_DATA_ANNOTATION));
+    let keep_annotations = typed.annotations.is_some();
+    match metadata {
+        Some(entries) => {
+            out.extend_from_slice(br#","metadata":{"#);
+            let mut first = true;
+            let mut sep = |out: &mut Vec<u8>| {
+                if !std::mem::take(&mut first) {
+                    out.push(b',');
+                }
+            };
+            let mut wrote_annotations = false;
+            for (key, value) in entries {
+                if key == "annotations" {
+                    if !keep_annotations || wrote_annotations {
+                        continue;
+                    }
+                    wrote_annotations = true;
+                    sep(out);
+                    json(out, "annotations")?;
+                    out.push(b':');
+                    write_annotations(out, annotations, stash)?;
+                } else {
+                    sep(out);
+                    json(out, key.as_ref())?;
+                    out.push(b':');
+                    out.extend_from_slice(value.get().as_bytes());
+                }
+            }
+            if keep_annotations && !wrote_annotations {
+                sep(out);
+                json(out, "annotations")?;
+                out.push(b':');
+                write_annotations(out, None, stash)?;
+            }
+            out.push(b'}');
+        }
+        None if keep_annotations => {
+            out.extend_from_slice(br#","metadata":{"annotations":"#);
+            write_annotations(out, None, stash)?;
+            out.push(b'}');
+        }
+        None => {}
+    }
+    out.extend_from_slice(br#","spec":"#);
+    json(out, spec)?;
+    if let Some(status) = status {
+        out.extend_from_slice(br#","status":"#);
+        json(out, status)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// The annotations map: every original entry but the conversion
+/// annotation, which is `stash` when there is one.
+fn write_annotations(
+    out: &mut Vec<u8>,
+    original: Option<&RawMap<'_>>,
+    stash: Option<&String>,
+) -> Result<(), ConversionError> {
+    out.push(b'{');
+    let mut first = true;
+    for (key, value) in original.into_iter().flatten() {
+        if key == CONVERSION_DATA_ANNOTATION {
+            continue;
+        }
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        json(out, key.as_ref())?;
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    if let Some(stash) = stash {
+        if !first {
+            out.push(b',');
+        }
+        json(out, CONVERSION_DATA_ANNOTATION)?;
+        out.push(b':');
+        json(out, stash)?;
+    }
+    out.push(b'}');
+    Ok(())
 }

@@ -141,7 +141,7 @@ impl Endpoint {
 /// An answer's body that keeps its request's room in the budget until the
 /// last byte is handed to the connection.
 struct Held {
-    bytes: Option<Bytes>,
+    pieces: std::collections::VecDeque<Bytes>,
     _room: Admitted,
 }
 
@@ -153,34 +153,40 @@ impl http_body::Body for Held {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.bytes.take().map(|b| Ok(http_body::Frame::data(b))))
+        Poll::Ready(
+            self.pieces
+                .pop_front()
+                .map(|b| Ok(http_body::Frame::data(b))),
+        )
     }
 
     fn is_end_stream(&self) -> bool {
-        self.bytes.is_none()
+        self.pieces.is_empty()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
+        http_body::SizeHint::with_exact(self.pieces.iter().map(|b| b.len() as u64).sum())
     }
 }
 
-/// Work out the answer to `body` (synchronous: inline or in the pool).
-fn answer(state: &AppState, endpoint: Endpoint, body: &[u8]) -> (StatusCode, Vec<u8>) {
+/// Work out the answer to `body` (synchronous: inline or in the pool), in
+/// pieces to be sent in order.
+fn answer(state: &AppState, endpoint: Endpoint, body: &[u8]) -> (StatusCode, Vec<Vec<u8>>) {
     let webhook = match endpoint {
         Endpoint::Mutate => Webhook::Mutate,
         Endpoint::Validate => Webhook::Validate,
         Endpoint::Convert => {
-            let review = crate::webhook::conversion::convert_review(body, &state.admission.metrics);
-            return match serde_json::to_vec(&review) {
-                Ok(bytes) => (StatusCode::OK, bytes),
-                Err(e) => error_bytes(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &format!("failed to serialize response: {e}"),
-                ),
-            };
+            return (
+                StatusCode::OK,
+                crate::webhook::conversion::convert_review_pieces(body, &state.admission.metrics),
+            );
         }
     };
+    let (status, bytes) = admission_answer(state, webhook, body);
+    (status, vec![bytes])
+}
+
+fn admission_answer(state: &AppState, webhook: Webhook, body: &[u8]) -> (StatusCode, Vec<u8>) {
     match state.admission.handle(webhook, body) {
         Ok(answer) => match answer.to_json() {
             Ok(bytes) => (StatusCode::OK, bytes),
@@ -271,7 +277,7 @@ async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> 
         }
     };
     let held = Held {
-        bytes: Some(Bytes::from(bytes)),
+        pieces: bytes.into_iter().map(Bytes::from).collect(),
         _room: room,
     };
     let mut response = Response::new(Body::new(held));
