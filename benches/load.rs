@@ -14,8 +14,14 @@
 //! connections, the API server's protocol, and keeps them for the whole run.
 //!
 //! Scenarios: `fixed` (a handler that takes the body and answers fixed
-//! bytes: the ceiling of the stack), `mutate`, `validate` and `convert100`
-//! (a ConversionReview of 100 objects), with kubectl-shaped bodies.
+//! bytes: the ceiling of the stack), `mutate`, `validate`, `convert100` and
+//! `convert1000` (ConversionReviews of 100 and 1,000 v1beta1 objects to
+//! v1alpha1), `alpha1000` (1,000 v1alpha1 objects to v1beta1), and
+//! `raw2mb`/`rawalpha` (the bodies of `convert1000`/`alpha1000` received
+//! whole and sent back unparsed: the raw-I/O baseline of a conversion),
+//! with kubectl-shaped bodies. Each
+//! scenario reports the server's CPU per request from the process's own
+//! counters (every thread but the driver's).
 //!
 //! - **Closed loop**: one request in flight per connection, the next sent as
 //!   soon as the answer is in. The scenarios take turns within each round,
@@ -61,7 +67,9 @@ use infergate::webhook::{listener, server};
 use tokio_util::sync::CancellationToken;
 
 mod common;
-use common::reviews::{admission_review, conversion_review, policies, service_object};
+use common::reviews::{
+    admission_review, alpha_conversion_review, conversion_review, policies, service_object,
+};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -85,6 +93,9 @@ struct Sample {
     late: Vec<u32>,
     /// CPU time the hypervisor took from this VM's vCPUs meanwhile, seconds.
     steal: f64,
+    /// CPU time the server used meanwhile (every thread but the driver's),
+    /// from the process's own counters, seconds.
+    server_cpu: f64,
 }
 
 impl Sample {
@@ -98,6 +109,12 @@ impl Sample {
         self.secs += other.secs;
         self.lat.extend(other.lat);
         self.steal += other.steal;
+        self.server_cpu += other.server_cpu;
+    }
+
+    /// Server CPU per answered request, microseconds.
+    fn cpu_per_request_us(&self) -> f64 {
+        1e6 * self.server_cpu / self.requests.max(1) as f64
     }
 
     /// Steal as a share of the wall time of all CPUs.
@@ -130,6 +147,43 @@ fn pin_current_thread(cpus: &[usize]) {
         "sched_setaffinity({cpus:?}): {}",
         std::io::Error::last_os_error()
     );
+}
+
+/// CPU time (user + system) of `/proc/self/stat` or a task's `stat`, seconds.
+fn stat_cpu_secs(stat: &str) -> f64 {
+    // pid (comm) state ... utime stime: fields 14 and 15, counted after the
+    // closing parenthesis of comm (which may hold spaces).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks as f64 / hz
+}
+
+/// CPU time this process has used on everything but the load driver's
+/// threads (named `driver`), seconds: the whole process's counter, which
+/// keeps the time of threads that have ended, less the driver's threads.
+fn server_cpu_secs() -> f64 {
+    let all = std::fs::read_to_string("/proc/self/stat").map_or(0.0, |s| stat_cpu_secs(&s));
+    let mut driver = 0.0;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            let dir = task.path();
+            let is_driver = std::fs::read_to_string(dir.join("comm"))
+                .is_ok_and(|c| c.trim_end().starts_with("driver"));
+            if is_driver {
+                driver +=
+                    std::fs::read_to_string(dir.join("stat")).map_or(0.0, |s| stat_cpu_secs(&s));
+            }
+        }
+    }
+    all - driver
 }
 
 /// Time the hypervisor ran something else while a vCPU of this VM wanted
@@ -245,6 +299,7 @@ async fn drive(
 ) -> Sample {
     let start = Instant::now();
     let steal_start = steal_secs();
+    let cpu_start = server_cpu_secs();
     let end = start + measure;
     let n = senders.len();
     let mut tasks = Vec::with_capacity(n);
@@ -298,6 +353,7 @@ async fn drive(
     // than `measure` to send what was scheduled, and its rate shows it.
     sample.secs = start.elapsed().as_secs_f64().max(measure.as_secs_f64());
     sample.steal = steal_secs() - steal_start;
+    sample.server_cpu = server_cpu_secs() - cpu_start;
     sample
 }
 
@@ -378,16 +434,25 @@ fn main() {
     let fixed = Bytes::from_static(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#,
     );
-    let router = server::router(Arc::clone(&state)).route(
-        "/fixed",
-        axum::routing::post(move |body: Bytes| {
-            let fixed = fixed.clone();
-            async move {
-                drop(body);
-                fixed
-            }
-        }),
-    );
+    let router = server::router(Arc::clone(&state))
+        .route(
+            "/fixed",
+            axum::routing::post(move |body: Bytes| {
+                let fixed = fixed.clone();
+                async move {
+                    drop(body);
+                    fixed
+                }
+            }),
+        )
+        // The raw-I/O baseline: the body received whole and sent back, the
+        // same bytes each way as a conversion, nothing parsed.
+        .route(
+            "/raw",
+            axum::routing::post(|body: Bytes| async move { body }).layer(
+                axum::extract::DefaultBodyLimit::max(server::CONVERSION_BODY_LIMIT),
+            ),
+        );
     // The accept loop's runtime; connections are served by `server_threads`
     // workers of `serve_tls` (threads named `webhook-N`).
     if let Some(cpus) = &server_cpus {
@@ -435,11 +500,17 @@ fn main() {
     let mutate_body = Bytes::from(admission_review(service_object(0, false)));
     let validate_body = Bytes::from(admission_review(service_object(0, true)));
     let convert_body = Bytes::from(conversion_review(100));
+    let convert1000_body = Bytes::from(conversion_review(1000));
+    let alpha1000_body = Bytes::from(alpha_conversion_review(1000));
     let scenarios: Vec<(&'static str, &'static str, Bytes)> = vec![
         ("fixed", "/fixed", mutate_body.clone()),
         ("mutate", "/mutate?timeout=10s", mutate_body),
         ("validate", "/validate?timeout=10s", validate_body),
         ("convert100", "/convert?timeout=30s", convert_body),
+        ("raw2mb", "/raw", convert1000_body.clone()),
+        ("convert1000", "/convert?timeout=30s", convert1000_body),
+        ("rawalpha", "/raw", alpha1000_body.clone()),
+        ("alpha1000", "/convert?timeout=30s", alpha1000_body),
     ]
     .into_iter()
     .filter(|(name, ..)| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str())))
@@ -499,7 +570,9 @@ fn main() {
                 let s = drive(&mut senders, path, body, Pace::Closed, measure).await;
                 if *name == "fixed" {
                     fixed_rate = Some(s.rate());
-                } else if let Some(f) = fixed_rate.filter(|_| *name != "convert100") {
+                } else if let Some(f) =
+                    fixed_rate.filter(|_| matches!(*name, "mutate" | "validate"))
+                {
                     // A share of the ceiling for the admission scenarios: a
                     // 100-object conversion is not one request's worth of work.
                     ratios[i].push(s.rate() / f);
@@ -525,7 +598,26 @@ fn main() {
                 100.0 * hi
             )
         };
+        let extra = format!(
+            "{extra}  server cpu {:.0} us/req",
+            total.cpu_per_request_us()
+        );
         row(name, total, body.len(), cpus, &extra);
+    }
+    let cpu_of = |wanted: &str| {
+        scenarios
+            .iter()
+            .zip(totals.iter())
+            .find(|((name, ..), _)| *name == wanted)
+            .map(|(_, t)| t.cpu_per_request_us())
+    };
+    for (convert, raw) in [("convert1000", "raw2mb"), ("alpha1000", "rawalpha")] {
+        if let (Some(c), Some(r)) = (cpu_of(convert), cpu_of(raw)) {
+            println!(
+                "{convert} costs {:.2}x the server CPU of {raw} (the same bytes in, unparsed, sent back): {c:.0} vs {r:.0} us per request",
+                c / r.max(1.0)
+            );
+        }
     }
 
     // Open loop: the fixed-bytes handler and the admission scenarios offered

@@ -115,3 +115,49 @@ pub fn policies() -> PolicySnapshot {
         namespaced: vec![ns],
     }
 }
+
+/// A v1alpha1 service as kubectl sends it (last-applied annotation, managed
+/// fields, labels), with the status the reconciler writes.
+pub fn alpha_service_object(i: usize) -> Value {
+    let spec = json!({
+        "modelRef": "llama3-8b-instruct-q4", "replicas": 2, "minReplicas": 2, "maxReplicas": 8,
+        "resources": {"cpu": "4", "memory": "16Gi", "gpuMemory": "24Gi"},
+        "canary": {"modelRef": "llama3-8b-instruct-q5", "weight": 10},
+        "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"}
+    });
+    let name = format!("chat-{i}");
+    let last_applied = json!({"apiVersion": "infergate.dev/v1alpha1", "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": "team-a"}, "spec": spec.clone()})
+    .to_string();
+    json!({
+        "apiVersion": "infergate.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {
+            "name": name, "namespace": "team-a",
+            "uid": format!("6f1e2a3b-0000-4000-8000-{i:012}"),
+            "resourceVersion": format!("{}", 1000 + i), "generation": 1,
+            "creationTimestamp": "2026-11-21T12:00:00Z",
+            "labels": {"app.kubernetes.io/part-of": "chat", "team": "a"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied},
+            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                "apiVersion": "infergate.dev/v1alpha1", "time": "2026-11-21T12:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}, "f:labels": {}},
+                             "f:spec": {".": {}, "f:modelRef": {}, "f:replicas": {}, "f:minReplicas": {}, "f:maxReplicas": {},
+                                        "f:resources": {}, "f:canary": {}, "f:healthCheck": {}}}}]
+        },
+        "spec": spec,
+        "status": {"ready": true, "replicas": 2, "message": "2/2 replicas ready"}
+    })
+}
+
+/// A ConversionReview of `n` [`alpha_service_object`]s to v1beta1.
+pub fn alpha_conversion_review(n: usize) -> Vec<u8> {
+    let objects: Vec<Value> = (0..n).map(alpha_service_object).collect();
+    serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": "0000c0de-0000-4000-8000-000000000006",
+                    "desiredAPIVersion": "infergate.dev/v1beta1", "objects": objects}
+    }))
+    .expect("review serializes")
+}

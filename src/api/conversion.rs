@@ -201,10 +201,13 @@ pub fn to_v1beta1(
     let projected = up(&clean);
     let mut out = apply_stash(&projected, stash.as_ref())?;
     out.metadata = meta;
-    // What v1beta1 cannot say about this v1alpha1 object.
+    // What v1beta1 cannot say about this v1alpha1 object (nothing, most
+    // often: then the JSON diff is skipped).
     let back = down(&out);
-    let lost = diff_objects(&to_json(&clean)?, &to_json(&back)?, V1ALPHA1);
-    put_stash(&mut out.metadata, lost)?;
+    if back.spec != clean.spec || back.status != clean.status {
+        let lost = diff_objects(&to_json(&clean)?, &to_json(&back)?, V1ALPHA1);
+        put_stash(&mut out.metadata, lost)?;
+    }
     Ok(out)
 }
 
@@ -222,8 +225,10 @@ pub fn to_v1alpha1(
     let mut out = apply_stash(&projected, stash.as_ref())?;
     out.metadata = meta;
     let back = up(&out);
-    let lost = diff_objects(&to_json(&clean)?, &to_json(&back)?, V1BETA1);
-    put_stash(&mut out.metadata, lost)?;
+    if back.spec != clean.spec || back.status != clean.status {
+        let lost = diff_objects(&to_json(&clean)?, &to_json(&back)?, V1BETA1);
+        put_stash(&mut out.metadata, lost)?;
+    }
     Ok(out)
 }
 

@@ -496,34 +496,96 @@ struct ObjectIn<'a> {
     #[serde(default, borrow)]
     kind: Cow<'a, str>,
     #[serde(default, borrow)]
-    metadata: Option<&'a RawValue>,
+    metadata: Option<Metadata<'a>>,
     #[serde(default, borrow)]
     spec: Option<&'a RawValue>,
     #[serde(default, borrow)]
     status: Option<&'a RawValue>,
 }
 
-/// `metadata`, key by key, values as slices.
+/// A JSON object, key by key, values as slices.
 type RawMap<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
 
-fn decode_raw_map<'a>(raw: &'a RawValue) -> Result<RawMap<'a>, ConversionError> {
-    struct MapVisitor;
-    impl<'de> Visitor<'de> for MapVisitor {
-        type Value = RawMap<'de>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMap<'de>, A::Error> {
-            let mut out = Vec::new();
-            while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
-                out.push((k, v));
-            }
-            Ok(out)
-        }
+/// `metadata` read in the object's one pass: every key with its value as a
+/// slice, and `annotations` (when a map) key by key as well.
+struct Metadata<'a> {
+    entries: RawMap<'a>,
+    annotations: Option<RawMap<'a>>,
+}
+
+struct RawMapVisitor;
+
+impl<'de> Visitor<'de> for RawMapVisitor {
+    type Value = RawMap<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
     }
-    let mut de = serde_json::Deserializer::from_str(raw.get());
-    de::Deserializer::deserialize_map(&mut de, MapVisitor)
-        .map_err(|e| ConversionError::Decode(format!("metadata: {e}")))
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMap<'de>, A::Error> {
+        let mut out = Vec::new();
+        while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+            out.push((k, v));
+        }
+        Ok(out)
+    }
+}
+
+/// `annotations`: a map, or `null`.
+struct Annotations<'a>(Option<RawMap<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct OptionVisitor;
+        impl<'de> Visitor<'de> for OptionVisitor {
+            type Value = Annotations<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object or null")
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Annotations(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Annotations(None))
+            }
+            fn visit_some<D: de::Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
+                de.deserialize_map(RawMapVisitor)
+                    .map(|m| Annotations(Some(m)))
+            }
+        }
+        de.deserialize_option(OptionVisitor)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Metadata<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct MetadataVisitor;
+        impl<'de> Visitor<'de> for MetadataVisitor {
+            type Value = Metadata<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Metadata<'de>, A::Error> {
+                let mut entries = Vec::new();
+                let mut annotations = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "annotations" {
+                        let Annotations(map) = map.next_value()?;
+                        annotations = map;
+                        // Kept in place (its slice is not needed: it is rewritten).
+                        entries.push((key, RawValue::NULL));
+                    } else {
+                        entries.push((key, map.next_value::<&'de RawValue>()?));
+                    }
+                }
+                Ok(Metadata {
+                    entries,
+                    annotations,
+                })
+            }
+        }
+        de.deserialize_map(MetadataVisitor)
+    }
 }
 
 fn decode<'a, T: Deserialize<'a>>(raw: &'a RawValue, what: &str) -> Result<T, ConversionError> {
@@ -554,22 +616,19 @@ fn write_converted(
         out.extend_from_slice(raw.get().as_bytes());
         return Ok(from);
     }
-    let metadata = object.metadata.map(decode_raw_map).transpose()?;
-    let annotations = match metadata
+    let metadata = object.metadata.as_ref().map(|m| &m.entries);
+    let annotations = object
+        .metadata
         .as_ref()
-        .and_then(|m| m.iter().find(|(k, _)| k == "annotations"))
-    {
-        Some((_, raw)) if raw.get() != "null" => Some(decode_raw_map(raw)?),
-        _ => None,
-    };
-    let light = light_metadata(annotations.as_ref())?;
+        .and_then(|m| m.annotations.as_ref());
+    let light = light_metadata(annotations)?;
     let Some(spec) = object.spec else {
         return Err(ConversionError::Decode("missing field `spec`".to_owned()));
     };
     let status = object.status.filter(|s| s.get() != "null");
     let original = Original {
-        metadata: metadata.as_ref(),
-        annotations: annotations.as_ref(),
+        metadata,
+        annotations,
     };
     if from == V1ALPHA1 {
         let a = v1alpha1::InferenceService {
