@@ -83,13 +83,23 @@ pub fn conversion_review(n: usize) -> Vec<u8> {
             o
         })
         .collect();
-    serde_json::to_vec(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "ConversionReview",
-        "request": {"uid": "0000c0de-0000-4000-8000-000000000005",
-                    "desiredAPIVersion": "infergate.dev/v1alpha1", "objects": objects}
-    }))
-    .expect("review serializes")
+    review_of(
+        "0000c0de-0000-4000-8000-000000000005",
+        "infergate.dev/v1alpha1",
+        &objects,
+    )
+}
+
+/// A ConversionReview as the API server writes it: `uid` and
+/// `desiredAPIVersion` before `objects`.
+fn review_of(uid: &str, desired: &str, objects: &[Value]) -> Vec<u8> {
+    let mut out = format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{{"uid":"{uid}","desiredAPIVersion":"{desired}","objects":"#
+    )
+    .into_bytes();
+    serde_json::to_writer(&mut out, objects).expect("objects serialize");
+    out.extend_from_slice(b"}}");
+    out
 }
 
 pub fn policies() -> PolicySnapshot {
@@ -153,11 +163,9 @@ pub fn alpha_service_object(i: usize) -> Value {
 /// A ConversionReview of `n` [`alpha_service_object`]s to v1beta1.
 pub fn alpha_conversion_review(n: usize) -> Vec<u8> {
     let objects: Vec<Value> = (0..n).map(alpha_service_object).collect();
-    serde_json::to_vec(&json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "ConversionReview",
-        "request": {"uid": "0000c0de-0000-4000-8000-000000000006",
-                    "desiredAPIVersion": "infergate.dev/v1beta1", "objects": objects}
-    }))
-    .expect("review serializes")
+    review_of(
+        "0000c0de-0000-4000-8000-000000000006",
+        "infergate.dev/v1beta1",
+        &objects,
+    )
 }

@@ -112,10 +112,10 @@ impl Pieces {
 /// Convert one InferenceService object (JSON) to `desired` and return its
 /// JSON: what [`convert_review`] writes for each object.
 pub fn convert_object(object: &str, desired: &str) -> Result<Vec<u8>, ConversionError> {
-    let raw: &RawValue =
+    let parsed: ObjectIn<'_> =
         serde_json::from_str(object).map_err(|e| ConversionError::Decode(e.to_string()))?;
     let mut out = Vec::with_capacity(object.len() + 64);
-    write_converted(raw, desired, &mut out)?;
+    write_converted(&parsed, desired, &mut out)?;
     Ok(out)
 }
 
@@ -429,14 +429,37 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
         let desired = env.header.desired.clone().unwrap_or_default();
         env.tally.desired.clone_from(&desired);
         let mut index = 0usize;
-        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+        loop {
+            let object = match seq.next_element::<ObjectIn<'de>>() {
+                Ok(Some(object)) => object,
+                Ok(None) => break,
+                Err(e) => {
+                    // Not an object at all: the read cannot go on.
+                    env.tally.add("", false);
+                    env.failure = Some(Box::new(Failure {
+                        uid: env.header.uid.clone().unwrap_or_default(),
+                        message: format!(
+                            "failed to convert object {index} to \"{}\": invalid object: {}",
+                            Bounded(&desired),
+                            Bounded(&e.to_string())
+                        ),
+                        desired: desired.clone(),
+                        object: Some(FailedObject {
+                            index,
+                            name: String::new(),
+                            from: String::new(),
+                        }),
+                    }));
+                    return Err(e);
+                }
+            };
             env.out.cut();
             if index > 0 {
                 env.out.current.push(b',');
             }
-            let converted = write_converted(raw, &desired, &mut env.out.current);
+            let converted = write_converted(&object, &desired, &mut env.out.current);
             if let Err(e) = converted {
-                let (name, from) = identify(raw);
+                let (name, from) = (object.name(), object.api_version.clone().into_owned());
                 env.tally.add(served(&from), false);
                 env.failure = Some(Box::new(Failure {
                     uid: env.header.uid.clone().unwrap_or_default(),
@@ -461,46 +484,62 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
     }
 }
 
-/// The name and apiVersion of an object, for a failure message.
-fn identify(raw: &RawValue) -> (String, String) {
-    #[derive(Deserialize)]
-    struct Meta {
-        #[serde(default)]
-        name: String,
-    }
-    #[derive(Deserialize)]
-    struct Ident {
-        #[serde(rename = "apiVersion", default)]
-        api_version: Option<serde_json::Value>,
-        #[serde(default)]
-        metadata: Option<Meta>,
-    }
-    match serde_json::from_str::<Ident>(raw.get()) {
-        Ok(i) => (
-            i.metadata.map(|m| m.name).unwrap_or_default(),
-            match i.api_version {
-                Some(serde_json::Value::String(s)) => s,
-                _ => String::new(),
-            },
-        ),
-        Err(_) => (String::new(), String::new()),
+/// One object as read, in one pass over its bytes: `apiVersion` and
+/// `kind`, `metadata` key by key, and every other field (`spec`, `status`)
+/// as a slice, decoded typed only when converted.
+struct ObjectIn<'a> {
+    api_version: Cow<'a, str>,
+    kind: Cow<'a, str>,
+    metadata: Option<Metadata<'a>>,
+    spec: Option<&'a RawValue>,
+    status: Option<&'a RawValue>,
+    /// Any other top-level field, kept for a same-version answer.
+    rest: RawMap<'a>,
+}
+
+impl ObjectIn<'_> {
+    /// `metadata.name`, for messages.
+    fn name(&self) -> String {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.entries.iter().find(|(k, _)| k == "name"))
+            .and_then(|(_, v)| serde_json::from_str::<String>(v.get()).ok())
+            .unwrap_or_default()
     }
 }
 
-/// One object as read: typed where the conversion reads it, slices of the
-/// body elsewhere.
-#[derive(Deserialize)]
-struct ObjectIn<'a> {
-    #[serde(rename = "apiVersion", default, borrow)]
-    api_version: Cow<'a, str>,
-    #[serde(default, borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default, borrow)]
-    metadata: Option<Metadata<'a>>,
-    #[serde(default, borrow)]
-    spec: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    status: Option<&'a RawValue>,
+impl<'de: 'a, 'a> Deserialize<'de> for ObjectIn<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor;
+        impl<'de> Visitor<'de> for ObjectVisitor {
+            type Value = ObjectIn<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectIn<'de>, A::Error> {
+                let mut object = ObjectIn {
+                    api_version: Cow::Borrowed(""),
+                    kind: Cow::Borrowed(""),
+                    metadata: None,
+                    spec: None,
+                    status: None,
+                    rest: Vec::new(),
+                };
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "apiVersion" => object.api_version = map.next_value()?,
+                        "kind" => object.kind = map.next_value()?,
+                        "metadata" => object.metadata = map.next_value()?,
+                        "spec" => object.spec = Some(map.next_value()?),
+                        "status" => object.status = Some(map.next_value()?),
+                        _ => object.rest.push((key, map.next_value()?)),
+                    }
+                }
+                Ok(object)
+            }
+        }
+        de.deserialize_map(ObjectVisitor)
+    }
 }
 
 /// A JSON object, key by key, values as slices.
@@ -595,25 +634,24 @@ fn decode<'a, T: Deserialize<'a>>(raw: &'a RawValue, what: &str) -> Result<T, Co
 /// Convert one object to `desired`, appending its JSON to `out`; the
 /// version it was in.
 fn write_converted(
-    raw: &RawValue,
+    object: &ObjectIn<'_>,
     desired: &str,
     out: &mut Vec<u8>,
 ) -> Result<&'static str, ConversionError> {
     if desired != V1ALPHA1 && desired != V1BETA1 {
         return Err(ConversionError::UnsupportedVersion(desired.to_owned()));
     }
-    let object: ObjectIn<'_> = decode(raw, "object")?;
     if object.kind != "InferenceService" {
-        return Err(ConversionError::UnsupportedKind(object.kind.into_owned()));
+        return Err(ConversionError::UnsupportedKind(object.kind.to_string()));
     }
     let from = served(&object.api_version);
     if from.is_empty() {
         return Err(ConversionError::UnsupportedVersion(
-            object.api_version.into_owned(),
+            object.api_version.to_string(),
         ));
     }
     if from == desired {
-        out.extend_from_slice(raw.get().as_bytes());
+        write_unchanged(object, out)?;
         return Ok(from);
     }
     let metadata = object.metadata.as_ref().map(|m| &m.entries);
@@ -669,6 +707,54 @@ fn write_converted(
 struct Original<'r, 'a> {
     metadata: Option<&'r RawMap<'a>>,
     annotations: Option<&'r RawMap<'a>>,
+}
+
+/// An object already in the desired version, written back as read.
+fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), ConversionError> {
+    out.extend_from_slice(br#"{"apiVersion":"#);
+    json(out, object.api_version.as_ref())?;
+    out.extend_from_slice(br#","kind":"#);
+    json(out, object.kind.as_ref())?;
+    if let Some(metadata) = &object.metadata {
+        out.extend_from_slice(br#","metadata":{"#);
+        for (i, (key, value)) in metadata.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json(out, key.as_ref())?;
+            out.push(b':');
+            match (key.as_ref(), &metadata.annotations) {
+                ("annotations", Some(annotations)) => write_raw_map(out, annotations)?,
+                _ => out.extend_from_slice(value.get().as_bytes()),
+            }
+        }
+        out.push(b'}');
+    }
+    let fields = [("spec", object.spec), ("status", object.status)];
+    let present = fields.iter().filter_map(|(k, v)| v.map(|v| (*k, v)));
+    let rest = object.rest.iter().map(|(k, v)| (k.as_ref(), *v));
+    for (key, value) in present.chain(rest) {
+        out.push(b',');
+        json(out, key)?;
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+fn write_raw_map(out: &mut Vec<u8>, map: &RawMap<'_>) -> Result<(), ConversionError> {
+    out.push(b'{');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json(out, key.as_ref())?;
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// What the typed conversion reads of `metadata`: whether there is an
