@@ -1,7 +1,7 @@
 # infergate developer entry points. `make dev` runs the main job, `make test` every test.
 CARGO ?= cargo
 
-.PHONY: dev test lint unit crds control-plane bench help
+.PHONY: dev test lint unit crds control-plane bench fuzz help
 
 help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
@@ -9,6 +9,7 @@ help:
 	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kubectl, etcd into the cache"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
+	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
 dev: control-plane
 	$(CARGO) build --locked --bin infergate
@@ -31,3 +32,10 @@ control-plane:
 
 bench:
 	$(CARGO) bench --locked
+
+FUZZ_SECS ?= 60
+FUZZ_TARGETS := review_decode conversion policy_files
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		(cd fuzz && $(CARGO) +nightly fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECS) -rss_limit_mb=2048) || exit 1; \
+	done
