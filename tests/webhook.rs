@@ -973,6 +973,16 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     );
     assert_eq!(v["response"]["uid"], req["request"]["uid"]);
 
+    // No desired version (or objects before it, read on a second pass):
+    // every object fails to convert to "", never an empty success.
+    let mut req = fixture("convert-alpha-to-beta.json");
+    req["request"]
+        .as_object_mut()
+        .unwrap()
+        .remove("desiredAPIVersion");
+    let (_, v) = post(&st, "/convert", &req).await;
+    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+
     for body in [b"garbage".to_vec(), b"{}".to_vec()] {
         let (status, v) = post_raw(&st, "/convert", body).await;
         assert_eq!(status, StatusCode::OK);

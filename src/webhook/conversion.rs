@@ -216,9 +216,11 @@ fn read_and_convert(text: &str, out: &mut Pieces, tally: &mut Tally) -> Result<(
         // `objects` came before the fields needed to convert them, or not at all.
         reader.out.clear();
         reader.pass = Pass::Second;
+        // Absent fields read as empty now: every object is converted (or
+        // fails, to an empty desired version) on this pass.
         reader.header = Header {
-            uid: header.uid.clone(),
-            desired: header.desired.clone(),
+            uid: Some(header.uid.clone().unwrap_or_default()),
+            desired: Some(header.desired.clone().unwrap_or_default()),
             ..Header::default()
         };
         let mut de = serde_json::Deserializer::from_str(text);
@@ -721,7 +723,7 @@ fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), Conve
             if i > 0 {
                 out.push(b',');
             }
-            json(out, key.as_ref())?;
+            write_key(out, key);
             out.push(b':');
             match (key.as_ref(), &metadata.annotations) {
                 ("annotations", Some(annotations)) => write_raw_map(out, annotations)?,
@@ -749,7 +751,7 @@ fn write_raw_map(out: &mut Vec<u8>, map: &RawMap<'_>) -> Result<(), ConversionEr
         if i > 0 {
             out.push(b',');
         }
-        json(out, key.as_ref())?;
+        write_key(out, key);
         out.push(b':');
         out.extend_from_slice(value.get().as_bytes());
     }
@@ -758,25 +760,41 @@ fn write_raw_map(out: &mut Vec<u8>, map: &RawMap<'_>) -> Result<(), ConversionEr
 }
 
 /// What the typed conversion reads of `metadata`: whether there is an
-/// `annotations` map, its keys (values blanked), and the value of the
-/// conversion annotation.
+/// `annotations` map, whether it holds anything but the conversion
+/// annotation, and the value of that annotation.
 fn light_metadata(annotations: Option<&RawMap<'_>>) -> Result<ObjectMeta, ConversionError> {
+    /// Stands for every other annotation: the typed conversion only asks
+    /// whether there are any.
+    const OTHERS: &str = "infergate.dev/other-annotations";
     let Some(annotations) = annotations else {
         return Ok(ObjectMeta::default());
     };
     let mut light = BTreeMap::new();
     for (k, v) in annotations {
-        let value = if k == CONVERSION_DATA_ANNOTATION {
-            decode::<String>(v, "the conversion annotation")?
-        } else {
-            String::new()
-        };
-        light.insert(k.clone().into_owned(), value);
+        if k == CONVERSION_DATA_ANNOTATION {
+            let stash = decode::<String>(v, "the conversion annotation")?;
+            light.insert(CONVERSION_DATA_ANNOTATION.to_owned(), stash);
+        } else if !light.contains_key(OTHERS) {
+            light.insert(OTHERS.to_owned(), String::new());
+        }
     }
     Ok(ObjectMeta {
         annotations: Some(light),
         ..ObjectMeta::default()
     })
+}
+
+/// A JSON string of `key`, copied as is when it needs no escaping (metadata
+/// keys and annotation names almost never do).
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(key.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(out, key);
+    }
 }
 
 fn json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<(), ConversionError> {
@@ -827,7 +845,7 @@ fn write_object<S: serde::Serialize, St: serde::Serialize>(
                     write_annotations(out, annotations, stash)?;
                 } else {
                     sep(out);
-                    json(out, key.as_ref())?;
+                    write_key(out, key);
                     out.push(b':');
                     out.extend_from_slice(value.get().as_bytes());
                 }
@@ -873,7 +891,7 @@ fn write_annotations(
         if !std::mem::take(&mut first) {
             out.push(b',');
         }
-        json(out, key.as_ref())?;
+        write_key(out, key);
         out.push(b':');
         out.extend_from_slice(value.get().as_bytes());
     }
