@@ -61,6 +61,8 @@ pub fn conversion(data: &[u8]) {
     assert!(response["uid"].is_string(), "{answer}");
     match response["result"]["status"].as_str() {
         Some("Success") => {
+            // A review repeating a field of its envelope is refused (readers
+            // disagree on which copy counts): a success has one `objects`.
             let sent: serde_json::Value =
                 serde_json::from_slice(data).expect("a converted review is JSON");
             let objects = sent["request"]["objects"].as_array().map_or(0, Vec::len);

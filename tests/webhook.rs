@@ -982,6 +982,17 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
         .remove("desiredAPIVersion");
     let (_, v) = post(&st, "/convert", &req).await;
     assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+    // A repeated field of the envelope: refused, whichever copy a reader keeps.
+    let repeated = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[],"objects":[0]}}"#;
+    let (_, v) = post_raw(&st, "/convert", repeated.to_vec()).await;
+    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+    assert!(
+        v["response"]["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate field `objects`"),
+        "{v}"
+    );
 
     for body in [b"garbage".to_vec(), b"{}".to_vec()] {
         let (status, v) = post_raw(&st, "/convert", body).await;

@@ -334,7 +334,9 @@ impl<'de> Visitor<'de> for EnvelopeVisitor<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let env = self.0;
+        let mut seen = Seen::default();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            seen.check::<A::Error>(&key, &["apiVersion", "kind", "request"])?;
             match key.as_ref() {
                 "apiVersion" if env.pass == Pass::First => {
                     env.header.api_version = Some(map.next_value()?);
@@ -349,6 +351,24 @@ impl<'de> Visitor<'de> for EnvelopeVisitor<'_, '_> {
                 }
             }
         }
+        Ok(())
+    }
+}
+
+/// The fields of an envelope met so far: a review that repeats one is
+/// malformed (readers disagree on which copy counts), and refused.
+#[derive(Default)]
+struct Seen(u8);
+
+impl Seen {
+    fn check<E: de::Error>(&mut self, key: &str, fields: &[&'static str]) -> Result<(), E> {
+        let Some(i) = fields.iter().position(|f| *f == key) else {
+            return Ok(());
+        };
+        if self.0 & (1 << i) != 0 {
+            return Err(E::duplicate_field(fields[i]));
+        }
+        self.0 |= 1 << i;
         Ok(())
     }
 }
@@ -372,7 +392,9 @@ impl<'de> Visitor<'de> for RequestSeed<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let env = self.0;
+        let mut seen = Seen::default();
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            seen.check::<A::Error>(&key, &["uid", "desiredAPIVersion", "objects"])?;
             match key.as_ref() {
                 "uid" if env.pass == Pass::First => env.header.uid = Some(map.next_value()?),
                 "desiredAPIVersion" if env.pass == Pass::First => {
