@@ -31,6 +31,16 @@ const MEMORY_LIMIT: u64 = 256 * MIB;
 /// plus slack for a loaded machine.
 const CUT_WITHIN: Duration = Duration::from_secs(14);
 
+/// Held by the tests that load the CPU or time answers, so no two of them
+/// run at once (the idle ones run beside them).
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// One `infergate serve` process.
 struct Server {
     child: Child,
@@ -223,6 +233,7 @@ fn padded_admission(pad: usize) -> Vec<u8> {
 
 #[test]
 fn a_body_announced_over_the_limit_is_refused_before_it_is_read() {
+    let _heavy = heavy();
     let mut server = Server::start(None);
     runtime().block_on(async {
         for (path, length) in [("/validate", 100 * MIB), ("/mutate", 9 * MIB), ("/convert", 33 * MIB)] {
@@ -397,6 +408,7 @@ fn idle_keep_alive_connections_outlive_the_api_servers_idle_timeout() {
 
 #[test]
 fn thousands_of_idle_connections_at_a_low_open_files_limit() {
+    let _heavy = heavy();
     // The test process needs room for its own side of them.
     rlimit::increase_nofile_limit(u64::MAX).unwrap();
     let mut server = Server::start(Some(1024));
@@ -440,6 +452,7 @@ fn thousands_of_idle_connections_at_a_low_open_files_limit() {
 
 #[test]
 fn many_large_bodies_at_once_stay_within_the_memory_limit() {
+    let _heavy = heavy();
     let mut server = Server::start(None);
     let admission = Arc::new(padded_admission(7 * MIB as usize));
     let tiny_objects = {
@@ -497,6 +510,7 @@ fn many_large_bodies_at_once_stay_within_the_memory_limit() {
 
 #[test]
 fn one_request_peaks_at_most_four_times_its_body() {
+    let _heavy = heavy();
     for (path, body) in [
         ("/convert", reviews::conversion_review(10_000)),
         ("/validate", padded_admission(7 * MIB as usize)),
@@ -537,6 +551,7 @@ fn one_request_peaks_at_most_four_times_its_body() {
 
 #[test]
 fn hostile_json_and_strings_get_clear_bounded_answers() {
+    let _heavy = heavy();
     let mut server = Server::start(None);
     runtime().block_on(async {
         let mut conn = server.http1().await;
@@ -588,6 +603,7 @@ fn hostile_json_and_strings_get_clear_bounded_answers() {
 
 #[test]
 fn large_conversions_do_not_stall_small_requests() {
+    let _heavy = heavy();
     let mut server = Server::start(None);
     let large = Arc::new(reviews::conversion_review(8_000));
     let small = Arc::new(padded_admission(0));
