@@ -136,7 +136,7 @@ fn handlers(c: &mut Criterion) {
     );
     c.bench_function("handle /convert, 1000 v1alpha1 objects to v1beta1", |b| {
         b.iter(|| {
-            black_box(infergate::webhook::conversion::convert_review(
+            black_box(infergate::webhook::conversion::convert_review_pieces(
                 black_box(&alpha1000),
                 &admission.metrics,
             ))
@@ -144,7 +144,7 @@ fn handlers(c: &mut Criterion) {
     });
     c.bench_function("handle /convert, 100 objects (bytes in, bytes out)", |b| {
         b.iter(|| {
-            black_box(infergate::webhook::conversion::convert_review(
+            black_box(infergate::webhook::conversion::convert_review_pieces(
                 black_box(&convert100),
                 &admission.metrics,
             ))

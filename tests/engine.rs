@@ -68,10 +68,12 @@ fn metadata() -> impl Strategy<Value = ObjectMeta> {
             "[a-z0-9]{0,5}",
             1..3,
         )),
+        // An empty map too: a stash added to it must be told from one
+        // added where there was no map.
         opt(prop::collection::btree_map(
             "(example\\.com/)?[a-z]{1,5}",
             ".{0,10}",
-            1..3,
+            0..3,
         )),
         opt(1i64..100),
         opt("[a-f0-9]{8}"),
@@ -640,6 +642,42 @@ fn kubectl_shaped_metadata_survives_conversion() {
     assert_eq!(meta, object["metadata"], "metadata kept verbatim");
     let up = conversion::convert(down, V1BETA1).unwrap();
     assert_eq!(up, object);
+}
+
+/// The streaming path copies metadata without reading it only when no key
+/// can be the conversion annotation: a stash under a `\u`-escaped name, or
+/// one to add to an empty `annotations` map, is handled as the typed path
+/// handles it; metadata with nothing to stash comes back byte for byte.
+#[test]
+fn the_streaming_path_reads_metadata_whenever_a_stash_may_be_involved() {
+    use infergate::webhook::conversion::convert_object;
+    let beta = serde_json::json!({
+        "apiVersion": V1BETA1, "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": "team-a", "annotations": {}},
+        "spec": {"model": {"ref": "m", "image": "registry.example.com/w:1"}}
+    });
+    // v1alpha1 cannot hold the image: a stash is added to the empty map.
+    let expected = conversion::convert(beta.clone(), V1ALPHA1).unwrap();
+    let streamed = convert_object(&beta.to_string(), V1ALPHA1).unwrap();
+    let streamed: serde_json::Value = serde_json::from_slice(&streamed).unwrap();
+    assert_eq!(streamed, expected);
+    let back = convert_object(&streamed.to_string(), V1BETA1).unwrap();
+    let back: serde_json::Value = serde_json::from_slice(&back).unwrap();
+    assert_eq!(back, beta, "the empty map survives the round trip");
+
+    // The stash under an escaped spelling of its name is still found.
+    let stashed = streamed.to_string();
+    let escaped = stashed.replace("\"infergate.dev/conversion-data\"", "\"\\u0069nfergate.dev\\/conversion-data\"");
+    assert_ne!(escaped, stashed);
+    let back = convert_object(&escaped, V1BETA1).unwrap();
+    let back: serde_json::Value = serde_json::from_slice(&back).unwrap();
+    assert_eq!(back, beta);
+
+    // Nothing to stash: metadata is copied as it was written.
+    let text = r#"{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","metadata": { "name" : "chat","labels":{"a\/b":"c"} },"spec":{"modelRef":"m"}}"#;
+    let up = convert_object(text, V1BETA1).unwrap();
+    let up = String::from_utf8(up).unwrap();
+    assert!(up.contains(r#""metadata":{ "name" : "chat","labels":{"a\/b":"c"} }"#), "{up}");
 }
 
 #[test]

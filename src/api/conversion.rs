@@ -192,14 +192,26 @@ fn light_metadata(meta: &Value) -> Value {
 pub fn to_v1beta1(
     obj: &v1alpha1::InferenceService,
 ) -> Result<v1beta1::InferenceService, ConversionError> {
-    let (meta, stash) = take_stash(&obj.metadata, V1BETA1)?;
+    into_v1beta1(obj.clone())
+}
+
+/// v1alpha1 -> v1beta1, taking the object (nothing of it is copied twice).
+pub fn into_v1beta1(
+    obj: v1alpha1::InferenceService,
+) -> Result<v1beta1::InferenceService, ConversionError> {
+    let v1alpha1::InferenceService {
+        metadata,
+        spec,
+        status,
+    } = obj;
+    let (meta, stash) = take_stash(metadata, V1BETA1)?;
+    // Metadata is not converted: the projections work without it.
     let clean = v1alpha1::InferenceService {
-        metadata: meta.clone(),
-        spec: obj.spec.clone(),
-        status: obj.status.clone(),
+        metadata: ObjectMeta::default(),
+        spec,
+        status,
     };
-    let projected = up(&clean);
-    let mut out = apply_stash(&projected, stash.as_ref())?;
+    let mut out = apply_stash(up(&clean), stash.as_ref())?;
     out.metadata = meta;
     // What v1beta1 cannot say about this v1alpha1 object (nothing, most
     // often: then the JSON diff is skipped).
@@ -215,14 +227,25 @@ pub fn to_v1beta1(
 pub fn to_v1alpha1(
     obj: &v1beta1::InferenceService,
 ) -> Result<v1alpha1::InferenceService, ConversionError> {
-    let (meta, stash) = take_stash(&obj.metadata, V1ALPHA1)?;
+    into_v1alpha1(obj.clone())
+}
+
+/// v1beta1 -> v1alpha1, taking the object (nothing of it is copied twice).
+pub fn into_v1alpha1(
+    obj: v1beta1::InferenceService,
+) -> Result<v1alpha1::InferenceService, ConversionError> {
+    let v1beta1::InferenceService {
+        metadata,
+        spec,
+        status,
+    } = obj;
+    let (meta, stash) = take_stash(metadata, V1ALPHA1)?;
     let clean = v1beta1::InferenceService {
-        metadata: meta.clone(),
-        spec: obj.spec.clone(),
-        status: obj.status.clone(),
+        metadata: ObjectMeta::default(),
+        spec,
+        status,
     };
-    let projected = down(&clean);
-    let mut out = apply_stash(&projected, stash.as_ref())?;
+    let mut out = apply_stash(down(&clean), stash.as_ref())?;
     out.metadata = meta;
     let back = up(&out);
     if back.spec != clean.spec || back.status != clean.status {
@@ -236,14 +259,13 @@ fn to_json<T: Serialize>(v: &T) -> Result<Value, ConversionError> {
     serde_json::to_value(v).map_err(|e| ConversionError::Decode(e.to_string()))
 }
 
-/// Remove the conversion annotation from a copy of `meta`; return its stash
+/// Remove the conversion annotation from `meta`; return its stash
 /// when it belongs to `target`. A stash for the other version is dropped:
 /// it describes an object that no longer exists in this form.
 fn take_stash(
-    meta: &ObjectMeta,
+    mut meta: ObjectMeta,
     target: &str,
 ) -> Result<(ObjectMeta, Option<Stash>), ConversionError> {
-    let mut meta = meta.clone();
     let Some(raw) = meta
         .annotations
         .as_mut()
@@ -277,14 +299,14 @@ fn put_stash(meta: &mut ObjectMeta, mut stash: Stash) -> Result<(), ConversionEr
 }
 
 /// Apply a stash to the JSON of `obj` and decode it back.
-fn apply_stash<T>(obj: &T, stash: Option<&Stash>) -> Result<T, ConversionError>
+fn apply_stash<T>(obj: T, stash: Option<&Stash>) -> Result<T, ConversionError>
 where
-    T: Serialize + for<'de> Deserialize<'de> + Clone,
+    T: Serialize + for<'de> Deserialize<'de>,
 {
     let Some(stash) = stash else {
-        return Ok(obj.clone());
+        return Ok(obj);
     };
-    let mut json = to_json(obj)?;
+    let mut json = to_json(&obj)?;
     // Decide every entry against the untouched projection first.
     let unchanged = |ptr: &str| json.pointer(ptr) == stash.was.get(ptr);
     let set: Vec<(&String, &Value)> = stash.set.iter().filter(|(p, _)| unchanged(p)).collect();

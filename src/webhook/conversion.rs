@@ -509,12 +509,13 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
 }
 
 /// One object as read, in one pass over its bytes: `apiVersion` and
-/// `kind`, `metadata` key by key, and every other field (`spec`, `status`)
-/// as a slice, decoded typed only when converted.
+/// `kind`, and every other field (`metadata`, `spec`, `status`) as a slice,
+/// decoded typed only when converted. `metadata` is an object (checked) or
+/// absent (also when `null`).
 struct ObjectIn<'a> {
     api_version: Cow<'a, str>,
     kind: Cow<'a, str>,
-    metadata: Option<Metadata<'a>>,
+    metadata: Option<&'a RawValue>,
     spec: Option<&'a RawValue>,
     status: Option<&'a RawValue>,
     /// Any other top-level field, kept for a same-version answer.
@@ -525,9 +526,13 @@ impl ObjectIn<'_> {
     /// `metadata.name`, for messages.
     fn name(&self) -> String {
         self.metadata
-            .as_ref()
-            .and_then(|m| m.entries.iter().find(|(k, _)| k == "name"))
-            .and_then(|(_, v)| serde_json::from_str::<String>(v.get()).ok())
+            .and_then(|m| Metadata::deserialize(m).ok())
+            .and_then(|m| {
+                m.entries
+                    .iter()
+                    .find(|(k, _)| k == "name")
+                    .and_then(|(_, v)| serde_json::from_str::<String>(v.get()).ok())
+            })
             .unwrap_or_default()
     }
 }
@@ -553,7 +558,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectIn<'a> {
                     match key.as_ref() {
                         "apiVersion" => object.api_version = map.next_value()?,
                         "kind" => object.kind = map.next_value()?,
-                        "metadata" => object.metadata = map.next_value()?,
+                        "metadata" => object.metadata = object_or_null(map.next_value()?)?,
                         "spec" => object.spec = Some(map.next_value()?),
                         "status" => object.status = Some(map.next_value()?),
                         _ => object.rest.push((key, map.next_value()?)),
@@ -564,6 +569,33 @@ impl<'de: 'a, 'a> Deserialize<'de> for ObjectIn<'a> {
         }
         de.deserialize_map(ObjectVisitor)
     }
+}
+
+/// `metadata` as read: an object, or `null` (as if absent); anything else
+/// is refused as the typed reading would.
+fn object_or_null<E: de::Error>(raw: &RawValue) -> Result<Option<&RawValue>, E> {
+    match raw.get().as_bytes().first() {
+        Some(b'{') => Ok(Some(raw)),
+        _ if raw.get() == "null" => Ok(None),
+        _ => Metadata::deserialize(raw)
+            .map(|_| None)
+            .map_err(|e| E::custom(format!("metadata: {e}"))),
+    }
+}
+
+/// Whether some key of this `metadata` may be the conversion annotation:
+/// its name appears, or a `\u` escape could spell it. Otherwise the
+/// object carries no stash and its metadata can be copied as it is.
+fn may_hold_stash(metadata: &RawValue) -> bool {
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+    static NAME: LazyLock<Finder<'static>> = LazyLock::new(|| {
+        let name = CONVERSION_DATA_ANNOTATION.rsplit('/').next();
+        Finder::new(name.unwrap_or(CONVERSION_DATA_ANNOTATION))
+    });
+    static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br"\u"));
+    let bytes = metadata.get().as_bytes();
+    NAME.find(bytes).is_some() || UNICODE_ESCAPE.find(bytes).is_some()
 }
 
 /// A JSON object, key by key, values as slices.
@@ -678,52 +710,137 @@ fn write_converted(
         write_unchanged(object, out)?;
         return Ok(from);
     }
-    let metadata = object.metadata.as_ref().map(|m| &m.entries);
-    let annotations = object
-        .metadata
-        .as_ref()
-        .and_then(|m| m.annotations.as_ref());
-    let light = light_metadata(annotations)?;
     let Some(spec) = object.spec else {
         return Err(ConversionError::Decode("missing field `spec`".to_owned()));
     };
     let status = object.status.filter(|s| s.get() != "null");
-    let original = Original {
-        metadata,
-        annotations,
+    // Most objects hold no stash: their metadata is not even read, and is
+    // copied as it is unless the conversion has something to stash.
+    let parsed = match object.metadata {
+        Some(raw) if may_hold_stash(raw) => Some(read_metadata(raw)?),
+        _ => None,
     };
+    let light = light_metadata(parsed.as_ref().and_then(|m| m.annotations.as_ref()))?;
+    let converted = convert_typed(from, spec, status, light)?;
+    match (object.metadata, parsed) {
+        (Some(raw), None) if converted.metadata().annotations.is_some() => {
+            // A stash to add: the annotations it joins are read after all.
+            // The stash records an empty map it was added to, which the
+            // conversion could not see: made again when there is one.
+            let parsed = read_metadata(raw)?;
+            if parsed.annotations.as_ref().is_some_and(Vec::is_empty) {
+                let light = light_metadata(parsed.annotations.as_ref())?;
+                convert_typed(from, spec, status, light)?.write(out, Some(&parsed))
+            } else {
+                converted.write(out, Some(&parsed))
+            }
+        }
+        (Some(raw), None) => converted.write_with_raw_metadata(out, raw),
+        (_, parsed) => converted.write(out, parsed.as_ref()),
+    }?;
+    Ok(from)
+}
+
+/// `metadata`, key by key.
+fn read_metadata<'a>(raw: &'a RawValue) -> Result<Metadata<'a>, ConversionError> {
+    Metadata::deserialize(raw).map_err(|e| ConversionError::Decode(format!("metadata: {e}")))
+}
+
+/// An object converted, typed, with the light metadata the conversion saw.
+enum Converted {
+    V1beta1(v1beta1::InferenceService),
+    V1alpha1(v1alpha1::InferenceService),
+}
+
+/// Decode `spec` and `status` in version `from` and convert them to the other.
+fn convert_typed(
+    from: &str,
+    spec: &RawValue,
+    status: Option<&RawValue>,
+    light: ObjectMeta,
+) -> Result<Converted, ConversionError> {
     if from == V1ALPHA1 {
         let a = v1alpha1::InferenceService {
             metadata: light,
             spec: decode(spec, "spec")?,
             status: status.map(|s| decode(s, "status")).transpose()?,
         };
-        let b = conversion::to_v1beta1(&a)?;
-        write_object(
-            out,
-            V1BETA1,
-            &b.metadata,
-            original,
-            &b.spec,
-            b.status.as_ref(),
-        )?;
+        Ok(Converted::V1beta1(conversion::into_v1beta1(a)?))
     } else {
         let b = v1beta1::InferenceService {
             metadata: light,
             spec: decode(spec, "spec")?,
             status: status.map(|s| decode(s, "status")).transpose()?,
         };
-        let a = conversion::to_v1alpha1(&b)?;
-        write_object(
-            out,
-            V1ALPHA1,
-            &a.metadata,
-            original,
-            &a.spec,
-            a.status.as_ref(),
-        )?;
+        Ok(Converted::V1alpha1(conversion::into_v1alpha1(b)?))
     }
-    Ok(from)
+}
+
+impl Converted {
+    fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Self::V1beta1(b) => &b.metadata,
+            Self::V1alpha1(a) => &a.metadata,
+        }
+    }
+
+    /// Write the object with its original metadata (as read, or absent),
+    /// the conversion annotation as the conversion left it.
+    fn write(
+        &self,
+        out: &mut Vec<u8>,
+        metadata: Option<&Metadata<'_>>,
+    ) -> Result<(), ConversionError> {
+        let original = Original {
+            metadata: metadata.map(|m| &m.entries),
+            annotations: metadata.and_then(|m| m.annotations.as_ref()),
+        };
+        match self {
+            Self::V1beta1(b) => write_object(
+                out,
+                V1BETA1,
+                &b.metadata,
+                original,
+                &b.spec,
+                b.status.as_ref(),
+            ),
+            Self::V1alpha1(a) => write_object(
+                out,
+                V1ALPHA1,
+                &a.metadata,
+                original,
+                &a.spec,
+                a.status.as_ref(),
+            ),
+        }
+    }
+
+    /// Write the object with `metadata` copied as it is (nothing to stash).
+    fn write_with_raw_metadata(
+        &self,
+        out: &mut Vec<u8>,
+        metadata: &RawValue,
+    ) -> Result<(), ConversionError> {
+        match self {
+            Self::V1beta1(b) => write_head(out, V1BETA1, metadata, &b.spec, b.status.as_ref()),
+            Self::V1alpha1(a) => write_head(out, V1ALPHA1, metadata, &a.spec, a.status.as_ref()),
+        }
+    }
+}
+
+/// A converted object whose metadata is copied as read.
+fn write_head<S: serde::Serialize, St: serde::Serialize>(
+    out: &mut Vec<u8>,
+    api_version: &str,
+    metadata: &RawValue,
+    spec: &S,
+    status: Option<&St>,
+) -> Result<(), ConversionError> {
+    out.extend_from_slice(br#"{"apiVersion":"#);
+    json(out, api_version)?;
+    out.extend_from_slice(br#","kind":"InferenceService","metadata":"#);
+    out.extend_from_slice(metadata.get().as_bytes());
+    write_body(out, spec, status)
 }
 
 /// The object's own metadata, as read.
@@ -739,20 +856,9 @@ fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), Conve
     json(out, object.api_version.as_ref())?;
     out.extend_from_slice(br#","kind":"#);
     json(out, object.kind.as_ref())?;
-    if let Some(metadata) = &object.metadata {
-        out.extend_from_slice(br#","metadata":{"#);
-        for (i, (key, value)) in metadata.entries.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_key(out, key);
-            out.push(b':');
-            match (key.as_ref(), &metadata.annotations) {
-                ("annotations", Some(annotations)) => write_raw_map(out, annotations)?,
-                _ => out.extend_from_slice(value.get().as_bytes()),
-            }
-        }
-        out.push(b'}');
+    if let Some(metadata) = object.metadata {
+        out.extend_from_slice(br#","metadata":"#);
+        out.extend_from_slice(metadata.get().as_bytes());
     }
     let fields = [("spec", object.spec), ("status", object.status)];
     let present = fields.iter().filter_map(|(k, v)| v.map(|v| (*k, v)));
@@ -760,20 +866,6 @@ fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), Conve
     for (key, value) in present.chain(rest) {
         out.push(b',');
         json(out, key)?;
-        out.push(b':');
-        out.extend_from_slice(value.get().as_bytes());
-    }
-    out.push(b'}');
-    Ok(())
-}
-
-fn write_raw_map(out: &mut Vec<u8>, map: &RawMap<'_>) -> Result<(), ConversionError> {
-    out.push(b'{');
-    for (i, (key, value)) in map.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_key(out, key);
         out.push(b':');
         out.extend_from_slice(value.get().as_bytes());
     }
@@ -887,6 +979,15 @@ fn write_object<S: serde::Serialize, St: serde::Serialize>(
         }
         None => {}
     }
+    write_body(out, spec, status)
+}
+
+/// `spec`, `status` and the object's end.
+fn write_body<S: serde::Serialize, St: serde::Serialize>(
+    out: &mut Vec<u8>,
+    spec: &S,
+    status: Option<&St>,
+) -> Result<(), ConversionError> {
     out.extend_from_slice(br#","spec":"#);
     json(out, spec)?;
     if let Some(status) = status {
