@@ -667,7 +667,10 @@ fn the_streaming_path_reads_metadata_whenever_a_stash_may_be_involved() {
 
     // The stash under an escaped spelling of its name is still found.
     let stashed = streamed.to_string();
-    let escaped = stashed.replace("\"infergate.dev/conversion-data\"", "\"\\u0069nfergate.dev\\/conversion-data\"");
+    let escaped = stashed.replace(
+        "\"infergate.dev/conversion-data\"",
+        "\"\\u0069nfergate.dev\\/conversion-data\"",
+    );
     assert_ne!(escaped, stashed);
     let back = convert_object(&escaped, V1BETA1).unwrap();
     let back: serde_json::Value = serde_json::from_slice(&back).unwrap();
@@ -677,7 +680,10 @@ fn the_streaming_path_reads_metadata_whenever_a_stash_may_be_involved() {
     let text = r#"{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","metadata": { "name" : "chat","labels":{"a\/b":"c"} },"spec":{"modelRef":"m"}}"#;
     let up = convert_object(text, V1BETA1).unwrap();
     let up = String::from_utf8(up).unwrap();
-    assert!(up.contains(r#""metadata":{ "name" : "chat","labels":{"a\/b":"c"} }"#), "{up}");
+    assert!(
+        up.contains(r#""metadata":{ "name" : "chat","labels":{"a\/b":"c"} }"#),
+        "{up}"
+    );
 }
 
 #[test]

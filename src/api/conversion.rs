@@ -211,10 +211,16 @@ pub fn into_v1beta1(
         spec,
         status,
     };
+    if stash.is_none() && up_is_exact(&clean) {
+        // v1beta1 says all of it (most often): the object is moved across,
+        // without the way back or the JSON diff.
+        let mut out = up_owned(clean);
+        out.metadata = meta;
+        return Ok(out);
+    }
     let mut out = apply_stash(up(&clean), stash.as_ref())?;
     out.metadata = meta;
-    // What v1beta1 cannot say about this v1alpha1 object (nothing, most
-    // often: then the JSON diff is skipped).
+    // What v1beta1 cannot say about this v1alpha1 object.
     let back = down(&out);
     if back.spec != clean.spec || back.status != clean.status {
         let lost = diff_objects(&to_json(&clean)?, &to_json(&back)?, V1ALPHA1);
@@ -412,9 +418,49 @@ fn diff_value(a: Option<&Value>, b: Option<&Value>, path: &str, stash: &mut Stas
     }
 }
 
+/// Whether `down(up(a))` is `a`, decided without building either: the
+/// autoscaling bounds come back only as a pair of positive numbers, a status
+/// message only next to a readiness and not empty; every other field maps
+/// one to one. (The fields are named one by one: a new one does not compile
+/// until it is placed here; `alpha_round_trips` in `tests/engine.rs` checks
+/// the rule against the projections.)
+fn up_is_exact(a: &v1alpha1::InferenceService) -> bool {
+    let v1alpha1::InferenceServiceSpec {
+        model_ref: _,
+        replicas: _,
+        min_replicas,
+        max_replicas,
+        resources: _,
+        canary: _,
+        health_check: _,
+    } = &a.spec;
+    let bounds = match (min_replicas, max_replicas) {
+        (None, None) => true,
+        (Some(min), Some(max)) => *min > 0 && *max > 0,
+        _ => false,
+    };
+    let status = a.status.as_ref().is_none_or(|st| {
+        let v1alpha1::InferenceServiceStatus {
+            ready,
+            replicas: _,
+            message,
+        } = st;
+        match ready {
+            None => message.is_none(),
+            Some(_) => message.as_deref() != Some(""),
+        }
+    });
+    bounds && status
+}
+
 /// The plain projection v1alpha1 -> v1beta1 (no annotation handling).
 fn up(a: &v1alpha1::InferenceService) -> v1beta1::InferenceService {
-    let s = &a.spec;
+    up_owned(a.clone())
+}
+
+/// [`up`], taking the object.
+fn up_owned(a: v1alpha1::InferenceService) -> v1beta1::InferenceService {
+    let s = a.spec;
     let autoscaling = match (s.min_replicas, s.max_replicas) {
         (Some(min), Some(max)) if min > 0 && max > 0 => Some(v1beta1::AutoscalingSpec {
             min_replicas: min,
@@ -425,25 +471,25 @@ fn up(a: &v1alpha1::InferenceService) -> v1beta1::InferenceService {
     };
     let spec = v1beta1::InferenceServiceSpec {
         model: v1beta1::ModelSpec {
-            r#ref: s.model_ref.clone(),
+            r#ref: s.model_ref,
             image: None,
         },
         replicas: s.replicas,
         autoscaling,
-        resources: s.resources.clone(),
-        canary: s.canary.as_ref().map(|c| v1beta1::CanarySpec {
+        resources: s.resources,
+        canary: s.canary.map(|c| v1beta1::CanarySpec {
             model: v1beta1::ModelSpec {
-                r#ref: c.model_ref.clone(),
+                r#ref: c.model_ref,
                 image: None,
             },
             engine_image: None,
             weight: c.weight,
             replicas: None,
         }),
-        health_check: s.health_check.clone(),
+        health_check: s.health_check,
         ..Default::default()
     };
-    let status = a.status.as_ref().map(|st| v1beta1::InferenceServiceStatus {
+    let status = a.status.map(|st| v1beta1::InferenceServiceStatus {
         conditions: st
             .ready
             .map(|ready| Condition {
@@ -455,7 +501,7 @@ fn up(a: &v1alpha1::InferenceService) -> v1beta1::InferenceService {
                     NOT_READY_REASON
                 }
                 .to_owned(),
-                message: st.message.clone().unwrap_or_default(),
+                message: st.message.unwrap_or_default(),
                 observed_generation: None,
                 last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
             })
@@ -465,7 +511,7 @@ fn up(a: &v1alpha1::InferenceService) -> v1beta1::InferenceService {
         ..Default::default()
     });
     v1beta1::InferenceService {
-        metadata: a.metadata.clone(),
+        metadata: a.metadata,
         spec,
         status,
     }

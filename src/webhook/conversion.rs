@@ -747,6 +747,9 @@ fn read_metadata<'a>(raw: &'a RawValue) -> Result<Metadata<'a>, ConversionError>
 }
 
 /// An object converted, typed, with the light metadata the conversion saw.
+// One at a time, on the stack for the length of one object's write: a box
+// would cost an allocation per object.
+#[allow(clippy::large_enum_variant)]
 enum Converted {
     V1beta1(v1beta1::InferenceService),
     V1alpha1(v1alpha1::InferenceService),
