@@ -362,15 +362,8 @@ impl Ctx {
                     .await?;
                 Some(Rollout::of(&d))
             }
-            None => {
-                self.writer
-                    .delete::<Deployment>(svc, &canary_name, &self.deployments)
-                    .await?;
-                self.writer
-                    .delete::<Service>(svc, &canary_name, &self.core_services)
-                    .await?;
-                None
-            }
+            // Deleted below, once the route no longer names it.
+            None => None,
         };
         let primary_name = builders::child_name(defaulted, Track::Primary);
         match desired.hpa {
@@ -426,6 +419,18 @@ impl Ctx {
                 }
             }
         };
+        if canary.is_none() {
+            // A canary that goes away lets go of the route first: its
+            // Deployment and Service are deleted only now that the API
+            // server holds the route without it (an error above returned
+            // before this point, leaving them serving).
+            self.writer
+                .delete::<Deployment>(svc, &canary_name, &self.deployments)
+                .await?;
+            self.writer
+                .delete::<Service>(svc, &canary_name, &self.core_services)
+                .await?;
+        }
         Ok(Outcome::Applied {
             primary: Rollout::of(&primary),
             canary,
