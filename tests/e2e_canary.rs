@@ -16,15 +16,15 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
-use support::{HTTPROUTE_CRD, Reconciler, WAIT, eventually, get, wait_gone};
+use support::{HTTPROUTE_CRD, Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -99,48 +99,6 @@ fn route_backends(route: &HTTPRoute) -> Vec<String> {
         .iter()
         .flat_map(|r| r.backend_refs.iter().map(|b| b.name.clone()))
         .collect()
-}
-
-/// Play the kubelet: mark `want` pods of `track` Ready.
-async fn mark_pods_ready(client: &Client, ns: &str, service: &str, track: &str, want: usize) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let selector = format!("infergate.dev/service={service},infergate.dev/track={track}");
-    eventually(
-        &format!("{want} {track} pod(s) marked Ready"),
-        WAIT,
-        || async {
-            let list = pods
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .ok()?;
-            let live: Vec<_> = list
-                .items
-                .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            if live.len() < want {
-                return None;
-            }
-            let now = k8s_openapi::jiff::Timestamp::now().to_string();
-            for p in &live {
-                pods.patch_status(
-                    &p.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": {
-                        "phase": "Running",
-                        "conditions": [
-                            {"type": "Ready", "status": "True", "lastTransitionTime": now},
-                            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}
-                        ]
-                    }})),
-                )
-                .await
-                .ok()?;
-            }
-            Some(())
-        },
-    )
-    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

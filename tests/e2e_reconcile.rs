@@ -28,7 +28,7 @@ use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
 use support::{
     ControlPlane, HTTPROUTE_CRD, Reconciler, SYSTEM_NAMESPACE, WAIT, condition, control_plane,
-    eventually, get, wait_condition, wait_exists, wait_gone,
+    eventually, get, mark_pods_ready, wait_condition, wait_exists, wait_gone,
 };
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
@@ -123,48 +123,6 @@ fn backends(route: &HTTPRoute) -> Vec<(String, Option<i32>)> {
         .iter()
         .map(|b| (b.name.clone(), b.weight))
         .collect()
-}
-
-/// Play the kubelet: mark every pod of `track` Ready; returns how many.
-async fn mark_pods_ready(client: &Client, ns: &str, service: &str, track: &str, want: usize) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let selector = format!("infergate.dev/service={service},infergate.dev/track={track}");
-    eventually(
-        &format!("{want} {track} pod(s) of {ns}/{service} marked Ready"),
-        WAIT,
-        || async {
-            let list = pods
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .ok()?;
-            let live: Vec<_> = list
-                .items
-                .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
-            if live.len() < want {
-                return None;
-            }
-            let now = k8s_openapi::jiff::Timestamp::now().to_string();
-            for p in &live {
-                pods.patch_status(
-                    &p.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": {
-                        "phase": "Running",
-                        "conditions": [
-                            {"type": "Ready", "status": "True", "lastTransitionTime": now},
-                            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}
-                        ]
-                    }})),
-                )
-                .await
-                .ok()?;
-            }
-            Some(())
-        },
-    )
-    .await;
 }
 
 fn assert_child_meta(meta: &ObjectMeta, svc: &InferenceService, track: &str) {

@@ -7,9 +7,11 @@ use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
 
@@ -221,5 +223,48 @@ pub async fn wait_webhooks_active(cp: &ControlPlane, namespace: &str) {
             .then_some(())
             .ok_or(text)
     })
+    .await;
+}
+
+/// Play the kubelet (none runs): mark the pods of `service`'s `track`
+/// Ready through pods/status, once at least `want` of them exist.
+pub async fn mark_pods_ready(client: &Client, ns: &str, service: &str, track: &str, want: usize) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let selector = format!("infergate.dev/service={service},infergate.dev/track={track}");
+    eventually(
+        &format!("{want} {track} pod(s) of {ns}/{service} marked Ready"),
+        WAIT,
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .ok()?;
+            let live: Vec<_> = list
+                .items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .collect();
+            if live.len() < want {
+                return None;
+            }
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            for p in &live {
+                pods.patch_status(
+                    &p.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {
+                        "phase": "Running",
+                        "conditions": [
+                            {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}
+                        ]
+                    }})),
+                )
+                .await
+                .ok()?;
+            }
+            Some(())
+        },
+    )
     .await;
 }
