@@ -11,9 +11,11 @@
 //!
 //! One object: `apiVersion`, `kind`, `spec` and `status` are read typed
 //! (spec and status into the typed structs of their version), `metadata`
-//! as slices per key: it is written back verbatim but for the
+//! as one slice: it is written back verbatim but for the
 //! `infergate.dev/conversion-data` annotation, which is all the typed
-//! conversion ([`crate::api::conversion`]) reads or writes of it.
+//! conversion ([`crate::api::conversion`]) reads or writes of it. Only when
+//! its bytes may hold that annotation, or the conversion has a stash to add,
+//! is `metadata` read key by key.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
