@@ -159,6 +159,47 @@ async fn cel_rules_reject_invalid_specs() {
         ),
         "spec.graph.url must be an https:// URL",
     );
+    let ray = "  backend: RayService\n  graph:\n";
+    for (name, graph, message) in [
+        (
+            "userinfo",
+            "    url: https://me:pw@graphs.example.com/g\n",
+            "spec.graph.url must be an https:// URL with a host and no user information",
+        ),
+        (
+            "fragment",
+            "    url: https://graphs.example.com/g#x\n",
+            "spec.graph.url must not have a fragment",
+        ),
+        (
+            "secretname",
+            "    url: https://graphs.example.com/g\n    bearerTokenSecretRef: {name: ../admin, key: token}\n",
+            "bearerTokenSecretRef.name must be a lowercase RFC 1123 subdomain",
+        ),
+        (
+            "secretkey",
+            "    url: https://graphs.example.com/g\n    bearerTokenSecretRef: {name: graph-token, key: a/b}\n",
+            "bearerTokenSecretRef.key must consist of alphanumeric characters",
+        ),
+    ] {
+        assert_rejected(
+            cp,
+            &service_yaml(&ns, name, &format!("{base}{ray}{graph}")),
+            message,
+        );
+    }
+    // The same rules let a good reference through.
+    let ok = cp.kubectl_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        &service_yaml(
+            &ns,
+            "goodref",
+            &format!(
+                "{base}{ray}    url: https://graphs.example.com:8443/v1/g?x=1\n    bearerTokenSecretRef: {{name: graph-token.v1, key: token_A.b}}\n"
+            ),
+        ),
+    );
+    assert!(ok.status.success(), "{}", text(&ok));
     assert_rejected(
         cp,
         &service_yaml(&ns, "blank", "  model:\n    ref: \"two words\"\n"),

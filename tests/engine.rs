@@ -1019,6 +1019,101 @@ fn list_limits_apply_from_every_policy() {
 }
 
 #[test]
+fn graph_hosts_are_limited_by_every_policy_and_only_narrowed() {
+    let mut s = valid_service();
+    s.spec.backend = Some(Backend::RayService);
+    s.spec.graph = Some(GraphSpec {
+        url: "https://graphs.team-a.ml.example.com/g".to_owned(),
+        bearer_token_secret_ref: None,
+    });
+    let hosts = |l: &[&str]| Some(l.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
+    let platform = |enforcement| {
+        cluster(
+            "platform",
+            enforcement,
+            PolicyLimits {
+                allowed_graph_hosts: hosts(&["graphs.example.com", "*.ml.example.com"]),
+                ..Default::default()
+            },
+        )
+    };
+    let snap = PolicySnapshot {
+        cluster: vec![platform(Enforcement::Deny)],
+        namespaced: vec![],
+    };
+    assert!(
+        validate(&s, &snap).allowed(),
+        "a subdomain of *.ml.example.com"
+    );
+    s.spec.graph.as_mut().unwrap().url = "https://10.0.0.7:8443/g".to_owned();
+    assert_eq!(
+        errors(&validate(&s, &snap)),
+        vec![
+            "spec.graph.url: Invalid value: \"https://10.0.0.7:8443/g\": host 10.0.0.7:8443 is not in the allowed graph hosts \"graphs.example.com\", \"*.ml.example.com\" (ClusterInferencePolicy \"platform\")"
+        ]
+    );
+    // Warn: admitted with a warning.
+    let warn = PolicySnapshot {
+        cluster: vec![platform(Enforcement::Warn)],
+        namespaced: vec![],
+    };
+    let v = validate(&s, &warn);
+    assert!(v.allowed());
+    assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);
+    // A namespace policy narrows: the host must be in both lists.
+    s.spec.graph.as_mut().unwrap().url = "https://graphs.example.com/g".to_owned();
+    let both = PolicySnapshot {
+        cluster: vec![platform(Enforcement::Deny)],
+        namespaced: vec![namespaced(
+            "team-graphs",
+            PolicyLimits {
+                allowed_graph_hosts: hosts(&["graphs.team-a.ml.example.com"]),
+                ..Default::default()
+            },
+        )],
+    };
+    let e = errors(&validate(&s, &both));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("(InferencePolicy \"team-a/team-graphs\")"),
+        "{e:?}"
+    );
+    // ... and may not list what the cluster policy does not allow.
+    let labels = BTreeMap::new();
+    let loosen = namespaced(
+        "loosen",
+        PolicyLimits {
+            allowed_graph_hosts: hosts(&[
+                "graphs.team-a.ml.example.com",
+                "*.example.com",
+                "bad host",
+            ]),
+            ..Default::default()
+        },
+    );
+    let e = errors(&ctx_run(&both, &labels, &NoRoutes, |c| {
+        engine::validate_namespaced_policy(&loosen, c)
+    }));
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].starts_with("spec.limits.allowedGraphHosts[2]: Invalid value: \"bad host\""),
+        "{e:?}"
+    );
+    assert!(
+        e[1].starts_with("spec.limits.allowedGraphHosts[1]: Invalid value: \"*.example.com\": may not loosen the allowed graph hosts"),
+        "{e:?}"
+    );
+    // Only a literal entry opens internal addresses to the fetcher.
+    let url = engine::graph_source::parse_graph_url("https://graphs.example.com/g").unwrap();
+    let wild = engine::graph_source::parse_graph_url("https://a.ml.example.com/g").unwrap();
+    ctx_run(&both, &labels, &NoRoutes, |c| {
+        let layers = engine::policy::layers(c);
+        assert!(engine::graph_source::host_listed_literally(&layers, &url));
+        assert!(!engine::graph_source::host_listed_literally(&layers, &wild));
+    });
+}
+
+#[test]
 fn policy_defaults_are_layered_by_priority_then_name() {
     let mk = |n: &str, prio: i32, port: i32| {
         ClusterInferencePolicy::new(

@@ -210,6 +210,12 @@ pub struct PolicyLimits {
     /// Accelerator types services may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_accelerators: Option<Vec<AcceleratorType>>,
+    /// Hosts `spec.graph.url` may name (`graphs.example.com`,
+    /// `graph-api.ml.svc:8443`, `*.ml.example.com`); a literal entry also
+    /// lets the fetcher reach an internal address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 260)))]
+    pub allowed_graph_hosts: Option<Vec<String>>,
 }
 
 /// Status of a policy.

@@ -241,7 +241,10 @@ pub struct RoutingSpec {
 pub struct GraphSpec {
     /// HTTPS URL of the protobuf serving graph.
     #[schemars(length(max = 2048))]
-    #[x_kube(validation = Rule::new("self.startsWith('https://')").message("spec.graph.url must be an https:// URL"))]
+    #[x_kube(
+        validation = Rule::new("self.matches('^https://[^/?#@]+([/?].*)?$')").message("spec.graph.url must be an https:// URL with a host and no user information"),
+        validation = Rule::new("!self.contains('#')").message("spec.graph.url must not have a fragment")
+    )]
     pub url: String,
     /// Secret key holding the bearer token sent with the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,12 +252,16 @@ pub struct GraphSpec {
 }
 
 /// A key in a Secret of the service's namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
-    /// Secret name.
+    /// Secret name (a DNS subdomain).
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("bearerTokenSecretRef.name must be a lowercase RFC 1123 subdomain"))]
     pub name: String,
     /// Key inside the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && self != '..'").message("bearerTokenSecretRef.key must consist of alphanumeric characters, '-', '_' or '.'"))]
     pub key: String,
 }
 

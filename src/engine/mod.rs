@@ -11,6 +11,8 @@ use crate::api::{ClusterInferencePolicy, GatewayRef, InferencePolicy, v1beta1::I
 pub mod builtin;
 pub mod default;
 pub mod duration;
+pub mod graph_source;
+pub mod hosts;
 pub mod names;
 pub mod policy;
 pub mod resources;

@@ -77,6 +77,61 @@ pub fn check_label_value(v: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a DNS-1123 subdomain (the name of most objects, a Secret's
+/// included): at most 253 characters, dot-separated labels of lowercase
+/// letters, digits and `-`, alphanumeric at both ends.
+pub fn check_dns_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    if s.len() > 253 {
+        return Err(format!(
+            "must be no more than 253 characters (is {})",
+            s.len()
+        ));
+    }
+    let ok = s.split('.').all(|part| {
+        let b = part.as_bytes();
+        !b.is_empty()
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err("a lowercase RFC 1123 subdomain must consist of lowercase alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".to_owned())
+    }
+}
+
+/// Checks a Secret (or ConfigMap) data key: at most 253 characters of
+/// letters, digits, `-`, `_` and `.`, and not `.` or `..`.
+pub fn check_secret_key(k: &str) -> Result<(), String> {
+    if k.is_empty() {
+        return Err("must not be empty".to_owned());
+    }
+    if k.len() > 253 {
+        return Err(format!(
+            "must be no more than 253 characters (is {})",
+            k.len()
+        ));
+    }
+    if k == "." || k == ".." {
+        return Err("must not be '.' or '..'".to_owned());
+    }
+    if !k
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    {
+        return Err(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+                .to_owned(),
+        );
+    }
+    Ok(())
+}
+
 /// Checks a label key: an optional DNS-1123 subdomain prefix and `/`, then a
 /// name of at most 63 characters.
 pub fn check_label_key(k: &str) -> Result<(), String> {
@@ -84,22 +139,12 @@ pub fn check_label_key(k: &str) -> Result<(), String> {
         Some((p, n)) => (Some(p), n),
         None => (None, k),
     };
-    if let Some(p) = prefix {
-        let ok = !p.is_empty()
-            && p.len() <= 253
-            && p.split('.').all(|part| {
-                let b = part.as_bytes();
-                !b.is_empty()
-                    && b[0].is_ascii_alphanumeric()
-                    && b[b.len() - 1].is_ascii_alphanumeric()
-                    && b.iter()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-            });
-        if !ok {
-            return Err(format!(
-                "Invalid value: {k:?}: prefix must be a DNS-1123 subdomain"
-            ));
-        }
+    if let Some(p) = prefix
+        && check_dns_subdomain(p).is_err()
+    {
+        return Err(format!(
+            "Invalid value: {k:?}: prefix must be a DNS-1123 subdomain"
+        ));
     }
     if name.is_empty() {
         return Err(format!("Invalid value: {k:?}: name part must not be empty"));

@@ -113,30 +113,7 @@ pub fn validate_service(
             "spec.graph",
             "allowed only when spec.backend is RayService",
         )),
-        (Some(g), Backend::RayService) => {
-            let host = g.url.strip_prefix("https://");
-            if host.is_none_or(|h| h.is_empty() || h.starts_with('/')) {
-                errs.push(FieldError::invalid(
-                    "spec.graph.url",
-                    format!("{:?}", g.url),
-                    "must be an https:// URL with a host",
-                ));
-            }
-            if let Some(r) = &g.bearer_token_secret_ref {
-                if r.name.is_empty() {
-                    errs.push(FieldError::required(
-                        "spec.graph.bearerTokenSecretRef.name",
-                        "",
-                    ));
-                }
-                if r.key.is_empty() {
-                    errs.push(FieldError::required(
-                        "spec.graph.bearerTokenSecretRef.key",
-                        "",
-                    ));
-                }
-            }
-        }
+        (Some(g), Backend::RayService) => errs.extend(super::graph_source::graph_errors(g)),
         (None, Backend::Deployment) => {}
     }
 
@@ -342,6 +319,11 @@ pub fn validate_service(
     for (field, img) in images {
         lim.registry(field, img);
     }
+    if let Some(g) = &s.graph
+        && let Ok(url) = super::graph_source::parse_graph_url(&g.url)
+    {
+        lim.graph_host(&url);
+    }
     v
 }
 
@@ -518,6 +500,12 @@ impl Limits<'_, '_, '_> {
         }
     }
 
+    fn graph_host(&mut self, url: &url::Url) {
+        for (l, e) in super::graph_source::host_violations(self.layers, url) {
+            self.report(l.enforcement, e);
+        }
+    }
+
     fn registry(&mut self, field: &str, image: &str) {
         let layers = self.layers;
         for l in layers {
@@ -642,6 +630,9 @@ fn check_policy_spec(
                 };
                 errs.push(FieldError::invalid(field, x, &range));
             }
+        }
+        if let Some(list) = &l.allowed_graph_hosts {
+            errs.extend(super::graph_source::policy_host_errors(list, None).0);
         }
         if let Some(list) = &l.allowed_image_registries {
             for (i, prefix) in list.iter().enumerate() {
@@ -831,6 +822,9 @@ fn check_policy_spec(
                     ));
                 }
             }
+        }
+        if let (Some(mine), Some(theirs)) = (&l.allowed_graph_hosts, &ol.allowed_graph_hosts) {
+            out.extend(super::graph_source::policy_host_errors(mine, Some((theirs, &who))).1);
         }
         if let (Some(mine), Some(theirs)) = (&l.allowed_accelerators, &ol.allowed_accelerators) {
             for (i, a) in mine.iter().enumerate() {
