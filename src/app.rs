@@ -76,6 +76,8 @@ pub struct Options {
     pub namespace: String,
     /// Extra CA certificates (PEM) trusted when fetching serving graphs.
     pub graph_ca_file: Option<PathBuf>,
+    /// infergate's ServiceAccount name (`serve --service-account`).
+    pub service_account: String,
     /// Log format.
     pub log_format: LogFormat,
     /// Serving after SIGTERM before the listener stops accepting.
@@ -98,6 +100,7 @@ impl Default for Options {
             reconcile: true,
             namespace: DEFAULT_NAMESPACE.to_owned(),
             graph_ca_file: None,
+            service_account: "infergate".to_owned(),
             log_format: LogFormat::Text,
             drain_period: DEFAULT_DRAIN_PERIOD,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -334,6 +337,7 @@ pub async fn serve(
                 identity(),
             )
             .with_graph_ca_file(args.graph_ca_file.clone())
+            .with_service_account(&args.service_account)
             .with_state(Arc::clone(&cluster));
             let client = client.clone();
             let token = shutdown.clone();

@@ -32,7 +32,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve the mutating, validating and conversion webhooks over TLS and,
     /// unless --no-reconcile, run the reconciler with leader election.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Default and validate InferenceService manifests offline (for CI).
     ///
     /// Per-object results go to stderr as `FILE [doc N] KIND NS/NAME: FIELD: MESSAGE`;
@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// Extra CA certificates (PEM) trusted when fetching serving graphs.
     #[arg(long)]
     pub graph_ca_file: Option<PathBuf>,
+    /// infergate's ServiceAccount (in --namespace): the subject of the
+    /// RoleBinding a namespace creates to let infergate read its graph tokens.
+    #[arg(long, env = "INFERGATE_SERVICE_ACCOUNT", default_value = "infergate")]
+    pub service_account: String,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text, env = "INFERGATE_LOG_FORMAT")]
     pub log_format: LogFormatArg,
@@ -237,6 +241,7 @@ impl From<ServeArgs> for app::Options {
             reconcile: !a.no_reconcile,
             namespace: a.namespace,
             graph_ca_file: a.graph_ca_file,
+            service_account: a.service_account,
             log_format: a.log_format.into(),
             drain_period: a.drain_period,
             max_connections: a.max_connections,
@@ -298,7 +303,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Serve(args) => app::run(args.into()),
+        Command::Serve(args) => app::run((*args).into()),
         Command::Check(args) => check::run(args.into()),
         Command::Certs(args) => certs::run(args.into()),
         Command::Graph(args) => graph::cli::run(args.into()),
@@ -320,7 +325,7 @@ mod tests {
         let Command::Serve(args) = parse(&["serve"]) else {
             panic!("serve expected");
         };
-        let got: app::Options = args.into();
+        let got: app::Options = (*args).into();
         let want = app::Options::default();
         assert_eq!(got.listen, want.listen);
         assert_eq!(got.probe_listen, want.probe_listen);
@@ -342,7 +347,7 @@ mod tests {
         ]) else {
             panic!("serve expected");
         };
-        let got: app::Options = args.into();
+        let got: app::Options = (*args).into();
         assert_eq!(
             got.certificates,
             Some(app::Certificates::SelfSigned {

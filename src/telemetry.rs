@@ -64,6 +64,44 @@ pub fn bounded_message(message: &str) -> String {
     out
 }
 
+/// Bytes of a condition message or an event note ([`cut_message`]); the
+/// events API refuses notes over 1 KiB.
+pub const STATUS_MESSAGE_MAX: usize = 1024;
+
+/// `message` in at most [`STATUS_MESSAGE_MAX`] bytes: control characters
+/// escaped and, when it does not fit, cut with a count of the bytes left
+/// out.
+#[must_use]
+pub fn cut_message(message: &str) -> String {
+    let fits = message.len() <= STATUS_MESSAGE_MAX && !message.chars().any(char::is_control);
+    if fits {
+        return message.to_owned();
+    }
+    // Room for the escapes and the "...(N more bytes)" suffix.
+    let mut out = String::with_capacity(STATUS_MESSAGE_MAX);
+    let budget = STATUS_MESSAGE_MAX - 32;
+    let mut used = 0;
+    for (i, c) in message.char_indices() {
+        let piece: String = if c.is_control() {
+            c.escape_default().collect()
+        } else {
+            c.to_string()
+        };
+        if out.len() + piece.len() > budget {
+            break;
+        }
+        out.push_str(&piece);
+        used = i + c.len_utf8();
+    }
+    if used < message.len() {
+        let _ = std::fmt::Write::write_fmt(
+            &mut out,
+            format_args!("...({} more bytes)", message.len() - used),
+        );
+    }
+    out
+}
+
 fn write_bounded(f: &mut impl std::fmt::Write, s: &str, max: usize) -> std::fmt::Result {
     let mut end = s.len().min(max);
     while !s.is_char_boundary(end) {
@@ -93,6 +131,21 @@ impl std::fmt::Display for Bounded<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_messages_fit_in_a_kibibyte_and_say_what_was_left_out() {
+        assert_eq!(cut_message("short"), "short");
+        let long = "violation; ".repeat(1000);
+        let cut = cut_message(&long);
+        assert!(cut.len() <= STATUS_MESSAGE_MAX, "{}", cut.len());
+        let left = long.len() - cut.find("...(").expect("suffix");
+        assert!(cut.ends_with(&format!("...({left} more bytes)")), "{cut}");
+        let lines = "a\n".repeat(2000);
+        let cut = cut_message(&lines);
+        assert!(cut.len() <= STATUS_MESSAGE_MAX && !cut.contains('\n'));
+        let wide = "\u{1F600}".repeat(1000);
+        assert!(cut_message(&wide).len() <= STATUS_MESSAGE_MAX);
+    }
 
     #[test]
     fn untrusted_strings_are_cut_and_cannot_forge_lines() {

@@ -15,8 +15,9 @@ use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use infergate::api::policy::{InferencePolicy, InferencePolicySpec, PolicyLimits};
 use infergate::api::v1beta1::InferenceService;
-use infergate::graph::fetch::{FetchOptions, GraphFetcher};
+use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION};
 use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::rayservice::RayService;
@@ -59,6 +60,11 @@ async fn set_token(secrets: &Api<Secret>, value: &str) {
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some("graph-token".into()),
+            annotations: Some(
+                [(TOKEN_HOSTS_ANNOTATION.to_owned(), "127.0.0.1".to_owned())]
+                    .into_iter()
+                    .collect(),
+            ),
             ..ObjectMeta::default()
         },
         data: Some(
@@ -93,11 +99,9 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     let server = GraphServer::start();
     server.set_graph(read_fixture("graph/rag.pb"), "\"v1\"");
     let options = FetchOptions {
-        connect_timeout: Duration::from_secs(2),
-        timeout: Duration::from_secs(3),
-        attempts: 2,
-        backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(100),
+        deadline: Duration::from_secs(3),
+        backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(1),
         ..FetchOptions::default()
     };
     let fetcher =
@@ -108,6 +112,24 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     };
     let _reconciler = Reconciler::start(sa_kubeconfig, config);
 
+    // The graph server is on loopback: the namespace's policy lists it
+    // literally, and the Secret's owner lets the token go there.
+    let policies: Api<InferencePolicy> = Api::namespaced(client.clone(), &ns);
+    let mut policy = InferencePolicy::new(
+        "graph-hosts",
+        InferencePolicySpec {
+            limits: Some(PolicyLimits {
+                allowed_graph_hosts: Some(vec!["127.0.0.1".to_owned()]),
+                ..PolicyLimits::default()
+            }),
+            ..InferencePolicySpec::default()
+        },
+    );
+    policy.metadata.namespace = Some(ns.clone());
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("create policy");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     set_token(&secrets, GRAPH_TOKEN).await;
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
@@ -185,13 +207,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
 
     // A wrong token.
     set_token(&secrets, "wrong-token-value").await;
-    let s = wait_service(
-        &client,
-        &ns,
-        "GraphUnauthorized",
-        graph_condition("GraphUnauthorized"),
-    )
-    .await;
+    let s = wait_service(&client, &ns, "HTTPStatus", graph_condition("HTTPStatus")).await;
     let msg = condition(&s, "GraphReady").expect("GraphReady").message;
     assert!(msg.contains("401"), "{msg}");
     assert!(!msg.contains("wrong-token-value"), "{msg}");
@@ -213,8 +229,8 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     let s = wait_service(
         &client,
         &ns,
-        "GraphInvalid",
-        graph_condition("GraphInvalid"),
+        "InvalidGraph",
+        graph_condition("InvalidGraph"),
     )
     .await;
     let msg = condition(&s, "GraphReady").expect("GraphReady").message;
@@ -242,8 +258,8 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     let s = wait_service(
         &client,
         &ns,
-        "GraphUnreachable",
-        graph_condition("GraphUnreachable"),
+        "ConnectFailure",
+        graph_condition("ConnectFailure"),
     )
     .await;
     let msg = condition(&s, "GraphReady").expect("GraphReady").message;

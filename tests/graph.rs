@@ -9,7 +9,9 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use infergate::graph::fetch::{BearerToken, FetchOptions, GraphFetcher};
+use infergate::graph::fetch::{
+    BearerToken, FetchOptions, FetchRequest, GraphFetcher, TOKEN_HOSTS_ANNOTATION,
+};
 use infergate::graph::{self, GraphError, ServingGraph};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use rustls_pki_types::CertificateDer;
@@ -211,12 +213,12 @@ fn graph_command_exit_2_for_unreadable_or_undecodable_input() {
 
 fn quick() -> FetchOptions {
     FetchOptions {
-        connect_timeout: Duration::from_secs(2),
-        timeout: Duration::from_millis(800),
+        deadline: Duration::from_millis(800),
         max_bytes: 1024 * 1024,
-        attempts: 3,
-        backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(100),
+        per_namespace: 2,
+        in_flight: 8,
+        backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_millis(800),
     }
 }
 
@@ -228,15 +230,28 @@ fn rag() -> Vec<u8> {
     read_fixture("graph/rag.pb")
 }
 
+/// A fetch for the service `key` (`namespace/name`) of the local graph
+/// server: loopback, so as if a policy listed 127.0.0.1 literally.
+fn req<'a>(key: &'a str, url: &'a str, token: Option<&'a BearerToken>) -> FetchRequest<'a> {
+    FetchRequest {
+        cache_key: key,
+        namespace: key.split('/').next().unwrap_or_default(),
+        url,
+        token,
+        internal_allowed: true,
+    }
+}
+
 #[tokio::test]
 async fn fetch_over_tls_with_bearer_and_etag() {
     let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
     let url = server.url("/graph");
+    let t = token();
 
     let first = fetcher
-        .fetch("team-a/rag", &url, Some(&token()))
+        .fetch(req("team-a/rag", &url, Some(&t)))
         .await
         .expect("fetch");
     assert!(!first.not_modified);
@@ -249,7 +264,7 @@ async fn fetch_over_tls_with_bearer_and_etag() {
 
     // Unchanged: a conditional request answered 304 from the cache.
     let second = fetcher
-        .fetch("team-a/rag", &url, Some(&token()))
+        .fetch(req("team-a/rag", &url, Some(&t)))
         .await
         .expect("fetch");
     assert!(second.not_modified);
@@ -259,7 +274,7 @@ async fn fetch_over_tls_with_bearer_and_etag() {
 
     // Another service with the same URL has its own cache entry.
     let other = fetcher
-        .fetch("team-b/rag", &url, Some(&token()))
+        .fetch(req("team-b/rag", &url, Some(&t)))
         .await
         .expect("fetch");
     assert!(!other.not_modified);
@@ -268,7 +283,7 @@ async fn fetch_over_tls_with_bearer_and_etag() {
     // An update is picked up.
     server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
     let third = fetcher
-        .fetch("team-a/rag", &url, Some(&token()))
+        .fetch(req("team-a/rag", &url, Some(&t)))
         .await
         .expect("fetch");
     assert!(!third.not_modified);
@@ -277,18 +292,20 @@ async fn fetch_over_tls_with_bearer_and_etag() {
     // Forgetting a service drops its ETag: the next fetch downloads again.
     fetcher.forget("team-a/rag");
     let fourth = fetcher
-        .fetch("team-a/rag", &url, Some(&token()))
+        .fetch(req("team-a/rag", &url, Some(&t)))
         .await
         .expect("fetch");
     assert!(!fourth.not_modified);
+    assert_eq!(server.state.referer.load(Ordering::SeqCst), 0, "no Referer");
 }
 
 #[tokio::test]
-async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
+async fn fetch_errors_are_reported_by_category_and_never_show_the_token() {
     let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
     let wrong = BearerToken::new(b"wrong-token-value").expect("token");
+    let t = token();
 
     let check = |e: &GraphError, reason: &str| {
         assert_eq!(e.reason(), reason, "{e}");
@@ -299,131 +316,233 @@ async fn fetch_errors_have_distinct_reasons_and_never_show_the_token() {
             );
         }
     };
-
+    // Each case is its own service: a failure backs its service off.
     let before = server.state.requests.load(Ordering::SeqCst);
+    let url = server.url("/graph");
     let e = fetcher
-        .fetch("k", &server.url("/graph"), Some(&wrong))
+        .fetch(req("a/1", &url, Some(&wrong)))
         .await
         .unwrap_err();
-    check(&e, "GraphUnauthorized");
-    assert!(e.to_string().contains("401"));
+    check(&e, "HTTPStatus");
+    assert!(
+        e.to_string().contains("401") && e.to_string().contains("refused"),
+        "{e}"
+    );
     assert_eq!(
         server.state.requests.load(Ordering::SeqCst) - before,
         1,
-        "401 is not retried"
+        "one request"
     );
-    let e = fetcher
-        .fetch("k", &server.url("/graph"), None)
-        .await
-        .unwrap_err();
-    check(&e, "GraphUnauthorized");
+    let e = fetcher.fetch(req("a/2", &url, None)).await.unwrap_err();
+    check(&e, "HTTPStatus");
 
-    let e = fetcher
-        .fetch("k", &server.url("/nothing"), Some(&token()))
+    let cases: [(&str, &str, &str); 6] = [
+        ("a/3", "/nothing", "HTTPStatus"),
+        ("a/4", "/garbage", "InvalidGraph"),
+        ("a/5", "/large", "TooLarge"),
+        ("a/6", "/large-chunked", "TooLarge"),
+        ("a/7", "/redirect-http", "HTTPStatus"),
+        ("a/8", "/redirect-other", "HTTPStatus"),
+    ];
+    for (key, path, reason) in cases {
+        let url = server.url(path);
+        let e = fetcher.fetch(req(key, &url, Some(&t))).await.unwrap_err();
+        check(&e, reason);
+    }
+    // Redirects: never to another host (not even a name for the same
+    // address), never to http; within the host they are followed.
+    assert_eq!(server.state.via_localhost.load(Ordering::SeqCst), 0);
+    let url = server.url("/redirect-same");
+    let same = fetcher
+        .fetch(req("a/9", &url, Some(&t)))
         .await
-        .unwrap_err();
-    check(&e, "GraphNotFound");
+        .expect("same host");
+    assert_eq!(same.graph.ingress, "router");
+    assert_eq!(server.state.referer.load(Ordering::SeqCst), 0, "no Referer");
 
-    let e = fetcher
-        .fetch("k", &server.url("/garbage"), Some(&token()))
-        .await
-        .unwrap_err();
-    check(&e, "GraphUndecodable");
-
-    let e = fetcher
-        .fetch("k", &server.url("/large"), Some(&token()))
-        .await
-        .unwrap_err();
-    check(&e, "GraphTooLarge");
-    let e = fetcher
-        .fetch("k", &server.url("/large-chunked"), Some(&token()))
-        .await
-        .unwrap_err();
-    check(&e, "GraphTooLarge");
-
+    // One deadline for the whole fetch.
     let started = std::time::Instant::now();
+    let url = server.url("/slow");
     let e = fetcher
-        .fetch("k", &server.url("/slow"), Some(&token()))
+        .fetch(req("a/10", &url, Some(&t)))
         .await
         .unwrap_err();
-    check(&e, "GraphTimeout");
-    assert!(e.to_string().contains("3 attempts, 0.8s each"), "{e}");
+    check(&e, "Timeout");
+    assert!(e.to_string().contains("within 0.8s"), "{e}");
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "timeouts bound the fetch"
+        started.elapsed() < Duration::from_secs(2),
+        "the deadline bounds the fetch"
     );
 
-    // https only, also across redirects.
+    let url = format!("http://{}/graph", server.addr);
     let e = fetcher
-        .fetch("k", &server.url("/redirect-http"), Some(&token()))
+        .fetch(req("a/11", &url, Some(&t)))
         .await
         .unwrap_err();
-    assert_ne!(e.reason(), "GraphUndecodable");
-    assert!(!e.to_string().contains(GRAPH_TOKEN));
-    let e = fetcher
-        .fetch(
-            "k",
-            &format!("http://{}/graph", server.addr),
-            Some(&token()),
-        )
-        .await
-        .unwrap_err();
-    check(&e, "GraphURLInvalid");
+    check(&e, "DestinationNotAllowed");
 
     // Nothing listening.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = closed.local_addr().expect("addr").port();
     drop(closed);
+    let url = format!("https://127.0.0.1:{port}/graph");
     let e = fetcher
-        .fetch(
-            "k",
-            &format!("https://127.0.0.1:{port}/graph"),
-            Some(&token()),
-        )
+        .fetch(req("a/12", &url, Some(&t)))
         .await
         .unwrap_err();
-    check(&e, "GraphUnreachable");
+    check(&e, "ConnectFailure");
+
+    // Loopback without a literal policy entry: refused before connecting.
+    let before = server.state.requests.load(Ordering::SeqCst);
+    let url = server.url("/graph");
+    let e = fetcher
+        .fetch(FetchRequest {
+            internal_allowed: false,
+            ..req("a/13", &url, Some(&t))
+        })
+        .await
+        .unwrap_err();
+    check(&e, "DestinationNotAllowed");
+    assert!(
+        e.to_string().contains("127.0.0.1, a loopback address"),
+        "{e}"
+    );
+    assert_eq!(server.state.requests.load(Ordering::SeqCst), before);
 }
 
 #[tokio::test]
-async fn fetch_retries_server_errors_with_backoff() {
+async fn failing_fetches_back_off_per_service() {
     let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let fetcher = GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher");
+    let t = token();
     server.state.flaky_failures.store(2, Ordering::SeqCst);
+    let url = server.url("/flaky");
     let before = server.state.requests.load(Ordering::SeqCst);
+    let e = fetcher
+        .fetch(req("a/flaky", &url, Some(&t)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "HTTPStatus");
+    assert!(e.to_string().contains("503"), "{e}");
+    // Within the backoff: no request, a deferral the reconciler does not report.
+    let wait = fetcher.retry_in("a/flaky", &url).expect("backing off");
+    assert!(wait <= Duration::from_millis(200), "{wait:?}");
+    let e = fetcher
+        .fetch(req("a/flaky", &url, Some(&t)))
+        .await
+        .unwrap_err();
+    assert!(e.is_deferral(), "{e}");
+    assert_eq!(server.state.requests.load(Ordering::SeqCst) - before, 1);
+    // Another service is not held back by this one's failures.
+    let graph = server.url("/graph");
+    fetcher
+        .fetch(req("a/other", &graph, Some(&t)))
+        .await
+        .expect("other service");
+    // The second failure doubles the wait.
+    tokio::time::sleep(wait).await;
+    fetcher
+        .fetch(req("a/flaky", &url, Some(&t)))
+        .await
+        .unwrap_err();
+    let wait = fetcher.retry_in("a/flaky", &url).expect("backing off");
+    assert!(
+        wait > Duration::from_millis(200) && wait <= Duration::from_millis(400),
+        "{wait:?}"
+    );
+    // A new URL starts afresh; success clears the backoff.
+    assert!(fetcher.retry_in("a/flaky", &graph).is_none());
+    tokio::time::sleep(wait).await;
     let got = fetcher
-        .fetch("k", &server.url("/flaky"), Some(&token()))
+        .fetch(req("a/flaky", &url, Some(&t)))
         .await
         .expect("third attempt");
     assert_eq!(got.graph.ingress, "router");
-    assert_eq!(server.state.requests.load(Ordering::SeqCst) - before, 3);
-
-    server.state.flaky_failures.store(5, Ordering::SeqCst);
-    let e = fetcher
-        .fetch("k", &server.url("/flaky"), Some(&token()))
-        .await
-        .unwrap_err();
-    assert_eq!(e.reason(), "GraphFetchFailed");
-    assert!(e.is_transient());
+    assert!(fetcher.retry_in("a/flaky", &url).is_none());
 }
 
 #[tokio::test]
-async fn untrusted_certificate_is_unreachable() {
+async fn fetches_in_flight_are_bounded_per_namespace_and_in_all() {
+    let server = GraphServer::start();
+    server.set_graph(rag(), "\"v1\"");
+    let fetcher = std::sync::Arc::new(
+        GraphFetcher::new(
+            FetchOptions {
+                in_flight: 3,
+                ..quick()
+            },
+            vec![server.ca.clone()],
+        )
+        .expect("fetcher"),
+    );
+    let slow = server.url("/slow");
+    // Two slow fetches of namespace a hold its two slots...
+    let mut held = Vec::new();
+    for name in ["a/s1", "a/s2"] {
+        let (f, u) = (fetcher.clone(), slow.clone());
+        held.push(tokio::spawn(async move {
+            f.fetch(req(name, &u, Some(&token()))).await.map(|_| ())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // ... so a third of a is deferred at once, without a request,
+    let started = std::time::Instant::now();
+    let url = server.url("/graph");
+    let t = token();
+    let e = fetcher
+        .fetch(req("a/s3", &url, Some(&t)))
+        .await
+        .unwrap_err();
+    assert!(
+        e.is_deferral() && e.to_string().contains("namespace"),
+        "{e}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(100));
+    // ... while namespace b still fetches (the third slot in all),
+    fetcher
+        .fetch(req("b/s1", &url, Some(&t)))
+        .await
+        .expect("b is not held back");
+    // ... and with all slots taken, anyone is deferred.
+    let (f, u) = (fetcher.clone(), slow.clone());
+    held.push(tokio::spawn(async move {
+        f.fetch(req("c/s1", &u, Some(&token()))).await.map(|_| ())
+    }));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let e = fetcher
+        .fetch(req("d/s1", &url, Some(&t)))
+        .await
+        .unwrap_err();
+    assert!(
+        e.is_deferral() && e.to_string().contains("in flight"),
+        "{e}"
+    );
+    for h in held {
+        let e = h.await.expect("join").unwrap_err();
+        assert_eq!(e.reason(), "Timeout");
+    }
+    // Slots are given back.
+    fetcher
+        .fetch(req("d/s1", &url, Some(&t)))
+        .await
+        .expect("slots free again");
+}
+
+#[tokio::test]
+async fn untrusted_certificate_is_a_tls_failure() {
     let server = GraphServer::start();
     server.set_graph(rag(), "\"v1\"");
     let other_ca = infergate::webhook::tls::certs::generate_ca("other", Duration::from_secs(3600))
         .expect("ca");
     let other = CertificateDer::from_pem_slice(other_ca.cert.as_bytes()).expect("der");
     let fetcher = GraphFetcher::new(quick(), vec![other]).expect("fetcher");
-    let e = fetcher
-        .fetch("k", &server.url("/graph"), Some(&token()))
-        .await
-        .unwrap_err();
-    assert_eq!(e.reason(), "GraphTLSFailed", "{e}");
+    let url = server.url("/graph");
+    let t = token();
+    let e = fetcher.fetch(req("k/k", &url, Some(&t))).await.unwrap_err();
+    assert_eq!(e.reason(), "TLSFailure", "{e}");
     assert!(e.to_string().contains("UnknownIssuer"), "{e}");
     assert!(e.to_string().contains("--graph-ca-file"), "{e}");
-    assert!(!e.is_transient(), "an untrusted certificate is not retried");
     assert_eq!(
         server.state.requests.load(Ordering::SeqCst),
         0,
@@ -439,8 +558,10 @@ async fn ca_file_flag_is_honoured() {
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &server.ca_pem).expect("write");
     let fetcher = GraphFetcher::from_ca_file(quick(), Some(&ca_file)).expect("fetcher");
+    let url = server.url("/graph");
+    let t = token();
     let got = fetcher
-        .fetch("k", &server.url("/graph"), Some(&token()))
+        .fetch(req("k/k", &url, Some(&t)))
         .await
         .expect("fetch");
     assert_eq!(got.graph.name, "rag");
@@ -477,16 +598,35 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     let route = infergate::engine::render_route_path(&svc).expect("route");
     assert_eq!(route, format!("/{ns}/rag"));
 
+    let access = infergate::reconcile::graph::Access {
+        internal_allowed: true,
+        service_account: "infergate-system:infergate",
+    };
+    let key = format!("{ns}/rag");
+    // A failed fetch backs the service off; the test waits it out.
+    let settle = || async {
+        if let Some(w) = fetcher.retry_in(&key, &server.url("/graph")) {
+            tokio::time::sleep(w).await;
+        }
+    };
+
     // No Secret yet.
-    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
-    assert_eq!(e.reason(), "GraphSecretNotFound", "{e}");
+    let e = resolve(&client, &fetcher, &svc, &route, access)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "SecretNotFound", "{e}");
     assert!(e.to_string().contains(&format!("{ns}/graph-token")));
 
-    // A Secret without the key.
+    // A Secret without the key, and without the hosts annotation.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let secret = |value: Option<&str>| Secret {
+    let secret = |value: Option<&str>, hosts: Option<&str>| Secret {
         metadata: kube::api::ObjectMeta {
             name: Some("graph-token".into()),
+            annotations: hosts.map(|h| {
+                [(TOKEN_HOSTS_ANNOTATION.to_owned(), h.to_owned())]
+                    .into_iter()
+                    .collect()
+            }),
             ..Default::default()
         },
         data: Some(
@@ -500,34 +640,61 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
         ..Secret::default()
     };
     let apply = PatchParams::apply("infergate-tests").force();
-    secrets
-        .patch("graph-token", &apply, &Patch::Apply(&secret(None)))
-        .await
-        .expect("secret");
-    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
-    assert_eq!(e.reason(), "GraphSecretKeyMissing", "{e}");
-
-    // A wrong token: refused by the graph server, never echoed.
-    let set_token = |value: &'static str| {
+    let put = |s: Secret| {
         let secrets = secrets.clone();
-        let body = secret(Some(value));
+        let apply = apply.clone();
         async move {
-            let mut current = secrets.get("graph-token").await.expect("get");
-            current.data = body.data;
             secrets
-                .replace("graph-token", &PostParams::default(), &current)
+                .patch("graph-token", &apply, &Patch::Apply(&s))
                 .await
-                .expect("replace");
+                .expect("secret");
         }
     };
-    set_token("wrong-token-value\n").await;
-    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
-    assert_eq!(e.reason(), "GraphUnauthorized", "{e}");
+    // The right token, but the Secret's owner never said where it may go:
+    // no request is made.
+    put(secret(Some(GRAPH_TOKEN), None)).await;
+    let before = server.state.requests.load(Ordering::SeqCst);
+    let e = resolve(&client, &fetcher, &svc, &route, access)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "SecretNotAllowed", "{e}");
+    assert!(e.to_string().contains(TOKEN_HOSTS_ANNOTATION), "{e}");
+    // ... or said another host.
+    put(secret(
+        Some(GRAPH_TOKEN),
+        Some("graphs.example.com, *.example.org"),
+    ))
+    .await;
+    let e = resolve(&client, &fetcher, &svc, &route, access)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "SecretNotAllowed", "{e}");
+    assert_eq!(
+        server.state.requests.load(Ordering::SeqCst),
+        before,
+        "nothing sent"
+    );
+
+    let here = format!("127.0.0.1:{}", server.addr.port());
+    put(secret(None, Some(&here))).await;
+    let e = resolve(&client, &fetcher, &svc, &route, access)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "SecretNotFound", "{e}");
+    assert!(e.to_string().contains("has no key"), "{e}");
+
+    // A wrong token: refused by the graph server, never echoed.
+    put(secret(Some("wrong-token-value\n"), Some(&here))).await;
+    let e = resolve(&client, &fetcher, &svc, &route, access)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "HTTPStatus", "{e}");
     assert!(!format!("{e} {e:?}").contains("wrong-token-value"));
+    settle().await;
 
     // The right token: the RayService is built and the apiserver stores it.
-    set_token(GRAPH_TOKEN).await;
-    let resolved = resolve(&client, &fetcher, &svc, &route)
+    put(secret(Some(GRAPH_TOKEN), Some(&here))).await;
+    let resolved = resolve(&client, &fetcher, &svc, &route, access)
         .await
         .expect("resolved");
     let rayservices: Api<RayService> = Api::namespaced(client.clone(), &ns);
@@ -550,16 +717,18 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     );
 
     // Unchanged graph: answered from the ETag cache.
-    let again = resolve(&client, &fetcher, &svc, &route)
+    let again = resolve(&client, &fetcher, &svc, &route, access)
         .await
         .expect("resolved");
     assert!(again.not_modified);
     assert_eq!(again.rayservice, resolved.rayservice);
 
-    // A cyclic graph: a GraphInvalid error naming the cycle.
+    // A cyclic graph: an InvalidGraph error naming the cycle.
     server.set_graph(read_fixture("graph/cyclic.pb"), "\"cyclic\"");
-    let e = resolve(&client, &fetcher, &svc, &route).await.unwrap_err();
-    assert_eq!(e.reason(), "GraphInvalid");
+    let e = resolve(&client, &fetcher, &svc, &route, access)
+        .await
+        .unwrap_err();
+    assert_eq!(e.reason(), "InvalidGraph");
     assert!(
         e.to_string().contains("planner -> critic -> planner"),
         "{e}"
@@ -567,7 +736,7 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
 
     // An update is picked up and applied.
     server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
-    let updated = resolve(&client, &fetcher, &svc, &route)
+    let updated = resolve(&client, &fetcher, &svc, &route, access)
         .await
         .expect("resolved");
     assert!(!updated.not_modified);

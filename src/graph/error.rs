@@ -52,7 +52,37 @@ pub enum GraphError {
         /// Why (never the value).
         why: &'static str,
     },
-    /// The Secret could not be read (RBAC, apiserver unavailable).
+    /// The Secret does not allow its token to be sent to the URL's host: it
+    /// lacks the `infergate.dev/graph-token-hosts` annotation, the
+    /// annotation is unreadable, or no entry matches.
+    #[error(
+        "secret {namespace}/{name} does not allow its token to be sent to {host}: {why}; the Secret's owner lists the hosts in its annotation {annotation} (for example {annotation}: \"{host}\")",
+        annotation = super::fetch::TOKEN_HOSTS_ANNOTATION
+    )]
+    SecretNotAllowed {
+        /// The service's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+        /// The URL's `host:port`.
+        host: String,
+        /// What is missing or wrong.
+        why: String,
+    },
+    /// infergate may not read the Secret: the namespace has not opted in.
+    #[error(
+        "infergate may not read secret {namespace}/{name}: the namespace has not allowed it; to allow it: kubectl create rolebinding infergate-graph-token-reader --namespace {namespace} --clusterrole infergate-graph-token-reader --serviceaccount {service_account}"
+    )]
+    SecretForbidden {
+        /// The service's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+        /// infergate's ServiceAccount as `namespace:name`.
+        service_account: String,
+    },
+    /// The Secret could not be read for another reason (apiserver
+    /// unavailable): not a condition, the reconcile is retried.
     #[error("cannot read secret {namespace}/{name}: {message}")]
     SecretUnreadable {
         /// The service's namespace.
@@ -62,53 +92,26 @@ pub enum GraphError {
         /// The API error.
         message: String,
     },
-    /// The graph server answered 401 or 403.
-    #[error(
-        "graph server answered {status} for {url}: the bearer token was refused (check spec.graph.bearerTokenSecretRef)"
-    )]
-    Unauthorized {
+    /// The URL's host resolves only to addresses the fetcher refuses
+    /// (loopback, private, link-local...), or a redirect led elsewhere.
+    #[error("graph URL {url} is not an allowed destination: {message}")]
+    DestinationNotAllowed {
         /// The graph URL.
         url: String,
-        /// 401 or 403.
-        status: u16,
+        /// Which address or redirect, and how to allow it.
+        message: String,
     },
-    /// The graph server answered 404 or 410.
-    #[error("graph server answered {status} for {url}: no graph at this URL")]
-    NotFound {
+    /// The host name did not resolve.
+    #[error("cannot resolve the host of {url}: {message}")]
+    Dns {
         /// The graph URL.
         url: String,
-        /// 404 or 410.
-        status: u16,
+        /// The resolver's error.
+        message: String,
     },
-    /// Any other unexpected HTTP status (after retries for 5xx and 429).
-    #[error("graph server answered {status} for {url}")]
-    HttpStatus {
-        /// The graph URL.
-        url: String,
-        /// The status code.
-        status: u16,
-    },
-    /// Connecting or reading took longer than the configured timeouts.
-    #[error("fetching {url} timed out ({attempts} attempts, {}s each)", *timeout_ms as f64 / 1000.0)]
-    Timeout {
-        /// The graph URL.
-        url: String,
-        /// Attempts made.
-        attempts: u32,
-        /// Total timeout of one attempt in milliseconds.
-        timeout_ms: u64,
-    },
-    /// The body is larger than the size cap.
-    #[error("graph at {url} is larger than the limit of {limit} bytes")]
-    TooLarge {
-        /// The graph URL.
-        url: String,
-        /// The size cap in bytes.
-        limit: u64,
-    },
-    /// No connection (DNS, refused, TLS handshake, certificate).
-    #[error("graph server for {url} is unreachable: {message}")]
-    Unreachable {
+    /// No connection (refused, reset, unreachable) or the exchange broke.
+    #[error("cannot connect to the graph server for {url}: {message}")]
+    Connect {
         /// The graph URL.
         url: String,
         /// The transport error chain.
@@ -125,6 +128,44 @@ pub enum GraphError {
         /// The TLS error.
         message: String,
     },
+    /// The server answered something other than 200 or 304.
+    #[error("graph server answered {status} for {url}{detail}")]
+    HttpStatus {
+        /// The graph URL.
+        url: String,
+        /// The status code.
+        status: u16,
+        /// What the status usually means, starting with `: ` (or empty).
+        detail: &'static str,
+    },
+    /// The fetch did not complete within its deadline (DNS, connection,
+    /// TLS, headers and body together).
+    #[error("fetching {url} did not complete within {}s", *timeout_ms as f64 / 1000.0)]
+    Timeout {
+        /// The graph URL.
+        url: String,
+        /// The deadline in milliseconds.
+        timeout_ms: u64,
+    },
+    /// The body is larger than the size cap.
+    #[error("graph at {url} is larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The graph URL.
+        url: String,
+        /// The size cap in bytes.
+        limit: u64,
+    },
+    /// Too many fetches are in flight (for the namespace or in all): not a
+    /// condition, the service is requeued shortly.
+    #[error("{0}")]
+    Busy(&'static str),
+    /// The last fetch of this service failed and its backoff has not
+    /// expired: not a condition (status keeps that failure).
+    #[error("the last fetch failed; next attempt in {}s", retry_in.as_secs())]
+    BackingOff {
+        /// Time until the next attempt.
+        retry_in: std::time::Duration,
+    },
     /// The body is not an encoded `infergate.graph.v1.ServingGraph`.
     #[error("graph is not a valid infergate.graph.v1.ServingGraph protobuf: {message}")]
     Undecodable {
@@ -140,38 +181,55 @@ pub enum GraphError {
 }
 
 impl GraphError {
-    /// The condition reason (CamelCase, distinct per kind of failure).
+    /// The `GraphReady` condition reason (API.md section 7).
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
-            Self::Missing => "GraphMissing",
-            Self::InvalidUrl { .. } => "GraphURLInvalid",
-            Self::SecretNotFound { .. } => "GraphSecretNotFound",
-            Self::SecretKeyMissing { .. } => "GraphSecretKeyMissing",
-            Self::SecretInvalid { .. } => "GraphSecretInvalid",
-            Self::SecretUnreadable { .. } => "GraphSecretUnreadable",
-            Self::Unauthorized { .. } => "GraphUnauthorized",
-            Self::NotFound { .. } => "GraphNotFound",
-            Self::HttpStatus { .. } => "GraphFetchFailed",
-            Self::Timeout { .. } => "GraphTimeout",
-            Self::TooLarge { .. } => "GraphTooLarge",
-            Self::Unreachable { .. } => "GraphUnreachable",
-            Self::Tls { .. } => "GraphTLSFailed",
-            Self::Undecodable { .. } => "GraphUndecodable",
-            Self::Invalid(_) => "GraphInvalid",
-            Self::Render(_) => "GraphRenderFailed",
+            Self::InvalidUrl { .. } | Self::DestinationNotAllowed { .. } => "DestinationNotAllowed",
+            Self::SecretNotFound { .. }
+            | Self::SecretKeyMissing { .. }
+            | Self::SecretInvalid { .. }
+            | Self::SecretUnreadable { .. } => "SecretNotFound",
+            Self::SecretNotAllowed { .. } => "SecretNotAllowed",
+            Self::SecretForbidden { .. } => "SecretForbidden",
+            Self::Dns { .. } => "DNSFailure",
+            Self::Connect { .. } | Self::Busy(_) | Self::BackingOff { .. } => "ConnectFailure",
+            Self::Tls { .. } => "TLSFailure",
+            Self::HttpStatus { .. } => "HTTPStatus",
+            Self::Timeout { .. } => "Timeout",
+            Self::TooLarge { .. } => "TooLarge",
+            Self::Missing | Self::Undecodable { .. } | Self::Invalid(_) | Self::Render(_) => {
+                "InvalidGraph"
+            }
         }
     }
 
-    /// Whether retrying soon may succeed without anyone changing anything
-    /// (network trouble, server errors); the reconciler requeues these sooner.
+    /// Whether the fetch itself failed (the service backs off before the
+    /// next one), as opposed to a Secret or a graph that must be changed.
     #[must_use]
-    pub fn is_transient(&self) -> bool {
-        match self {
-            Self::Timeout { .. } | Self::Unreachable { .. } | Self::SecretUnreadable { .. } => true,
-            Self::HttpStatus { status, .. } => *status >= 500 || *status == 429,
-            _ => false,
-        }
+    pub fn is_fetch_failure(&self) -> bool {
+        matches!(
+            self,
+            Self::DestinationNotAllowed { .. }
+                | Self::Dns { .. }
+                | Self::Connect { .. }
+                | Self::Tls { .. }
+                | Self::HttpStatus { .. }
+                | Self::Timeout { .. }
+                | Self::TooLarge { .. }
+                | Self::Undecodable { .. }
+        )
+    }
+
+    /// Whether this is no condition at all but a reason to come back
+    /// later with the status as it is ([`GraphError::Busy`],
+    /// [`GraphError::BackingOff`], [`GraphError::SecretUnreadable`]).
+    #[must_use]
+    pub fn is_deferral(&self) -> bool {
+        matches!(
+            self,
+            Self::Busy(_) | Self::BackingOff { .. } | Self::SecretUnreadable { .. }
+        )
     }
 }
 
@@ -179,11 +237,27 @@ impl GraphError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn reasons_are_distinct() {
+    /// The reasons API.md section 7 allows in `GraphReady` (and
+    /// `Unschedulable`, set by the placement check, not by this type).
+    const API_REASONS: [&str; 12] = [
+        "DestinationNotAllowed",
+        "DNSFailure",
+        "ConnectFailure",
+        "TLSFailure",
+        "HTTPStatus",
+        "Timeout",
+        "TooLarge",
+        "InvalidGraph",
+        "Unschedulable",
+        "SecretNotFound",
+        "SecretNotAllowed",
+        "SecretForbidden",
+    ];
+
+    fn all() -> Vec<GraphError> {
         let url = || "https://g.example/x".to_owned();
         let ns = || "team-a".to_owned();
-        let all = [
+        vec![
             GraphError::Missing,
             GraphError::InvalidUrl {
                 url: url(),
@@ -205,33 +279,31 @@ mod tests {
                 key: "k".into(),
                 why: "",
             },
+            GraphError::SecretNotAllowed {
+                namespace: ns(),
+                name: "s".into(),
+                host: "g.example:443".into(),
+                why: "no annotation".into(),
+            },
+            GraphError::SecretForbidden {
+                namespace: ns(),
+                name: "s".into(),
+                service_account: "infergate-system:infergate".into(),
+            },
             GraphError::SecretUnreadable {
                 namespace: ns(),
                 name: "s".into(),
                 message: String::new(),
             },
-            GraphError::Unauthorized {
+            GraphError::DestinationNotAllowed {
                 url: url(),
-                status: 401,
+                message: String::new(),
             },
-            GraphError::NotFound {
+            GraphError::Dns {
                 url: url(),
-                status: 404,
+                message: String::new(),
             },
-            GraphError::HttpStatus {
-                url: url(),
-                status: 500,
-            },
-            GraphError::Timeout {
-                url: url(),
-                attempts: 3,
-                timeout_ms: 10_000,
-            },
-            GraphError::TooLarge {
-                url: url(),
-                limit: 1,
-            },
-            GraphError::Unreachable {
+            GraphError::Connect {
                 url: url(),
                 message: String::new(),
             },
@@ -239,60 +311,66 @@ mod tests {
                 url: url(),
                 message: String::new(),
             },
+            GraphError::HttpStatus {
+                url: url(),
+                status: 500,
+                detail: "",
+            },
+            GraphError::Timeout {
+                url: url(),
+                timeout_ms: 10_000,
+            },
+            GraphError::TooLarge {
+                url: url(),
+                limit: 1,
+            },
             GraphError::Undecodable {
                 message: String::new(),
             },
             GraphError::Invalid(Violations::default()),
             GraphError::Render(String::new()),
-        ];
-        let reasons: std::collections::BTreeSet<_> = all.iter().map(GraphError::reason).collect();
-        assert_eq!(reasons.len(), all.len());
-        for e in &all {
-            let r = e.reason();
-            assert!(
-                r.starts_with("Graph") && r.chars().all(|c| c.is_ascii_alphanumeric()),
-                "{r}"
-            );
-        }
+            GraphError::Busy("busy"),
+            GraphError::BackingOff {
+                retry_in: std::time::Duration::from_secs(5),
+            },
+        ]
     }
 
     #[test]
-    fn transient_errors() {
-        let url = || "https://g.example/x".to_owned();
-        assert!(
-            GraphError::HttpStatus {
-                url: url(),
-                status: 503
+    fn every_condition_reason_is_one_the_api_names() {
+        let mut used = std::collections::BTreeSet::new();
+        for e in all() {
+            assert!(API_REASONS.contains(&e.reason()), "{e:?}: {}", e.reason());
+            if !e.is_deferral() {
+                used.insert(e.reason());
             }
-            .is_transient()
+        }
+        // Every reason but Unschedulable comes from some failure here.
+        assert_eq!(used.len(), API_REASONS.len() - 1, "{used:?}");
+    }
+
+    #[test]
+    fn fetch_failures_and_deferrals() {
+        for e in all() {
+            assert!(!(e.is_fetch_failure() && e.is_deferral()), "{e:?}");
+        }
+        let forbidden = all()
+            .into_iter()
+            .find(|e| e.reason() == "SecretForbidden")
+            .unwrap()
+            .to_string();
+        assert!(
+            forbidden.contains("kubectl create rolebinding infergate-graph-token-reader --namespace team-a --clusterrole infergate-graph-token-reader --serviceaccount infergate-system:infergate"),
+            "{forbidden}"
         );
+        let not_allowed = all()
+            .into_iter()
+            .find(|e| e.reason() == "SecretNotAllowed")
+            .unwrap()
+            .to_string();
         assert!(
-            GraphError::HttpStatus {
-                url: url(),
-                status: 429
-            }
-            .is_transient()
-        );
-        assert!(
-            !GraphError::HttpStatus {
-                url: url(),
-                status: 418
-            }
-            .is_transient()
-        );
-        assert!(
-            !GraphError::Unauthorized {
-                url: url(),
-                status: 401
-            }
-            .is_transient()
-        );
-        assert!(
-            GraphError::Unreachable {
-                url: url(),
-                message: String::new()
-            }
-            .is_transient()
+            not_allowed.contains("infergate.dev/graph-token-hosts"),
+            "{not_allowed}"
         );
     }
 }

@@ -13,9 +13,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use reqwest::header::{ACCEPT, AUTHORIZATION, ETAG, HeaderValue, IF_NONE_MATCH};
@@ -23,10 +24,13 @@ use reqwest::{StatusCode, Url};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tracing::debug;
+use url::Host;
 
 use super::proto::ServingGraph;
 use super::{GraphError, decode};
 use crate::api::v1beta1::SecretKeyRef;
+use crate::engine::graph_source::{host_and_port, parse_graph_url};
+use crate::engine::hosts;
 
 /// A bearer token read from a Secret, kept as its sensitive
 /// `Authorization` header value. Never printed.
@@ -69,12 +73,41 @@ impl fmt::Display for BearerToken {
     }
 }
 
-/// The token under `r.key` of `secret` (in `namespace`, for messages).
+/// The annotation by which a Secret's owner lists the hosts its token may
+/// be sent to (comma-separated host patterns, see [`crate::engine::hosts`]).
+pub const TOKEN_HOSTS_ANNOTATION: &str = "infergate.dev/graph-token-hosts";
+
+/// The token under `r.key` of `secret` (in `namespace`, for messages), if
+/// the Secret allows it to be sent to `url`'s host: its
+/// [`TOKEN_HOSTS_ANNOTATION`] must list a matching entry. The annotation is
+/// checked first; a Secret that does not allow the host is not read further.
 pub fn token_from_secret(
     secret: &Secret,
     namespace: &str,
     r: &SecretKeyRef,
+    url: &Url,
 ) -> Result<BearerToken, GraphError> {
+    let (host, port) = host_and_port(url);
+    let not_allowed = |why: String| GraphError::SecretNotAllowed {
+        namespace: namespace.to_owned(),
+        name: r.name.clone(),
+        host: format!("{host}:{port}"),
+        why,
+    };
+    let annotation = secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(TOKEN_HOSTS_ANNOTATION))
+        .ok_or_else(|| not_allowed("the Secret has no such annotation".to_owned()))?;
+    let patterns = hosts::parse_list(annotation)
+        .map_err(|why| not_allowed(format!("its annotation is not a host list: {why}")))?;
+    if !hosts::any_matches(&patterns, host, port) {
+        return Err(not_allowed(format!(
+            "its annotation lists {} host(s), none of them {host}:{port}",
+            patterns.len()
+        )));
+    }
     let bytes = secret
         .data
         .as_ref()
@@ -100,63 +133,81 @@ pub fn token_from_secret(
     })
 }
 
+/// One fetch: for which service, from where, with what.
+#[derive(Clone, Copy, Debug)]
+pub struct FetchRequest<'a> {
+    /// The service, `namespace/name`: the key of its ETag cache entry and
+    /// of its backoff.
+    pub cache_key: &'a str,
+    /// The service's namespace (fetches in flight are counted per namespace).
+    pub namespace: &'a str,
+    /// `spec.graph.url`.
+    pub url: &'a str,
+    /// The bearer token, when the Secret allowed this host.
+    pub token: Option<&'a BearerToken>,
+    /// An applicable policy lists the URL's host literally in
+    /// `allowedGraphHosts`: internal addresses may be reached.
+    pub internal_allowed: bool,
+}
+
 /// Where serving graphs come from. The reconciler resolves graphs through
 /// this trait; [`GraphFetcher`] (HTTPS with an ETag cache) implements it.
 pub trait GraphSource: Send + Sync {
-    /// Fetch and decode the graph at `url` for the service `cache_key`
-    /// (`namespace/name`), with `token` as bearer credentials.
+    /// Fetch and decode the graph `req` names.
     fn fetch(
         &self,
-        cache_key: &str,
-        url: &str,
-        token: Option<&BearerToken>,
+        req: FetchRequest<'_>,
     ) -> impl std::future::Future<Output = Result<Fetched, GraphError>> + Send;
     /// Forget whatever was kept for `cache_key` (the service was deleted).
     fn forget(&self, cache_key: &str);
+    /// Time until the service `cache_key` may fetch `url` again after a failure.
+    fn retry_in(&self, cache_key: &str, url: &str) -> Option<Duration>;
 }
 
 impl GraphSource for GraphFetcher {
     fn fetch(
         &self,
-        cache_key: &str,
-        url: &str,
-        token: Option<&BearerToken>,
+        req: FetchRequest<'_>,
     ) -> impl std::future::Future<Output = Result<Fetched, GraphError>> + Send {
-        GraphFetcher::fetch(self, cache_key, url, token)
+        GraphFetcher::fetch(self, req)
     }
 
     fn forget(&self, cache_key: &str) {
         GraphFetcher::forget(self, cache_key);
     }
+
+    fn retry_in(&self, cache_key: &str, url: &str) -> Option<Duration> {
+        GraphFetcher::retry_in(self, cache_key, url)
+    }
 }
 
-/// Limits of one fetch.
+/// Limits of fetching.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchOptions {
-    /// Time to establish the TCP and TLS connection.
-    pub connect_timeout: Duration,
-    /// Time for one whole attempt, body included.
-    pub timeout: Duration,
+    /// One deadline for a whole fetch: DNS, connection, TLS, headers, body.
+    pub deadline: Duration,
     /// Largest accepted body in bytes.
     pub max_bytes: u64,
-    /// Attempts for transient failures (at least 1).
-    pub attempts: u32,
-    /// Delay before the second attempt; doubles for each further one.
+    /// Fetches in flight per namespace; more are deferred, not queued.
+    pub per_namespace: usize,
+    /// Fetches in flight in all (below the reconciler's concurrency, so
+    /// services without graphs always find a slot).
+    pub in_flight: usize,
+    /// Wait after a service's first failed fetch; doubles with each further one.
     pub backoff: Duration,
-    /// Longest delay between attempts.
+    /// Longest wait between a service's fetches while they fail.
     pub max_backoff: Duration,
 }
 
 impl Default for FetchOptions {
     fn default() -> Self {
         Self {
-            connect_timeout: Duration::from_secs(5),
-            timeout: Duration::from_secs(15),
-            // serveConfigV2 lands in a RayService object, which etcd caps at 1.5 MiB.
-            max_bytes: 1024 * 1024,
-            attempts: 3,
-            backoff: Duration::from_millis(250),
-            max_backoff: Duration::from_secs(4),
+            deadline: Duration::from_secs(10),
+            max_bytes: 4 * 1024 * 1024,
+            per_namespace: 2,
+            in_flight: 8,
+            backoff: Duration::from_secs(5),
+            max_backoff: Duration::from_secs(300),
         }
     }
 }
@@ -183,9 +234,6 @@ pub enum FetcherError {
     /// The TLS verifier could not be set up (no roots at all, bad extra root).
     #[error("cannot set up TLS for graph fetching: {0}")]
     Tls(String),
-    /// The HTTP client could not be built.
-    #[error("cannot build the graph HTTP client: {0}")]
-    Client(String),
 }
 
 /// What a fetch produced.
@@ -206,12 +254,29 @@ struct CacheEntry {
     graph: Arc<ServingGraph>,
 }
 
-/// An HTTPS client for serving graphs with a per-service ETag cache.
+/// A service's failing fetches.
+#[derive(Clone, Debug)]
+struct Failing {
+    url: String,
+    failures: u32,
+    next: Instant,
+}
+
+#[derive(Debug, Default)]
+struct InFlight {
+    total: usize,
+    per_namespace: HashMap<String, usize>,
+}
+
+/// An HTTPS client for serving graphs: per-service ETag cache and backoff,
+/// fetches in flight bounded per namespace and in all.
 #[derive(Debug)]
 pub struct GraphFetcher {
-    client: reqwest::Client,
+    tls: rustls::ClientConfig,
     options: FetchOptions,
     cache: Mutex<HashMap<String, CacheEntry>>,
+    failing: Mutex<HashMap<String, Failing>>,
+    in_flight: Mutex<InFlight>,
 }
 
 /// PEM certificates of `--graph-ca-file`.
@@ -235,6 +300,26 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, Fetcher
     Ok(certs)
 }
 
+/// A permit for one fetch in flight; given back on drop.
+struct Permit<'a> {
+    fetcher: &'a GraphFetcher,
+    namespace: String,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut f) = self.fetcher.in_flight.lock() {
+            f.total = f.total.saturating_sub(1);
+            if let Some(n) = f.per_namespace.get_mut(&self.namespace) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    f.per_namespace.remove(&self.namespace);
+                }
+            }
+        }
+    }
+}
+
 impl GraphFetcher {
     /// A fetcher trusting the platform's roots plus `extra_roots`, on the
     /// ring crypto provider.
@@ -253,19 +338,12 @@ impl GraphFetcher {
             .with_custom_certificate_verifier(Arc::new(verifier))
             .with_no_client_auth();
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .https_only(true)
-            .redirect(reqwest::redirect::Policy::limited(5))
-            .connect_timeout(options.connect_timeout)
-            .timeout(options.timeout)
-            .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| FetcherError::Client(e.to_string()))?;
         Ok(Self {
-            client,
+            tls,
             options,
             cache: Mutex::new(HashMap::new()),
+            failing: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(InFlight::default()),
         })
     }
 
@@ -287,11 +365,23 @@ impl GraphFetcher {
         &self.options
     }
 
-    /// Drop the cached graph of `cache_key` (the service was deleted).
+    /// Drop the cached graph and backoff of `cache_key` (the service was deleted).
     pub fn forget(&self, cache_key: &str) {
         if let Ok(mut c) = self.cache.lock() {
             c.remove(cache_key);
         }
+        if let Ok(mut f) = self.failing.lock() {
+            f.remove(cache_key);
+        }
+    }
+
+    /// Time until `cache_key` may fetch `url` again, while its fetches of
+    /// it fail (a new URL starts afresh).
+    #[must_use]
+    pub fn retry_in(&self, cache_key: &str, url: &str) -> Option<Duration> {
+        let f = self.failing.lock().ok()?;
+        let entry = f.get(cache_key).filter(|e| e.url == url)?;
+        entry.next.checked_duration_since(Instant::now())
     }
 
     fn cached(&self, cache_key: &str, url: &str) -> Option<CacheEntry> {
@@ -312,45 +402,103 @@ impl GraphFetcher {
         }
     }
 
-    /// Fetch and decode the graph at `url` for the service `cache_key`
-    /// (`namespace/name`: the ETag cache is per service, so one service's
-    /// cached graph never answers for another's credentials).
-    pub async fn fetch(
-        &self,
-        cache_key: &str,
-        url: &str,
-        token: Option<&BearerToken>,
-    ) -> Result<Fetched, GraphError> {
-        let parsed = check_url(url)?;
-        let attempts = self.options.attempts.max(1);
-        let mut delay = self.options.backoff;
-        let mut attempt = 1;
-        loop {
-            let cached = self.cached(cache_key, url);
-            let result = self.attempt(&parsed, url, token, cached.as_ref()).await;
-            match result {
-                Ok((fetched, entry)) => {
-                    if !fetched.not_modified {
-                        self.store(cache_key, entry);
-                    }
-                    return Ok(fetched);
+    /// Whether `req`'s service must wait (its last fetch of the same URL
+    /// failed and the backoff has not passed).
+    fn backing_off(&self, req: &FetchRequest<'_>) -> Option<Duration> {
+        let mut f = self.failing.lock().ok()?;
+        let entry = f.get(req.cache_key)?;
+        if entry.url != req.url {
+            // A new URL starts afresh.
+            f.remove(req.cache_key);
+            return None;
+        }
+        entry.next.checked_duration_since(Instant::now())
+    }
+
+    fn record(&self, req: &FetchRequest<'_>, failed: bool) {
+        let Ok(mut f) = self.failing.lock() else {
+            return;
+        };
+        if !failed {
+            f.remove(req.cache_key);
+            return;
+        }
+        let entry = f
+            .entry(req.cache_key.to_owned())
+            .or_insert_with(|| Failing {
+                url: req.url.to_owned(),
+                failures: 0,
+                next: Instant::now(),
+            });
+        entry.url = req.url.to_owned();
+        entry.failures = entry.failures.saturating_add(1);
+        let wait = self
+            .options
+            .backoff
+            .saturating_mul(1u32 << entry.failures.saturating_sub(1).min(16))
+            .min(self.options.max_backoff);
+        entry.next = Instant::now() + wait;
+    }
+
+    fn permit(&self, namespace: &str) -> Result<Permit<'_>, GraphError> {
+        let mut f = self
+            .in_flight
+            .lock()
+            .map_err(|_| GraphError::Busy("graph fetching is unavailable"))?;
+        if f.total >= self.options.in_flight {
+            return Err(GraphError::Busy("too many graph fetches in flight"));
+        }
+        let n = f.per_namespace.entry(namespace.to_owned()).or_insert(0);
+        if *n >= self.options.per_namespace {
+            return Err(GraphError::Busy(
+                "too many graph fetches in flight for this namespace",
+            ));
+        }
+        *n += 1;
+        f.total += 1;
+        Ok(Permit {
+            fetcher: self,
+            namespace: namespace.to_owned(),
+        })
+    }
+
+    /// Fetch and decode the graph `req` names, within one deadline; at
+    /// most [`FetchOptions::per_namespace`] fetches of a namespace and
+    /// [`FetchOptions::in_flight`] in all run at once
+    /// ([`GraphError::Busy`] otherwise), and a service whose last fetch
+    /// failed waits out its backoff ([`GraphError::BackingOff`]).
+    pub async fn fetch(&self, req: FetchRequest<'_>) -> Result<Fetched, GraphError> {
+        let parsed = check_url(req.url)?;
+        if let Some(retry_in) = self.backing_off(&req) {
+            return Err(GraphError::BackingOff { retry_in });
+        }
+        let _permit = self.permit(req.namespace)?;
+        let cached = self.cached(req.cache_key, req.url);
+        let deadline = self.options.deadline;
+        let result = match tokio::time::timeout(
+            deadline,
+            self.attempt(&parsed, &req, cached.as_ref()),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(GraphError::Timeout {
+                url: req.url.to_owned(),
+                timeout_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+            }),
+        };
+        match result {
+            Ok((fetched, entry)) => {
+                if !fetched.not_modified {
+                    self.store(req.cache_key, entry);
                 }
-                Err(e) if e.is_transient() && attempt < attempts => {
-                    debug!(url, attempt, reason = e.reason(), error = %e, "graph fetch failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(self.options.max_backoff);
-                    attempt += 1;
-                }
-                Err(GraphError::Timeout {
-                    url, timeout_ms, ..
-                }) => {
-                    return Err(GraphError::Timeout {
-                        url,
-                        attempts: attempt,
-                        timeout_ms,
-                    });
-                }
-                Err(e) => return Err(e),
+                self.record(&req, false);
+                Ok(fetched)
+            }
+            Err(e) => {
+                debug!(url = req.url, reason = e.reason(), error = %e, "graph fetch failed");
+                self.record(&req, e.is_fetch_failure());
+                Err(e)
             }
         }
     }
@@ -358,27 +506,34 @@ impl GraphFetcher {
     async fn attempt(
         &self,
         parsed: &Url,
-        url: &str,
-        token: Option<&BearerToken>,
+        req: &FetchRequest<'_>,
         cached: Option<&CacheEntry>,
     ) -> Result<(Fetched, Option<CacheEntry>), GraphError> {
-        let mut req = self.client.get(parsed.clone()).header(
+        let url = req.url;
+        let addrs = destination(parsed, req.internal_allowed).await?;
+        let client = self.client(parsed, addrs)?;
+        let mut get = client.get(parsed.clone()).header(
             ACCEPT,
             "application/x-protobuf, application/octet-stream;q=0.9",
         );
-        if let Some(t) = token {
-            req = req.header(AUTHORIZATION, t.header_value());
+        if let Some(t) = req.token {
+            get = get.header(AUTHORIZATION, t.header_value());
         }
         if let Some(c) = cached
             && let Ok(v) = HeaderValue::from_str(&c.etag)
         {
-            req = req.header(IF_NONE_MATCH, v);
+            get = get.header(IF_NONE_MATCH, v);
         }
-        let resp = req
+        let resp = get
             .send()
             .await
-            .map_err(|e| self.transport_error(url, &e))?;
+            .map_err(|e| transport_error(url, &e, self.options.deadline))?;
         let status = resp.status();
+        let http = |detail: &'static str| GraphError::HttpStatus {
+            url: url.to_owned(),
+            status: status.as_u16(),
+            detail,
+        };
         match status {
             StatusCode::NOT_MODIFIED => match cached {
                 Some(c) => Ok((
@@ -389,25 +544,21 @@ impl GraphFetcher {
                     },
                     None,
                 )),
-                // A 304 to a request without If-None-Match.
-                None => Err(GraphError::HttpStatus {
-                    url: url.to_owned(),
-                    status: status.as_u16(),
-                }),
+                None => Err(http(": Not Modified to a request without If-None-Match")),
             },
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(GraphError::Unauthorized {
-                url: url.to_owned(),
-                status: status.as_u16(),
-            }),
-            StatusCode::NOT_FOUND | StatusCode::GONE => Err(GraphError::NotFound {
-                url: url.to_owned(),
-                status: status.as_u16(),
-            }),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(http(
+                ": the bearer token was refused (check spec.graph.bearerTokenSecretRef)",
+            )),
+            StatusCode::NOT_FOUND | StatusCode::GONE => Err(http(": no graph at this URL")),
+            s if s.is_redirection() => Err(http(
+                ": a redirect to another host, port or scheme is not followed",
+            )),
             s if s.is_success() => {
                 let etag = resp
                     .headers()
                     .get(ETAG)
                     .and_then(|v| v.to_str().ok())
+                    .filter(|v| v.len() <= 256)
                     .map(str::to_owned);
                 let body = self.read_capped(url, resp).await?;
                 let graph = Arc::new(decode(&body).map_err(|e| match e {
@@ -430,11 +581,48 @@ impl GraphFetcher {
                     entry,
                 ))
             }
-            s => Err(GraphError::HttpStatus {
-                url: url.to_owned(),
-                status: s.as_u16(),
-            }),
+            _ => Err(http("")),
         }
+    }
+
+    /// A client for one fetch: it connects only to `addrs` (checked), sends
+    /// no `Referer`, uses no proxy, and follows redirects only to the same
+    /// https host and port.
+    fn client(&self, url: &Url, addrs: Vec<SocketAddr>) -> Result<reqwest::Client, GraphError> {
+        let (host, port) = host_and_port(url);
+        let origin = (host.to_owned(), port);
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            let next = attempt.url();
+            let same = next.scheme() == "https"
+                && next.host_str() == Some(origin.0.as_str())
+                && next.port_or_known_default() == Some(origin.1);
+            if !same {
+                attempt.stop()
+            } else if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error("too many redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        reqwest::Client::builder()
+            .tls_backend_preconfigured(self.tls.clone())
+            .https_only(true)
+            .no_proxy()
+            .referer(false)
+            .redirect(redirects)
+            .dns_resolver(Arc::new(Checked {
+                host: host.to_owned(),
+                addrs,
+            }))
+            .pool_max_idle_per_host(0)
+            .connect_timeout(self.options.deadline)
+            .timeout(self.options.deadline)
+            .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| GraphError::Connect {
+                url: url.to_string(),
+                message: format!("cannot build the HTTP client: {e}"),
+            })
     }
 
     async fn read_capped(
@@ -454,7 +642,7 @@ impl GraphFetcher {
         while let Some(chunk) = resp
             .chunk()
             .await
-            .map_err(|e| self.transport_error(url, &e))?
+            .map_err(|e| transport_error(url, &e, self.options.deadline))?
         {
             if (body.len() + chunk.len()) as u64 > limit {
                 return Err(too_large());
@@ -463,47 +651,157 @@ impl GraphFetcher {
         }
         Ok(body)
     }
+}
 
-    fn transport_error(&self, url: &str, e: &reqwest::Error) -> GraphError {
-        if e.is_timeout() {
-            return GraphError::Timeout {
-                url: url.to_owned(),
-                attempts: 1,
-                timeout_ms: u64::try_from(self.options.timeout.as_millis()).unwrap_or(u64::MAX),
+/// Redirects followed within the same host.
+const MAX_REDIRECTS: usize = 5;
+
+/// The resolver of one fetch's client: the checked addresses for its host,
+/// nothing for any other name.
+struct Checked {
+    host: String,
+    addrs: Vec<SocketAddr>,
+}
+
+impl reqwest::dns::Resolve for Checked {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let result: Result<reqwest::dns::Addrs, Box<dyn std::error::Error + Send + Sync>> =
+            if name.as_str().eq_ignore_ascii_case(&self.host) {
+                Ok(Box::new(self.addrs.clone().into_iter()))
+            } else {
+                Err(format!("{} is not the checked graph host", name.as_str()).into())
             };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+/// The addresses a fetch of `url` may connect to: the URL's address, or
+/// what its host resolves to, without the internal ones unless
+/// `internal_allowed`.
+async fn destination(url: &Url, internal_allowed: bool) -> Result<Vec<SocketAddr>, GraphError> {
+    let (_, port) = host_and_port(url);
+    let resolved: Vec<SocketAddr> = match url.host() {
+        Some(Host::Ipv4(ip)) => vec![SocketAddr::new(IpAddr::V4(ip), port)],
+        Some(Host::Ipv6(ip)) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
+        Some(Host::Domain(d)) => tokio::net::lookup_host((d, port))
+            .await
+            .map_err(|e| GraphError::Dns {
+                url: url.to_string(),
+                message: e.to_string(),
+            })?
+            .take(32)
+            .collect(),
+        None => Vec::new(),
+    };
+    if resolved.is_empty() {
+        return Err(GraphError::Dns {
+            url: url.to_string(),
+            message: "no addresses".to_owned(),
+        });
+    }
+    if internal_allowed {
+        return Ok(resolved);
+    }
+    let mut refused = None;
+    let allowed: Vec<SocketAddr> = resolved
+        .into_iter()
+        .filter(|a| match internal_category(a.ip()) {
+            Some(category) => {
+                refused.get_or_insert((a.ip(), category));
+                false
+            }
+            None => true,
+        })
+        .collect();
+    match (allowed.is_empty(), refused) {
+        (true, Some((ip, category))) => Err(GraphError::DestinationNotAllowed {
+            url: url.to_string(),
+            message: format!(
+                "its host resolves to {ip}, a {category} address; internal addresses are reached only when a policy that applies to the namespace lists the host literally in limits.allowedGraphHosts"
+            ),
+        }),
+        _ => Ok(allowed),
+    }
+}
+
+/// What kind of internal address `ip` is, or `None` for a public one:
+/// loopback, unspecified, link-local, private (RFC 1918), unique local
+/// (RFC 4193), shared (CGNAT, RFC 6598), multicast, broadcast, `0.0.0.0/8`;
+/// IPv4-mapped and NAT64 (`64:ff9b::/96`) IPv6 addresses as their IPv4.
+#[must_use]
+pub fn internal_category(ip: IpAddr) -> Option<&'static str> {
+    fn v4(ip: Ipv4Addr) -> Option<&'static str> {
+        let o = ip.octets();
+        if ip.is_loopback() {
+            Some("loopback")
+        } else if ip.is_unspecified() || o[0] == 0 {
+            Some("unspecified")
+        } else if ip.is_link_local() {
+            Some("link-local")
+        } else if ip.is_private() {
+            Some("private (RFC 1918)")
+        } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
+            Some("shared (CGNAT, RFC 6598)")
+        } else if ip.is_multicast() || ip.is_broadcast() {
+            Some("multicast or broadcast")
+        } else {
+            None
         }
-        if let Some(tls) = tls_cause(e) {
-            return GraphError::Tls {
-                url: url.to_owned(),
-                message: tls.to_string(),
-            };
-        }
-        GraphError::Unreachable {
-            url: url.to_owned(),
-            message: error_chain(e),
+    }
+    match ip {
+        IpAddr::V4(ip) => v4(ip),
+        IpAddr::V6(ip) => {
+            if let Some(mapped) = ip.to_ipv4_mapped() {
+                return v4(mapped);
+            }
+            let s = ip.segments();
+            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
+                let [a, b] = s[6].to_be_bytes();
+                let [c, d] = s[7].to_be_bytes();
+                return v4(Ipv4Addr::new(a, b, c, d));
+            }
+            if ip.is_loopback() {
+                Some("loopback")
+            } else if ip.is_unspecified() {
+                Some("unspecified")
+            } else if ip.is_unicast_link_local() {
+                Some("link-local")
+            } else if ip.is_unique_local() {
+                Some("unique local (RFC 4193)")
+            } else if ip.is_multicast() {
+                Some("multicast or broadcast")
+            } else {
+                None
+            }
         }
     }
 }
 
-/// `url` is https, has a host and no credentials.
+/// `url` is https, has a host, no credentials and no fragment.
 pub fn check_url(url: &str) -> Result<Url, GraphError> {
-    let bad = |message: &str| GraphError::InvalidUrl {
+    parse_graph_url(url).map_err(|message| GraphError::InvalidUrl {
         url: url.to_owned(),
-        message: message.to_owned(),
-    };
-    let parsed = Url::parse(url).map_err(|e| bad(&e.to_string()))?;
-    if parsed.scheme() != "https" {
-        return Err(bad("the scheme must be https"));
+        message,
+    })
+}
+
+fn transport_error(url: &str, e: &reqwest::Error, deadline: Duration) -> GraphError {
+    if e.is_timeout() {
+        return GraphError::Timeout {
+            url: url.to_owned(),
+            timeout_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+        };
     }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(bad("the URL has no host"));
+    if let Some(tls) = tls_cause(e) {
+        return GraphError::Tls {
+            url: url.to_owned(),
+            message: tls.to_string(),
+        };
     }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(bad(
-            "credentials in the URL are not allowed: use spec.graph.bearerTokenSecretRef",
-        ));
+    GraphError::Connect {
+        url: url.to_owned(),
+        message: error_chain(e),
     }
-    Ok(parsed)
 }
 
 /// The rustls error behind a transport error, if the handshake failed.
@@ -561,14 +859,19 @@ mod tests {
     use super::*;
 
     fn secret(data: &[(&str, &[u8])]) -> Secret {
-        Secret {
+        let mut s = Secret {
             data: Some(
                 data.iter()
                     .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
                     .collect::<BTreeMap<_, _>>(),
             ),
             ..Secret::default()
-        }
+        };
+        s.metadata.annotations = Some(BTreeMap::from([(
+            TOKEN_HOSTS_ANNOTATION.to_owned(),
+            "graphs.example.com, *.ml.example.com:8443".to_owned(),
+        )]));
+        s
     }
 
     fn key_ref() -> SecretKeyRef {
@@ -576,6 +879,10 @@ mod tests {
             name: "graph-token".into(),
             key: "token".into(),
         }
+    }
+
+    fn url(u: &str) -> Url {
+        check_url(u).expect("url")
     }
 
     #[test]
@@ -593,25 +900,123 @@ mod tests {
 
     #[test]
     fn token_from_secret_reasons() {
-        let ok = token_from_secret(&secret(&[("token", b"abc")]), "team-a", &key_ref());
+        let here = url("https://graphs.example.com/g");
+        let ok = token_from_secret(&secret(&[("token", b"abc")]), "team-a", &key_ref(), &here);
         assert!(ok.is_ok());
-        let missing =
-            token_from_secret(&secret(&[("other", b"abc")]), "team-a", &key_ref()).unwrap_err();
-        assert_eq!(missing.reason(), "GraphSecretKeyMissing");
+        let missing = token_from_secret(&secret(&[("other", b"abc")]), "team-a", &key_ref(), &here)
+            .unwrap_err();
+        assert_eq!(missing.reason(), "SecretNotFound");
         assert!(
             missing
                 .to_string()
                 .contains("team-a/graph-token has no key \"token\"")
         );
-        let empty =
-            token_from_secret(&secret(&[("token", b" \n")]), "team-a", &key_ref()).unwrap_err();
-        assert_eq!(empty.reason(), "GraphSecretInvalid");
-        let bad =
-            token_from_secret(&secret(&[("token", b"a b")]), "team-a", &key_ref()).unwrap_err();
-        assert_eq!(bad.reason(), "GraphSecretInvalid");
+        let empty = token_from_secret(&secret(&[("token", b" \n")]), "team-a", &key_ref(), &here)
+            .unwrap_err();
+        assert_eq!(empty.reason(), "SecretNotFound");
+        let bad = token_from_secret(&secret(&[("token", b"a b")]), "team-a", &key_ref(), &here)
+            .unwrap_err();
         assert!(!bad.to_string().contains("a b"), "the value is not echoed");
-        let no_data = token_from_secret(&Secret::default(), "team-a", &key_ref()).unwrap_err();
-        assert_eq!(no_data.reason(), "GraphSecretKeyMissing");
+    }
+
+    #[test]
+    fn a_token_goes_only_to_the_hosts_its_secret_names() {
+        let s = secret(&[("token", b"abc")]);
+        for allowed in [
+            "https://graphs.example.com/g",
+            "https://GRAPHS.example.com:9443/g",
+            "https://a.ml.example.com:8443/g",
+        ] {
+            assert!(
+                token_from_secret(&s, "team-a", &key_ref(), &url(allowed)).is_ok(),
+                "{allowed}"
+            );
+        }
+        for refused in [
+            "https://graphs.example.com.evil.io/g",
+            "https://a.ml.example.com/g",
+            "https://169.254.169.254/latest/meta-data",
+            "https://ml.example.com:8443/g",
+        ] {
+            let e = token_from_secret(&s, "team-a", &key_ref(), &url(refused)).unwrap_err();
+            assert_eq!(e.reason(), "SecretNotAllowed", "{refused}");
+            assert!(e.to_string().contains(TOKEN_HOSTS_ANNOTATION), "{e}");
+        }
+        // No annotation, or one that does not parse: nothing is sent.
+        let mut bare = s.clone();
+        bare.metadata.annotations = None;
+        let e = token_from_secret(
+            &bare,
+            "team-a",
+            &key_ref(),
+            &url("https://graphs.example.com/g"),
+        )
+        .unwrap_err();
+        assert_eq!(e.reason(), "SecretNotAllowed");
+        assert!(e.to_string().contains("has no such annotation"), "{e}");
+        let mut garbled = s;
+        garbled.metadata.annotations = Some(BTreeMap::from([(
+            TOKEN_HOSTS_ANNOTATION.to_owned(),
+            "graphs.example.com/path".to_owned(),
+        )]));
+        let e = token_from_secret(
+            &garbled,
+            "team-a",
+            &key_ref(),
+            &url("https://graphs.example.com/g"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not a host list"), "{e}");
+    }
+
+    #[test]
+    fn internal_addresses_are_named() {
+        for (ip, category) in [
+            ("127.0.0.1", "loopback"),
+            ("::1", "loopback"),
+            ("0.0.0.0", "unspecified"),
+            ("0.1.2.3", "unspecified"),
+            ("::", "unspecified"),
+            ("169.254.169.254", "link-local"),
+            ("fe80::1", "link-local"),
+            ("10.1.2.3", "private"),
+            ("172.16.0.1", "private"),
+            ("192.168.1.1", "private"),
+            ("fd00::7", "unique local"),
+            ("100.64.0.1", "CGNAT"),
+            ("100.127.255.255", "CGNAT"),
+            ("::ffff:10.0.0.1", "private"),
+            ("64:ff9b::a9fe:a9fe", "link-local"),
+            ("224.0.0.1", "multicast"),
+            ("255.255.255.255", "broadcast"),
+        ] {
+            let c = internal_category(ip.parse().unwrap());
+            assert!(c.is_some_and(|c| c.contains(category)), "{ip}: {c:?}");
+        }
+        for ip in ["8.8.8.8", "100.128.0.1", "172.32.0.1", "2606:4700::1111"] {
+            assert_eq!(internal_category(ip.parse().unwrap()), None, "{ip}");
+        }
+    }
+
+    #[tokio::test]
+    async fn internal_destinations_need_a_literal_policy_entry() {
+        for u in [
+            "https://127.0.0.1:8443/g",
+            "https://[::1]/g",
+            "https://169.254.169.254/latest",
+            "https://localhost/g",
+        ] {
+            let e = destination(&url(u), false).await.unwrap_err();
+            assert_eq!(e.reason(), "DestinationNotAllowed", "{u}: {e}");
+            assert!(e.to_string().contains("allowedGraphHosts"), "{e}");
+            assert!(destination(&url(u), true).await.is_ok(), "{u}");
+        }
+        let public = destination(&url("https://8.8.8.8/g"), false).await.unwrap();
+        assert_eq!(public, vec!["8.8.8.8:443".parse::<SocketAddr>().unwrap()]);
+        let e = destination(&url("https://no-such-host.invalid/g"), false)
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason(), "DNSFailure", "{e}");
     }
 
     #[test]
@@ -621,9 +1026,10 @@ mod tests {
             ("http://graphs.example.com/g", "https"),
             ("graphs.example.com/g", "relative URL"),
             ("https://user:pw@graphs.example.com/g", "credentials"),
+            ("https://graphs.example.com/g#x", "fragment"),
         ] {
             let e = check_url(url).unwrap_err();
-            assert_eq!(e.reason(), "GraphURLInvalid");
+            assert_eq!(e.reason(), "DestinationNotAllowed");
             assert!(e.to_string().contains(why), "{url}: {e}");
         }
     }

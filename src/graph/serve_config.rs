@@ -272,7 +272,7 @@ mod tests {
         let mut g = sample();
         g.nodes[1].dependencies.push("router".into());
         let e = generate(&g, "chat", "/").unwrap_err();
-        assert_eq!(e.reason(), "GraphInvalid");
+        assert_eq!(e.reason(), "InvalidGraph");
         assert!(
             e.to_string().contains("router -> generator -> router"),
             "{e}"

@@ -39,13 +39,28 @@ impl fmt::Display for Violation {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Violations(pub Vec<Violation>);
 
+/// Bytes of violations [`Violations`] shows before it only counts the rest
+/// (a condition message holds 1 KiB; `infergate graph` lists every one).
+const SHOWN_MAX: usize = 640;
+
 impl fmt::Display for Violations {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut written = 0;
         for (i, v) in self.0.iter().enumerate() {
+            let text = v.to_string();
+            if i > 0 && written + text.len() > SHOWN_MAX {
+                let rest = self.0.len() - i;
+                return write!(
+                    f,
+                    "; and {rest} more violation{} (infergate graph FILE lists every one)",
+                    if rest == 1 { "" } else { "s" }
+                );
+            }
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{v}")?;
+            f.write_str(&text)?;
+            written += text.len() + 2;
         }
         Ok(())
     }
@@ -540,6 +555,28 @@ mod tests {
     use super::*;
 
     use super::edges as edges_of;
+
+    #[test]
+    fn many_violations_are_counted_not_listed() {
+        let many = Violations(
+            (0..500)
+                .map(|i| Violation::new(format!("nodes[{i}].name"), "x".repeat(40)))
+                .collect(),
+        );
+        let shown = many.to_string();
+        assert!(shown.len() < 800, "{}", shown.len());
+        assert!(shown.starts_with("nodes[0].name: "), "{shown}");
+        let listed = shown.matches(".name: ").count();
+        assert!(
+            shown.ends_with(&format!(
+                "; and {} more violations (infergate graph FILE lists every one)",
+                500 - listed
+            )),
+            "{shown}"
+        );
+        let one = Violations(vec![Violation::new("ingress", "missing")]);
+        assert_eq!(one.to_string(), "ingress: missing");
+    }
 
     fn node(name: &str, deps: &[&str]) -> Node {
         Node {

@@ -82,7 +82,7 @@ impl Writer {
         let event = Event {
             type_,
             reason: reason.as_str().to_owned(),
-            note: Some(note),
+            note: Some(crate::telemetry::cut_message(&note)),
             action: "Reconcile".to_owned(),
             secondary: related,
         };

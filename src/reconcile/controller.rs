@@ -39,8 +39,9 @@ pub const RESYNC: Duration = Duration::from_secs(3600);
 /// Periodic re-reconcile of `backend: RayService` services: picks up graph
 /// changes on the server (a conditional GET, cheap when nothing changed).
 pub const GRAPH_RESYNC: Duration = Duration::from_secs(60);
-/// Re-reconcile after a transient graph failure (timeout, unreachable, 5xx).
-pub const GRAPH_RETRY: Duration = Duration::from_secs(15);
+/// Come back after a graph fetch was deferred because too many were in
+/// flight (for the namespace, or in all).
+pub const GRAPH_BUSY_RETRY: Duration = Duration::from_secs(5);
 /// Re-reconcile while waiting for an optional API (Gateway API, KubeRay)
 /// to be installed.
 pub const OPTIONAL_API_RECHECK: Duration = Duration::from_secs(30);

@@ -17,11 +17,12 @@ use super::Error;
 use super::children::httproute::HTTPRoute;
 use super::children::rayservice;
 use super::children::{self as builders, Desired, Track};
-use super::controller::{Ctx, GRAPH_RETRY, OPTIONAL_API_RECHECK, RESYNC};
+use super::controller::{Ctx, GRAPH_BUSY_RETRY, OPTIONAL_API_RECHECK, RESYNC};
 use super::graph as resolve;
 use super::status::{Observation, Outcome, PolicyResult, Rollout, Routing};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
+use crate::graph::GraphError;
 use crate::graph::fetch::{FetchOptions, GraphFetcher};
 use crate::state::context::Watched;
 use crate::state::with_context;
@@ -74,6 +75,16 @@ pub(super) fn error_policy(svc: Arc<InferenceService>, error: &Error, ctx: Arc<C
     Action::requeue(Duration::from_secs(secs))
 }
 
+/// Up to a second, fixed per service, so services deferred together do
+/// not come back together.
+fn jitter(svc: &InferenceService) -> Duration {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    svc.metadata.uid.hash(&mut h);
+    svc.metadata.name.hash(&mut h);
+    Duration::from_millis(h.finish() % 1000)
+}
+
 /// Split policy findings from the object's own errors.
 fn policy_result(intrinsic: &Verdict, full: &Verdict) -> PolicyResult {
     let own: Vec<String> = intrinsic.errors.iter().map(ToString::to_string).collect();
@@ -113,11 +124,11 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
         }
         return Ok(Action::await_change());
     }
-    let Some((defaulted, obs)) = prelude(svc, ctx, &ns).await? else {
+    let Some((defaulted, internal, obs)) = prelude(svc, ctx, &ns).await? else {
         return Ok(Action::await_change());
     };
     if svc.spec.backend == Some(Backend::RayService) {
-        reconcile_rayservice(svc, ctx, &defaulted, obs).await
+        reconcile_rayservice(svc, ctx, &defaulted, internal, obs).await
     } else {
         reconcile_deployment(svc, ctx, &defaulted, obs).await
     }
@@ -130,11 +141,12 @@ async fn prelude(
     svc: &InferenceService,
     ctx: &Ctx,
     ns: &str,
-) -> Result<Option<(InferenceService, Observation)>, Error> {
+) -> Result<Option<(InferenceService, bool, Observation)>, Error> {
     let Evaluation {
         defaulted,
         intrinsic,
         policy,
+        graph_internal_allowed,
     } = ctx.evaluate(svc, ns);
     let mut obs = Observation {
         generation: svc.metadata.generation,
@@ -148,7 +160,7 @@ async fn prelude(
         ctx.writer.write_status(svc, &obs).await?;
         return Ok(None);
     }
-    Ok(Some((defaulted, obs)))
+    Ok(Some((defaulted, graph_internal_allowed, obs)))
 }
 
 /// `backend: Deployment`: Deployments, Services, HPA and HTTPRoute.
@@ -216,6 +228,7 @@ async fn reconcile_rayservice(
     svc: &InferenceService,
     ctx: &Ctx,
     defaulted: &InferenceService,
+    graph_internal_allowed: bool,
     mut obs: Observation,
 ) -> Result<Action, Error> {
     let path = match engine::render_route_path(defaulted) {
@@ -242,22 +255,43 @@ async fn reconcile_rayservice(
             ctx.graph_fetcher.get_or_init(|| built).clone()
         }
     };
-    let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &path).await {
+    let access = resolve::Access {
+        internal_allowed: graph_internal_allowed,
+        service_account: &ctx.config.service_account,
+    };
+    let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &path, access)
+        .await
+    {
         Ok(r) => r,
+        Err(rayservice::RayServiceError::Graph(e)) if e.is_deferral() => {
+            // Not a new state of the graph: the status keeps what it says.
+            let wait = match &e {
+                GraphError::BackingOff { retry_in } => *retry_in,
+                _ => GRAPH_BUSY_RETRY,
+            };
+            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
+            if let GraphError::SecretUnreadable { .. } = e {
+                return Err(Error::SecretUnreadable(e.to_string()));
+            }
+            return Ok(Action::requeue(wait + jitter(svc)));
+        }
         Err(e) => {
-            let transient = matches!(&e, rayservice::RayServiceError::Graph(g) if g.is_transient());
             debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
             obs.outcome = Outcome::GraphFailed {
                 reason: e.reason(),
                 message: e.to_string(),
             };
             ctx.writer.write_status(svc, &obs).await?;
-            let resync = ctx.config.graph_resync;
-            return Ok(Action::requeue(if transient {
-                GRAPH_RETRY.min(resync)
-            } else {
-                resync
-            }));
+            // A failed fetch waits out its backoff; a Secret or graph that
+            // someone must change is looked at again on the resync.
+            let wait = fetcher
+                .retry_in(
+                    &resolve::cache_key(svc),
+                    defaulted.spec.graph.as_ref().map_or("", |g| g.url.as_str()),
+                )
+                .unwrap_or(ctx.config.graph_resync)
+                .min(ctx.config.graph_resync);
+            return Ok(Action::requeue(wait + jitter(svc)));
         }
     };
     match ctx
@@ -293,6 +327,8 @@ struct Evaluation {
     defaulted: InferenceService,
     intrinsic: Verdict,
     policy: PolicyResult,
+    /// An applicable policy lists the graph URL's host literally.
+    graph_internal_allowed: bool,
 }
 
 fn gateway_display(svc: &InferenceService) -> String {
@@ -329,10 +365,22 @@ impl Ctx {
             let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
             let full = engine::validate_service(&defaulted, None, full_ctx);
             let policy = policy_result(&intrinsic, &full);
+            let graph_internal_allowed = defaulted
+                .spec
+                .graph
+                .as_ref()
+                .and_then(|g| engine::graph_source::parse_graph_url(&g.url).ok())
+                .is_some_and(|url| {
+                    engine::graph_source::host_listed_literally(
+                        &engine::policy::layers(full_ctx),
+                        &url,
+                    )
+                });
             Evaluation {
                 defaulted,
                 intrinsic,
                 policy,
+                graph_internal_allowed,
             }
         })
     }

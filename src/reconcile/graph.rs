@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use crate::api::v1beta1::InferenceService;
 use crate::api::v1beta1::SecretKeyRef;
-use crate::graph::fetch::{BearerToken, GraphSource, token_from_secret};
+use crate::graph::fetch::{BearerToken, FetchRequest, GraphSource, check_url, token_from_secret};
 use crate::graph::proto::ServingGraph;
 
 /// The desired RayService and where its graph came from.
@@ -44,27 +44,53 @@ pub fn cache_key_of(key: &kube::runtime::reflector::ObjectRef<InferenceService>)
     )
 }
 
-/// Read the bearer token from the service's namespace, fetch and validate
-/// the graph, and build the RayService for `route_path` (the rendered route
-/// path). On any error the caller leaves the existing RayService as it is
-/// and sets a condition with [`RayServiceError::reason`] and the message
-/// (which never contains the token).
+/// What the reconciler knows about a service's right to reach its graph.
+#[derive(Clone, Copy, Debug)]
+pub struct Access<'a> {
+    /// An applicable policy lists the URL's host literally in
+    /// `allowedGraphHosts`: the fetcher may reach internal addresses.
+    pub internal_allowed: bool,
+    /// infergate's ServiceAccount, `namespace:name`, for the RoleBinding
+    /// command a `SecretForbidden` message gives.
+    pub service_account: &'a str,
+}
+
+/// Read the bearer token from the service's namespace (only if the Secret
+/// allows the URL's host), fetch and validate the graph, and build the
+/// RayService for `route_path` (the rendered route path). On any error the
+/// caller leaves the existing RayService as it is and sets a condition with
+/// [`RayServiceError::reason`] and the message (which never contains the
+/// token).
 pub async fn resolve(
     client: &kube::Client,
     fetcher: &impl GraphSource,
     svc: &InferenceService,
     route_path: &str,
+    access: Access<'_>,
 ) -> Result<Resolved, RayServiceError> {
     let spec = svc.spec.graph.as_ref().ok_or(GraphError::Missing)?;
     let key = cache_key(svc);
     let span = tracing::debug_span!("graph", service = %key, url = %spec.url);
     async {
         let namespace = svc.namespace().unwrap_or_default();
+        let url = check_url(&spec.url)?;
+        // Waiting out a backoff reads no Secret either.
+        if let Some(retry_in) = fetcher.retry_in(&key, &spec.url) {
+            return Err(GraphError::BackingOff { retry_in }.into());
+        }
         let token = match spec.bearer_token_secret_ref.as_ref() {
-            Some(r) => Some(read_token(client, &namespace, r).await?),
+            Some(r) => Some(read_token(client, &namespace, r, &url, access.service_account).await?),
             None => None,
         };
-        let fetched = fetcher.fetch(&key, &spec.url, token.as_ref()).await?;
+        let fetched = fetcher
+            .fetch(FetchRequest {
+                cache_key: &key,
+                namespace: &namespace,
+                url: &spec.url,
+                token: token.as_ref(),
+                internal_allowed: access.internal_allowed,
+            })
+            .await?;
         let rayservice = desired_rayservice(svc, &fetched.graph, route_path)?;
         tracing::debug!(
             not_modified = fetched.not_modified,
@@ -82,19 +108,27 @@ pub async fn resolve(
     .await
 }
 
-/// Read the token of `spec.graph.bearerTokenSecretRef` from the service's namespace.
+/// Read the token of `spec.graph.bearerTokenSecretRef` from the service's
+/// namespace, if the Secret allows `url`'s host.
 pub async fn read_token(
     client: &kube::Client,
     namespace: &str,
     r: &SecretKeyRef,
+    url: &url::Url,
+    service_account: &str,
 ) -> Result<BearerToken, GraphError> {
     let api: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
     match api.get_opt(&r.name).await {
-        Ok(Some(secret)) => token_from_secret(&secret, namespace, r),
+        Ok(Some(secret)) => token_from_secret(&secret, namespace, r, url),
         Ok(None) => Err(GraphError::SecretNotFound {
             namespace: namespace.to_owned(),
             name: r.name.clone(),
             key: r.key.clone(),
+        }),
+        Err(kube::Error::Api(s)) if s.code == 403 => Err(GraphError::SecretForbidden {
+            namespace: namespace.to_owned(),
+            name: r.name.clone(),
+            service_account: service_account.to_owned(),
         }),
         Err(e) => Err(GraphError::SecretUnreadable {
             namespace: namespace.to_owned(),

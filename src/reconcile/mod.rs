@@ -50,6 +50,9 @@ pub struct Config {
     /// The serving-graph fetcher; built from [`Config::graph_ca_file`] at
     /// start-up when not set.
     pub graph_fetcher: Option<std::sync::Arc<crate::graph::fetch::GraphFetcher>>,
+    /// infergate's ServiceAccount as `namespace:name` (named in the
+    /// RoleBinding command of a `SecretForbidden` condition).
+    pub service_account: String,
     /// How often `backend: RayService` services are re-reconciled so graph
     /// changes on the server are picked up ([`controller::GRAPH_RESYNC`]).
     pub graph_resync: Duration,
@@ -67,10 +70,12 @@ impl Config {
         namespace: impl Into<String>,
         identity: impl Into<String>,
     ) -> Self {
+        let namespace = namespace.into();
         Self {
             server,
             metrics,
-            namespace: namespace.into(),
+            service_account: format!("{namespace}:infergate"),
+            namespace,
             identity: identity.into(),
             lease: LeaseTiming::default(),
             graph_ca_file: None,
@@ -85,6 +90,13 @@ impl Config {
     #[must_use]
     pub fn with_state(mut self, state: std::sync::Arc<crate::state::ClusterState>) -> Self {
         self.state = Some(state);
+        self
+    }
+
+    /// infergate runs as the ServiceAccount `name` (in its namespace).
+    #[must_use]
+    pub fn with_service_account(mut self, name: &str) -> Self {
+        self.service_account = format!("{}:{name}", self.namespace);
         self
     }
 
@@ -144,6 +156,9 @@ pub enum Error {
     /// The serving-graph fetcher could not be built (`--graph-ca-file`).
     #[error("{0}")]
     GraphFetcher(#[from] crate::graph::fetch::FetcherError),
+    /// A graph token's Secret could not be read (not RBAC: the apiserver).
+    #[error("{0}")]
+    SecretUnreadable(String),
     /// The object lacks metadata the reconciler needs.
     #[error("object has no {0}")]
     MissingMetadata(&'static str),
@@ -175,6 +190,7 @@ impl Error {
             Self::Build(_) => "build_error",
             Self::MissingMetadata(_) => "missing_metadata",
             Self::GraphFetcher(_) => "graph_fetcher",
+            Self::SecretUnreadable(_) => "secret_unreadable",
             Self::ForeignChild { .. } => "foreign_child",
         }
     }

@@ -214,6 +214,10 @@ pub struct GraphState {
     pub flaky_failures: AtomicUsize,
     /// Requests over HTTP/2.
     pub h2: AtomicUsize,
+    /// Requests that carried a `Referer`.
+    pub referer: AtomicUsize,
+    /// Requests for `/graph` through the name `localhost` (not 127.0.0.1).
+    pub via_localhost: AtomicUsize,
 }
 
 /// An HTTPS serving-graph server on 127.0.0.1, on its own thread and runtime
@@ -223,7 +227,9 @@ pub struct GraphState {
 /// `flaky_failures` lasts), `/slow` (5 s), `/large` (2 MiB),
 /// `/large-chunked` (4 MiB without Content-Length), `/garbage` (not a
 /// graph), `/redirect-http` (a redirect to plain HTTP, before the bearer
-/// check); anything else is 404.
+/// check), `/redirect-same` (to `/graph` on the same host and port),
+/// `/redirect-other` (to `/graph` through the name `localhost`: another
+/// host); anything else is 404.
 pub struct GraphServer {
     /// Where it listens.
     pub addr: SocketAddr,
@@ -250,6 +256,8 @@ impl GraphServer {
             not_modified: AtomicUsize::new(0),
             flaky_failures: AtomicUsize::new(0),
             h2: AtomicUsize::new(0),
+            referer: AtomicUsize::new(0),
+            via_localhost: AtomicUsize::new(0),
         });
         let stop = CancellationToken::new();
         let (st, stopped) = (Arc::clone(&state), stop.clone());
@@ -360,6 +368,35 @@ async fn handle(state: &GraphState, addr: SocketAddr, req: Request<Incoming>) ->
         .get(hyper::header::AUTHORIZATION)
         .is_some_and(|v| v.as_bytes() == format!("Bearer {GRAPH_TOKEN}").as_bytes());
     let path = req.uri().path().to_owned();
+    if req.headers().contains_key(hyper::header::REFERER) {
+        state.referer.fetch_add(1, Ordering::SeqCst);
+    }
+    let host = req
+        .uri()
+        .host()
+        .map(str::to_owned)
+        .or_else(|| {
+            req.headers()
+                .get(hyper::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    if host.starts_with("localhost") {
+        state.via_localhost.fetch_add(1, Ordering::SeqCst);
+    }
+    let redirect = |to: String| {
+        let mut r = full(StatusCode::FOUND, "");
+        r.headers_mut()
+            .insert(hyper::header::LOCATION, to.parse().expect("location"));
+        r
+    };
+    if path == "/redirect-same" {
+        return redirect("/graph".to_owned());
+    }
+    if path == "/redirect-other" {
+        return redirect(format!("https://localhost:{}/graph", addr.port()));
+    }
     if path == "/redirect-http" {
         let mut r = full(StatusCode::FOUND, "");
         r.headers_mut().insert(

@@ -750,9 +750,9 @@ mod tests {
         let mut g = graph();
         g.nodes[1].dependencies.push("router".into());
         let e = desired_rayservice(&svc(), &g, "/r").unwrap_err();
-        assert_eq!(e.reason(), "GraphInvalid");
+        assert_eq!(e.reason(), "InvalidGraph");
         let e = desired_rayservice(&svc(), &graph(), "/r/").unwrap_err();
-        assert_eq!(e.reason(), "GraphInvalid", "route prefix rules apply");
+        assert_eq!(e.reason(), "InvalidGraph", "route prefix rules apply");
 
         let mut no_image = svc();
         no_image.spec.engine = None;
@@ -770,7 +770,7 @@ mod tests {
         g.nodes[1].user_config_json =
             serde_json::json!({ "blob": "x".repeat(MAX_SERVE_CONFIG_BYTES) }).to_string();
         let e = desired_rayservice(&svc(), &g, "/r").unwrap_err();
-        assert_eq!(e.reason(), "GraphRenderFailed");
+        assert_eq!(e.reason(), "InvalidGraph");
         assert!(e.to_string().contains("the limit is 1048576"), "{e}");
     }
 

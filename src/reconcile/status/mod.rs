@@ -267,7 +267,7 @@ impl Cond {
             type_,
             status,
             reason,
-            message,
+            message: crate::telemetry::cut_message(&message),
         }
     }
 }
@@ -441,7 +441,9 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 RECONCILED,
                 false,
                 Reason::Graph(reason),
-                format!("the RayService is left as it is: {message}"),
+                format!(
+                    "the RayService is left as it is: the serving graph is not usable ({reason}, see GraphReady)"
+                ),
             ));
         }
         Outcome::RayServiceApiMissing => {
