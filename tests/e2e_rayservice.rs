@@ -140,6 +140,30 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
         .expect("create service");
     let route = infergate::engine::render_route_path(&svc).expect("route path");
 
+    // The deployed ServiceAccount may not read Secrets until the namespace
+    // opts in; the condition says how, and that command is all it takes.
+    let s = wait_service(
+        &client,
+        &ns,
+        "SecretForbidden",
+        graph_condition("SecretForbidden"),
+    )
+    .await;
+    let msg = condition(&s, "GraphReady").expect("GraphReady").message;
+    let command = msg
+        .split("kubectl ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no kubectl command in {msg}"));
+    assert!(
+        command.starts_with(&format!(
+            "create rolebinding infergate-graph-token-reader --namespace {ns} --clusterrole infergate-graph-token-reader --serviceaccount infergate-system:infergate"
+        )),
+        "{msg}"
+    );
+    assert!(rayservices.get_opt("rag").await.expect("get").is_none());
+    let out = cp.kubectl(&command.split_whitespace().collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", support::text(&out));
+
     // Created: serveConfigV2 from the graph, routed at the rendered path,
     // owned by the service, applied by the infergate field manager.
     let rs = wait_rayservice(&client, &ns, "the RayService", |_| true).await;
