@@ -171,6 +171,10 @@ pub struct CertsArgs {
     /// Validity of the serving certificate in days.
     #[arg(long, default_value_t = certs::DEFAULT_DAYS)]
     pub days: u32,
+    /// Also write the CA's private key, ca.key (mode 0600): only to issue
+    /// more certificates from this CA later; otherwise nobody holds it.
+    #[arg(long)]
+    pub write_ca_key: bool,
 }
 
 /// Flags of `infergate graph`.
@@ -273,6 +277,7 @@ impl From<CertsArgs> for certs::Options {
             dns_names: a.dns_names,
             ips: a.ips,
             days: a.days,
+            write_ca_key: a.write_ca_key,
         }
     }
 }

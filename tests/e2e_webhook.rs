@@ -21,6 +21,7 @@ use infergate::api::v1beta1::InferenceService;
 use infergate::metrics::Metrics;
 use infergate::webhook::tls::CertResolver;
 use infergate::webhook::tls::certs::{self, PemPair};
+use infergate::webhook::tls::rotation;
 use infergate::webhook::tls::selfsigned::{self, SelfSignedConfig};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -529,6 +530,61 @@ async fn certificate_rotation_under_load_loses_no_request() {
     );
 }
 
+/// The PEM certificates in the caBundle of each webhook registration and of
+/// the CRD's conversion webhook.
+async fn ca_bundles(client: &kube::Client, hook: &str, crd: &str) -> Vec<(String, Vec<String>)> {
+    let split = |b: Option<&ByteString>| -> Vec<String> {
+        let text = b
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .unwrap_or_default();
+        text.split_inclusive("-----END CERTIFICATE-----\n")
+            .map(str::to_owned)
+            .filter(|c| c.contains("BEGIN CERTIFICATE"))
+            .collect()
+    };
+    let m = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get(hook)
+        .await
+        .unwrap();
+    let v = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get(hook)
+        .await
+        .unwrap();
+    let c = Api::<CustomResourceDefinition>::all(client.clone())
+        .get(crd)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for w in m.webhooks.unwrap_or_default() {
+        out.push((
+            format!("mutating {}", w.name),
+            split(w.client_config.ca_bundle.as_ref()),
+        ));
+    }
+    for w in v.webhooks.unwrap_or_default() {
+        out.push((
+            format!("validating {}", w.name),
+            split(w.client_config.ca_bundle.as_ref()),
+        ));
+    }
+    out.push((
+        "the CRD".to_owned(),
+        split(conversion_ca_bundle(c).as_ref()),
+    ));
+    out
+}
+
+/// Whether the DER certificate `leaf` is signed by one of the PEM `cas`.
+fn signed_by_one_of(leaf: &[u8], cas: &[String]) -> bool {
+    use rustls_pki_types::pem::PemObject;
+    let (_, leaf) = x509_parser::parse_x509_certificate(leaf).unwrap();
+    cas.iter().any(|pem| {
+        let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+        let (_, ca) = x509_parser::parse_x509_certificate(&der).unwrap();
+        leaf.verify_signature(Some(ca.public_key())).is_ok()
+    })
+}
+
 /// The leaf certificate the server presents to a new connection.
 async fn served_leaf(port: u16, ca: &PemPair) -> Vec<u8> {
     let addr = ([127, 0, 0, 1], port).into();
@@ -539,8 +595,10 @@ async fn served_leaf(port: u16, ca: &PemPair) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn self_signed_mode_shares_one_secret_rotates_under_a_stable_ca_and_injects_ca_bundles() {
+async fn self_signed_mode_shares_one_secret_repairs_it_rotates_the_ca_with_an_overlap_and_injects_ca_bundles()
+ {
     support::install_crypto_provider();
+    support::init_tracing();
     let cp = control_plane().await;
     let client = cp.client().await;
     let ns = cp.fresh_namespace("selfsigned").await;
@@ -601,6 +659,7 @@ async fn self_signed_mode_shares_one_secret_rotates_under_a_stable_ca_and_inject
         c.validating_webhook = hook_name.clone();
         c.crd_name = crd_name.clone();
         c.serving_validity = Duration::from_secs(3600);
+        c.ca_overlap = Duration::from_secs(2);
         c.check_interval = Duration::from_millis(500);
         c.lease_duration_seconds = 3;
         c
@@ -644,7 +703,7 @@ async fn self_signed_mode_shares_one_secret_rotates_under_a_stable_ca_and_inject
     .await
     .unwrap();
     assert!(ra.is_loaded() && rb.is_loaded());
-    let ca_bundle = ByteString(a.ca.cert.clone().into_bytes());
+    let ca_bundle = ByteString(a.bundle().into_bytes());
     eventually("caBundle injected", Duration::from_secs(30), || {
         let client = client.clone();
         let (hook_name, crd_name, ca_bundle) =
@@ -745,6 +804,148 @@ async fn self_signed_mode_shares_one_secret_rotates_under_a_stable_ca_and_inject
         text.contains("infergate_certificate_expiry_timestamp_seconds{certificate=\"ca\"}"),
         "{text}"
     );
+
+    // The lease holder records which trust bundle every caBundle holds.
+    eventually(
+        "the injected bundle recorded",
+        Duration::from_secs(15),
+        async || {
+            let s = secrets
+                .get(selfsigned::SECRET_NAME)
+                .await
+                .map_err(|e| e.to_string())?;
+            let recorded = s
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(rotation::INJECTED_ANNOTATION).cloned());
+            (recorded == Some(rotation::bundle_id(&rotated)))
+                .then_some(())
+                .ok_or_else(|| format!("{recorded:?}"))
+        },
+    )
+    .await;
+
+    // A corrupt Secret (tls.key overwritten) is repaired, not crashed on:
+    // the CA is kept and both replicas go on serving.
+    let mut partial = secrets.get(selfsigned::SECRET_NAME).await.unwrap();
+    partial
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("tls.key".into(), ByteString(b"not a key".to_vec()));
+    secrets
+        .replace(selfsigned::SECRET_NAME, &PostParams::default(), &partial)
+        .await
+        .unwrap();
+    eventually("the Secret repaired", Duration::from_secs(15), async || {
+        let s = secrets
+            .get(selfsigned::SECRET_NAME)
+            .await
+            .map_err(|e| e.to_string())?;
+        let d = s.data.unwrap_or_default();
+        match (d.get("tls.key"), d.get("ca.crt")) {
+            (Some(k), Some(ca)) if k.0 != b"not a key" && ca.0 == a.ca.cert.as_bytes() => Ok(()),
+            _ => Err("not repaired yet".to_owned()),
+        }
+    })
+    .await;
+    assert!(
+        !ta.is_finished() && !tb.is_finished(),
+        "the managers keep running"
+    );
+
+    // The CA rotates with an overlap: a CA with a sixth of its life left
+    // gets a successor, which enters every caBundle before any certificate
+    // it signs is served.
+    let now = time::OffsetDateTime::now_utc();
+    let old_ca = certs::generate_ca_at(
+        "infergate-webhook-ca",
+        Duration::from_secs(300),
+        now - time::Duration::seconds(250),
+    )
+    .unwrap();
+    let old_leaf = certs::issue_serving_at(
+        &old_ca,
+        &[],
+        &["127.0.0.1".parse().unwrap()],
+        now,
+        now + time::Duration::seconds(40),
+    )
+    .unwrap();
+    let mut aging = secrets.get(selfsigned::SECRET_NAME).await.unwrap();
+    for (k, v) in [
+        ("ca.crt", &old_ca.cert),
+        ("ca.key", &old_ca.key),
+        ("tls.crt", &old_leaf.cert),
+        ("tls.key", &old_leaf.key),
+    ] {
+        aging
+            .data
+            .as_mut()
+            .unwrap()
+            .insert(k.into(), ByteString(v.clone().into_bytes()));
+    }
+    secrets
+        .replace(selfsigned::SECRET_NAME, &PostParams::default(), &aging)
+        .await
+        .unwrap();
+    // (The test swapped the CA by hand: it is served at once. From the
+    // moment the bundles hold it, every served certificate must be trusted.)
+    eventually(
+        "the swapped CA in every caBundle",
+        Duration::from_secs(15),
+        async || {
+            let bundles = ca_bundles(&client, &hook_name, &crd_name).await;
+            bundles
+                .iter()
+                .all(|(_, b)| b.contains(&old_ca.cert))
+                .then_some(())
+                .ok_or_else(|| "not yet".to_owned())
+        },
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let mut checks = 0;
+    let new_ca = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "the CA did not rotate"
+        );
+        let bundles = ca_bundles(&client, &hook_name, &crd_name).await;
+        for r in [&ra, &rb] {
+            let served = r.current().unwrap().cert[0].to_vec();
+            for (what, bundle) in &bundles {
+                assert!(
+                    signed_by_one_of(&served, bundle),
+                    "a served certificate is not trusted by the caBundle of {what}"
+                );
+            }
+            checks += 1;
+        }
+        let s = secrets.get(selfsigned::SECRET_NAME).await.unwrap();
+        let d = s.data.unwrap_or_default();
+        let ca_now = String::from_utf8(d["ca.crt"].0.clone()).unwrap();
+        let previous = d.get("previous-ca.crt").map(|p| p.0.clone());
+        if ca_now != old_ca.cert
+            && previous.as_deref() == Some(old_ca.cert.as_bytes())
+            && [&ra, &rb].iter().all(|r| {
+                signed_by_one_of(&r.current().unwrap().cert[0], std::slice::from_ref(&ca_now))
+            })
+        {
+            break ca_now;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(checks > 10, "{checks} checks");
+    let bundles = ca_bundles(&client, &hook_name, &crd_name).await;
+    for (what, bundle) in &bundles {
+        assert!(bundle.contains(&new_ca), "{what}");
+        assert!(
+            bundle.contains(&old_ca.cert),
+            "{what}: the old CA stays trusted"
+        );
+    }
 
     shutdown.cancel();
     let _ = tokio::join!(ta, tb);

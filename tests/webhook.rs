@@ -1358,21 +1358,61 @@ fn certs_command_writes_a_usable_pair() {
         &["infergate.infergate-system.svc".to_owned()],
         &["127.0.0.1".parse().unwrap()],
         Duration::from_secs(86400),
+        false,
     )
     .unwrap();
-    for f in ["ca.crt", "ca.key", "tls.crt", "tls.key"] {
+    for f in ["ca.crt", "tls.crt", "tls.key"] {
         assert!(dir.path().join(f).exists(), "{f}");
     }
+    assert!(
+        !dir.path().join("ca.key").exists(),
+        "the CA key is written only when asked"
+    );
     let sc = tls::load_files(&dir.path().join("tls.crt"), &dir.path().join("tls.key")).unwrap();
     assert!(sc.not_after > jiff::Timestamp::now().as_second());
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(dir.path().join("tls.key"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o077, 0, "private keys are not world-readable");
+        let mode = |f: &str| {
+            std::fs::metadata(dir.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(
+            mode("tls.key"),
+            0o600,
+            "private keys are not world-readable"
+        );
+        // Files that existed world-readable become 0600 too.
+        let again = tempfile::tempdir().unwrap();
+        for f in ["tls.key", "ca.key"] {
+            std::fs::write(again.path().join(f), "old").unwrap();
+            std::fs::set_permissions(again.path().join(f), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+        certs::write_bundle(
+            again.path(),
+            &["a.svc".to_owned()],
+            &[],
+            Duration::from_secs(86400),
+            true,
+        )
+        .unwrap();
+        for f in ["tls.key", "ca.key"] {
+            let m = std::fs::metadata(again.path().join(f))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777;
+            assert_eq!(m, 0o600, "{f}");
+            assert!(
+                std::fs::read_to_string(again.path().join(f))
+                    .unwrap()
+                    .contains("PRIVATE KEY")
+            );
+        }
     }
 }
 

@@ -1,9 +1,10 @@
 //! Certificates: a CA and serving certificates made with rcgen, and
 //! `infergate certs`.
 //!
-//! The CA is long-lived (10 years by default) and stays stable across
-//! rotations: it is what webhook configurations trust (`caBundle`). Serving
-//! certificates are short-lived and reissued under the same CA.
+//! The CA lives a year by default and is what webhook configurations trust
+//! (`caBundle`); `serve --self-signed` rotates it with an overlap
+//! ([`super::rotation`]). Serving certificates are short-lived, reissued
+//! under the current CA, and never outlive it.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -16,11 +17,11 @@ use rcgen::{
 };
 
 /// Default validity of the CA.
-pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+pub const CA_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Default validity of a serving certificate.
 pub const SERVING_VALIDITY: Duration = Duration::from_secs(90 * 24 * 3600);
 /// Clock skew allowance: certificates are valid from this long ago.
-const BACKDATE: Duration = Duration::from_secs(5 * 60);
+pub const BACKDATE: Duration = Duration::from_secs(5 * 60);
 
 /// Errors while generating certificates.
 #[derive(Debug, thiserror::Error)]
@@ -57,17 +58,39 @@ impl std::fmt::Debug for PemPair {
     }
 }
 
-fn validity(params: &mut CertificateParams, valid_for: Duration) -> Result<(), CertError> {
-    let now = time::OffsetDateTime::now_utc();
+fn validity(
+    params: &mut CertificateParams,
+    now: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> Result<(), CertError> {
     let back = time::Duration::try_from(BACKDATE).map_err(|_| CertError::Validity)?;
-    let fwd = time::Duration::try_from(valid_for).map_err(|_| CertError::Validity)?;
     params.not_before = now.checked_sub(back).ok_or(CertError::Validity)?;
-    params.not_after = now.checked_add(fwd).ok_or(CertError::Validity)?;
+    if not_after <= now {
+        return Err(CertError::Validity);
+    }
+    params.not_after = not_after;
     Ok(())
+}
+
+fn after(
+    now: time::OffsetDateTime,
+    valid_for: Duration,
+) -> Result<time::OffsetDateTime, CertError> {
+    let fwd = time::Duration::try_from(valid_for).map_err(|_| CertError::Validity)?;
+    now.checked_add(fwd).ok_or(CertError::Validity)
 }
 
 /// Generate a self-signed CA (ECDSA P-256) valid for `valid_for`.
 pub fn generate_ca(common_name: &str, valid_for: Duration) -> Result<PemPair, CertError> {
+    generate_ca_at(common_name, valid_for, time::OffsetDateTime::now_utc())
+}
+
+/// [`generate_ca`] as if the time were `now`.
+pub fn generate_ca_at(
+    common_name: &str,
+    valid_for: Duration,
+    now: time::OffsetDateTime,
+) -> Result<PemPair, CertError> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
@@ -80,7 +103,7 @@ pub fn generate_ca(common_name: &str, valid_for: Duration) -> Result<PemPair, Ce
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    validity(&mut params, valid_for)?;
+    validity(&mut params, now, after(now, valid_for)?)?;
     let cert = params.self_signed(&key)?;
     Ok(PemPair {
         cert: cert.pem(),
@@ -94,6 +117,18 @@ pub fn issue_serving(
     dns_names: &[String],
     ips: &[IpAddr],
     valid_for: Duration,
+) -> Result<PemPair, CertError> {
+    let now = time::OffsetDateTime::now_utc();
+    issue_serving_at(ca, dns_names, ips, now, after(now, valid_for)?)
+}
+
+/// [`issue_serving`] as if the time were `now`, valid until `not_after`.
+pub fn issue_serving_at(
+    ca: &PemPair,
+    dns_names: &[String],
+    ips: &[IpAddr],
+    now: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
 ) -> Result<PemPair, CertError> {
     if dns_names.is_empty() && ips.is_empty() {
         return Err(CertError::NoSans);
@@ -130,7 +165,7 @@ pub fn issue_serving(
     ];
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.use_authority_key_identifier_extension = true;
-    validity(&mut params, valid_for)?;
+    validity(&mut params, now, not_after)?;
     let cert = params.signed_by(&key, &issuer)?;
     Ok(PemPair {
         cert: cert.pem(),
@@ -167,17 +202,21 @@ pub fn service_dns_names(name: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
+/// Write `contents` to `path`; a private file is mode 0600 whether or not it
+/// existed (its mode is set before anything is written into it).
 fn write_file(path: &Path, contents: &str, private: bool) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let mode = if private { 0o600 } else { 0o644 };
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
-            .mode(if private { 0o600 } else { 0o644 })
+            .mode(mode)
             .open(path)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.write_all(contents.as_bytes())
     }
     #[cfg(not(unix))]
@@ -187,22 +226,28 @@ fn write_file(path: &Path, contents: &str, private: bool) -> std::io::Result<()>
     }
 }
 
-/// Write `ca.crt`, `ca.key`, `tls.crt` and `tls.key` for the given SANs into `dir`.
+/// Write `ca.crt`, `tls.crt` and `tls.key` for the given SANs into `dir`,
+/// and `ca.key` only when `write_ca_key` (without it the CA can sign nothing
+/// more: nobody holds its key).
 pub fn write_bundle(
     dir: &Path,
     dns_names: &[String],
     ips: &[IpAddr],
     serving_validity: Duration,
+    write_ca_key: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let ca = generate_ca("infergate-ca", CA_VALIDITY)?;
+    let ca = generate_ca("infergate-ca", CA_VALIDITY.max(serving_validity))?;
     let serving = issue_serving(&ca, dns_names, ips, serving_validity)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
-    for (name, contents, private) in [
+    let mut files = vec![
         ("ca.crt", &ca.cert, false),
-        ("ca.key", &ca.key, true),
         ("tls.crt", &serving.cert, false),
         ("tls.key", &serving.key, true),
-    ] {
+    ];
+    if write_ca_key {
+        files.push(("ca.key", &ca.key, true));
+    }
+    for (name, contents, private) in files {
         let path = dir.join(name);
         write_file(&path, contents, private)
             .map_err(|e| format!("failed to write {}: {e}", path.display()))?;
@@ -224,6 +269,8 @@ pub struct Options {
     pub ips: Vec<std::net::IpAddr>,
     /// Validity of the serving certificate in days.
     pub days: u32,
+    /// Also write `ca.key` (mode 0600).
+    pub write_ca_key: bool,
 }
 
 impl Default for Options {
@@ -233,6 +280,7 @@ impl Default for Options {
             dns_names: Vec::new(),
             ips: Vec::new(),
             days: DEFAULT_DAYS,
+            write_ca_key: false,
         }
     }
 }
@@ -251,10 +299,11 @@ pub fn run(args: Options) -> ExitCode {
         return ExitCode::from(2);
     }
     let validity = Duration::from_secs(u64::from(args.days) * 24 * 3600);
-    match write_bundle(&args.out_dir, &dns, &args.ips, validity) {
+    match write_bundle(&args.out_dir, &dns, &args.ips, validity, args.write_ca_key) {
         Ok(()) => {
             println!(
-                "wrote ca.crt, ca.key, tls.crt, tls.key to {} (SANs: {})",
+                "wrote ca.crt, {}tls.crt, tls.key to {} (SANs: {})",
+                if args.write_ca_key { "ca.key, " } else { "" },
                 args.out_dir.display(),
                 dns.iter()
                     .cloned()

@@ -4,6 +4,7 @@
 //! [`selfsigned`] keeps them in a Secret and injects the CA (`--self-signed`).
 
 pub mod certs;
+pub mod rotation;
 pub mod selfsigned;
 
 use std::path::{Path, PathBuf};

@@ -1,7 +1,10 @@
 //! `serve --self-signed`: the CA and serving certificate live in one Secret
-//! shared by every replica, the serving certificate is rotated well before
-//! expiry under the same CA, and the lease holder writes the CA into the
-//! `caBundle` of the webhook configurations and the CRD's conversion webhook.
+//! shared by every replica; what it should hold next (serving certificate
+//! reissued well before expiry, the CA rotated with an overlap, a partial or
+//! corrupt Secret repaired, the union of every replica's SANs) is
+//! [`super::rotation::step`]. The lease holder writes the trust bundle into
+//! the `caBundle` of the webhook configurations and the CRD's conversion
+//! webhook, and records in the Secret which bundle it wrote.
 //!
 //! Replicas converge without coordination on the Secret: it is created only
 //! if absent and replaced only with the `resourceVersion` that was read
@@ -24,8 +27,8 @@ use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{CertificateKind, Metrics};
-use crate::webhook::tls::certs::{self, PemPair};
-use crate::webhook::tls::{self, CertResolver};
+use crate::webhook::tls::certs;
+use crate::webhook::tls::{self, CertResolver, rotation};
 
 /// Name of the Secret holding `ca.crt`, `ca.key`, `tls.crt`, `tls.key`.
 pub const SECRET_NAME: &str = "infergate-webhook-tls";
@@ -68,8 +71,10 @@ pub struct SelfSignedConfig {
     pub ips: Vec<IpAddr>,
     /// Validity of a serving certificate; it is reissued when less than a third remains.
     pub serving_validity: Duration,
-    /// Validity of the CA.
+    /// Validity of the CA; a next CA is made when a third is left.
     pub ca_validity: Duration,
+    /// How long a next CA is in every caBundle before it signs.
+    pub ca_overlap: Duration,
     /// How often the Secret, the rotation deadline and the caBundles are checked.
     pub check_interval: Duration,
     /// MutatingWebhookConfiguration to inject the CA into.
@@ -97,6 +102,7 @@ impl SelfSignedConfig {
             ips: Vec::new(),
             serving_validity: certs::SERVING_VALIDITY,
             ca_validity: certs::CA_VALIDITY,
+            ca_overlap: Duration::from_secs(3600),
             check_interval: Duration::from_secs(60),
             mutating_webhook: MUTATING_WEBHOOK_CONFIGURATION.to_owned(),
             validating_webhook: VALIDATING_WEBHOOK_CONFIGURATION.to_owned(),
@@ -108,155 +114,102 @@ impl SelfSignedConfig {
     }
 }
 
-/// The CA and serving pair read from (or written to) the Secret.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bundle {
-    /// The CA (stable across rotations).
-    pub ca: PemPair,
-    /// The serving certificate.
-    pub serving: PemPair,
+/// What the Secret holds: CA, serving pair, and during a rotation the next
+/// and previous CA.
+pub type Bundle = rotation::Stored;
+
+fn settings(cfg: &SelfSignedConfig) -> rotation::Settings {
+    rotation::Settings {
+        dns_names: cfg.dns_names.clone(),
+        ips: cfg.ips.clone(),
+        serving_validity: cfg.serving_validity,
+        ca_validity: cfg.ca_validity,
+        ca_overlap: cfg.ca_overlap,
+    }
 }
 
-fn get_str(data: &BTreeMap<String, ByteString>, key: &str) -> Option<String> {
-    data.get(key)
-        .and_then(|b| String::from_utf8(b.0.clone()).ok())
-        .filter(|s| !s.is_empty())
-}
-
-fn bundle_from_secret(secret: &Secret) -> Option<Bundle> {
-    let data = secret.data.as_ref()?;
-    Some(Bundle {
-        ca: PemPair {
-            cert: get_str(data, "ca.crt")?,
-            key: get_str(data, "ca.key")?,
-        },
-        serving: PemPair {
-            cert: get_str(data, "tls.crt")?,
-            key: get_str(data, "tls.key")?,
-        },
-    })
+fn secret_text(secret: &Secret) -> BTreeMap<String, String> {
+    secret
+        .data
+        .iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), String::from_utf8(v.0.clone()).ok()?)))
+        .collect()
 }
 
 fn secret_data(b: &Bundle) -> BTreeMap<String, ByteString> {
-    [
-        ("ca.crt", &b.ca.cert),
-        ("ca.key", &b.ca.key),
-        ("tls.crt", &b.serving.cert),
-        ("tls.key", &b.serving.key),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
-    .collect()
+    b.data()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect()
 }
 
-/// Whether a serving certificate must be reissued at `now` (Unix seconds):
-/// less than a third of its validity left, unreadable, or missing a SAN.
-#[must_use]
-pub fn needs_rotation(serving_cert_pem: &str, dns: &[String], ips: &[IpAddr], now: i64) -> bool {
-    let Ok((not_before, not_after)) = tls::pem_validity(serving_cert_pem.as_bytes()) else {
-        return true;
-    };
-    let lifetime = (not_after - not_before).max(0);
-    if not_after - now < lifetime / 3 {
-        return true;
-    }
-    !has_sans(serving_cert_pem, dns, ips)
-}
-
-fn has_sans(cert_pem: &str, dns: &[String], ips: &[IpAddr]) -> bool {
-    use rustls_pki_types::pem::PemObject;
-    use x509_parser::extensions::GeneralName;
-    let Ok(der) = rustls_pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes()) else {
-        return false;
-    };
-    let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
-        return false;
-    };
-    let Ok(Some(san)) = cert.subject_alternative_name() else {
-        return dns.is_empty() && ips.is_empty();
-    };
-    let names = &san.value.general_names;
-    let dns_ok = dns.iter().all(|d| {
-        names
-            .iter()
-            .any(|n| matches!(n, GeneralName::DNSName(x) if *x == d.as_str()))
-    });
-    let ips_ok = ips.iter().all(|ip| {
-        let want: Vec<u8> = match ip {
-            IpAddr::V4(v4) => v4.octets().to_vec(),
-            IpAddr::V6(v6) => v6.octets().to_vec(),
-        };
-        names
-            .iter()
-            .any(|n| matches!(n, GeneralName::IPAddress(x) if *x == want.as_slice()))
-    });
-    dns_ok && ips_ok
-}
-
-fn now_unix() -> i64 {
-    jiff::Timestamp::now().as_second()
-}
-
-/// Make sure the Secret holds a CA and a current serving certificate and
-/// return what it holds. Creates it if absent; reissues the serving
-/// certificate (same CA) when it needs rotation; a lost race rereads.
+/// Make sure the Secret holds what [`rotation::step`] says it should and
+/// return that. Creates it if absent, repairs it if partial or corrupt
+/// (never fails on its contents), rotates what is due; writes carry the
+/// `resourceVersion` read, so a lost race rereads.
 pub async fn ensure_secret(api: &Api<Secret>, cfg: &SelfSignedConfig) -> Result<Bundle, Error> {
+    sync_secret(api, cfg).await.map(|(b, _)| b)
+}
+
+/// [`ensure_secret`], and the Secret's [`rotation::INJECTED_ANNOTATION`].
+async fn sync_secret(
+    api: &Api<Secret>,
+    cfg: &SelfSignedConfig,
+) -> Result<(Bundle, Option<String>), Error> {
     for _ in 0..5 {
         let existing = api.get_opt(&cfg.secret_name).await?;
-        let Some(secret) = existing else {
-            let ca = certs::generate_ca("infergate-webhook-ca", cfg.ca_validity)?;
-            let serving =
-                certs::issue_serving(&ca, &cfg.dns_names, &cfg.ips, cfg.serving_validity)?;
-            let bundle = Bundle { ca, serving };
-            let secret = Secret {
-                metadata: ObjectMeta {
-                    name: Some(cfg.secret_name.clone()),
-                    namespace: Some(cfg.namespace.clone()),
-                    labels: Some(BTreeMap::from([(
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        "infergate".to_owned(),
-                    )])),
-                    ..ObjectMeta::default()
-                },
-                type_: Some("kubernetes.io/tls".to_owned()),
-                data: Some(secret_data(&bundle)),
-                ..Secret::default()
-            };
-            match api.create(&PostParams::default(), &secret).await {
-                Ok(_) => {
-                    tracing::info!(secret = %cfg.secret_name, "created CA and serving certificate");
-                    return Ok(bundle);
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => continue,
-                Err(e) => return Err(e.into()),
+        let data = existing.as_ref().map(secret_text).unwrap_or_default();
+        let injected = existing
+            .as_ref()
+            .and_then(|s| s.metadata.annotations.as_ref())
+            .and_then(|a| a.get(rotation::INJECTED_ANNOTATION))
+            .map(String::as_str);
+        let step = rotation::step(
+            &data,
+            injected,
+            &settings(cfg),
+            time::OffsetDateTime::now_utc(),
+        )?;
+        let recorded = injected.map(str::to_owned);
+        if step.changes.is_empty() {
+            return Ok((step.stored, recorded));
+        }
+        let result = match existing {
+            None => {
+                let secret = Secret {
+                    metadata: ObjectMeta {
+                        name: Some(cfg.secret_name.clone()),
+                        namespace: Some(cfg.namespace.clone()),
+                        labels: Some(BTreeMap::from([(
+                            "app.kubernetes.io/managed-by".to_owned(),
+                            "infergate".to_owned(),
+                        )])),
+                        ..ObjectMeta::default()
+                    },
+                    type_: Some("kubernetes.io/tls".to_owned()),
+                    data: Some(secret_data(&step.stored)),
+                    ..Secret::default()
+                };
+                api.create(&PostParams::default(), &secret)
+                    .await
+                    .map(|_| ())
+            }
+            Some(mut secret) => {
+                secret.data = Some(secret_data(&step.stored));
+                // `replace` carries the resourceVersion read above: a
+                // concurrent writer makes this fail with 409, then reread.
+                api.replace(&cfg.secret_name, &PostParams::default(), &secret)
+                    .await
+                    .map(|_| ())
             }
         };
-        let Some(current) = bundle_from_secret(&secret) else {
-            return Err(Error::BadSecret(
-                cfg.secret_name.clone(),
-                "missing one of ca.crt, ca.key, tls.crt, tls.key".to_owned(),
-            ));
-        };
-        if !needs_rotation(&current.serving.cert, &cfg.dns_names, &cfg.ips, now_unix()) {
-            return Ok(current);
-        }
-        let serving =
-            certs::issue_serving(&current.ca, &cfg.dns_names, &cfg.ips, cfg.serving_validity)?;
-        let bundle = Bundle {
-            ca: current.ca.clone(),
-            serving,
-        };
-        let mut updated = secret.clone();
-        updated.data = Some(secret_data(&bundle));
-        // `replace` carries the resourceVersion read above: a concurrent
-        // rotation by another replica makes this fail with 409, then reread.
-        match api
-            .replace(&cfg.secret_name, &PostParams::default(), &updated)
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(secret = %cfg.secret_name, "rotated serving certificate");
-                return Ok(bundle);
+        match result {
+            Ok(()) => {
+                for change in &step.changes {
+                    tracing::info!(secret = %cfg.secret_name, change = %change, "certificate secret updated");
+                }
+                return Ok((step.stored, recorded));
             }
             Err(kube::Error::Api(e)) if e.code == 409 => continue,
             Err(e) => return Err(e.into()),
@@ -268,7 +221,26 @@ pub async fn ensure_secret(api: &Api<Secret>, cfg: &SelfSignedConfig) -> Result<
     ))
 }
 
-/// Write `ca_pem` into the caBundle of every webhook of both configurations
+/// Record in the Secret that every `caBundle` holds `bundle`'s trust bundle
+/// (the next CA may sign once the overlap has passed).
+pub async fn record_injected(
+    api: &Api<Secret>,
+    cfg: &SelfSignedConfig,
+    bundle: &Bundle,
+) -> Result<(), Error> {
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        rotation::INJECTED_ANNOTATION: rotation::bundle_id(bundle)
+    }}});
+    api.patch(
+        &cfg.secret_name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Write `ca_pem` (the trust bundle) into the caBundle of every webhook of both configurations
 /// and of the CRD's conversion webhook, where it differs. Missing objects are
 /// skipped (they may be installed later; the next check catches up).
 pub async fn inject_ca_bundle(
@@ -361,7 +333,7 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, Error> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.namespace);
-    let mut current = ensure_secret(&secrets, &cfg).await?;
+    let (mut current, mut recorded) = sync_secret(&secrets, &cfg).await?;
     apply_bundle(&current, &resolver, &metrics)?;
 
     let lease = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &cfg.lease_name)
@@ -378,10 +350,23 @@ pub async fn start(
         let mut injected_for: Option<String> = None;
         loop {
             let is_leader = *leader.borrow_and_update();
-            if is_leader && injected_for.as_deref() != Some(current.ca.cert.as_str()) {
-                match inject_ca_bundle(&client, &cfg, &current.ca.cert).await {
-                    Ok(_) => injected_for = Some(current.ca.cert.clone()),
+            let bundle = current.bundle();
+            if is_leader && injected_for.as_deref() != Some(bundle.as_str()) {
+                match inject_ca_bundle(&client, &cfg, &bundle).await {
+                    Ok(_) => injected_for = Some(bundle.clone()),
                     Err(e) => tracing::warn!(error = %e, "failed to write caBundle; retrying"),
+                }
+            }
+            // The record is compared with what the Secret says, so a Secret
+            // replaced without it is recorded again.
+            let id = rotation::bundle_id(&current);
+            if is_leader
+                && injected_for.as_deref() == Some(bundle.as_str())
+                && recorded.as_deref() != Some(id.as_str())
+            {
+                match record_injected(&secrets, &cfg, &current).await {
+                    Ok(()) => recorded = Some(id),
+                    Err(e) => tracing::warn!(error = %e, "failed to record the caBundle; retrying"),
                 }
             }
             tokio::select! {
@@ -397,15 +382,19 @@ pub async fn start(
                 }
                 () = tokio::time::sleep(cfg.check_interval) => {}
             }
-            match ensure_secret(&secrets, &cfg).await {
-                Ok(b) if b != current => match apply_bundle(&b, &resolver, &metrics) {
-                    Ok(()) => {
-                        tracing::info!("serving the rotated certificate");
-                        current = b;
+            match sync_secret(&secrets, &cfg).await {
+                Ok((b, r)) => {
+                    recorded = r;
+                    if b != current {
+                        match apply_bundle(&b, &resolver, &metrics) {
+                            Ok(()) => {
+                                tracing::info!("serving the rotated certificate");
+                                current = b;
+                            }
+                            Err(e) => tracing::warn!(error = %e, "keeping the current certificate"),
+                        }
                     }
-                    Err(e) => tracing::warn!(error = %e, "keeping the current certificate"),
-                },
-                Ok(_) => {}
+                }
                 Err(e) => tracing::warn!(error = %e, "certificate check failed; retrying"),
             }
             // The leader re-verifies the caBundles on every tick: someone may
