@@ -78,6 +78,8 @@ pub struct Options {
     pub graph_ca_file: Option<PathBuf>,
     /// infergate's ServiceAccount name (`serve --service-account`).
     pub service_account: String,
+    /// The namespaces to manage (`serve --namespaces`); empty: all.
+    pub namespaces: Vec<String>,
     /// Log format.
     pub log_format: LogFormat,
     /// Serving after SIGTERM before the listener stops accepting.
@@ -101,6 +103,7 @@ impl Default for Options {
             namespace: DEFAULT_NAMESPACE.to_owned(),
             graph_ca_file: None,
             service_account: "infergate".to_owned(),
+            namespaces: Vec::new(),
             log_format: LogFormat::Text,
             drain_period: DEFAULT_DRAIN_PERIOD,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -288,6 +291,10 @@ pub async fn serve(
         None => return Err(ServeError::NoCertificateSource),
     }
 
+    let scope = crate::state::Scope::from_list(&args.namespaces);
+    if let crate::state::Scope::Namespaces(list) = &scope {
+        tracing::info!(namespaces = %list.join(","), "managing only these namespaces");
+    }
     // The watched state: policies from files, or watched with the rest.
     let cluster = Arc::new(if args.policy_files.is_empty() {
         ClusterState::default()
@@ -295,7 +302,12 @@ pub async fn serve(
         ClusterState::new(crate::state::files::load_policies(&args.policy_files)?)
     });
     if let Some(client) = &client {
-        cluster.spawn_watches(client.clone(), args.policy_files.is_empty(), stop.clone());
+        cluster.spawn_watches(
+            client.clone(),
+            &scope,
+            args.policy_files.is_empty(),
+            stop.clone(),
+        );
     }
 
     let server_defaults = args.server_defaults.clone();
@@ -338,6 +350,7 @@ pub async fn serve(
             )
             .with_graph_ca_file(args.graph_ca_file.clone())
             .with_service_account(&args.service_account)
+            .with_scope(scope.clone())
             .with_state(Arc::clone(&cluster));
             let client = client.clone();
             let token = shutdown.clone();

@@ -99,6 +99,11 @@ pub struct ServeArgs {
     /// RoleBinding a namespace creates to let infergate read its graph tokens.
     #[arg(long, env = "INFERGATE_SERVICE_ACCOUNT", default_value = "infergate")]
     pub service_account: String,
+    /// Manage only these namespaces (comma-separated): services, policies
+    /// and children are watched there only, so infergate needs Roles in
+    /// them instead of cluster-wide rights (deploy/namespaced/). Default: all.
+    #[arg(long, env = "INFERGATE_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormatArg::Text, env = "INFERGATE_LOG_FORMAT")]
     pub log_format: LogFormatArg,
@@ -246,6 +251,7 @@ impl From<ServeArgs> for app::Options {
             namespace: a.namespace,
             graph_ca_file: a.graph_ca_file,
             service_account: a.service_account,
+            namespaces: a.namespaces,
             log_format: a.log_format.into(),
             drain_period: a.drain_period,
             max_connections: a.max_connections,
@@ -349,6 +355,8 @@ mod tests {
             "--no-reconcile",
             "--default-replicas=3",
             "--log-format=json",
+            "--namespaces=team-b,team-a",
+            "--service-account=infergate-scoped",
         ]) else {
             panic!("serve expected");
         };
@@ -363,6 +371,8 @@ mod tests {
         assert!(!got.reconcile);
         assert_eq!(got.server_defaults.replicas, Some(3));
         assert_eq!(got.log_format, LogFormat::Json);
+        assert_eq!(got.namespaces, ["team-b", "team-a"]);
+        assert_eq!(got.service_account, "infergate-scoped");
     }
 
     #[test]

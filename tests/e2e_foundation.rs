@@ -310,14 +310,25 @@ async fn the_kustomize_deployment_is_accepted_by_a_real_apiserver() {
     }
 }
 
-/// The RBAC of deploy/ grants no wildcard verb, resource or API group.
+/// The RBAC of deploy/ (and of its namespace-scoped component) grants no
+/// wildcard verb, resource or API group.
 #[test]
 fn deploy_rbac_has_no_wildcards() {
     use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml"))
-        .expect("reading deploy/rbac.yaml");
     let mut rules = Vec::new();
-    for doc in text.split("\n---\n") {
+    let docs: Vec<String> = [
+        "rbac.yaml",
+        "namespaced/cluster.yaml",
+        "namespaced/tenant-team-a.yaml",
+    ]
+    .iter()
+    .flat_map(|f| {
+        let path = format!("{}/deploy/{f}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("reading deploy RBAC");
+        text.split("\n---\n").map(str::to_owned).collect::<Vec<_>>()
+    })
+    .collect();
+    for doc in &docs {
         let value: serde_json::Value = serde_saphyr::from_str(doc).expect("parsing rbac.yaml");
         match value["kind"].as_str() {
             Some("ClusterRole") => {

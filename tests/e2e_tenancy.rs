@@ -218,3 +218,225 @@ async fn a_tarpit_graph_host_does_not_hold_up_other_tenants() {
         other => panic!("the ServiceAccount read a Secret: {other:?}"),
     }
 }
+
+/// The namespace-scoped install: `deploy/` with the `deploy/namespaced`
+/// component, rendered by kustomize; its RBAC applied (names made unique to
+/// this test) and infergate run with exactly that ServiceAccount's token and
+/// `--namespaces` of one tenant namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_scoped_install_manages_only_its_namespaces() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{ListParams, Patch, PatchParams};
+    use serde_json::Value;
+
+    support::init_tracing();
+    let cp = support::control_plane().await;
+    cp.install_crds().await;
+    let client = cp.client().await;
+    let system = cp.fresh_namespace("scoped-system").await;
+    let tenant = cp.fresh_namespace("scoped-tenant").await;
+    let other = cp.fresh_namespace("scoped-other").await;
+
+    // Render deploy/ with the component from an overlay outside the tree.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let rel = pathdiff(&deploy, dir.path());
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{rel}]\ncomponents: [{rel}/namespaced]\n"
+        ),
+    )
+    .expect("overlay");
+    let out = cp.kubectl(&["kustomize", &dir.path().display().to_string()]);
+    assert!(out.status.success(), "{}", support::text(&out));
+    let rendered = String::from_utf8(out.stdout).expect("utf-8");
+    let docs: Vec<Value> = rendered
+        .split("\n---\n")
+        .map(|d| serde_saphyr::from_str(d).expect("rendered YAML"))
+        .collect();
+    let args = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .and_then(|d| d["spec"]["template"]["spec"]["containers"][0]["args"].as_array())
+        .expect("deployment args");
+    assert!(args.iter().any(|a| a == "--namespaces=team-a"), "{args:?}");
+
+    // No cluster-wide write to anything, no cluster-wide Secret read that is bound.
+    let bound: Vec<&str> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding")
+        .filter_map(|d| d["roleRef"]["name"].as_str())
+        .collect();
+    for role in docs.iter().filter(|d| d["kind"] == "ClusterRole") {
+        let name = role["metadata"]["name"].as_str().unwrap_or_default();
+        if !bound.contains(&name) {
+            continue;
+        }
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            let verbs: Vec<&str> = rule["verbs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let names = rule["resourceNames"]
+                .as_array()
+                .is_some_and(|n| !n.is_empty());
+            let writes = verbs
+                .iter()
+                .any(|v| ["create", "update", "patch", "delete"].contains(v));
+            assert!(!writes || names, "cluster-wide write in {name}: {rule}");
+            assert!(
+                !rule["resources"].to_string().contains("secrets"),
+                "cluster-wide Secret access in {name}: {rule}"
+            );
+        }
+    }
+
+    // Apply the RBAC, renamed into this test's namespaces.
+    let mut rbac = Vec::new();
+    for mut d in docs {
+        let kind = d["kind"].as_str().unwrap_or_default().to_owned();
+        let name = d["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match kind.as_str() {
+            "Role" | "RoleBinding" => {
+                let ns = if d["metadata"]["namespace"] == "team-a" {
+                    &tenant
+                } else {
+                    &system
+                };
+                d["metadata"]["namespace"] = Value::from(ns.as_str());
+            }
+            "ClusterRole" | "ClusterRoleBinding" if name == "infergate-cluster" => {
+                d["metadata"]["name"] = Value::from(format!("infergate-cluster-{system}"));
+                if kind == "ClusterRoleBinding" {
+                    d["roleRef"]["name"] = Value::from(format!("infergate-cluster-{system}"));
+                }
+            }
+            _ => continue,
+        }
+        for s in d["subjects"].as_array_mut().into_iter().flatten() {
+            s["namespace"] = Value::from(system.as_str());
+        }
+        rbac.push(d);
+    }
+    assert_eq!(
+        rbac.len(),
+        6,
+        "two Roles, two RoleBindings, a ClusterRole and its binding"
+    );
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rbac});
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &list.to_string());
+    assert!(out.status.success(), "{}", support::text(&out));
+    let out = cp.kubectl(&["create", "serviceaccount", "infergate", "-n", &system]);
+    assert!(out.status.success(), "{}", support::text(&out));
+    let kubeconfig = support::service_account_kubeconfig(cp, &system, "infergate")
+        .expect("ServiceAccount kubeconfig");
+
+    let config = infergate::reconcile::Config::new(
+        infergate::engine::ServerDefaults::default(),
+        infergate::metrics::Metrics::new(),
+        system.clone(),
+        "scoped-e2e",
+    )
+    .with_scope(infergate::state::Scope::from_list(std::slice::from_ref(
+        &tenant,
+    )));
+    let _reconciler = Reconciler::start(kubeconfig.clone(), config);
+
+    for ns in [&tenant, &other] {
+        Api::<InferenceService>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &service("chat", None))
+            .await
+            .expect("create service");
+    }
+    wait_for::<Deployment>(
+        &client,
+        &tenant,
+        "chat",
+        "the tenant's Deployment",
+        WAIT,
+        |_| true,
+    )
+    .await;
+    wait_for::<InferenceService>(&client, &tenant, "chat", "Reconciled", WAIT, |s| {
+        condition(s, "Reconciled").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    // The other namespace is not managed: nothing made, no status written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let untouched = Api::<Deployment>::namespaced(client.clone(), &other)
+        .get_opt("chat")
+        .await
+        .expect("get");
+    assert!(
+        untouched.is_none(),
+        "a Deployment in an unmanaged namespace"
+    );
+    let svc = Api::<InferenceService>::namespaced(client.clone(), &other)
+        .get("chat")
+        .await
+        .expect("get");
+    assert!(
+        svc.status.is_none(),
+        "status written in an unmanaged namespace"
+    );
+
+    // And it could not if it tried: its token writes nowhere else, lists
+    // nothing cluster-wide, reads no Secret.
+    let sa = support::client_from(&kubeconfig).await.expect("SA client");
+    let forbidden = |r: Result<(), kube::Error>| match r {
+        Err(kube::Error::Api(s)) => s.code == 403,
+        _ => false,
+    };
+    let mut deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "intruder"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+            "metadata": {"labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": ENGINE}]}}}
+    }))
+    .expect("deployment");
+    deployment.metadata.namespace = Some(other.clone());
+    assert!(forbidden(
+        Api::<Deployment>::namespaced(sa.clone(), &other)
+            .patch(
+                "intruder",
+                &PatchParams::apply("infergate").force(),
+                &Patch::Apply(&deployment)
+            )
+            .await
+            .map(|_| ())
+    ));
+    assert!(forbidden(
+        Api::<Deployment>::all(sa.clone())
+            .list(&ListParams::default())
+            .await
+            .map(|_| ())
+    ));
+    assert!(forbidden(
+        Api::<Secret>::namespaced(sa, &tenant)
+            .list(&ListParams::default())
+            .await
+            .map(|_| ())
+    ));
+}
+
+/// `to` relative to `from` (both absolute directories).
+fn pathdiff(to: &std::path::Path, from: &std::path::Path) -> String {
+    let to: Vec<_> = to.components().collect();
+    let from: Vec<_> = from.components().collect();
+    let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> =
+        std::iter::repeat_n("..".to_owned(), from.len() - common).collect();
+    parts.extend(
+        to[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    parts.join("/")
+}

@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Service;
 use kube::Client;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::PartialObjectMeta;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self};
 use kube::runtime::events::{Recorder, Reporter};
@@ -84,24 +84,20 @@ pub async fn run_controller(
     policy_changes.mark_unchanged();
 
     let mut tasks = JoinSet::new();
-    let (deployments, deploy_rx) = child_reflector(
-        &mut tasks,
-        Api::<PartialObjectMeta<Deployment>>::all(client.clone()),
-    );
-    let (core_services, service_rx) = child_reflector(
-        &mut tasks,
-        Api::<PartialObjectMeta<Service>>::all(client.clone()),
-    );
-    let (hpas, hpa_rx) = child_reflector(
-        &mut tasks,
-        Api::<PartialObjectMeta<HorizontalPodAutoscaler>>::all(client.clone()),
-    );
+    let scope = config.scope.clone();
+    let (deployments, deploy_rx) = child_reflector::<Deployment>(&mut tasks, &client, &scope);
+    let (core_services, service_rx) = child_reflector::<Service>(&mut tasks, &client, &scope);
+    let (hpas, hpa_rx) = child_reflector::<HorizontalPodAutoscaler>(&mut tasks, &client, &scope);
     let gateway_api = Arc::new(ApiDiscovery::gateway());
-    let (routes, route_rx) =
-        optional_reflector::<HTTPRoute>(&mut tasks, client.clone(), gateway_api.clone());
+    let (routes, route_rx) = optional_reflector::<HTTPRoute>(
+        &mut tasks,
+        client.clone(),
+        scope.clone(),
+        gateway_api.clone(),
+    );
     let ray_api = Arc::new(ApiDiscovery::rayservice());
     let (rayservices, ray_rx) =
-        optional_reflector::<RayService>(&mut tasks, client.clone(), ray_api.clone());
+        optional_reflector::<RayService>(&mut tasks, client.clone(), scope, ray_api.clone());
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
         let _ = graph_fetcher.set(f);

@@ -81,12 +81,13 @@ impl ApiDiscovery {
 }
 
 /// Check that infergate's CRDs are served; tell the user how to install them if not.
-pub async fn preflight(client: &Client) -> Result<(), Error> {
+pub async fn preflight(client: &Client, scope: &crate::state::Scope) -> Result<(), Error> {
     let lp = ListParams::default().limit(1);
     let checks = [
         (
             "inferenceservices.infergate.dev",
-            Api::<InferenceService>::all(client.clone())
+            scope
+                .probe_api::<InferenceService>(client)
                 .list_metadata(&lp)
                 .await
                 .map(|_| ()),
@@ -100,7 +101,8 @@ pub async fn preflight(client: &Client) -> Result<(), Error> {
         ),
         (
             "inferencepolicies.infergate.dev",
-            Api::<InferencePolicy>::all(client.clone())
+            scope
+                .probe_api::<InferencePolicy>(client)
                 .list_metadata(&lp)
                 .await
                 .map(|_| ()),

@@ -50,6 +50,8 @@ pub struct Config {
     /// The serving-graph fetcher; built from [`Config::graph_ca_file`] at
     /// start-up when not set.
     pub graph_fetcher: Option<std::sync::Arc<crate::graph::fetch::GraphFetcher>>,
+    /// The namespaces reconciled (children are watched there only).
+    pub scope: crate::state::Scope,
     /// infergate's ServiceAccount as `namespace:name` (named in the
     /// RoleBinding command of a `SecretForbidden` condition).
     pub service_account: String,
@@ -75,6 +77,7 @@ impl Config {
             server,
             metrics,
             service_account: format!("{namespace}:infergate"),
+            scope: crate::state::Scope::All,
             namespace,
             identity: identity.into(),
             lease: LeaseTiming::default(),
@@ -90,6 +93,13 @@ impl Config {
     #[must_use]
     pub fn with_state(mut self, state: std::sync::Arc<crate::state::ClusterState>) -> Self {
         self.state = Some(state);
+        self
+    }
+
+    /// Reconcile only the namespaces of `scope`.
+    #[must_use]
+    pub fn with_scope(mut self, scope: crate::state::Scope) -> Self {
+        self.scope = scope;
         self
     }
 
@@ -229,13 +239,13 @@ pub async fn run(
     config: Config,
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
-    discovery::preflight(&client).await?;
+    discovery::preflight(&client, &config.scope).await?;
     let mut config = config;
     let state = match &config.state {
         Some(state) => std::sync::Arc::clone(state),
         None => {
             let state = std::sync::Arc::new(crate::state::ClusterState::default());
-            state.spawn_watches(client.clone(), true, shutdown.clone());
+            state.spawn_watches(client.clone(), &config.scope, true, shutdown.clone());
             state
         }
     };

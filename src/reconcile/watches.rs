@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use kube::api::{Api, PartialObjectMeta};
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use kube::runtime::{Predicate, WatchStreamExt, predicates};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -23,7 +24,7 @@ use super::graph as resolve;
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
-use crate::state::ServiceEvent;
+use crate::state::{Scope, ServiceEvent};
 
 /// A child kind's cache and the stream of its touched objects.
 pub(super) type ChildWatch<K> = (
@@ -35,14 +36,21 @@ pub(super) type ChildWatch<K> = (
 /// (including deletions) to the controller as an owner trigger.
 pub(super) fn child_reflector<K>(
     tasks: &mut JoinSet<()>,
-    api: Api<PartialObjectMeta<K>>,
+    client: &Client,
+    scope: &Scope,
 ) -> ChildWatch<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded();
-    tasks.spawn(forward_children(api, writer, tx));
+    tasks.spawn(forward_children(client.clone(), scope.clone(), writer, tx));
     (reader, rx)
 }
 
@@ -50,10 +58,17 @@ where
 pub(super) fn optional_reflector<K>(
     tasks: &mut JoinSet<()>,
     client: Client,
+    scope: Scope,
     discovery: Arc<ApiDiscovery>,
 ) -> ChildWatch<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (reader, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded();
@@ -67,7 +82,7 @@ where
             }
             tokio::time::sleep(DISCOVERY_TTL_MISSING).await;
         }
-        forward_children(Api::<PartialObjectMeta<K>>::all(client), writer, tx).await;
+        forward_children(client, scope, writer, tx).await;
     });
     (reader, rx)
 }
@@ -76,16 +91,24 @@ where
 /// into `writer`, and forward every touched object (deletions included) to
 /// the controller as an owner trigger, until the controller is gone.
 async fn forward_children<K>(
-    api: Api<PartialObjectMeta<K>>,
+    client: Client,
+    scope: Scope,
     writer: reflector::store::Writer<PartialObjectMeta<K>>,
     tx: mpsc::UnboundedSender<PartialObjectMeta<K>>,
 ) where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let kind = K::kind(&()).into_owned();
     let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
     let mut stream = std::pin::pin!(
-        watcher(api, wc)
+        scope
+            .watch::<PartialObjectMeta<K>>(&client, wc)
             .default_backoff()
             .reflect(writer)
             .touched_objects()

@@ -15,6 +15,7 @@
 pub mod context;
 pub mod files;
 pub mod routes;
+pub mod scope;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use arc_swap::ArcSwap;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -32,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use context::{ContextSource, with_context};
 pub use routes::{OlderClaims, RouteTable};
+pub use scope::Scope;
 
 use crate::api::v1beta1::InferenceService;
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
@@ -212,7 +215,7 @@ impl ClusterState {
     /// Watch one policy kind into `writer`; rebuild the snapshot on every change.
     fn spawn_policy_watch<K>(
         self: &Arc<Self>,
-        client: &Client,
+        stream: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
         mut writer: reflector::store::Writer<K>,
         rebuild: Arc<dyn Fn() + Send + Sync>,
         shutdown: &CancellationToken,
@@ -227,7 +230,7 @@ impl ClusterState {
     {
         tokio::spawn(run_watch(
             Arc::clone(self),
-            Api::<K>::all(client.clone()),
+            stream,
             shutdown.clone(),
             move |event| {
                 writer.apply_watcher_event(&event);
@@ -240,11 +243,14 @@ impl ClusterState {
     }
 
     /// Start the watches; `watch_policies == false` when policies come from
-    /// files. The state reports synced once each watch has listed; the
-    /// watches run until `shutdown`. Calling it twice starts nothing new.
+    /// files. Services and InferencePolicies are watched in `scope`;
+    /// ClusterInferencePolicies and namespaces cluster-wide. The state
+    /// reports synced once each watch has listed; the watches run until
+    /// `shutdown`. Calling it twice starts nothing new.
     pub fn spawn_watches(
         self: &Arc<Self>,
         client: Client,
+        scope: &Scope,
         watch_policies: bool,
         shutdown: CancellationToken,
     ) {
@@ -268,14 +274,32 @@ impl ClusterState {
                     });
                 })
             };
-            self.spawn_policy_watch(&client, cluster_writer, Arc::clone(&rebuild), &shutdown);
-            self.spawn_policy_watch(&client, namespaced_writer, rebuild, &shutdown);
+            self.spawn_policy_watch(
+                watcher::watcher(
+                    Api::<ClusterInferencePolicy>::all(client.clone()),
+                    watcher::Config::default(),
+                )
+                .boxed(),
+                cluster_writer,
+                Arc::clone(&rebuild),
+                &shutdown,
+            );
+            self.spawn_policy_watch(
+                scope.watch::<InferencePolicy>(&client, watcher::Config::default()),
+                namespaced_writer,
+                rebuild,
+                &shutdown,
+            );
         }
 
         let state = Arc::clone(self);
         tokio::spawn(run_watch(
             Arc::clone(self),
-            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            watcher::watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .boxed(),
             shutdown.clone(),
             move |event| {
                 let changed = match &event {
@@ -304,7 +328,7 @@ impl ClusterState {
         let mut relisted = Vec::new();
         tokio::spawn(run_watch(
             Arc::clone(self),
-            Api::<InferenceService>::all(client),
+            scope.watch::<InferenceService>(&client, watcher::Config::default()),
             shutdown,
             move |event| {
                 writer.apply_watcher_event(&event);
@@ -375,7 +399,7 @@ where
 /// first complete list, log failures (the watcher retries with backoff).
 async fn run_watch<K, F>(
     state: Arc<ClusterState>,
-    api: Api<K>,
+    stream: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
     shutdown: CancellationToken,
     mut on_event: F,
 ) where
@@ -384,7 +408,7 @@ async fn run_watch<K, F>(
     F: FnMut(watcher::Event<K>) -> Vec<ServiceEvent>,
 {
     let kind = K::kind(&K::DynamicType::default()).into_owned();
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    let stream = stream.default_backoff();
     futures::pin_mut!(stream);
     let mut synced = false;
     loop {
