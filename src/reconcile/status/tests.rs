@@ -257,19 +257,33 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
     assert_eq!(before.route_path.as_deref(), Some("/team-a/chat"));
 
     let failed = ray(Outcome::GraphFailed {
-        reason: "GraphUnauthorized",
+        reason: "HTTPStatus",
         message: "graph server answered 401".into(),
     });
     let after = compute(Some(&before), &failed, ts(10));
     let graph = condition(Some(&after), GRAPH_READY).unwrap();
     assert_eq!(
         (graph.status.as_str(), graph.reason.as_str()),
-        ("False", "GraphUnauthorized")
+        ("False", "HTTPStatus")
     );
     assert_eq!(graph.message, "graph server answered 401");
     let rec = condition(Some(&after), RECONCILED).unwrap();
-    assert_eq!(rec.reason, "GraphUnauthorized");
+    assert_eq!(rec.reason, "HTTPStatus");
     assert!(rec.message.contains("left as it is"), "{}", rec.message);
+    assert!(
+        !rec.message.contains("401"),
+        "the failure is told once, in GraphReady: {}",
+        rec.message
+    );
+    // A message of any size is cut to 1 KiB with what was left out.
+    let huge = ray(Outcome::GraphFailed {
+        reason: "InvalidGraph",
+        message: "nodes[0].name: x; ".repeat(100_000),
+    });
+    let cut = compute(Some(&before), &huge, ts(11));
+    let graph = condition(Some(&cut), GRAPH_READY).unwrap();
+    assert!(graph.message.len() <= 1024, "{}", graph.message.len());
+    assert!(graph.message.ends_with("more bytes)"), "{}", graph.message);
     // The RayService still serves: Ready is what was last observed.
     assert_eq!(
         condition(Some(&after), READY),
