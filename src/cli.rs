@@ -190,6 +190,16 @@ pub struct GraphArgs {
     /// Route prefix of the generated Ray Serve application.
     #[arg(long, default_value = graph::cli::DEFAULT_ROUTE_PREFIX)]
     pub route_prefix: String,
+    /// An InferenceService manifest: check that one of its workers can hold
+    /// every deployment (num_gpus, num_cpus, memory), as the reconciler does.
+    #[arg(long)]
+    pub service: Option<PathBuf>,
+    /// Policy manifests to default --service with (repeatable).
+    #[arg(long = "policy", requires = "service")]
+    pub policies: Vec<PathBuf>,
+    /// Labels of the service's namespace for namespaceSelector matching: k=v,...
+    #[arg(long, requires = "service")]
+    pub namespace_labels: Option<String>,
 }
 
 /// Output formats of `check`.
@@ -293,6 +303,9 @@ impl From<GraphArgs> for graph::cli::Options {
         graph::cli::Options {
             file: a.file,
             route_prefix: a.route_prefix,
+            service: a.service,
+            policies: a.policies,
+            namespace_labels: a.namespace_labels,
         }
     }
 }

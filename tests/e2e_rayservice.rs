@@ -229,6 +229,43 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
         assert_eq!(after.spec, before.spec);
     };
 
+    // Workers too small for the graph: Unschedulable, nothing applied; a
+    // spec that fits again recovers without a restart.
+    let parallelism = |tensor: i32| {
+        let services = services.clone();
+        async move {
+            services
+                .patch(
+                    "rag",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"parallelism": {"tensor": tensor}}})),
+                )
+                .await
+                .expect("patch parallelism");
+        }
+    };
+    parallelism(2).await;
+    let s = wait_service(
+        &client,
+        &ns,
+        "Unschedulable",
+        graph_condition("Unschedulable"),
+    )
+    .await;
+    let msg = condition(&s, "GraphReady").expect("GraphReady").message;
+    assert!(
+        msg.contains(
+            "deployment \"generator\" asks num_gpus 8 but a worker offers 2 GPU(s) (tensor 2 x pipeline 1)"
+        ),
+        "{msg}"
+    );
+    unchanged(&rs, &rayservices.get("rag").await.expect("get"));
+    parallelism(8).await;
+    wait_service(&client, &ns, "GraphReady=True again", |s| {
+        condition(s, "GraphReady").is_some_and(|c| c.status == "True")
+    })
+    .await;
+
     // A wrong token.
     set_token(&secrets, "wrong-token-value").await;
     let s = wait_service(&client, &ns, "HTTPStatus", graph_condition("HTTPStatus")).await;

@@ -155,6 +155,72 @@ fn graph_command_prints_the_dag_and_serve_config() {
     assert_eq!(names, ["embedder", "retriever", "generator", "router"]);
 }
 
+/// Every example graph does what its README says under `infergate graph`,
+/// and the RayService example's graph fits the workers of its service (as
+/// defaulted by the example policies); a service whose workers are too small
+/// gets the reconciler's `Unschedulable` finding offline.
+#[test]
+fn example_graphs_work_and_fit_the_example_service() {
+    let ex = |p: &str| root().join(p).display().to_string();
+    for (graph, code) in [("rag", 0), ("rag-v2", 0), ("cyclic", 1), ("invalid", 1)] {
+        let file = fixture(&format!("graph/{graph}.pb"));
+        let out = infergate(&["graph", file.to_str().expect("utf-8")]);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{graph}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let policies = [
+        "--policy".to_owned(),
+        ex("examples/good/cluster-policy.yaml"),
+        "--policy".to_owned(),
+        ex("examples/good/namespace-policy.yaml"),
+        "--namespace-labels".to_owned(),
+        "tier=prod".to_owned(),
+    ];
+    let rag = fixture("graph/rag.pb").display().to_string();
+    let with_service = |service: &str| {
+        let mut args = vec![
+            "graph".to_owned(),
+            rag.clone(),
+            "--service".to_owned(),
+            service.to_owned(),
+        ];
+        args.extend(policies.iter().cloned());
+        infergate(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let out = with_service(&ex("examples/good/rayservice.yaml"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The same service with 2 GPUs and 2 CPUs per worker.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let small = dir.path().join("small.yaml");
+    let text = std::fs::read_to_string(root().join("examples/good/rayservice.yaml"))
+        .expect("example")
+        .replace("tensor: 4", "tensor: 2")
+        .replace("pipeline: 2", "pipeline: 1")
+        .replace("cpu: \"8\"", "cpu: \"2\"");
+    std::fs::write(&small, text).expect("write");
+    let out = with_service(&small.display().to_string());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot be placed on the workers of InferenceService team-a/rag-pipeline (Unschedulable)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("deployment \"generator\" asks num_gpus 8 but a worker offers 2 GPU(s) (tensor 2 x pipeline 1), num_cpus 4 but a worker offers 2 CPU(s) (spec.resources.cpu)"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn graph_command_reads_stdin() {
     let out = run(

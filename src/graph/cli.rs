@@ -1,4 +1,6 @@
-//! `infergate graph FILE`: decode, validate, print the DAG and `serveConfigV2`.
+//! `infergate graph FILE`: decode, validate, print the DAG and `serveConfigV2`;
+//! with `--service`, also check every deployment against one worker of that
+//! service (defaulted with `--policy` as `check` does), as the reconciler does.
 //!
 //! Exit codes as `check`: 0 valid, 1 violations found, 2 unreadable or
 //! undecodable input.
@@ -7,6 +9,7 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 
+use super::placement::{self, Worker};
 use super::proto::ServingGraph;
 use super::validate::Dag;
 use super::{decode, serve_config, validate};
@@ -30,6 +33,12 @@ pub struct Options {
     pub file: PathBuf,
     /// Route prefix of the generated Ray Serve application.
     pub route_prefix: String,
+    /// An InferenceService manifest whose workers must hold the graph.
+    pub service: Option<PathBuf>,
+    /// Policy manifests the service is defaulted with.
+    pub policies: Vec<PathBuf>,
+    /// Labels of the service's namespace (`k=v,...`).
+    pub namespace_labels: Option<String>,
 }
 
 impl Default for Options {
@@ -37,8 +46,51 @@ impl Default for Options {
         Options {
             file: PathBuf::from("-"),
             route_prefix: DEFAULT_ROUTE_PREFIX.to_owned(),
+            service: None,
+            policies: Vec::new(),
+            namespace_labels: None,
         }
     }
+}
+
+/// The worker of the service `args.service` names, defaulted as `check`
+/// would; the exit code and the error text otherwise.
+fn service_worker(args: &Options) -> Result<Option<(String, Worker)>, (u8, String)> {
+    let Some(path) = &args.service else {
+        return Ok(None);
+    };
+    let report = crate::check::check(&crate::check::Options {
+        files: vec![path.clone()],
+        policies: args.policies.clone(),
+        namespace_labels: args.namespace_labels.clone(),
+        output: None,
+        explain: false,
+        server_defaults: crate::engine::ServerDefaults::default(),
+    });
+    if report.input_errors > 0 || report.violations > 0 {
+        let mut text = format!("error: the service in {} is not valid:\n", path.display());
+        for line in &report.lines {
+            let _ = writeln!(text, "  {line}");
+        }
+        return Err((2, text));
+    }
+    let svc = report
+        .services
+        .iter()
+        .find(|s| s.spec.backend == Some(crate::api::v1beta1::Backend::RayService))
+        .or(report.services.first())
+        .ok_or_else(|| {
+            (
+                2,
+                format!("error: no InferenceService in {}\n", path.display()),
+            )
+        })?;
+    let label = format!(
+        "InferenceService {}/{}",
+        svc.metadata.namespace.as_deref().unwrap_or("default"),
+        svc.metadata.name.as_deref().unwrap_or_default()
+    );
+    Ok(Some((label, Worker::of(svc))))
 }
 
 /// Run `infergate graph`.
@@ -61,7 +113,15 @@ pub fn run(args: Options) -> ExitCode {
             }
         }
     };
-    match report(&bytes, &args.route_prefix) {
+    let worker = match service_worker(&args) {
+        Ok(w) => w,
+        Err((code, message)) => {
+            eprint!("{message}");
+            return ExitCode::from(code);
+        }
+    };
+    let worker = worker.as_ref().map(|(label, w)| (label.as_str(), w));
+    match report(&bytes, &args.route_prefix, worker) {
         Ok(out) => {
             print!("{out}");
             ExitCode::SUCCESS
@@ -74,8 +134,13 @@ pub fn run(args: Options) -> ExitCode {
 }
 
 /// The text `infergate graph` prints for an encoded graph, or the exit code
-/// and the error text.
-pub fn report(bytes: &[u8], route_prefix: &str) -> Result<String, (u8, String)> {
+/// and the error text. With `worker` (the service's name and one of its
+/// workers), a deployment that could never be placed is a violation.
+pub fn report(
+    bytes: &[u8],
+    route_prefix: &str,
+    worker: Option<(&str, &Worker)>,
+) -> Result<String, (u8, String)> {
     let graph = decode(bytes).map_err(|e| (2, format!("error: {e}\n")))?;
     let dag = validate::validate(&graph, route_prefix).map_err(|v| {
         let mut msg = format!("graph has {} violation(s):\n", v.0.len());
@@ -84,6 +149,16 @@ pub fn report(bytes: &[u8], route_prefix: &str) -> Result<String, (u8, String)> 
         }
         (1, msg)
     })?;
+    if let Some((label, w)) = worker
+        && let Err(found) = placement::check(&graph, w)
+    {
+        let mut msg =
+            format!("graph cannot be placed on the workers of {label} (Unschedulable):\n");
+        for f in &found {
+            let _ = writeln!(msg, "  {f}");
+        }
+        return Err((1, msg));
+    }
     let config = serve_config::from_dag(&graph, &dag, OFFLINE_APP_NAME, route_prefix);
     let yaml = serve_config::to_yaml(&config).map_err(|e| (2, format!("error: {e}\n")))?;
     let mut out = render_dag(&graph, &dag);
@@ -222,17 +297,17 @@ router [app.router:router]
     #[test]
     fn exit_codes() {
         let good = super::super::encode(&diamond());
-        let out = report(&good, "/rag").expect("valid");
+        let out = report(&good, "/rag", None).expect("valid");
         assert!(out.contains("route_prefix: /rag"));
         assert!(out.contains("import_path: app.router:router"));
 
         let mut bad = diamond();
         bad.nodes[3].dependencies.push("router".into());
-        let (code, msg) = report(&super::super::encode(&bad), "/").unwrap_err();
+        let (code, msg) = report(&super::super::encode(&bad), "/", None).unwrap_err();
         assert_eq!(code, 1);
         assert!(msg.contains("dependency cycle: router -> retriever -> embedder -> router"));
 
-        let (code, msg) = report(b"\xff\xff\xff", "/").unwrap_err();
+        let (code, msg) = report(b"\xff\xff\xff", "/", None).unwrap_err();
         assert_eq!(code, 2);
         assert!(
             msg.contains("not a valid infergate.graph.v1.ServingGraph"),

@@ -175,6 +175,12 @@ pub enum GraphError {
     /// The graph breaks a DAG or Ray Serve rule.
     #[error("invalid serving graph: {0}")]
     Invalid(Violations),
+    /// A deployment asks more than one worker of the service offers.
+    #[error(
+        "the graph cannot be placed on the service's workers: {}",
+        .0.join("; ")
+    )]
+    Unschedulable(Vec<String>),
     /// The serveConfigV2 YAML could not be produced.
     #[error("cannot generate serveConfigV2: {0}")]
     Render(String),
@@ -201,6 +207,7 @@ impl GraphError {
             Self::Missing | Self::Undecodable { .. } | Self::Invalid(_) | Self::Render(_) => {
                 "InvalidGraph"
             }
+            Self::Unschedulable(_) => "Unschedulable",
         }
     }
 
@@ -237,8 +244,7 @@ impl GraphError {
 mod tests {
     use super::*;
 
-    /// The reasons API.md section 7 allows in `GraphReady` (and
-    /// `Unschedulable`, set by the placement check, not by this type).
+    /// The reasons API.md section 7 allows in `GraphReady`.
     const API_REASONS: [&str; 12] = [
         "DestinationNotAllowed",
         "DNSFailure",
@@ -329,6 +335,7 @@ mod tests {
             },
             GraphError::Invalid(Violations::default()),
             GraphError::Render(String::new()),
+            GraphError::Unschedulable(vec!["deployment \"g\" asks num_gpus 8".into()]),
             GraphError::Busy("busy"),
             GraphError::BackingOff {
                 retry_in: std::time::Duration::from_secs(5),
@@ -345,8 +352,8 @@ mod tests {
                 used.insert(e.reason());
             }
         }
-        // Every reason but Unschedulable comes from some failure here.
-        assert_eq!(used.len(), API_REASONS.len() - 1, "{used:?}");
+        // Every reason comes from some failure.
+        assert_eq!(used.len(), API_REASONS.len(), "{used:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!   compiled by build.rs with protox, and [`decode`];
 //! - [`validate`]: the graph as a DAG plus Ray Serve's own rules, pure;
 //! - [`serve_config`]: the generated `serveConfigV2`, pure;
+//! - [`placement`]: whether every deployment fits one worker, pure;
 //! - [`fetch`]: the [`fetch::GraphSource`] trait and its HTTPS implementation
 //!   (bearer-authenticated, with an ETag cache);
 //! - [`cli`]: `infergate graph FILE`.
@@ -17,6 +18,7 @@
 pub mod cli;
 pub mod error;
 pub mod fetch;
+pub mod placement;
 pub mod serve_config;
 pub mod validate;
 

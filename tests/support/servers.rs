@@ -14,8 +14,10 @@ use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate::api::v1beta1::{
-    Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec, SecretKeyRef,
+    AcceleratorSpec, AcceleratorType, Backend, EngineSpec, GraphSpec, InferenceService,
+    InferenceServiceSpec, ModelSpec, ParallelismSpec, SecretKeyRef,
 };
+
 use infergate::webhook::tls::certs::{self, PemPair};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -326,6 +328,14 @@ impl GraphServer {
                 }),
                 backend: Some(Backend::RayService),
                 replicas: Some(1),
+                // 8 GPUs per worker: the generator of graph/rag.pb asks 8.
+                accelerator: Some(AcceleratorSpec {
+                    r#type: Some(AcceleratorType::Nvidia),
+                }),
+                parallelism: Some(ParallelismSpec {
+                    tensor: Some(8),
+                    pipeline: Some(1),
+                }),
                 graph: Some(GraphSpec {
                     url: self.url("/graph"),
                     bearer_token_secret_ref: Some(SecretKeyRef {

@@ -221,6 +221,8 @@ pub fn desired_rayservice(
 ) -> Result<RayService, RayServiceError> {
     let name = engine::primary_name(svc);
     let config = serve_config::generate(graph, &name, route_path)?;
+    crate::graph::placement::check(graph, &crate::graph::placement::Worker::of(svc))
+        .map_err(GraphError::Unschedulable)?;
     let serve_config_v2 = serve_config::to_yaml(&config)?;
     if serve_config_v2.len() > MAX_SERVE_CONFIG_BYTES {
         return Err(GraphError::Render(format!(
@@ -671,7 +673,16 @@ mod tests {
 
         let mut cpu_only = svc();
         cpu_only.spec.accelerator = None;
-        let rs = desired_rayservice(&cpu_only, &graph(), "/r").expect("builds");
+        // A GPU deployment on CPU-only workers could never be placed.
+        let e = desired_rayservice(&cpu_only, &graph(), "/r").unwrap_err();
+        assert_eq!(e.reason(), "Unschedulable");
+        assert!(
+            e.to_string().contains("deployment \"llm\" asks num_gpus 8"),
+            "{e}"
+        );
+        let mut cpu_graph = graph();
+        cpu_graph.nodes[1].actor_options = None;
+        let rs = desired_rayservice(&cpu_only, &cpu_graph, "/r").expect("builds");
         let limits = worker(&rs)
             .resources
             .as_ref()
