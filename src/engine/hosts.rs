@@ -9,7 +9,7 @@
 //! the fetcher reach an internal address.
 
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// One parsed host pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
