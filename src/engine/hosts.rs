@@ -8,8 +8,8 @@
 //! port. An entry without `*.` is *literal*: only literal entries can let
 //! the fetcher reach an internal address.
 
-use std::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
+use std::fmt;
 
 /// One parsed host pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
