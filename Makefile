@@ -1,13 +1,14 @@
 # infergate developer entry points. `make dev` runs the main job, `make test` every test.
 CARGO ?= cargo
 
-.PHONY: dev test lint unit crds control-plane bench fuzz help
+.PHONY: dev test lint unit crds control-plane kuberay bench fuzz help
 
 help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
 	@echo "make test           lint, unit, fixture, TLS and end-to-end tests (what CI runs)"
 	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kubectl, etcd into the cache"
+	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
@@ -15,7 +16,7 @@ dev: control-plane
 	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 
-test: control-plane lint
+test: control-plane kuberay lint
 	$(CARGO) test --locked
 
 lint:
@@ -29,6 +30,9 @@ crds:
 
 control-plane:
 	@tests/support/build-control-plane.sh >/dev/null
+
+kuberay:
+	@tests/support/build-kuberay.sh >/dev/null
 
 bench:
 	$(CARGO) bench --locked

@@ -300,9 +300,11 @@ async fn reconcile_rayservice(
         .await
     {
         Ok(applied) => {
+            let workers = ctx.scale_ray_clusters(&applied, &resolved.rayservice).await;
             obs.outcome = Outcome::RayServiceApplied {
                 observed: rayservice::observe(&applied),
                 nodes: resolved.graph.nodes.len(),
+                workers,
             };
             ctx.writer.write_status(svc, &obs).await?;
             Ok(Action::requeue(ctx.config.graph_resync))
@@ -348,6 +350,54 @@ fn rejection(route: &HTTPRoute) -> Option<String> {
 }
 
 impl Ctx {
+    /// Give the worker group of the RayService's active and pending
+    /// RayClusters the replica counts infergate asks for (KubeRay copies
+    /// them only into a new cluster), and return `(ready, desired)` workers
+    /// of the first of them. A failure is logged, not fatal: the RayService
+    /// itself is applied, and the next reconcile tries again.
+    async fn scale_ray_clusters(
+        &self,
+        applied: &rayservice::RayService,
+        desired: &rayservice::RayService,
+    ) -> Option<(i32, i32)> {
+        use super::children::raycluster::{self, RayCluster};
+        let want = raycluster::wanted_group(desired)?;
+        let ns = applied.namespace()?;
+        let api: kube::Api<RayCluster> = kube::Api::namespaced(self.client.clone(), &ns);
+        let mut workers = None;
+        for name in raycluster::cluster_names(applied) {
+            let cluster = match api.get_opt(&name).await {
+                Ok(Some(c)) => c,
+                Ok(None) => continue,
+                Err(e) => {
+                    warn!(raycluster = %name, error = %e, "cannot read the RayCluster to scale it");
+                    continue;
+                }
+            };
+            if !raycluster::owned_by(&cluster, applied) {
+                continue;
+            }
+            if let Some(patch) = raycluster::scale_patch(&cluster, want) {
+                let pp = kube::api::PatchParams::default();
+                match api
+                    .patch(&name, &pp, &kube::api::Patch::Json::<()>(patch))
+                    .await
+                {
+                    Ok(_) => {
+                        debug!(raycluster = %name, replicas = ?want.replicas, "scaled the worker group")
+                    }
+                    Err(e) => {
+                        warn!(raycluster = %name, error = %e, "cannot scale the RayCluster's worker group");
+                    }
+                }
+            }
+            if workers.is_none() {
+                workers = raycluster::workers(&cluster);
+            }
+        }
+        workers
+    }
+
     /// Default and validate (synchronous: the engine's context is not `Send`).
     fn evaluate(&self, svc: &InferenceService, ns: &str) -> Evaluation {
         let source = Watched {

@@ -10,6 +10,7 @@
 //! - [`app`]: infergate in process (webhook state, `serve`, reconciler) and as
 //!   the built binary;
 //! - [`webhooks`]: its webhooks registered with the apiserver by URL;
+//! - [`kuberay`]: the real KubeRay operator, built from its Go module;
 //! - [`process`] and [`fixtures`]: child processes, repository files.
 #![allow(dead_code)]
 
@@ -17,6 +18,7 @@ pub mod app;
 pub mod control_plane;
 pub mod crds;
 pub mod fixtures;
+pub mod kuberay;
 pub mod process;
 pub mod servers;
 pub mod wait;
@@ -31,6 +33,8 @@ pub use control_plane::*;
 pub use crds::*;
 #[allow(unused_imports)]
 pub use fixtures::*;
+#[allow(unused_imports)]
+pub use kuberay::*;
 #[allow(unused_imports)]
 pub use process::*;
 #[allow(unused_imports)]

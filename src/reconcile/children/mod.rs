@@ -10,6 +10,7 @@
 mod deployment;
 mod hpa;
 pub mod httproute;
+pub mod raycluster;
 pub mod rayservice;
 mod routing;
 mod service;

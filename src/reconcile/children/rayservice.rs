@@ -135,6 +135,9 @@ pub struct RayServiceStatus {
     /// The cluster serving traffic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_service_status: Option<RayServiceClusterStatus>,
+    /// The cluster KubeRay is building to replace it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_service_status: Option<RayServiceClusterStatus>,
     /// The generation KubeRay last acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -106,6 +106,8 @@ pub enum Outcome {
         observed: crate::reconcile::children::rayservice::Observed,
         /// Nodes in the serving graph.
         nodes: usize,
+        /// `(ready, desired)` workers of its Ray cluster, when KubeRay says.
+        workers: Option<(i32, i32)>,
     },
     /// The serving graph could not be turned into a RayService: the
     /// existing RayService was left as it is.
@@ -409,7 +411,9 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 msg.clone(),
             ));
         }
-        Outcome::RayServiceApplied { observed, nodes } => {
+        Outcome::RayServiceApplied {
+            observed, nodes, ..
+        } => {
             out.push(Cond::new(
                 RECONCILED,
                 true,
@@ -525,8 +529,12 @@ pub fn compute(
         st.route_path.clone_from(&obs.route_path);
         st.request_timeout.clone_from(&obs.request_timeout);
     }
-    if let Outcome::RayServiceApplied { .. } = &obs.outcome {
+    if let Outcome::RayServiceApplied { workers, .. } = &obs.outcome {
         st.route_path.clone_from(&obs.route_path);
+        if let Some((ready, desired)) = workers {
+            st.replicas = Some(*desired);
+            st.ready_replicas = Some(*ready);
+        }
     }
     st
 }

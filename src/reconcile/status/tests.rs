@@ -237,6 +237,7 @@ fn ray(outcome: Outcome) -> Observation {
 #[test]
 fn graph_failure_keeps_ready_and_names_the_reason() {
     let ok = ray(Outcome::RayServiceApplied {
+        workers: Some((1, 2)),
         observed: crate::reconcile::children::rayservice::Observed {
             ready: true,
             reason: "RayServiceReady".into(),
@@ -255,6 +256,11 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
         "True"
     );
     assert_eq!(before.route_path.as_deref(), Some("/team-a/chat"));
+    assert_eq!(
+        (before.replicas, before.ready_replicas),
+        (Some(2), Some(1)),
+        "the workers the Ray cluster has"
+    );
 
     let failed = ray(Outcome::GraphFailed {
         reason: "HTTPStatus",
@@ -299,6 +305,7 @@ fn rayservice_status_maps_to_ready() {
         ("RayServiceReady", true, "RayServiceReady"),
     ] {
         let obs = ray(Outcome::RayServiceApplied {
+            workers: None,
             observed: crate::reconcile::children::rayservice::Observed {
                 ready,
                 reason: reason.into(),

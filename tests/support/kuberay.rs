@@ -1,0 +1,93 @@
+//! The real KubeRay operator on the test control plane: built from its Go
+//! module at a pinned version by `build-kuberay.sh` (into the cache, once),
+//! its upstream CRDs installed, the operator run as a child process watching
+//! one namespace.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use super::control_plane::ControlPlane;
+use super::fixtures::root;
+use super::process::{spawn_logged, text};
+
+/// The directory holding `bin/ray-operator` and `crd/*.yaml` (built when
+/// missing; `INFERGATE_KUBERAY_DIR` names one built elsewhere).
+pub fn kuberay_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("INFERGATE_KUBERAY_DIR") {
+        return PathBuf::from(dir);
+    }
+    let script = root().join("tests/support/build-kuberay.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed ({}): it builds the KubeRay operator from its Go module and needs Go and the Go module proxy",
+        script.display(),
+        out.status
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The running operator; killed when dropped (and with the test binary).
+pub struct KubeRay {
+    child: Child,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl Drop for KubeRay {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl ControlPlane {
+    /// Install KubeRay's own RayCluster and RayService CRDs (server-side:
+    /// they are too large for client-side apply's annotation) and start the
+    /// operator watching `namespace`.
+    pub fn start_kuberay(&self, namespace: &str) -> KubeRay {
+        let dir = kuberay_dir();
+        for crd in ["ray.io_rayclusters.yaml", "ray.io_rayservices.yaml"] {
+            let path = dir.join("crd").join(crd).display().to_string();
+            let out = self.kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &path]);
+            assert!(out.status.success(), "installing {crd}: {}", text(&out));
+            // Right after creation the CRD may have no conditions yet, which
+            // `kubectl wait` reports as an error: ask again.
+            let mut last = String::new();
+            let established = (0..60).any(|_| {
+                let out = self.kubectl(&[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=30s",
+                    "-f",
+                    &path,
+                ]);
+                if out.status.success() {
+                    return true;
+                }
+                last = text(&out);
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                false
+            });
+            assert!(established, "{crd} not established: {last}");
+        }
+        let log = self.dir().join(format!("kuberay-{namespace}.log"));
+        let mut cmd = Command::new(dir.join("bin/ray-operator"));
+        cmd.args([
+            "--kubeconfig",
+            &self.kubeconfig().display().to_string(),
+            "--enable-leader-election=false",
+            "--metrics-addr=0",
+            "--health-probe-bind-address=0",
+            "--watch-namespace",
+            namespace,
+            "--zap-log-level=info",
+        ]);
+        let child = spawn_logged(cmd, &log).expect("starting ray-operator");
+        KubeRay { child, log }
+    }
+}
