@@ -228,17 +228,22 @@ async fn bad_examples_are_rejected_with_their_field_message() {
             failures.push(format!("{name}: accepted:\n{all}"));
             continue;
         }
-        let matched = if all.contains("denied the request") {
-            // Our webhook: the exact field message.
-            expects.iter().any(|e| all.contains(e))
-        } else {
-            // Rejected earlier (schema or CEL): the field is named.
-            expects.iter().any(|e| {
-                let field = e.split(": ").next().unwrap_or(e);
-                let parent = field.rsplit_once('.').map_or(field, |(p, _)| p);
-                all.contains(field) || all.contains(parent)
-            })
-        };
+        // Every denial reads like the API server's own validation (422
+        // Invalid): kubectl prints `The KIND "NAME" is invalid:` and the causes.
+        let kind = docs[docs.len() - 1]
+            .lines()
+            .find_map(|l| l.strip_prefix("kind: "))
+            .unwrap_or_default()
+            .trim();
+        let invalid = all.contains(&format!("The {kind} ")) && all.contains(" is invalid");
+        let matched = invalid
+            && (expects.iter().any(|e| all.contains(e))
+                // Rejected by the schema or CEL before the webhook: the field is named.
+                || expects.iter().any(|e| {
+                    let field = e.split(": ").next().unwrap_or(e);
+                    let parent = field.rsplit_once('.').map_or(field, |(p, _)| p);
+                    all.contains(field) || all.contains(parent)
+                }));
         if !matched {
             failures.push(format!("{name}: expected one of {expects:#?}\ngot: {all}"));
         }

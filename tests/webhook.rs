@@ -668,8 +668,16 @@ async fn validate_reports_every_field_error_at_once() {
     // dryRun: true in the fixture: same answer, no side effects.
     let resp = review(&st, "/validate", &req).await;
     assert_eq!(resp["allowed"], false, "{resp}");
-    assert_eq!(resp["status"]["code"], 403, "{resp}");
+    assert_eq!(resp["status"]["code"], 422, "{resp}");
+    assert_eq!(resp["status"]["reason"], "Invalid", "{resp}");
     let message = resp["status"]["message"].as_str().unwrap();
+    let name = req["request"]["name"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(&format!(
+            "InferenceService.infergate.dev \"{name}\" is invalid: ["
+        )),
+        "{message}"
+    );
     let fields = causes(&resp);
     for field in [
         "spec.canary.weight",

@@ -243,15 +243,17 @@ fn verdict_response(
     if verdict.allowed() {
         with_warnings(resp, warnings)
     } else {
+        // As the API server's own validation words it (apierrors.NewInvalid):
+        // kubectl then prints `The KIND "NAME" is invalid:` and every cause.
+        let message = format!(
+            "{}.{} \"{}\" is invalid: {}",
+            Bounded(&review.kind.kind),
+            Bounded(&review.kind.group),
+            Bounded(&review.name),
+            verdict.message()
+        );
         with_warnings(
-            deny(
-                resp,
-                403,
-                "Forbidden",
-                verdict.message(),
-                &verdict.errors,
-                review,
-            ),
+            deny(resp, 422, "Invalid", message, &verdict.errors, review),
             warnings,
         )
     }
