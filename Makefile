@@ -1,7 +1,7 @@
 # infergate developer entry points. `make dev` runs the main job, `make test` every test.
 CARGO ?= cargo
 
-.PHONY: dev test lint unit crds control-plane kuberay bench fuzz help
+.PHONY: dev test lint unit crds control-plane kuberay upstream-crds bench fuzz help
 
 help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
@@ -9,6 +9,7 @@ help:
 	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
+	@echo "make upstream-crds  fetch the Gateway API standard-channel CRDs into the cache"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
@@ -16,7 +17,7 @@ dev: control-plane
 	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 
-test: control-plane kuberay lint
+test: control-plane kuberay upstream-crds lint
 	$(CARGO) test --locked
 
 lint:
@@ -33,6 +34,9 @@ control-plane:
 
 kuberay:
 	@tests/support/build-kuberay.sh >/dev/null
+
+upstream-crds:
+	@tests/support/fetch-gateway-api.sh >/dev/null
 
 bench:
 	$(CARGO) bench --locked

@@ -211,7 +211,7 @@ async fn parent() {
         .unwrap_or(1000);
     let cp = support::control_plane().await;
     cp.install_crds().await;
-    cp.install_crd_file(support::HTTPROUTE_CRD).await;
+    cp.install_crd_file(support::httproute_crd()).await;
     // The test apiserver's service range is a /24: add a ServiceCIDR so
     // 2,000 Services get ClusterIPs.
     let out = cp.kubectl_stdin(

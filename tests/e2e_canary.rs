@@ -24,7 +24,7 @@ use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
-use support::{HTTPROUTE_CRD, Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
+use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -106,7 +106,7 @@ async fn a_removed_canary_leaves_the_route_before_its_backends_go() {
     support::init_tracing();
     let cp = support::control_plane().await;
     cp.install_crds().await;
-    cp.install_crd_file(HTTPROUTE_CRD).await;
+    cp.install_crd_file(support::httproute_crd()).await;
     cp.ensure_namespace(support::SYSTEM_NAMESPACE).await;
     let client = cp.client().await;
     let _reconciler = Reconciler::start(

@@ -21,9 +21,7 @@ use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION
 use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::rayservice::RayService;
-use support::{
-    GRAPH_TOKEN, GraphServer, RAYSERVICE_CRD, Reconciler, WAIT, condition, read_fixture, wait_for,
-};
+use support::{GRAPH_TOKEN, GraphServer, Reconciler, WAIT, condition, read_fixture, wait_for};
 
 /// Wait until the service satisfies `pred`; return it.
 async fn wait_service(
@@ -91,7 +89,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     support::init_tracing();
     let cp = support::control_plane().await;
     cp.install_crds().await;
-    cp.install_crd_file(RAYSERVICE_CRD).await;
+    cp.install_crd_file(support::rayservice_crd()).await;
     let client = cp.client().await;
     let sa_kubeconfig = cp.deployed_service_account().await;
     let ns = cp.fresh_namespace("ray").await;

@@ -27,8 +27,8 @@ use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
 use support::{
-    ControlPlane, HTTPROUTE_CRD, Reconciler, SYSTEM_NAMESPACE, WAIT, condition, control_plane,
-    eventually, get, mark_pods_ready, wait_condition, wait_exists, wait_gone,
+    ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, condition, control_plane, eventually, get,
+    mark_pods_ready, wait_condition, wait_exists, wait_gone,
 };
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
@@ -279,7 +279,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     );
 
     // Installing Gateway API later starts producing routes, without a spec edit.
-    cp.install_crd_file(HTTPROUTE_CRD).await;
+    cp.install_crd_file(support::httproute_crd()).await;
     let route: HTTPRoute = eventually(
         "the HTTPRoute after installing Gateway API",
         Duration::from_secs(150),

@@ -26,7 +26,7 @@ use infergate::api::policy::{InferencePolicy, InferencePolicySpec, PolicyLimits}
 use infergate::api::v1beta1::{
     Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
 };
-use support::{RAYSERVICE_CRD, Reconciler, WAIT, condition, wait_for};
+use support::{Reconciler, WAIT, condition, wait_for};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -105,7 +105,7 @@ async fn a_tarpit_graph_host_does_not_hold_up_other_tenants() {
     support::init_tracing();
     let cp = support::control_plane().await;
     cp.install_crds().await;
-    cp.install_crd_file(RAYSERVICE_CRD).await;
+    cp.install_crd_file(support::rayservice_crd()).await;
     let client = cp.client().await;
     let sa_kubeconfig = cp.deployed_service_account().await;
     let slow = cp.fresh_namespace("tarpit").await;

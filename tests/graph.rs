@@ -16,9 +16,7 @@ use infergate::graph::{self, GraphError, ServingGraph};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use support::{
-    GRAPH_TOKEN, GraphServer, RAYSERVICE_CRD, binary, fixture, infergate, read_fixture, root, run,
-};
+use support::{GRAPH_TOKEN, GraphServer, binary, fixture, infergate, read_fixture, root, run};
 
 /// Encode a text-format graph through the compiled descriptors.
 fn encode_text(path: &Path) -> Vec<u8> {
@@ -648,7 +646,7 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
 
     let cp = support::control_plane().await;
     cp.install_crds().await;
-    cp.install_crd_file(RAYSERVICE_CRD).await;
+    cp.install_crd_file(support::rayservice_crd()).await;
     let client = cp.client().await;
     let ns = cp.fresh_namespace("graph").await;
 

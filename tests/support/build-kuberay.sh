@@ -37,6 +37,7 @@ dir=$(cd "$work" && go mod init infergate.dev/kuberay-build >/dev/null 2>&1 && g
 [[ -d "$dir" ]] || die "could not download ${MODULE}@${VERSION} (is the Go module proxy reachable?)"
 for crd in ray.io_rayclusters.yaml ray.io_rayservices.yaml; do
   cp "$dir/config/crd/bases/$crd" "$DEST/crd/$crd" || die "no $crd in ${MODULE}@${VERSION}"
+  chmod u+w "$DEST/crd/$crd"
 done
 log "building ray-operator ${VERSION} (a few minutes on a cold cache)"
 GOBIN="$DEST/bin" go install -trimpath -ldflags "-s -w" "${MODULE}@${VERSION}" \

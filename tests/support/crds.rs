@@ -1,6 +1,7 @@
 //! CRDs on the test control plane: infergate's own as committed in `crds/`,
-//! and the minimal Gateway API HTTPRoute and KubeRay RayService CRDs the
-//! tests install as fixtures; manifests of infergate's kinds.
+//! and the published Gateway API HTTPRoute and KubeRay RayService CRDs,
+//! fetched from their Go modules at pinned versions; manifests of
+//! infergate's kinds.
 
 use std::collections::BTreeSet;
 
@@ -13,17 +14,50 @@ use super::process::text;
 /// infergate's CRDs as committed (a unit test keeps them equal to `infergate crds`).
 pub const INFERGATE_CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
 
-/// The minimal `gateway.networking.k8s.io/v1` HTTPRoute CRD.
-pub const HTTPROUTE_CRD: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/reconcile/httproute-crd.yaml"
-);
+/// The published Gateway API HTTPRoute CRD (standard channel), fetched from
+/// the `sigs.k8s.io/gateway-api` Go module by `fetch-gateway-api.sh`.
+pub fn httproute_crd() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        gateway_api_dir()
+            .join("gateway.networking.k8s.io_httproutes.yaml")
+            .display()
+            .to_string()
+    })
+}
 
-/// The minimal `ray.io/v1` RayService CRD.
-pub const RAYSERVICE_CRD: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/graph/rayservice-crd.yaml"
-);
+/// The published KubeRay RayService CRD, from the `ray-operator` Go module
+/// (`build-kuberay.sh`).
+pub fn rayservice_crd() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        super::kuberay::kuberay_dir()
+            .join("crd/ray.io_rayservices.yaml")
+            .display()
+            .to_string()
+    })
+}
+
+/// The directory of the Gateway API standard-channel CRDs (fetched when
+/// missing; `INFERGATE_GATEWAY_API_DIR` names one fetched elsewhere).
+pub fn gateway_api_dir() -> std::path::PathBuf {
+    if let Ok(dir) = std::env::var("INFERGATE_GATEWAY_API_DIR") {
+        return dir.into();
+    }
+    let script = super::fixtures::root().join("tests/support/fetch-gateway-api.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed ({}): it fetches the Gateway API CRDs from the Go module proxy",
+        script.display(),
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).trim().into()
+}
 
 /// The CRD files installed so far by this test binary.
 static INSTALLED: tokio::sync::Mutex<BTreeSet<&'static str>> =
@@ -43,25 +77,47 @@ impl ControlPlane {
         if installed.contains(path) {
             return;
         }
-        let out = self.kubectl(&["apply", "-f", path]);
+        // infergate's CRDs as a user applies them; the published ones
+        // server-side (they are too large for client-side apply's annotation).
+        self.apply_crds(path, path != INFERGATE_CRDS);
+        installed.insert(path);
+    }
+
+    /// Apply the CRDs of `path` and wait until every one is Established.
+    pub fn apply_crds(&self, path: &str, server_side: bool) {
+        let mut args = vec!["apply"];
+        if server_side {
+            args.extend(["--server-side", "--force-conflicts"]);
+        }
+        args.extend(["-f", path]);
+        let out = self.kubectl(&args);
         assert!(
             out.status.success(),
             "kubectl apply -f {path} failed: {}",
             text(&out)
         );
-        let out = self.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "-f",
-            path,
-        ]);
+        // Right after creation a CRD may have no conditions yet, which
+        // `kubectl wait` reports as an error: ask again.
+        let mut last = String::new();
+        let established = (0..60).any(|_| {
+            let out = self.kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=30s",
+                "-f",
+                path,
+            ]);
+            if out.status.success() {
+                return true;
+            }
+            last = text(&out);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            false
+        });
         assert!(
-            out.status.success(),
-            "the CRDs of {path} are not Established: {}",
-            text(&out)
+            established,
+            "the CRDs of {path} are not Established: {last}"
         );
-        installed.insert(path);
     }
 }
 

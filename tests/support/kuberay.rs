@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 
 use super::control_plane::ControlPlane;
 use super::fixtures::root;
-use super::process::{spawn_logged, text};
+use super::process::spawn_logged;
 
 /// The directory holding `bin/ray-operator` and `crd/*.yaml` (built when
 /// missing; `INFERGATE_KUBERAY_DIR` names one built elsewhere).
@@ -52,28 +52,7 @@ impl ControlPlane {
     pub fn start_kuberay(&self, namespace: &str) -> KubeRay {
         let dir = kuberay_dir();
         for crd in ["ray.io_rayclusters.yaml", "ray.io_rayservices.yaml"] {
-            let path = dir.join("crd").join(crd).display().to_string();
-            let out = self.kubectl(&["apply", "--server-side", "--force-conflicts", "-f", &path]);
-            assert!(out.status.success(), "installing {crd}: {}", text(&out));
-            // Right after creation the CRD may have no conditions yet, which
-            // `kubectl wait` reports as an error: ask again.
-            let mut last = String::new();
-            let established = (0..60).any(|_| {
-                let out = self.kubectl(&[
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=30s",
-                    "-f",
-                    &path,
-                ]);
-                if out.status.success() {
-                    return true;
-                }
-                last = text(&out);
-                std::thread::sleep(std::time::Duration::from_millis(500));
-                false
-            });
-            assert!(established, "{crd} not established: {last}");
+            self.apply_crds(&dir.join("crd").join(crd).display().to_string(), true);
         }
         let log = self.dir().join(format!("kuberay-{namespace}.log"));
         let mut cmd = Command::new(dir.join("bin/ray-operator"));

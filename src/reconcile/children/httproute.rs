@@ -4,8 +4,8 @@
 //! Written here rather than taken from the `gateway-api` crate, which still
 //! depends on kube 4 / k8s-openapi 0.28 while infergate is on kube 5 /
 //! k8s-openapi 0.29. Only the fields infergate writes or reads are modelled;
-//! the derive also yields a minimal HTTPRoute CRD that the end-to-end tests
-//! install (`tests/fixtures/reconcile/httproute-crd.yaml`).
+//! the end-to-end tests install the published Gateway API CRDs, and
+//! `tests/upstream_schema.rs` checks every field written here against them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;

@@ -2,10 +2,9 @@
 //! the pure builder [`desired_rayservice`] for `backend: RayService`.
 //!
 //! Written here rather than taken from a KubeRay crate: only the fields
-//! infergate writes or reads are modelled. Pod templates and the status
-//! keep unknown fields (`x-kubernetes-preserve-unknown-fields`), so the
-//! minimal CRD generated from these types (test data under
-//! `tests/fixtures/graph/`) accepts what KubeRay itself writes.
+//! infergate writes or reads are modelled. The end-to-end tests install
+//! KubeRay's published CRDs (and run its operator), and
+//! `tests/upstream_schema.rs` checks every field written here against them.
 
 use std::collections::BTreeMap;
 
