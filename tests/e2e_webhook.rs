@@ -895,18 +895,24 @@ async fn self_signed_mode_shares_one_secret_repairs_it_rotates_the_ca_with_an_ov
         .replace(selfsigned::SECRET_NAME, &PostParams::default(), &aging)
         .await
         .unwrap();
-    // (The test swapped the CA by hand: it is served at once. From the
-    // moment the bundles hold it, every served certificate must be trusted.)
+    // (The test swapped the CA by hand, as if the old one were lost: the
+    // bundles drop the old CA while a replica may still serve a certificate
+    // it signed, until that replica's next look at the Secret. From the
+    // moment the bundles hold the swapped CA and both replicas serve from
+    // it, every served certificate must be trusted, through the rotation.)
     eventually(
-        "the swapped CA in every caBundle",
+        "the swapped CA in every caBundle and served",
         Duration::from_secs(15),
         async || {
             let bundles = ca_bundles(&client, &hook_name, &crd_name).await;
-            bundles
-                .iter()
-                .all(|(_, b)| b.contains(&old_ca.cert))
+            let in_bundles = bundles.iter().all(|(_, b)| b.contains(&old_ca.cert));
+            let served = [&ra, &rb].iter().all(|r| {
+                let leaf = r.current().unwrap().cert[0].to_vec();
+                bundles.iter().all(|(_, b)| signed_by_one_of(&leaf, b))
+            });
+            (in_bundles && served)
                 .then_some(())
-                .ok_or_else(|| "not yet".to_owned())
+                .ok_or_else(|| format!("in bundles {in_bundles}, served {served}"))
         },
     )
     .await;
