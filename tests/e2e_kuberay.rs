@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use infergate::api::policy::{InferencePolicy, InferencePolicySpec, PolicyLimits};
 use infergate::api::v1beta1::InferenceService;
 use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION};
 use infergate::reconcile::Config;
@@ -52,21 +51,7 @@ async fn scaling_reaches_the_ray_cluster_kuberay_built_without_a_new_one() {
     // token's Secret allows it; the namespace lets infergate read the token.
     let server = GraphServer::start();
     server.set_graph(read_fixture("graph/rag.pb"), "\"v1\"");
-    let mut policy = InferencePolicy::new(
-        "graph-hosts",
-        InferencePolicySpec {
-            limits: Some(PolicyLimits {
-                allowed_graph_hosts: Some(vec!["127.0.0.1".to_owned()]),
-                ..PolicyLimits::default()
-            }),
-            ..InferencePolicySpec::default()
-        },
-    );
-    policy.metadata.namespace = Some(ns.clone());
-    Api::<InferencePolicy>::namespaced(client.clone(), &ns)
-        .create(&PostParams::default(), &policy)
-        .await
-        .expect("policy");
+    support::allow_graph_host(&client, &ns, "127.0.0.1").await;
     Api::<Secret>::namespaced(client.clone(), &ns)
         .create(
             &PostParams::default(),

@@ -15,7 +15,6 @@ use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use infergate::api::policy::{InferencePolicy, InferencePolicySpec, PolicyLimits};
 use infergate::api::v1beta1::InferenceService;
 use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION};
 use infergate::graph::serve_config::ServeConfig;
@@ -112,22 +111,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
 
     // The graph server is on loopback: the namespace's policy lists it
     // literally, and the Secret's owner lets the token go there.
-    let policies: Api<InferencePolicy> = Api::namespaced(client.clone(), &ns);
-    let mut policy = InferencePolicy::new(
-        "graph-hosts",
-        InferencePolicySpec {
-            limits: Some(PolicyLimits {
-                allowed_graph_hosts: Some(vec!["127.0.0.1".to_owned()]),
-                ..PolicyLimits::default()
-            }),
-            ..InferencePolicySpec::default()
-        },
-    );
-    policy.metadata.namespace = Some(ns.clone());
-    policies
-        .create(&PostParams::default(), &policy)
-        .await
-        .expect("create policy");
+    support::allow_graph_host(&client, &ns, "127.0.0.1").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     set_token(&secrets, GRAPH_TOKEN).await;
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);

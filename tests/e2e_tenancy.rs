@@ -22,7 +22,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use infergate::api::policy::{InferencePolicy, InferencePolicySpec, PolicyLimits};
 use infergate::api::v1beta1::{
     Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
 };
@@ -114,22 +113,7 @@ async fn a_tarpit_graph_host_does_not_hold_up_other_tenants() {
 
     // The tarpit is on loopback: the slow namespace's own policy lists it
     // literally (the worst case: a tenant allowed to point anywhere).
-    let policies: Api<InferencePolicy> = Api::namespaced(client.clone(), &slow);
-    let mut policy = InferencePolicy::new(
-        "graph-hosts",
-        InferencePolicySpec {
-            limits: Some(PolicyLimits {
-                allowed_graph_hosts: Some(vec!["127.0.0.1".to_owned()]),
-                ..PolicyLimits::default()
-            }),
-            ..InferencePolicySpec::default()
-        },
-    );
-    policy.metadata.namespace = Some(slow.clone());
-    policies
-        .create(&PostParams::default(), &policy)
-        .await
-        .expect("create policy");
+    support::allow_graph_host(&client, &slow, "127.0.0.1").await;
 
     // The reconciler with the shipped fetch limits (10 s deadline, 2 fetches
     // in flight per namespace, 8 in all, backoff from 5 s).

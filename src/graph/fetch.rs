@@ -1,137 +1,33 @@
 //! Fetching serving graphs over bearer-authenticated HTTPS.
 //!
-//! [`GraphFetcher::fetch`] GETs `spec.graph.url` (https only, also across
-//! redirects) with `Authorization: Bearer <token>`, connect and total
-//! timeouts, a size cap, retries with exponential backoff for transient
-//! failures (connection errors, timeouts, 5xx, 429), and conditional requests:
-//! the last ETag per service is sent as `If-None-Match`, and a `304 Not
-//! Modified` answers from the cache without downloading the graph again.
-//!
-//! The token is a [`BearerToken`]: its `Debug` and `Display` print
-//! `[redacted]`, its header value is marked sensitive, and no error message
-//! or tracing field carries it.
+//! [`GraphFetcher::fetch`] GETs `spec.graph.url` (https only) within one
+//! deadline (DNS, connection, TLS, headers and body), with a size cap,
+//! conditional requests (the last ETag per service is sent as
+//! `If-None-Match`, and a `304 Not Modified` answers from the cache), at
+//! most [`FetchOptions::per_namespace`] fetches of a namespace and
+//! [`FetchOptions::in_flight`] in all at once, and a backoff per service
+//! after a failed fetch. It connects only to the addresses
+//! [`super::destination`] checked, follows redirects only within the same
+//! host and port, and sends no `Referer`. Tokens: [`super::token`].
 
 use std::collections::HashMap;
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
 use reqwest::header::{ACCEPT, AUTHORIZATION, ETAG, HeaderValue, IF_NONE_MATCH};
 use reqwest::{StatusCode, Url};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tracing::debug;
-use url::Host;
 
+use super::destination::{Checked, destination};
 use super::proto::ServingGraph;
 use super::{GraphError, decode};
-use crate::api::v1beta1::SecretKeyRef;
 use crate::engine::graph_source::{host_and_port, parse_graph_url};
-use crate::engine::hosts;
 
-/// A bearer token read from a Secret, kept as its sensitive
-/// `Authorization` header value. Never printed.
-#[derive(Clone, PartialEq, Eq)]
-pub struct BearerToken(HeaderValue);
-
-impl BearerToken {
-    /// A token from the Secret's bytes: UTF-8, surrounding whitespace (a
-    /// trailing newline from `echo`) trimmed, not empty, valid in a header.
-    pub fn new(raw: &[u8]) -> Result<Self, &'static str> {
-        let s = std::str::from_utf8(raw).map_err(|_| "the value is not UTF-8")?;
-        let s = s.trim();
-        if s.is_empty() {
-            return Err("the value is empty");
-        }
-        if !s.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("the value contains characters not allowed in an HTTP header");
-        }
-        let mut v = HeaderValue::from_str(&format!("Bearer {s}"))
-            .map_err(|_| "the value contains characters not allowed in an HTTP header")?;
-        v.set_sensitive(true);
-        Ok(Self(v))
-    }
-
-    /// The `Authorization` header value, marked sensitive.
-    fn header_value(&self) -> HeaderValue {
-        self.0.clone()
-    }
-}
-
-impl fmt::Debug for BearerToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("BearerToken([redacted])")
-    }
-}
-
-impl fmt::Display for BearerToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-/// The annotation by which a Secret's owner lists the hosts its token may
-/// be sent to (comma-separated host patterns, see [`crate::engine::hosts`]).
-pub const TOKEN_HOSTS_ANNOTATION: &str = "infergate.dev/graph-token-hosts";
-
-/// The token under `r.key` of `secret` (in `namespace`, for messages), if
-/// the Secret allows it to be sent to `url`'s host: its
-/// [`TOKEN_HOSTS_ANNOTATION`] must list a matching entry. The annotation is
-/// checked first; a Secret that does not allow the host is not read further.
-pub fn token_from_secret(
-    secret: &Secret,
-    namespace: &str,
-    r: &SecretKeyRef,
-    url: &Url,
-) -> Result<BearerToken, GraphError> {
-    let (host, port) = host_and_port(url);
-    let not_allowed = |why: String| GraphError::SecretNotAllowed {
-        namespace: namespace.to_owned(),
-        name: r.name.clone(),
-        host: format!("{host}:{port}"),
-        why,
-    };
-    let annotation = secret
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(TOKEN_HOSTS_ANNOTATION))
-        .ok_or_else(|| not_allowed("the Secret has no such annotation".to_owned()))?;
-    let patterns = hosts::parse_list(annotation)
-        .map_err(|why| not_allowed(format!("its annotation is not a host list: {why}")))?;
-    if !hosts::any_matches(&patterns, host, port) {
-        return Err(not_allowed(format!(
-            "its annotation lists {} host(s), none of them {host}:{port}",
-            patterns.len()
-        )));
-    }
-    let bytes = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(&r.key))
-        .map(|b| b.0.as_slice())
-        .or_else(|| {
-            secret
-                .string_data
-                .as_ref()
-                .and_then(|d| d.get(&r.key))
-                .map(String::as_bytes)
-        })
-        .ok_or_else(|| GraphError::SecretKeyMissing {
-            namespace: namespace.to_owned(),
-            name: r.name.clone(),
-            key: r.key.clone(),
-        })?;
-    BearerToken::new(bytes).map_err(|why| GraphError::SecretInvalid {
-        namespace: namespace.to_owned(),
-        name: r.name.clone(),
-        key: r.key.clone(),
-        why,
-    })
-}
+pub use super::token::{BearerToken, TOKEN_HOSTS_ANNOTATION, token_from_secret};
 
 /// One fetch: for which service, from where, with what.
 #[derive(Clone, Copy, Debug)]
@@ -656,127 +552,6 @@ impl GraphFetcher {
 /// Redirects followed within the same host.
 const MAX_REDIRECTS: usize = 5;
 
-/// The resolver of one fetch's client: the checked addresses for its host,
-/// nothing for any other name.
-struct Checked {
-    host: String,
-    addrs: Vec<SocketAddr>,
-}
-
-impl reqwest::dns::Resolve for Checked {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let result: Result<reqwest::dns::Addrs, Box<dyn std::error::Error + Send + Sync>> =
-            if name.as_str().eq_ignore_ascii_case(&self.host) {
-                Ok(Box::new(self.addrs.clone().into_iter()))
-            } else {
-                Err(format!("{} is not the checked graph host", name.as_str()).into())
-            };
-        Box::pin(std::future::ready(result))
-    }
-}
-
-/// The addresses a fetch of `url` may connect to: the URL's address, or
-/// what its host resolves to, without the internal ones unless
-/// `internal_allowed`.
-async fn destination(url: &Url, internal_allowed: bool) -> Result<Vec<SocketAddr>, GraphError> {
-    let (_, port) = host_and_port(url);
-    let resolved: Vec<SocketAddr> = match url.host() {
-        Some(Host::Ipv4(ip)) => vec![SocketAddr::new(IpAddr::V4(ip), port)],
-        Some(Host::Ipv6(ip)) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
-        Some(Host::Domain(d)) => tokio::net::lookup_host((d, port))
-            .await
-            .map_err(|e| GraphError::Dns {
-                url: url.to_string(),
-                message: e.to_string(),
-            })?
-            .take(32)
-            .collect(),
-        None => Vec::new(),
-    };
-    if resolved.is_empty() {
-        return Err(GraphError::Dns {
-            url: url.to_string(),
-            message: "no addresses".to_owned(),
-        });
-    }
-    if internal_allowed {
-        return Ok(resolved);
-    }
-    let mut refused = None;
-    let allowed: Vec<SocketAddr> = resolved
-        .into_iter()
-        .filter(|a| match internal_category(a.ip()) {
-            Some(category) => {
-                refused.get_or_insert((a.ip(), category));
-                false
-            }
-            None => true,
-        })
-        .collect();
-    match (allowed.is_empty(), refused) {
-        (true, Some((ip, category))) => Err(GraphError::DestinationNotAllowed {
-            url: url.to_string(),
-            message: format!(
-                "its host resolves to {ip}, a {category} address; internal addresses are reached only when a policy that applies to the namespace lists the host literally in limits.allowedGraphHosts"
-            ),
-        }),
-        _ => Ok(allowed),
-    }
-}
-
-/// What kind of internal address `ip` is, or `None` for a public one:
-/// loopback, unspecified, link-local, private (RFC 1918), unique local
-/// (RFC 4193), shared (CGNAT, RFC 6598), multicast, broadcast, `0.0.0.0/8`;
-/// IPv4-mapped and NAT64 (`64:ff9b::/96`) IPv6 addresses as their IPv4.
-#[must_use]
-pub fn internal_category(ip: IpAddr) -> Option<&'static str> {
-    fn v4(ip: Ipv4Addr) -> Option<&'static str> {
-        let o = ip.octets();
-        if ip.is_loopback() {
-            Some("loopback")
-        } else if ip.is_unspecified() || o[0] == 0 {
-            Some("unspecified")
-        } else if ip.is_link_local() {
-            Some("link-local")
-        } else if ip.is_private() {
-            Some("private (RFC 1918)")
-        } else if o[0] == 100 && (o[1] & 0xc0) == 64 {
-            Some("shared (CGNAT, RFC 6598)")
-        } else if ip.is_multicast() || ip.is_broadcast() {
-            Some("multicast or broadcast")
-        } else {
-            None
-        }
-    }
-    match ip {
-        IpAddr::V4(ip) => v4(ip),
-        IpAddr::V6(ip) => {
-            if let Some(mapped) = ip.to_ipv4_mapped() {
-                return v4(mapped);
-            }
-            let s = ip.segments();
-            if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-                let [a, b] = s[6].to_be_bytes();
-                let [c, d] = s[7].to_be_bytes();
-                return v4(Ipv4Addr::new(a, b, c, d));
-            }
-            if ip.is_loopback() {
-                Some("loopback")
-            } else if ip.is_unspecified() {
-                Some("unspecified")
-            } else if ip.is_unicast_link_local() {
-                Some("link-local")
-            } else if ip.is_unique_local() {
-                Some("unique local (RFC 4193)")
-            } else if ip.is_multicast() {
-                Some("multicast or broadcast")
-            } else {
-                None
-            }
-        }
-    }
-}
-
 /// `url` is https, has a host, no credentials and no fragment.
 pub fn check_url(url: &str) -> Result<Url, GraphError> {
     parse_graph_url(url).map_err(|message| GraphError::InvalidUrl {
@@ -852,172 +627,8 @@ fn error_chain(e: &reqwest::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::ByteString;
 
     use super::*;
-
-    fn secret(data: &[(&str, &[u8])]) -> Secret {
-        let mut s = Secret {
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
-            ..Secret::default()
-        };
-        s.metadata.annotations = Some(BTreeMap::from([(
-            TOKEN_HOSTS_ANNOTATION.to_owned(),
-            "graphs.example.com, *.ml.example.com:8443".to_owned(),
-        )]));
-        s
-    }
-
-    fn key_ref() -> SecretKeyRef {
-        SecretKeyRef {
-            name: "graph-token".into(),
-            key: "token".into(),
-        }
-    }
-
-    fn url(u: &str) -> Url {
-        check_url(u).expect("url")
-    }
-
-    #[test]
-    fn token_is_never_printed() {
-        let t = BearerToken::new(b"s3cr3t-value\n").expect("valid");
-        assert_eq!(format!("{t}"), "[redacted]");
-        assert!(!format!("{t:?}").contains("s3cr3t"));
-        assert!(t.header_value().is_sensitive());
-        assert_eq!(
-            t.header_value().as_bytes(),
-            b"Bearer s3cr3t-value",
-            "trailing newline trimmed"
-        );
-    }
-
-    #[test]
-    fn token_from_secret_reasons() {
-        let here = url("https://graphs.example.com/g");
-        let ok = token_from_secret(&secret(&[("token", b"abc")]), "team-a", &key_ref(), &here);
-        assert!(ok.is_ok());
-        let missing = token_from_secret(&secret(&[("other", b"abc")]), "team-a", &key_ref(), &here)
-            .unwrap_err();
-        assert_eq!(missing.reason(), "SecretNotFound");
-        assert!(
-            missing
-                .to_string()
-                .contains("team-a/graph-token has no key \"token\"")
-        );
-        let empty = token_from_secret(&secret(&[("token", b" \n")]), "team-a", &key_ref(), &here)
-            .unwrap_err();
-        assert_eq!(empty.reason(), "SecretNotFound");
-        let bad = token_from_secret(&secret(&[("token", b"a b")]), "team-a", &key_ref(), &here)
-            .unwrap_err();
-        assert!(!bad.to_string().contains("a b"), "the value is not echoed");
-    }
-
-    #[test]
-    fn a_token_goes_only_to_the_hosts_its_secret_names() {
-        let s = secret(&[("token", b"abc")]);
-        for allowed in [
-            "https://graphs.example.com/g",
-            "https://GRAPHS.example.com:9443/g",
-            "https://a.ml.example.com:8443/g",
-        ] {
-            assert!(
-                token_from_secret(&s, "team-a", &key_ref(), &url(allowed)).is_ok(),
-                "{allowed}"
-            );
-        }
-        for refused in [
-            "https://graphs.example.com.evil.io/g",
-            "https://a.ml.example.com/g",
-            "https://169.254.169.254/latest/meta-data",
-            "https://ml.example.com:8443/g",
-        ] {
-            let e = token_from_secret(&s, "team-a", &key_ref(), &url(refused)).unwrap_err();
-            assert_eq!(e.reason(), "SecretNotAllowed", "{refused}");
-            assert!(e.to_string().contains(TOKEN_HOSTS_ANNOTATION), "{e}");
-        }
-        // No annotation, or one that does not parse: nothing is sent.
-        let mut bare = s.clone();
-        bare.metadata.annotations = None;
-        let e = token_from_secret(
-            &bare,
-            "team-a",
-            &key_ref(),
-            &url("https://graphs.example.com/g"),
-        )
-        .unwrap_err();
-        assert_eq!(e.reason(), "SecretNotAllowed");
-        assert!(e.to_string().contains("has no such annotation"), "{e}");
-        let mut garbled = s;
-        garbled.metadata.annotations = Some(BTreeMap::from([(
-            TOKEN_HOSTS_ANNOTATION.to_owned(),
-            "graphs.example.com/path".to_owned(),
-        )]));
-        let e = token_from_secret(
-            &garbled,
-            "team-a",
-            &key_ref(),
-            &url("https://graphs.example.com/g"),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("not a host list"), "{e}");
-    }
-
-    #[test]
-    fn internal_addresses_are_named() {
-        for (ip, category) in [
-            ("127.0.0.1", "loopback"),
-            ("::1", "loopback"),
-            ("0.0.0.0", "unspecified"),
-            ("0.1.2.3", "unspecified"),
-            ("::", "unspecified"),
-            ("169.254.169.254", "link-local"),
-            ("fe80::1", "link-local"),
-            ("10.1.2.3", "private"),
-            ("172.16.0.1", "private"),
-            ("192.168.1.1", "private"),
-            ("fd00::7", "unique local"),
-            ("100.64.0.1", "CGNAT"),
-            ("100.127.255.255", "CGNAT"),
-            ("::ffff:10.0.0.1", "private"),
-            ("64:ff9b::a9fe:a9fe", "link-local"),
-            ("224.0.0.1", "multicast"),
-            ("255.255.255.255", "broadcast"),
-        ] {
-            let c = internal_category(ip.parse().unwrap());
-            assert!(c.is_some_and(|c| c.contains(category)), "{ip}: {c:?}");
-        }
-        for ip in ["8.8.8.8", "100.128.0.1", "172.32.0.1", "2606:4700::1111"] {
-            assert_eq!(internal_category(ip.parse().unwrap()), None, "{ip}");
-        }
-    }
-
-    #[tokio::test]
-    async fn internal_destinations_need_a_literal_policy_entry() {
-        for u in [
-            "https://127.0.0.1:8443/g",
-            "https://[::1]/g",
-            "https://169.254.169.254/latest",
-            "https://localhost/g",
-        ] {
-            let e = destination(&url(u), false).await.unwrap_err();
-            assert_eq!(e.reason(), "DestinationNotAllowed", "{u}: {e}");
-            assert!(e.to_string().contains("allowedGraphHosts"), "{e}");
-            assert!(destination(&url(u), true).await.is_ok(), "{u}");
-        }
-        let public = destination(&url("https://8.8.8.8/g"), false).await.unwrap();
-        assert_eq!(public, vec!["8.8.8.8:443".parse::<SocketAddr>().unwrap()]);
-        let e = destination(&url("https://no-such-host.invalid/g"), false)
-            .await
-            .unwrap_err();
-        assert_eq!(e.reason(), "DNSFailure", "{e}");
-    }
 
     #[test]
     fn only_https_urls_without_credentials() {

@@ -8,7 +8,9 @@
 //! - [`serve_config`]: the generated `serveConfigV2`, pure;
 //! - [`placement`]: whether every deployment fits one worker, pure;
 //! - [`fetch`]: the [`fetch::GraphSource`] trait and its HTTPS implementation
-//!   (bearer-authenticated, with an ETag cache);
+//!   (one deadline, an ETag cache, per-service backoff, fetches in flight
+//!   bounded); [`token`]: bearer tokens bound to hosts by their Secret;
+//!   [`destination`]: the addresses a fetch may connect to;
 //! - [`cli`]: `infergate graph FILE`.
 //!
 //! Every failure on the way from `spec.graph` to a RayService is a
@@ -16,10 +18,12 @@
 //! InferenceService's conditions. No message ever contains the bearer token.
 
 pub mod cli;
+pub mod destination;
 pub mod error;
 pub mod fetch;
 pub mod placement;
 pub mod serve_config;
+pub mod token;
 pub mod validate;
 
 /// The protobuf messages generated from `proto/infergate/graph/v1/graph.proto`.

@@ -136,3 +136,25 @@ pub fn service_yaml(ns: &str, name: &str, spec: &str) -> String {
         "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
     )
 }
+
+/// Create the InferencePolicy `graph-hosts` in `ns` listing `host`
+/// literally in `allowedGraphHosts` (so the fetcher may reach it even on
+/// loopback, as the local graph servers of the tests are).
+pub async fn allow_graph_host(client: &kube::Client, ns: &str, host: &str) {
+    use infergate::api::policy::{InferencePolicy, InferencePolicySpec, PolicyLimits};
+    let mut policy = InferencePolicy::new(
+        "graph-hosts",
+        InferencePolicySpec {
+            limits: Some(PolicyLimits {
+                allowed_graph_hosts: Some(vec![host.to_owned()]),
+                ..PolicyLimits::default()
+            }),
+            ..InferencePolicySpec::default()
+        },
+    );
+    policy.metadata.namespace = Some(ns.to_owned());
+    kube::Api::<InferencePolicy>::namespaced(client.clone(), ns)
+        .create(&kube::api::PostParams::default(), &policy)
+        .await
+        .expect("create the graph-hosts policy");
+}
