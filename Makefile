@@ -9,11 +9,11 @@ help:
 	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
-	@echo "make upstream-crds  fetch the Gateway API standard-channel CRDs into the cache"
+	@echo "make upstream-crds  fetch the Gateway API and Prometheus Operator CRDs into the cache"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
-dev: control-plane
+dev: control-plane kuberay upstream-crds
 	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 
@@ -36,7 +36,7 @@ kuberay:
 	@tests/support/build-kuberay.sh >/dev/null
 
 upstream-crds:
-	@tests/support/fetch-gateway-api.sh >/dev/null
+	@tests/support/fetch-upstream-crds.sh all
 
 bench:
 	$(CARGO) bench --locked

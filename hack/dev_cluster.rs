@@ -1,11 +1,14 @@
 //! `make dev`: the main job on one machine.
 //!
 //! Starts a local control plane (etcd, kube-apiserver, kube-controller-manager
-//! on loopback), installs infergate's CRDs, runs `infergate serve` (webhooks and
-//! reconciler) with certificates from `infergate certs`, registers the webhooks
-//! by URL, applies the example policies and services, and shows a rejected
-//! spec, a defaulted one with its provenance, and the children the reconciler
-//! made. It stays up until Ctrl-C, then tears everything down.
+//! on loopback), installs infergate's CRDs and the published Gateway API,
+//! Prometheus Operator and KubeRay CRDs, runs the KubeRay operator and
+//! `infergate serve` (webhooks and reconciler) with certificates from
+//! `infergate certs`, registers the webhooks by URL, applies the example
+//! policies and one service of each backend (the RayService's graph from a
+//! local HTTPS server), and shows a denied spec, a defaulted one with its
+//! provenance, and the children the reconciler made. It stays up until
+//! Ctrl-C, then tears everything down.
 //!
 //! Built as a cargo example so it shares the end-to-end tests' harness.
 
@@ -61,6 +64,11 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The namespace of the RayService example: no `tier` label, so the
+/// platform policy (whose graph hosts are `graphs.example.com`) does not
+/// apply, and its own policy allows the local graph server.
+const RAY_NAMESPACE: &str = "ml-dev";
+
 async fn run() -> Result<(), String> {
     let infergate = infergate_binary()?;
 
@@ -68,9 +76,30 @@ async fn run() -> Result<(), String> {
     let cp = support::control_plane().await;
     cp.install_crds().await;
     eprintln!("control plane ready at {}", cp.apiserver_url());
+    say("installing the published Gateway API, Prometheus Operator and KubeRay CRDs");
+    cp.apply_crds(&support::gateway_api_dir().display().to_string(), true);
+    cp.apply_crds(support::podmonitor_crd(), true);
+    for args in [
+        vec!["create", "namespace", NAMESPACE],
+        vec!["label", "namespace", NAMESPACE, "tier=prod"],
+        vec!["create", "namespace", RAY_NAMESPACE],
+    ] {
+        show(&cp.kubectl(&args));
+    }
+    say(&format!(
+        "starting the KubeRay operator (built from its Go module), watching {RAY_NAMESPACE}"
+    ));
+    let _kuberay = cp.start_kuberay(RAY_NAMESPACE);
+
+    // A local HTTPS server for the RayService example's serving graph.
+    let graphs = support::GraphServer::start();
+    graphs.set_graph(support::read_fixture("graph/rag.pb"), "\"v1\"");
+    let graph_ca = cp.dir().join("graph-ca.crt");
+    std::fs::write(&graph_ca, &graphs.ca_pem).map_err(|e| e.to_string())?;
 
     say("starting `infergate serve` (webhooks and reconciler) and registering its webhooks");
-    let mut server = support::start_infergate(cp, &infergate, &[], support::Hooks::All)
+    let ca_arg = format!("--graph-ca-file={}", graph_ca.display());
+    let mut server = support::start_infergate(cp, &infergate, &[&ca_arg], support::Hooks::All)
         .await
         .map_err(|e| format!("{e:#}"))?;
     let (port, probe, log) = (server.port, server.probe_port, server.log.clone());
@@ -81,12 +110,6 @@ async fn run() -> Result<(), String> {
     say(&format!(
         "namespace {NAMESPACE} (tier=prod) with the example policies"
     ));
-    for args in [
-        vec!["create", "namespace", NAMESPACE],
-        vec!["label", "namespace", NAMESPACE, "tier=prod"],
-    ] {
-        show(&cp.kubectl(&args));
-    }
     for policy in [
         "examples/good/cluster-policy.yaml",
         "examples/good/namespace-policy.yaml",
@@ -96,38 +119,91 @@ async fn run() -> Result<(), String> {
     // The policy cache is a watch: give it a moment to see the new policies.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    say("a spec that breaks the namespace policy is rejected");
+    say("a spec that breaks the namespace policy is denied (422 Invalid, every field named)");
     let bad = repo("examples/bad/replicas-over-policy-limit.yaml");
     eprintln!("$ kubectl apply -f {}", bad.display());
     show(&cp.kubectl(&["apply", "-f", &bad.to_string_lossy()]));
 
-    say("a minimal spec is admitted with every default filled in");
+    say("backend Deployment: a minimal spec is admitted with every default filled in");
     let good = repo("examples/good/minimal.yaml");
     eprintln!("$ kubectl apply -f {}", good.display());
     show(&cp.kubectl(&["apply", "-f", &good.to_string_lossy()]));
     eprintln!("$ kubectl get infsvc chat -n {NAMESPACE} -o yaml");
     show(&cp.kubectl(&["get", "infsvc", "chat", "-n", NAMESPACE, "-o", "yaml"]));
 
-    say("the children the reconciler made");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    eprintln!(
-        "$ kubectl get deployments,services,hpa -n {NAMESPACE} -l app.kubernetes.io/managed-by=infergate"
+    say(&format!(
+        "backend RayService: examples/good/rayservice.yaml in {RAY_NAMESPACE}, its graph served locally"
+    ));
+    let example = std::fs::read_to_string(repo("examples/good/rayservice.yaml"))
+        .map_err(|e| e.to_string())?
+        .replace(
+            "https://graphs.example.com/v1/graphs/rag",
+            &graphs.url("/graph"),
+        )
+        .replace(
+            &format!("namespace: {NAMESPACE}"),
+            &format!("namespace: {RAY_NAMESPACE}"),
+        );
+    let policy = format!(
+        "apiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata: {{name: dev, namespace: {RAY_NAMESPACE}}}\nspec:\n  defaults:\n    engine: {{image: registry.example.com/vllm:0.9}}\n  limits:\n    allowedGraphHosts: [\"127.0.0.1\"]\n"
     );
+    show(&cp.kubectl_stdin(&["apply", "-f", "-"], &policy));
     show(&cp.kubectl(&[
-        "get",
-        "deployments,services,hpa",
+        "create",
+        "secret",
+        "generic",
+        "graph-token",
         "-n",
-        NAMESPACE,
-        "-l",
-        "app.kubernetes.io/managed-by=infergate",
+        RAY_NAMESPACE,
+        &format!("--from-literal=token={}", support::GRAPH_TOKEN),
     ]));
-    eprintln!("$ kubectl get infsvc -n {NAMESPACE}");
-    show(&cp.kubectl(&["get", "infsvc", "-n", NAMESPACE]));
+    show(&cp.kubectl(&[
+        "annotate",
+        "secret",
+        "graph-token",
+        "-n",
+        RAY_NAMESPACE,
+        "infergate.dev/graph-token-hosts=127.0.0.1",
+    ]));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    show(&cp.kubectl_stdin(&["apply", "-f", "-"], &example));
 
-    say("infergate is running; point kubectl at it");
+    say("what the reconciler made");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for args in [
+        vec!["get", "infergate", "-A"],
+        vec![
+            "get",
+            "deployments,services,hpa,httproute,podmonitor",
+            "-n",
+            NAMESPACE,
+            "-l",
+            "app.kubernetes.io/managed-by=infergate",
+        ],
+        vec!["get", "rayservice,raycluster", "-n", RAY_NAMESPACE],
+    ] {
+        eprintln!("$ kubectl {}", args.join(" "));
+        show(&cp.kubectl(&args));
+    }
+
+    say("infergate is running; point kubectl at it and look around");
     eprintln!("  export KUBECONFIG={}", cp.kubeconfig().display());
     eprintln!("  export PATH={}:$PATH", cp.bin_dir().display());
-    eprintln!("  kubectl get infergate -A");
+    eprintln!(
+        "  kubectl get infergate -A                   # services and policies, with Ready and the routed path"
+    );
+    eprintln!(
+        "  kubectl apply -f examples/bad/canary-weight-over-limit.yaml   # denied: (Invalid), each field named"
+    );
+    eprintln!(
+        "  kubectl get httproute,podmonitor -n {NAMESPACE} -o yaml     # the route and the scrape config"
+    );
+    eprintln!(
+        "  kubectl get rayservice,raycluster -n {RAY_NAMESPACE}          # the graph, built into a Ray cluster"
+    );
+    eprintln!(
+        "  kubectl describe infsvc rag-pipeline -n {RAY_NAMESPACE}       # GraphReady and the events"
+    );
     eprintln!("  kubectl apply -f examples/good/canary.yaml");
     eprintln!("  curl -s http://127.0.0.1:{probe}/metrics | grep infergate_");
     eprintln!("infergate's log: {}", log.display());
@@ -135,8 +211,9 @@ async fn run() -> Result<(), String> {
     tokio::signal::ctrl_c()
         .await
         .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
-    eprintln!("stopping infergate and the control plane");
+    eprintln!("stopping infergate, KubeRay and the control plane");
     // The processes die with this one (PR_SET_PDEATHSIG).
     let _ = server.child.kill();
+    drop(graphs);
     Ok(())
 }

@@ -1,12 +1,23 @@
 //! End-to-end with the real KubeRay operator (built from its Go module at
-//! the pinned version, with its own CRDs): scaling a RayService-backed
-//! service reaches the Ray cluster KubeRay built, without a new cluster.
+//! the pinned version, with its own CRDs); the reconciler runs as the
+//! ServiceAccount of deploy/ with exactly its RBAC.
 //!
-//! KubeRay leaves a worker group's replica counts out of its cluster hash and
-//! copies them only into a new RayCluster, so a change of `spec.replicas`
-//! alone would never reach the running cluster. infergate sets them on the
-//! RayService's active (and pending) RayCluster itself; the reconciler runs
-//! as the ServiceAccount of deploy/ with exactly its RBAC.
+//! - KubeRay accepts the RayService infergate writes and builds a RayCluster
+//!   whose head and worker groups are the ones infergate asked for, with the
+//!   Serve config generated from the fetched graph; a new graph version on
+//!   the server updates the RayService and KubeRay takes it up.
+//! - Scaling reaches the Ray cluster KubeRay built, without a new cluster:
+//!   KubeRay leaves a worker group's replica counts out of its cluster hash
+//!   and copies them only into a new RayCluster, so infergate sets them on
+//!   the RayService's active (and pending) RayCluster itself.
+//!
+//! No kubelet runs here: KubeRay's pods are created but never start, so the
+//! head never becomes ready, KubeRay never reaches the Ray dashboard to
+//! deploy the Serve applications, and the RayService stays `Ready=False`
+//! (`Initializing`). On a real cluster the head would start, KubeRay would
+//! submit the Serve config, the applications would turn `RUNNING` in
+//! `status.activeServiceStatus.applicationStatuses`, and the serve Service
+//! would get endpoints.
 
 mod support;
 
@@ -14,12 +25,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{
+    Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
 
 use infergate::api::v1beta1::InferenceService;
 use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION};
+use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::raycluster::RayCluster;
 use infergate::reconcile::children::rayservice::{RayService, WORKER_GROUP};
@@ -37,14 +52,30 @@ fn counts(cluster: &RayCluster) -> Option<(i32, i32, i32)> {
     Some((g.replicas?, g.min_replicas?, g.max_replicas?))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scaling_reaches_the_ray_cluster_kuberay_built_without_a_new_one() {
+/// What each test runs on: a namespace watched by its own KubeRay operator,
+/// a graph server on loopback serving `rag.pb` (allowed by the namespace's
+/// policy, with a token whose Secret allows it and a RoleBinding that lets
+/// infergate read it), and the reconciler as deploy/'s ServiceAccount.
+struct Setup {
+    /// The tests take turns: each runs its own reconciler, and only the
+    /// Lease holder reconciles.
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+    client: kube::Client,
+    ns: String,
+    server: GraphServer,
+    _kuberay: support::KubeRay,
+    _reconciler: Reconciler,
+}
+
+async fn setup(prefix: &str) -> Setup {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
     support::init_tracing();
     let cp = support::control_plane().await;
     cp.install_crds().await;
     let client = cp.client().await;
     let sa_kubeconfig = cp.deployed_service_account().await;
-    let ns = cp.fresh_namespace("kuberay").await;
+    let ns = cp.fresh_namespace(prefix).await;
     let kuberay = cp.start_kuberay(&ns);
 
     // The graph server on loopback, allowed by the namespace's policy; the
@@ -93,10 +124,30 @@ async fn scaling_reaches_the_ray_cluster_kuberay_built_without_a_new_one() {
     );
     let config = Config {
         graph_resync: Duration::from_secs(2),
-        ..support::reconcile_config("kuberay-e2e").with_graph_fetcher(fetcher)
+        ..support::reconcile_config(&format!("{prefix}-e2e")).with_graph_fetcher(fetcher)
     };
     let _reconciler = Reconciler::start(sa_kubeconfig, config);
 
+    Setup {
+        _turn: turn,
+        client,
+        ns,
+        server,
+        _kuberay: kuberay,
+        _reconciler,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_reaches_the_ray_cluster_kuberay_built_without_a_new_one() {
+    let Setup {
+        _turn,
+        client,
+        ns,
+        server,
+        _kuberay,
+        _reconciler,
+    } = setup("kuberay").await;
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
     let mut svc = server.service("rag");
     svc.spec.replicas = Some(2);
@@ -187,5 +238,183 @@ async fn scaling_reaches_the_ray_cluster_kuberay_built_without_a_new_one() {
             .ok_or_else(|| format!("replicas {replicas:?}, GraphReady {graph:?}"))
     })
     .await;
-    drop(kuberay);
+}
+
+/// `value` at the JSON `pointer`, or a panic naming it.
+fn at<'v>(value: &'v Value, pointer: &str) -> &'v Value {
+    value
+        .pointer(pointer)
+        .unwrap_or_else(|| panic!("{pointer} missing in {value}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph() {
+    let Setup {
+        _turn,
+        client,
+        ns,
+        server,
+        _kuberay,
+        _reconciler,
+    } = setup("kuberay-graph").await;
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    services
+        .create(&PostParams::default(), &server.service("rag"))
+        .await
+        .expect("create service");
+
+    // KubeRay builds one RayCluster for the RayService and reports it.
+    let rayservices: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::erase::<RayService>(&()));
+    let clusters: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &ApiResource::erase::<RayCluster>(&()));
+    let (rs, cluster) = eventually(
+        "KubeRay's RayCluster for the RayService",
+        WAIT,
+        async || {
+            let rs = rayservices
+                .get_opt("rag")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("no RayService yet")?;
+            let name = rs.data["status"]["activeServiceStatus"]["rayClusterName"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .ok_or("no active cluster in the RayService's status")?
+                .to_owned();
+            let cluster = clusters
+                .get_opt(&name)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("the active cluster does not exist")?;
+            Ok::<_, String>((rs, cluster))
+        },
+    )
+    .await;
+    let cluster_name = cluster.metadata.name.clone().unwrap_or_default();
+
+    // The head and worker groups are the ones infergate wrote into the
+    // RayService (images, resources, Ray start parameters, worker counts).
+    let want = at(&rs.data, "/spec/rayClusterConfig");
+    let got = at(&cluster.data, "/spec");
+    for pointer in [
+        "/headGroupSpec/rayStartParams",
+        "/headGroupSpec/template/spec/containers/0/image",
+        "/headGroupSpec/template/spec/containers/0/resources",
+        "/workerGroupSpecs/0/groupName",
+        "/workerGroupSpecs/0/rayStartParams",
+        "/workerGroupSpecs/0/replicas",
+        "/workerGroupSpecs/0/template/spec/containers/0/image",
+        "/workerGroupSpecs/0/template/spec/containers/0/resources",
+    ] {
+        assert_eq!(at(got, pointer), at(want, pointer), "RayCluster {pointer}");
+    }
+    assert_eq!(at(got, "/workerGroupSpecs/0/groupName"), WORKER_GROUP);
+    // KubeRay made the head pod from that template (no kubelet starts it).
+    eventually("the head pod", WAIT, async || {
+        let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+            .list(&ListParams::default().labels(&format!(
+                "ray.io/cluster={cluster_name},ray.io/node-type=head"
+            )))
+            .await
+            .map_err(|e| e.to_string())?;
+        (pods.items.len() == 1)
+            .then_some(())
+            .ok_or_else(|| format!("{} head pods", pods.items.len()))
+    })
+    .await;
+
+    // The Serve config is the one generated from the fetched graph.
+    let graph = infergate::graph::decode(&read_fixture("graph/rag.pb")).expect("graph");
+    let typed: RayService =
+        serde_json::from_value(serde_json::to_value(&rs).expect("json")).expect("typed RayService");
+    let config: ServeConfig =
+        serde_saphyr::from_str(&typed.spec.serve_config_v2).expect("serveConfigV2");
+    let route = format!("/{ns}/rag");
+    assert_eq!(
+        config,
+        infergate::graph::serve_config::generate(&graph, "rag", &route).expect("generate")
+    );
+
+    // KubeRay accepted it: no validation or failure events, no failed condition.
+    let events = Api::<CoreEvent>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events");
+    let complaints: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.involved_object.kind.as_deref(),
+                Some("RayService" | "RayCluster")
+            ) && e.type_.as_deref() == Some("Warning")
+        })
+        .map(|e| format!("{:?}: {:?}", e.reason, e.message))
+        .collect();
+    assert!(complaints.is_empty(), "KubeRay complained: {complaints:?}");
+    let conditions = rs.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .all(|c| !c["reason"].as_str().unwrap_or_default().contains("Invalid")),
+        "{conditions:?}"
+    );
+
+    // A new graph version on the server: infergate updates the RayService,
+    // KubeRay observes the new generation and, the cluster spec being the
+    // same, keeps the cluster: the new Serve config goes to the active
+    // cluster once its head is ready, so without a kubelet it waits there,
+    // Ready=False (Initializing), with no pending cluster.
+    let before = rs.metadata.generation.unwrap_or_default();
+    server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
+    let updated = eventually(
+        "KubeRay to observe the updated RayService",
+        WAIT,
+        async || {
+            let rs = rayservices.get("rag").await.map_err(|e| e.to_string())?;
+            let generation = rs.metadata.generation.unwrap_or_default();
+            let observed = rs.data["status"]["observedGeneration"]
+                .as_i64()
+                .unwrap_or_default();
+            let serve = rs.data["spec"]["serveConfigV2"]
+                .as_str()
+                .unwrap_or_default();
+            (generation > before && observed == generation && serve.contains("name: reranker"))
+                .then_some(rs)
+                .ok_or_else(|| format!("generation {generation}, observed {observed}"))
+        },
+    )
+    .await;
+    let status = &updated.data["status"];
+    let ready = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("Initializing")),
+        "waiting for a healthy cluster: {status}"
+    );
+    assert_eq!(
+        status["activeServiceStatus"]["rayClusterName"].as_str(),
+        Some(cluster_name.as_str()),
+        "the same active cluster"
+    );
+    assert!(
+        status["pendingServiceStatus"]["rayClusterName"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "no pending cluster for a Serve-config-only change: {status}"
+    );
+    let all = clusters
+        .list(&ListParams::default())
+        .await
+        .expect("list clusters");
+    assert_eq!(all.items.len(), 1, "still one RayCluster");
 }

@@ -241,7 +241,7 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
     // Render deploy/ with the component from an overlay outside the tree.
     let dir = tempfile::tempdir().expect("tempdir");
     let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
-    let rel = pathdiff(&deploy, dir.path());
+    let rel = support::relative_path(&deploy, dir.path());
     std::fs::write(
         dir.path().join("kustomization.yaml"),
         format!(
@@ -425,19 +425,4 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
             .await
             .map(|_| ())
     ));
-}
-
-/// `to` relative to `from` (both absolute directories).
-fn pathdiff(to: &std::path::Path, from: &std::path::Path) -> String {
-    let to: Vec<_> = to.components().collect();
-    let from: Vec<_> = from.components().collect();
-    let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
-    let mut parts: Vec<String> =
-        std::iter::repeat_n("..".to_owned(), from.len() - common).collect();
-    parts.extend(
-        to[common..]
-            .iter()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
-    );
-    parts.join("/")
 }

@@ -111,6 +111,19 @@ fn health() -> impl Strategy<Value = HealthCheckSpec> {
     )
 }
 
+fn metrics() -> impl Strategy<Value = infergate::api::MetricsSpec> {
+    (
+        opt(1i32..65535),
+        opt("/[a-z]{1,8}"),
+        opt(gateway_duration()),
+    )
+        .prop_map(|(port, path, interval)| infergate::api::MetricsSpec {
+            port,
+            path,
+            interval,
+        })
+}
+
 fn accelerator() -> impl Strategy<Value = AcceleratorType> {
     prop_oneof![
         Just(AcceleratorType::Nvidia),
@@ -265,12 +278,13 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
             opt(canary),
             opt(health()),
             opt(routing),
+            opt(metrics()),
         ),
     )
         .prop_map(
             |(
                 (model, engine, (backend, graph), replicas, autoscaling),
-                (resources, accelerator, parallelism, canary, health_check, routing),
+                (resources, accelerator, parallelism, canary, health_check, routing, metrics),
             )| InferenceServiceSpec {
                 model,
                 engine,
@@ -283,6 +297,7 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
                 canary,
                 health_check,
                 routing,
+                metrics,
                 graph,
             },
         )
@@ -366,17 +381,21 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
                 },
             )),
         opt(1i32..100),
+        opt(metrics()),
     )
         .prop_map(
-            |(engine, replicas, resources, health_check, routing, target)| PolicyDefaults {
-                engine,
-                replicas,
-                autoscaling: target.map(|t| infergate::api::policy::AutoscalingDefaults {
-                    target_cpu_utilization_percent: Some(t),
-                }),
-                resources,
-                health_check,
-                routing,
+            |(engine, replicas, resources, health_check, routing, target, metrics)| {
+                PolicyDefaults {
+                    engine,
+                    replicas,
+                    autoscaling: target.map(|t| infergate::api::policy::AutoscalingDefaults {
+                        target_cpu_utilization_percent: Some(t),
+                    }),
+                    resources,
+                    health_check,
+                    routing,
+                    metrics,
+                }
             },
         )
 }

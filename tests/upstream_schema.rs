@@ -1,6 +1,7 @@
-//! Every field infergate writes into an HTTPRoute or a RayService exists in
-//! the published schema (Gateway API standard channel and KubeRay, fetched
-//! from their Go modules at the pinned versions): infergate's own types model
+//! Every field infergate writes into an HTTPRoute, a RayService or a
+//! PodMonitor exists in the published schema (Gateway API standard channel,
+//! KubeRay and the Prometheus Operator, fetched from their Go modules at the
+//! pinned versions): infergate's own types model
 //! only what it sets, so a field upstream does not have (a misspelling, a
 //! field from another channel or version) fails here, not on a cluster.
 //!
@@ -11,12 +12,13 @@ mod support;
 
 use serde_json::Value;
 
+use infergate::api::MetricsSpec;
 use infergate::api::v1beta1::{
     AcceleratorSpec, AcceleratorType, AutoscalingSpec, Backend, CanarySpec, EngineSpec, EnvVar,
     GatewayRef, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec, ParallelismSpec,
     ResourcesSpec, RoutingSpec,
 };
-use infergate::reconcile::children::{http_route, rayservice};
+use infergate::reconcile::children::{http_route, podmonitor, rayservice};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// The `openAPIV3Schema` of `version` in the CRD file at `path`.
@@ -139,6 +141,18 @@ fn the_httproute_infergate_writes_fits_the_gateway_api_schema() {
             .expect("a gateway is set");
         check(&route, support::httproute_crd(), "the HTTPRoute");
     }
+}
+
+#[test]
+fn the_podmonitor_infergate_writes_fits_the_prometheus_operator_schema() {
+    let mut svc = service(Backend::Deployment);
+    svc.spec.metrics = Some(MetricsSpec {
+        port: Some(9090),
+        path: Some("/metrics".into()),
+        interval: Some("15s".into()),
+    });
+    let monitor = podmonitor::pod_monitor(&svc).expect("builds");
+    check(&monitor, support::podmonitor_crd(), "the PodMonitor");
 }
 
 #[test]

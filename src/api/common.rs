@@ -48,6 +48,27 @@ pub struct HealthCheckSpec {
     pub timeout: Option<String>,
 }
 
+/// How Prometheus scrapes the engine's own metrics (a PodMonitor, where the
+/// Prometheus Operator's CRD is installed).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsSpec {
+    /// Container port serving the metrics (default: the engine port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 65535").message("metrics.port must be between 1 and 65535"))]
+    pub port: Option<i32>,
+    /// HTTP path of the metrics (default `/metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message("metrics.path must start with '/'"))]
+    #[schemars(length(max = 1024))]
+    pub path: Option<String>,
+    /// Scrape interval, a Gateway API duration such as `30s` or `1m` (default `30s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]{1,5}(h|m|s|ms)){1,4}$')").message("metrics.interval must be a Gateway API duration such as 30s or 1m"))]
+    pub interval: Option<String>,
+}
+
 /// A reference to a Gateway API Gateway (an HTTPRoute parentRef).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -7,7 +7,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec};
+use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec, MetricsSpec};
 
 /// Cluster-wide defaults and limits for the namespaces a selector matches.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -124,6 +124,9 @@ pub struct PolicyDefaults {
     /// Route template, request timeout and Gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingDefaults>,
+    /// Metrics port, path and scrape interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsSpec>,
 }
 
 /// Engine defaults.

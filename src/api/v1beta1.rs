@@ -8,7 +8,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec, ResourcesSpec};
+pub use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec, MetricsSpec, ResourcesSpec};
 
 /// The desired state of an inference service.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
@@ -82,6 +82,10 @@ pub struct InferenceServiceSpec {
     /// How requests reach the service through the Gateway API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingSpec>,
+    /// How Prometheus scrapes the engine's metrics (a PodMonitor `S`, where
+    /// the Prometheus Operator's CRD is installed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsSpec>,
     /// The Ray Serve graph; required iff `backend: RayService`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphSpec>,

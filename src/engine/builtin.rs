@@ -25,6 +25,10 @@ pub const DEFAULT_HEALTH_PATH: &str = "/healthz";
 pub const DEFAULT_HEALTH_INTERVAL: &str = "10s";
 /// `spec.healthCheck.timeout`.
 pub const DEFAULT_HEALTH_TIMEOUT: &str = "1s";
+/// `spec.metrics.path`.
+pub const DEFAULT_METRICS_PATH: &str = "/metrics";
+/// `spec.metrics.interval` (a GEP-2257 duration).
+pub const DEFAULT_METRICS_INTERVAL: &str = "30s";
 /// `spec.routing.pathTemplate`.
 pub const DEFAULT_PATH_TEMPLATE: &str = "/{.metadata.namespace}/{.metadata.name}";
 /// `spec.routing.requestTimeout` (a GEP-2257 duration).

@@ -15,14 +15,15 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::api::{
-    DEFAULTED_FROM_ANNOTATION, HealthCheckSpec, ResourcesSpec,
+    DEFAULTED_FROM_ANNOTATION, HealthCheckSpec, MetricsSpec, ResourcesSpec,
     v1beta1::{AcceleratorSpec, EngineSpec, InferenceService, ParallelismSpec, RoutingSpec},
 };
 
 use super::builtin::{
     DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH,
-    DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM, DEFAULT_PATH_TEMPLATE, DEFAULT_PORT,
-    DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TARGET_CPU,
+    DEFAULT_HEALTH_TIMEOUT, DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH, DEFAULT_PARALLELISM,
+    DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TARGET_CPU,
 };
 use super::policy::{Layer, first_default, layers};
 use super::{Context, Defaulted, Provenance};
@@ -199,6 +200,36 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
             "spec.healthCheck.timeout",
             |d| d.health_check.as_ref()?.timeout.clone(),
             Some((DEFAULT_HEALTH_TIMEOUT.to_owned(), SOURCE_BUILT_IN)),
+        );
+    }
+    {
+        // The engine port as defaulted above (an invalid one is reported
+        // there, not copied here).
+        let engine_port = spec
+            .engine
+            .as_ref()
+            .and_then(|e| e.port)
+            .unwrap_or(DEFAULT_PORT);
+        let m = spec.metrics.get_or_insert_with(MetricsSpec::default);
+        f.fill(
+            &mut m.port,
+            "spec.metrics.port",
+            |d| d.metrics.as_ref()?.port,
+            (1..=65535)
+                .contains(&engine_port)
+                .then_some((engine_port, SOURCE_BUILT_IN)),
+        );
+        f.fill(
+            &mut m.path,
+            "spec.metrics.path",
+            |d| d.metrics.as_ref()?.path.clone(),
+            Some((DEFAULT_METRICS_PATH.to_owned(), SOURCE_BUILT_IN)),
+        );
+        f.fill(
+            &mut m.interval,
+            "spec.metrics.interval",
+            |d| d.metrics.as_ref()?.interval.clone(),
+            Some((DEFAULT_METRICS_INTERVAL.to_owned(), SOURCE_BUILT_IN)),
         );
     }
     {

@@ -14,7 +14,7 @@ use kube_quantity::ParsedQuantity;
 
 use crate::api::policy::{Enforcement, PolicyDefaults, PolicyLimits};
 use crate::api::{
-    AcceleratorType, ClusterInferencePolicy, HealthCheckSpec, InferencePolicy,
+    AcceleratorType, ClusterInferencePolicy, HealthCheckSpec, InferencePolicy, MetricsSpec,
     v1beta1::{Backend, InferenceService, ModelSpec},
 };
 
@@ -219,6 +219,7 @@ pub fn validate_service(
 
     // Health check.
     check_health(&mut v.errors, "spec.healthCheck", s.health_check.as_ref());
+    check_metrics(&mut v.errors, "spec.metrics", s.metrics.as_ref());
 
     // Routing.
     let routing = s.routing.as_ref();
@@ -415,6 +416,44 @@ fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<&HealthChec
             format!("{timeout_s:?}"),
             &format!("must be less than or equal to {prefix}.interval ({interval_s})"),
         ));
+    }
+}
+
+/// The fields of `spec.metrics` (or a policy's `defaults.metrics`) that are set.
+fn check_metrics(errs: &mut Vec<FieldError>, prefix: &str, m: Option<&MetricsSpec>) {
+    let Some(m) = m else { return };
+    if let Some(port) = m.port
+        && !(1..=65535).contains(&port)
+    {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.port"),
+            port,
+            "must be between 1 and 65535, inclusive",
+        ));
+    }
+    if let Some(path) = &m.path
+        && (!path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.path"),
+            format!("{path:?}"),
+            "must start with '/' and contain no whitespace",
+        ));
+    }
+    if let Some(interval) = &m.interval {
+        match parse_gateway_duration(interval) {
+            Ok(d) if d.is_zero() => errs.push(FieldError::invalid(
+                format!("{prefix}.interval"),
+                format!("{interval:?}"),
+                "must be greater than 0",
+            )),
+            Ok(_) => {}
+            Err(e) => errs.push(FieldError::invalid(
+                format!("{prefix}.interval"),
+                format!("{interval:?}"),
+                &e,
+            )),
+        }
     }
 }
 
@@ -696,6 +735,7 @@ fn check_policy_spec(
             // Only the fields the policy sets; the rest are built-ins.
             check_health(errs, "spec.defaults.healthCheck", Some(hc));
         }
+        check_metrics(errs, "spec.defaults.metrics", d.metrics.as_ref());
         if let Some(r) = &d.routing {
             if let Some(t) = &r.path_template
                 && let Err(e) = super::route::check_template_on_sample(t)

@@ -116,6 +116,7 @@ impl Writer {
             "HorizontalPodAutoscaler" => "HorizontalPodAutoscaler",
             "HTTPRoute" => "HTTPRoute",
             "RayService" => "RayService",
+            "PodMonitor" => "PodMonitor",
             _ => "object",
         };
         let marker = |m: &kube::api::ObjectMeta| {

@@ -22,6 +22,7 @@ use tracing::{debug, info, warn};
 
 use super::apply::Writer;
 use super::children::httproute::HTTPRoute;
+use super::children::podmonitor::PodMonitor;
 use super::discovery::ApiDiscovery;
 use super::flow::{error_policy, reconcile};
 use super::watches::{child_reflector, optional_reflector, service_triggers};
@@ -60,8 +61,10 @@ pub struct Ctx {
     pub(super) hpas: Store<PartialObjectMeta<HorizontalPodAutoscaler>>,
     pub(super) routes: Store<PartialObjectMeta<HTTPRoute>>,
     pub(super) rayservices: Store<PartialObjectMeta<RayService>>,
+    pub(super) podmonitors: Store<PartialObjectMeta<PodMonitor>>,
     pub(super) gateway_api: Arc<ApiDiscovery>,
     pub(super) ray_api: Arc<ApiDiscovery>,
+    pub(super) monitor_api: Arc<ApiDiscovery>,
     /// Built on first use (Deployment-only clusters never load the roots).
     pub(super) graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     /// Consecutive failures per service, for backoff.
@@ -94,10 +97,28 @@ pub async fn run_controller(
         client.clone(),
         scope.clone(),
         gateway_api.clone(),
+        None,
     );
     let ray_api = Arc::new(ApiDiscovery::rayservice());
-    let (rayservices, ray_rx) =
-        optional_reflector::<RayService>(&mut tasks, client.clone(), scope, ray_api.clone());
+    let (rayservices, ray_rx) = optional_reflector::<RayService>(
+        &mut tasks,
+        client.clone(),
+        scope.clone(),
+        ray_api.clone(),
+        None,
+    );
+    // Services wait for Gateway API and KubeRay by requeueing (they say so in
+    // status); a PodMonitor is made for every service, so the CRD's arrival
+    // reconciles them all once instead.
+    let (monitor_crd_tx, monitor_crd_appeared) = futures::channel::mpsc::unbounded();
+    let monitor_api = Arc::new(ApiDiscovery::podmonitor());
+    let (podmonitors, monitor_rx) = optional_reflector::<PodMonitor>(
+        &mut tasks,
+        client.clone(),
+        scope,
+        monitor_api.clone(),
+        Some(monitor_crd_tx),
+    );
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
         let _ = graph_fetcher.set(f);
@@ -119,11 +140,13 @@ pub async fn run_controller(
     let svc_stream = service_triggers(service_events, graph_fetcher.clone());
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change.
-    let reconcile_all = futures::stream::once(std::future::ready(())).chain(
-        futures::stream::unfold(policy_changes, |mut rx| async move {
-            rx.changed().await.ok().map(|()| ((), rx))
-        }),
-    );
+    let reconcile_all =
+        futures::stream::once(std::future::ready(())).chain(futures::stream::select(
+            futures::stream::unfold(policy_changes, |mut rx| async move {
+                rx.changed().await.ok().map(|()| ((), rx))
+            }),
+            monitor_crd_appeared,
+        ));
 
     let recorder = Recorder::new(
         client.clone(),
@@ -144,8 +167,10 @@ pub async fn run_controller(
         hpas,
         routes,
         rayservices,
+        podmonitors,
         gateway_api,
         ray_api,
+        monitor_api,
         graph_fetcher,
         failures: Mutex::new(HashMap::new()),
     });
@@ -168,6 +193,7 @@ pub async fn run_controller(
         .owns_stream(hpa_rx.map(Ok))
         .owns_stream(route_rx.map(Ok))
         .owns_stream(ray_rx.map(Ok))
+        .owns_stream(monitor_rx.map(Ok))
         .reconcile_all_on(reconcile_all)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -1,6 +1,7 @@
 //! Which optional APIs the cluster serves (Gateway API's HTTPRoute, KubeRay's
-//! RayService), asked of the API server's discovery and cached, and the
-//! preflight that tells a user how to install infergate's own CRDs.
+//! RayService, the Prometheus Operator's PodMonitor), asked of the API
+//! server's discovery and cached, and the preflight that tells a user how to
+//! install infergate's own CRDs.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use kube::api::{Api, ListParams};
 
 use super::Error;
 use super::children::httproute::{self};
+use super::children::podmonitor;
 use crate::api::v1beta1::InferenceService;
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
 use crate::reconcile::children::rayservice::{self};
@@ -31,6 +33,12 @@ impl ApiDiscovery {
     #[must_use]
     pub fn gateway() -> Self {
         Self::of(httproute::API_VERSION, httproute::PLURAL)
+    }
+
+    /// Discovery of `monitoring.coreos.com/v1` `podmonitors`.
+    #[must_use]
+    pub fn podmonitor() -> Self {
+        Self::of(podmonitor::API_VERSION, podmonitor::PLURAL)
     }
 
     /// Discovery of `ray.io/v1` `rayservices`.

@@ -15,6 +15,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::Error;
 use super::children::httproute::HTTPRoute;
+use super::children::podmonitor;
 use super::children::rayservice;
 use super::children::{self as builders, Desired, Track};
 use super::controller::{Ctx, GRAPH_BUSY_RETRY, OPTIONAL_API_RECHECK, RESYNC};
@@ -398,6 +399,28 @@ impl Ctx {
         workers
     }
 
+    /// PodMonitor `S` where the Prometheus Operator's CRD is served; nothing
+    /// (and no failure) where it is not.
+    async fn apply_pod_monitor(
+        &self,
+        svc: &InferenceService,
+        defaulted: &InferenceService,
+    ) -> Result<(), Error> {
+        if !self.monitor_api.installed(&self.client).await? {
+            return Ok(());
+        }
+        let monitor = podmonitor::pod_monitor(defaulted)?;
+        match self.writer.apply(svc, &monitor, &self.podmonitors).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => {
+                // The CRD went away between discovery and apply.
+                self.monitor_api.forget();
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Default and validate (synchronous: the engine's context is not `Send`).
     fn evaluate(&self, svc: &InferenceService, ns: &str) -> Evaluation {
         let source = Watched {
@@ -517,6 +540,7 @@ impl Ctx {
                 }
             }
         };
+        self.apply_pod_monitor(svc, defaulted).await?;
         if canary.is_none() {
             // A canary that goes away lets go of the route first: its
             // Deployment and Service are deleted only now that the API

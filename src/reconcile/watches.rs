@@ -16,7 +16,7 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::children::LABEL_MANAGED_BY;
 use super::discovery::{ApiDiscovery, DISCOVERY_TTL_MISSING};
@@ -54,12 +54,15 @@ where
     (reader, rx)
 }
 
-/// Children of an optional CRD (HTTPRoute, RayService) are watched once it is installed.
+/// Children of an optional CRD (HTTPRoute, RayService, PodMonitor) are
+/// watched once it is installed. A CRD that was missing and appears is
+/// announced on `appeared` (so every service can be reconciled once).
 pub(super) fn optional_reflector<K>(
     tasks: &mut JoinSet<()>,
     client: Client,
     scope: Scope,
     discovery: Arc<ApiDiscovery>,
+    appeared: Option<mpsc::UnboundedSender<()>>,
 ) -> ChildWatch<K>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
@@ -74,13 +77,21 @@ where
     let (tx, rx) = mpsc::unbounded();
     let kind = K::kind(&()).into_owned();
     tasks.spawn(async move {
+        let mut missing = false;
         loop {
             match discovery.installed(&client).await {
                 Ok(true) => break,
-                Ok(false) => debug!(kind = %kind, "CRD not installed; not watched yet"),
+                Ok(false) => {
+                    debug!(kind = %kind, "CRD not installed; not watched yet");
+                    missing = true;
+                }
                 Err(e) => warn!(kind = %kind, error = %e, "API discovery failed"),
             }
             tokio::time::sleep(DISCOVERY_TTL_MISSING).await;
+        }
+        if missing && let Some(appeared) = appeared {
+            info!(kind = %kind, "CRD installed; watching it and reconciling every service");
+            let _ = appeared.unbounded_send(());
         }
         forward_children(client, scope, writer, tx).await;
     });

@@ -416,8 +416,9 @@ pub async fn client_from(path: &Path) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-/// Build (when missing) and locate the control-plane binaries.
-fn build_control_plane() -> anyhow::Result<PathBuf> {
+/// Build (when missing) and locate the control-plane binaries (kubectl among
+/// them), without starting anything.
+pub fn build_control_plane() -> anyhow::Result<PathBuf> {
     if let Ok(dir) = std::env::var("INFERGATE_CONTROL_PLANE_BIN") {
         return Ok(PathBuf::from(dir));
     }

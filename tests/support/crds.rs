@@ -15,7 +15,7 @@ use super::process::text;
 pub const INFERGATE_CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
 
 /// The published Gateway API HTTPRoute CRD (standard channel), fetched from
-/// the `sigs.k8s.io/gateway-api` Go module by `fetch-gateway-api.sh`.
+/// the `sigs.k8s.io/gateway-api` Go module by `fetch-upstream-crds.sh`.
 pub fn httproute_crd() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
@@ -41,18 +41,37 @@ pub fn rayservice_crd() -> &'static str {
 /// The directory of the Gateway API standard-channel CRDs (fetched when
 /// missing; `INFERGATE_GATEWAY_API_DIR` names one fetched elsewhere).
 pub fn gateway_api_dir() -> std::path::PathBuf {
-    if let Ok(dir) = std::env::var("INFERGATE_GATEWAY_API_DIR") {
+    upstream_dir("gateway-api", "INFERGATE_GATEWAY_API_DIR")
+}
+
+/// The published Prometheus Operator PodMonitor CRD, fetched from the
+/// `github.com/prometheus-operator/prometheus-operator` Go module.
+pub fn podmonitor_crd() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        upstream_dir("prometheus-operator", "INFERGATE_PROMETHEUS_OPERATOR_DIR")
+            .join("monitoring.coreos.com_podmonitors.yaml")
+            .display()
+            .to_string()
+    })
+}
+
+/// The directory `fetch-upstream-crds.sh PROJECT` fetches into (or the one
+/// the environment variable `env` names).
+fn upstream_dir(project: &str, env: &str) -> std::path::PathBuf {
+    if let Ok(dir) = std::env::var(env) {
         return dir.into();
     }
-    let script = super::fixtures::root().join("tests/support/fetch-gateway-api.sh");
+    let script = super::fixtures::root().join("tests/support/fetch-upstream-crds.sh");
     let out = std::process::Command::new("bash")
         .arg(&script)
+        .arg(project)
         .stderr(std::process::Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
     assert!(
         out.status.success(),
-        "{} failed ({}): it fetches the Gateway API CRDs from the Go module proxy",
+        "{} {project} failed ({}): it fetches the CRDs from the Go module proxy",
         script.display(),
         out.status
     );

@@ -4,7 +4,7 @@
 //!
 //! - [`control_plane`]: etcd, kube-apiserver and kube-controller-manager on
 //!   loopback, kubeconfigs, kubectl, namespaces;
-//! - [`crds`]: infergate's CRDs and the HTTPRoute and RayService fixture CRDs;
+//! - [`crds`]: infergate's CRDs and the published HTTPRoute, RayService and PodMonitor CRDs;
 //! - [`wait`]: [`eventually`] and the waits built on it;
 //! - [`servers`]: ports, certificates, TLS server and client, the graph server;
 //! - [`app`]: infergate in process (webhook state, `serve`, reconciler) and as

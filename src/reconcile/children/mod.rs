@@ -1,7 +1,7 @@
 //! The children of an InferenceService as pure functions: Deployment,
-//! Service, HorizontalPodAutoscaler and (in [`httproute`]) HTTPRoute for
-//! `backend: Deployment`; the RayService (in [`rayservice`]) for
-//! `backend: RayService`.
+//! Service, HorizontalPodAutoscaler, (in [`httproute`]) HTTPRoute and (in
+//! [`podmonitor`]) PodMonitor for `backend: Deployment`; the RayService (in
+//! [`rayservice`]) for `backend: RayService`.
 //!
 //! Every function takes a defaulted [`InferenceService`] (as the mutating
 //! webhook stores it, or as the reconciler defaults it in memory) and returns
@@ -10,6 +10,7 @@
 mod deployment;
 mod hpa;
 pub mod httproute;
+pub mod podmonitor;
 pub mod raycluster;
 pub mod rayservice;
 mod routing;

@@ -468,3 +468,72 @@ fn canary_weight_is_routed_only_once_a_canary_replica_is_ready() {
     assert_eq!(routed_canary_weight(&s, 1), 25);
     assert_eq!(routed_canary_weight(&svc(), 3), 0);
 }
+
+#[test]
+fn pod_monitor_scrapes_both_engine_tracks_at_the_metrics_endpoint() {
+    use crate::api::MetricsSpec;
+    use podmonitor::pod_monitor;
+    let mut s = with_canary(svc(), 10, None);
+    // Undefaulted metrics: the engine port, /metrics, 30s.
+    let m = pod_monitor(&s).unwrap();
+    assert_eq!(m.metadata.name.as_deref(), Some("chat"));
+    assert_eq!(m.metadata.labels, Some(labels(&s, Track::Primary)));
+    assert_eq!(
+        m.metadata.owner_references,
+        Some(vec![owner_reference(&s).unwrap()])
+    );
+    let ep = &m.spec.pod_metrics_endpoints;
+    assert_eq!(ep.len(), 1);
+    assert_eq!(ep[0].port_number, Some(8000));
+    assert_eq!(ep[0].path.as_deref(), Some("/metrics"));
+    assert_eq!(ep[0].interval.as_deref(), Some("30s"));
+    assert_eq!(m.spec.pod_target_labels, [LABEL_TRACK]);
+
+    // The selector takes the pods of both tracks' Deployments, nothing else
+    // of the service (an endpoint picker's pods carry no track label).
+    let matches = |pod: &BTreeMap<String, String>| {
+        let sel = &m.spec.selector;
+        sel.match_labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| pod.get(k) == Some(v))
+            && sel.match_expressions.iter().flatten().all(|e| {
+                e.operator == "In"
+                    && pod
+                        .get(&e.key)
+                        .is_some_and(|v| e.values.iter().flatten().any(|x| x == v))
+            })
+    };
+    for track in [Track::Primary, Track::Canary] {
+        let d = deployment(&s, track).unwrap();
+        let pod = d.spec.unwrap().template.metadata.unwrap().labels.unwrap();
+        assert!(matches(&pod), "{track:?} pods are scraped");
+    }
+    let mut epp = labels(&s, Track::Primary);
+    epp.remove(LABEL_TRACK);
+    assert!(!matches(&epp), "pods without a track are not scraped");
+    let mut other = labels(&s, Track::Primary);
+    other.insert(LABEL_SERVICE.into(), "other".into());
+    assert!(!matches(&other), "another service's pods are not scraped");
+
+    // spec.metrics is taken as set; the interval in canonical form.
+    s.spec.metrics = Some(MetricsSpec {
+        port: Some(9090),
+        path: Some("/stats".into()),
+        interval: Some("90s".into()),
+    });
+    let m = pod_monitor(&s).unwrap();
+    let ep = &m.spec.pod_metrics_endpoints[0];
+    assert_eq!(
+        (ep.port_number, ep.path.as_deref(), ep.interval.as_deref()),
+        (Some(9090), Some("/stats"), Some("1m30s"))
+    );
+    s.spec.metrics.as_mut().unwrap().interval = Some("soon".into());
+    assert!(matches!(
+        pod_monitor(&s),
+        Err(BuildError::Duration {
+            field: "spec.metrics.interval",
+            ..
+        })
+    ));
+}

@@ -1,0 +1,82 @@
+{{/* Labels of every object: infergate's own, and Helm's bookkeeping. */}}
+{{- define "infergate.labels" -}}
+app.kubernetes.io/name: infergate
+{{ include "infergate.helmLabels" . }}
+{{- end }}
+
+{{/* Helm's bookkeeping labels (the only ones on the CRDs). */}}
+{{- define "infergate.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The caBundle source cert-manager's injector reads (certManager mode). */}}
+{{- define "infergate.injectCaFrom" -}}
+{{ printf "%s/infergate-webhook" .Release.Namespace }}
+{{- end }}
+
+{{/*
+The rules of the reconciler's children and of the services it watches, held
+by the ClusterRole (every namespace) or by a Role in each managed namespace.
+`cluster` adds clusterinferencepolicies (read cluster-wide in both modes).
+*/}}
+{{- define "infergate.workloadRules" -}}
+# Webhook caches and the reconciler's watch of services and policies.
+- apiGroups: ["infergate.dev"]
+  resources: {{ if .cluster }}["inferenceservices", "clusterinferencepolicies", "inferencepolicies"]{{ else }}["inferenceservices", "inferencepolicies"]{{ end }}
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["infergate.dev"]
+  resources: ["inferenceservices/status"]
+  verbs: ["get", "patch", "update"]
+# Children carry a controller ownerReference with blockOwnerDeletion, which
+# the apiserver allows only to those who may update the owner's finalizers.
+- apiGroups: ["infergate.dev"]
+  resources: ["inferenceservices/finalizers"]
+  verbs: ["update"]
+{{- if .cluster }}
+# Namespace labels for policy namespaceSelectors.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
+# Children the reconciler owns (server-side apply, deletion of unwanted ones).
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["httproutes"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["ray.io"]
+  resources: ["rayservices"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Scaling: the worker group's replicas on the RayService's own RayClusters.
+- apiGroups: ["ray.io"]
+  resources: ["rayclusters"]
+  verbs: ["get", "patch"]
+# Engine metrics: a PodMonitor per service (once its CRD is installed).
+- apiGroups: ["monitoring.coreos.com"]
+  resources: ["podmonitors"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Events about services.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/* caBundle injection (self-signed mode), only into infergate's own objects. */}}
+{{- define "infergate.caBundleRules" -}}
+- apiGroups: ["admissionregistration.k8s.io"]
+  resources: ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+  resourceNames: ["infergate"]
+  verbs: ["get", "update", "patch"]
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["inferenceservices.infergate.dev"]
+  verbs: ["get", "update", "patch"]
+{{- end }}

@@ -1,0 +1,110 @@
+//! The Prometheus Operator PodMonitor (`monitoring.coreos.com/v1`) that
+//! scrapes a service's engine metrics, and the few PodMonitor types
+//! infergate sets.
+//!
+//! Only the fields infergate writes are modelled; the end-to-end tests
+//! install the published PodMonitor CRD, and `tests/upstream_schema.rs`
+//! checks every field written here against it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{BuildError, LABEL_SERVICE, LABEL_TRACK, Track, child_meta, engine_port};
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::engine::builtin::{DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH};
+use crate::engine::duration::canonical_gateway_duration;
+use kube::ResourceExt;
+
+/// The API version the reconciler writes.
+pub const API_VERSION: &str = "monitoring.coreos.com/v1";
+/// The resource name discovery lists for PodMonitor.
+pub const PLURAL: &str = "podmonitors";
+
+/// Desired state of a PodMonitor.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "monitoring.coreos.com",
+    version = "v1",
+    kind = "PodMonitor",
+    plural = "podmonitors",
+    namespaced,
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMonitorSpec {
+    /// The pods scraped (in the PodMonitor's own namespace).
+    pub selector: LabelSelector,
+    /// Pod labels copied onto every scraped series.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_target_labels: Vec<String>,
+    /// How each pod is scraped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_metrics_endpoints: Vec<PodMetricsEndpoint>,
+}
+
+/// One scrape endpoint of the selected pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMetricsEndpoint {
+    /// The container port number serving the metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_number: Option<i32>,
+    /// The HTTP path of the metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The scrape interval (a Prometheus duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+}
+
+/// PodMonitor `S`: the engine pods of both tracks (selected by the service
+/// and track labels, so an endpoint picker's pods, which carry no track,
+/// are never scraped), at `spec.metrics`' port, path and interval, with the
+/// track as a target label.
+pub fn pod_monitor(svc: &InferenceService) -> Result<PodMonitor, BuildError> {
+    let metrics = svc.spec.metrics.as_ref();
+    let interval = metrics
+        .and_then(|m| m.interval.as_deref())
+        .unwrap_or(DEFAULT_METRICS_INTERVAL);
+    // The canonical form (largest unit first) is also a Prometheus duration.
+    let interval =
+        canonical_gateway_duration(interval).map_err(|message| BuildError::Duration {
+            field: "spec.metrics.interval",
+            message,
+        })?;
+    let mut monitor = PodMonitor::new(
+        &engine::primary_name(svc),
+        PodMonitorSpec {
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([(LABEL_SERVICE.to_owned(), svc.name_any())])),
+                match_expressions: Some(vec![LabelSelectorRequirement {
+                    key: LABEL_TRACK.to_owned(),
+                    operator: "In".to_owned(),
+                    values: Some(
+                        [Track::Primary, Track::Canary]
+                            .map(|t| t.as_str().to_owned())
+                            .to_vec(),
+                    ),
+                }]),
+            },
+            pod_target_labels: vec![LABEL_TRACK.to_owned()],
+            pod_metrics_endpoints: vec![PodMetricsEndpoint {
+                port_number: Some(metrics.and_then(|m| m.port).unwrap_or(engine_port(svc))),
+                path: Some(
+                    metrics
+                        .and_then(|m| m.path.clone())
+                        .unwrap_or_else(|| DEFAULT_METRICS_PATH.to_owned()),
+                ),
+                interval: Some(interval),
+            }],
+        },
+    );
+    monitor.metadata = child_meta(svc, engine::primary_name(svc), Track::Primary)?;
+    Ok(monitor)
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fetches published CRDs from their projects' Go modules at pinned versions
+# into a cache outside the repository, and prints the directory holding them.
+# Does nothing when they are already there. (The KubeRay CRDs come with the
+# operator: build-kuberay.sh.)
+#
+#   tests/support/fetch-upstream-crds.sh gateway-api          # Gateway API standard channel
+#   tests/support/fetch-upstream-crds.sh prometheus-operator  # monitoring.coreos.com (PodMonitor, ...)
+#   tests/support/fetch-upstream-crds.sh all                  # both; prints nothing
+#
+# Environment:
+#   INFERGATE_GATEWAY_API_VERSION          Gateway API release (default below)
+#   INFERGATE_PROMETHEUS_OPERATOR_VERSION  Prometheus Operator release (default below)
+#   INFERGATE_CACHE_DIR                    cache root (default ~/.cache/infergate)
+set -euo pipefail
+
+GATEWAY_API_VERSION="${INFERGATE_GATEWAY_API_VERSION:-v1.4.1}"
+PROMETHEUS_OPERATOR_VERSION="${INFERGATE_PROMETHEUS_OPERATOR_VERSION:-v0.85.0}"
+CACHE_ROOT="${INFERGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infergate}"
+
+log() { echo "fetch-upstream-crds: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# fetch NAME MODULE VERSION SUBDIR MARKER: copy SUBDIR/*.yaml of MODULE@VERSION
+# into the cache unless MARKER is already there; print the directory.
+fetch() {
+  local name="$1" module="$2" version="$3" subdir="$4" marker="$5"
+  local dest="$CACHE_ROOT/$name/$version/crd"
+  if [[ -f "$dest/$marker" ]]; then
+    echo "$dest"
+    return
+  fi
+  command -v go >/dev/null || die "Go is required to fetch the $name CRDs from the Go module proxy"
+  local work dir
+  work=$(mktemp -d)
+  log "fetching ${module}@${version}"
+  dir=$(cd "$work" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod init infergate.dev/crd-fetch >/dev/null 2>&1 \
+    && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "${module}@${version}" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+  rm -rf "$work"
+  [[ -f "$dir/$subdir/$marker" ]] || die "could not download ${module}@${version} (is the Go module proxy reachable?)"
+  mkdir -p "$dest"
+  cp "$dir/$subdir"/*.yaml "$dest/"
+  chmod u+w "$dest"/*.yaml
+  log "$name ${version} CRDs in $dest"
+  echo "$dest"
+}
+
+gateway_api() {
+  fetch gateway-api sigs.k8s.io/gateway-api "$GATEWAY_API_VERSION" \
+    config/crd/standard gateway.networking.k8s.io_httproutes.yaml
+}
+
+prometheus_operator() {
+  fetch prometheus-operator github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION" \
+    example/prometheus-operator-crd monitoring.coreos.com_podmonitors.yaml
+}
+
+case "${1:-}" in
+  gateway-api) gateway_api ;;
+  prometheus-operator) prometheus_operator ;;
+  all) gateway_api >/dev/null; prometheus_operator >/dev/null ;;
+  *) die "usage: $0 gateway-api|prometheus-operator|all" ;;
+esac
