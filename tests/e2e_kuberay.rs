@@ -263,7 +263,8 @@ async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph
         .await
         .expect("create service");
 
-    // KubeRay builds one RayCluster for the RayService and reports it.
+    // KubeRay builds one RayCluster for the RayService and reports it as
+    // pending: it becomes active only once its Serve applications run.
     let rayservices: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &ApiResource::erase::<RayService>(&()));
     let clusters: Api<DynamicObject> =
@@ -277,10 +278,10 @@ async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph
                 .await
                 .map_err(|e| e.to_string())?
                 .ok_or("no RayService yet")?;
-            let name = rs.data["status"]["activeServiceStatus"]["rayClusterName"]
+            let name = rs.data["status"]["pendingServiceStatus"]["rayClusterName"]
                 .as_str()
                 .filter(|n| !n.is_empty())
-                .ok_or("no active cluster in the RayService's status")?
+                .ok_or("no pending cluster in the RayService's status")?
                 .to_owned();
             let cluster = clusters
                 .get_opt(&name)
@@ -364,31 +365,46 @@ async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph
         "{conditions:?}"
     );
 
-    // A new graph version on the server: infergate updates the RayService,
-    // KubeRay observes the new generation and, the cluster spec being the
-    // same, keeps the cluster: the new Serve config goes to the active
-    // cluster once its head is ready, so without a kubelet it waits there,
-    // Ready=False (Initializing), with no pending cluster.
+    // A new graph version on the server: infergate updates the RayService;
+    // KubeRay reconciles it and, the cluster spec being the same, keeps the
+    // cluster it is preparing (no new RayCluster): the new Serve config goes
+    // to that cluster once its head is ready. Without a kubelet it waits
+    // there: Ready=False (Initializing), the same cluster pending, none active.
     let before = rs.metadata.generation.unwrap_or_default();
+    let waits = |log: &str| log.matches("The head Pod is not ready, requeue").count();
+    let waits_before = waits(&std::fs::read_to_string(&_kuberay.log).unwrap_or_default());
     server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
-    let updated = eventually(
-        "KubeRay to observe the updated RayService",
-        WAIT,
-        async || {
-            let rs = rayservices.get("rag").await.map_err(|e| e.to_string())?;
-            let generation = rs.metadata.generation.unwrap_or_default();
-            let observed = rs.data["status"]["observedGeneration"]
-                .as_i64()
-                .unwrap_or_default();
-            let serve = rs.data["spec"]["serveConfigV2"]
-                .as_str()
-                .unwrap_or_default();
-            (generation > before && observed == generation && serve.contains("name: reranker"))
-                .then_some(rs)
-                .ok_or_else(|| format!("generation {generation}, observed {observed}"))
-        },
-    )
+    let written = eventually("infergate to write the new graph", WAIT, async || {
+        let rs = rayservices.get("rag").await.map_err(|e| e.to_string())?;
+        let generation = rs.metadata.generation.unwrap_or_default();
+        let serve = rs.data["spec"]["serveConfigV2"]
+            .as_str()
+            .unwrap_or_default();
+        (generation > before && serve.contains("name: reranker"))
+            .then_some(rs)
+            .ok_or_else(|| format!("generation {generation}"))
+    })
     .await;
+    // KubeRay reconciles the new generation and goes on waiting for the
+    // cluster's head (it writes the RayService's status, observedGeneration
+    // included, only once the head is ready).
+    eventually("KubeRay to reconcile the update", WAIT, async || {
+        let log = std::fs::read_to_string(&_kuberay.log).map_err(|e| e.to_string())?;
+        (waits(&log) > waits_before + 1)
+            .then_some(())
+            .ok_or_else(|| "no new reconcile in KubeRay's log".to_owned())
+    })
+    .await;
+    let updated = rayservices.get("rag").await.expect("RayService");
+    assert_eq!(
+        updated.data["spec"], written.data["spec"],
+        "KubeRay changed nothing in the spec"
+    );
+    assert_eq!(
+        updated.data["status"]["observedGeneration"].as_i64(),
+        Some(before),
+        "KubeRay reports the new generation only once the head is ready"
+    );
     let status = &updated.data["status"];
     let ready = status["conditions"]
         .as_array()
@@ -401,16 +417,16 @@ async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph
         "waiting for a healthy cluster: {status}"
     );
     assert_eq!(
-        status["activeServiceStatus"]["rayClusterName"].as_str(),
+        status["pendingServiceStatus"]["rayClusterName"].as_str(),
         Some(cluster_name.as_str()),
-        "the same active cluster"
+        "the same cluster, still pending: {status}"
     );
     assert!(
-        status["pendingServiceStatus"]["rayClusterName"]
+        status["activeServiceStatus"]["rayClusterName"]
             .as_str()
             .unwrap_or_default()
             .is_empty(),
-        "no pending cluster for a Serve-config-only change: {status}"
+        "no cluster active before one is healthy: {status}"
     );
     let all = clusters
         .list(&ListParams::default())
