@@ -40,7 +40,7 @@ upstream-crds:
 	@tests/support/fetch-upstream-crds.sh all
 
 helm:
-	@tests/support/build-helm.sh >/dev/null
+	@tests/support/build-tool.sh helm >/dev/null
 
 bench:
 	$(CARGO) bench --locked

@@ -124,6 +124,39 @@ fn metrics() -> impl Strategy<Value = infergate::api::MetricsSpec> {
         })
 }
 
+fn backend_kind() -> impl Strategy<Value = infergate::api::BackendKind> {
+    prop_oneof![
+        Just(infergate::api::BackendKind::Service),
+        Just(infergate::api::BackendKind::InferencePool),
+    ]
+}
+
+fn endpoint_picker() -> impl Strategy<Value = infergate::api::EndpointPickerSpec> {
+    use infergate::api::{EndpointPickerMode, EndpointPickerSpec, FailureMode};
+    (
+        opt(prop_oneof![
+            Just(EndpointPickerMode::Owned),
+            Just(EndpointPickerMode::None)
+        ]),
+        opt(image()),
+        opt(1i32..4),
+        opt(prop_oneof![
+            Just(FailureMode::FailOpen),
+            Just(FailureMode::FailClose)
+        ]),
+        opt("[a-z: \n]{0,20}"),
+    )
+        .prop_map(
+            |(mode, image, replicas, failure_mode, config)| EndpointPickerSpec {
+                mode,
+                image,
+                replicas,
+                failure_mode,
+                config,
+            },
+        )
+}
+
 fn accelerator() -> impl Strategy<Value = AcceleratorType> {
     prop_oneof![
         Just(AcceleratorType::Nvidia),
@@ -241,12 +274,20 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
         ]),
         opt(gateway_duration()),
         opt((name(), opt(name())).prop_map(|(name, namespace)| GatewayRef { name, namespace })),
+        opt(backend_kind()),
+        opt(endpoint_picker()),
     )
-        .prop_map(|(path_template, request_timeout, gateway)| RoutingSpec {
-            path_template,
-            request_timeout,
-            gateway,
-        });
+        .prop_map(
+            |(path_template, request_timeout, gateway, backend_kind, endpoint_picker)| {
+                RoutingSpec {
+                    path_template,
+                    request_timeout,
+                    gateway,
+                    backend_kind,
+                    endpoint_picker,
+                }
+            },
+        );
     let backend_graph = prop_oneof![
         Just((None, None)),
         Just((Some(Backend::Deployment), None)),
@@ -378,6 +419,8 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
                     path_template,
                     request_timeout,
                     gateway,
+                    backend_kind: None,
+                    endpoint_picker: None,
                 },
             )),
         opt(1i32..100),

@@ -8,7 +8,7 @@
 //! (`helm.sh/chart`, `app.kubernetes.io/managed-by`) and the Namespace,
 //! which a chart cannot create for its own release (`helm install
 //! --create-namespace` does). helm is built from its Go module
-//! (`tests/support/build-helm.sh`), kubectl with the control plane.
+//! (`tests/support/build-tool.sh helm`), kubectl with the control plane.
 
 mod support;
 
@@ -39,9 +39,10 @@ fn helm() -> PathBuf {
         if let Ok(path) = std::env::var("INFERGATE_HELM") {
             return path.into();
         }
-        let script = root().join("tests/support/build-helm.sh");
+        let script = root().join("tests/support/build-tool.sh");
         let out = Command::new("bash")
             .arg(&script)
+            .arg("helm")
             .stderr(std::process::Stdio::inherit())
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));

@@ -18,7 +18,7 @@ use infergate::api::v1beta1::{
     GatewayRef, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec, ParallelismSpec,
     ResourcesSpec, RoutingSpec,
 };
-use infergate::reconcile::children::{http_route, podmonitor, rayservice};
+use infergate::reconcile::children::{Track, http_route, inferencepool, podmonitor, rayservice};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// The `openAPIV3Schema` of `version` in the CRD file at `path`.
@@ -115,6 +115,7 @@ fn service(backend: Backend) -> InferenceService {
                     name: "inference-gw".into(),
                     namespace: Some("gateways".into()),
                 }),
+                ..RoutingSpec::default()
             }),
             ..InferenceServiceSpec::default()
         },
@@ -140,6 +141,60 @@ fn the_httproute_infergate_writes_fits_the_gateway_api_schema() {
             .expect("builds")
             .expect("a gateway is set");
         check(&route, support::httproute_crd(), "the HTTPRoute");
+    }
+}
+
+#[test]
+fn inference_pools_and_their_routes_fit_the_published_schemas() {
+    use infergate::api::{BackendKind, EndpointPickerMode, EndpointPickerSpec, FailureMode};
+    let mut svc = service(Backend::Deployment);
+    let routing = svc.spec.routing.as_mut().expect("routing");
+    routing.backend_kind = Some(BackendKind::InferencePool);
+    for mode in [EndpointPickerMode::Owned, EndpointPickerMode::None] {
+        svc.spec.routing.as_mut().expect("routing").endpoint_picker = Some(EndpointPickerSpec {
+            mode: Some(mode),
+            image: Some("registry.example.com/epp:v1".into()),
+            replicas: Some(2),
+            failure_mode: Some(FailureMode::FailOpen),
+            config: Some("plugins: []\n".into()),
+        });
+        // Primary only, then with a canary (routed and not yet routed).
+        for canary in [false, true] {
+            svc.spec.canary = canary.then(|| CanarySpec {
+                model: ModelSpec {
+                    r#ref: "llama3-8b-v2".into(),
+                    image: None,
+                },
+                weight: 20,
+                ..CanarySpec::default()
+            });
+            let tracks: &[Track] = if canary {
+                &[Track::Primary, Track::Canary]
+            } else {
+                &[Track::Primary]
+            };
+            for track in tracks {
+                let pool = inferencepool::inference_pool(&svc, *track).expect("pool");
+                assert_eq!(
+                    pool.spec.endpoint_picker_ref.is_some(),
+                    mode == EndpointPickerMode::Owned
+                );
+                check(&pool, support::inferencepool_crd(), "the InferencePool");
+            }
+            for routed in [0, 20] {
+                let route = http_route(&svc, routed)
+                    .expect("builds")
+                    .expect("a gateway is set");
+                assert!(
+                    route.spec.rules[0]
+                        .backend_refs
+                        .iter()
+                        .all(|b| b.kind.as_deref() == Some("InferencePool")),
+                    "{route:?}"
+                );
+                check(&route, support::httproute_crd(), "the HTTPRoute to pools");
+            }
+        }
     }
 }
 

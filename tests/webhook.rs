@@ -383,7 +383,7 @@ fn recorded_cases() -> Vec<(&'static str, &'static str, bool, Vec<u8>)> {
         "engine": {"image": ENGINE_IMAGE, "port": 8000}, "backend": "Deployment", "replicas": 1,
         "accelerator": {"type": "none"}, "parallelism": {"tensor": 1, "pipeline": 1},
         "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"},
-        "routing": {"pathTemplate": "/{.metadata.namespace}/{.metadata.name}", "requestTimeout": "5m"},
+        "routing": {"pathTemplate": "/{.metadata.namespace}/{.metadata.name}", "requestTimeout": "5m", "backendKind": "Service"},
         "metrics": {"port": 8000, "path": "/metrics", "interval": "30s"}
     });
     let valid = set(

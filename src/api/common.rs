@@ -69,6 +69,62 @@ pub struct MetricsSpec {
     pub interval: Option<String>,
 }
 
+/// What the HTTPRoute's backendRefs point at.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BackendKind {
+    /// Each track's Service (any ready pod takes a request).
+    #[default]
+    Service,
+    /// Each track's Gateway API Inference Extension InferencePool (an
+    /// endpoint picker chooses the pod).
+    InferencePool,
+}
+
+/// Who picks the endpoint of an InferencePool.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum EndpointPickerMode {
+    /// infergate runs one endpoint picker per pool.
+    #[default]
+    Owned,
+    /// Pools without an `endpointPickerRef`, for gateways that pick endpoints themselves.
+    None,
+}
+
+/// What the gateway does when the endpoint picker does not answer.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FailureMode {
+    /// Route the request to some endpoint anyway.
+    FailOpen,
+    /// Fail the request (upstream's default).
+    #[default]
+    FailClose,
+}
+
+/// The endpoint picker of each InferencePool (`backendKind: InferencePool`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointPickerSpec {
+    /// `Owned` (default): infergate runs an endpoint picker per pool; `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<EndpointPickerMode>,
+    /// The endpoint picker's image; required for `Owned` (from here or a policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub image: Option<String>,
+    /// Replicas of each endpoint picker (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("endpointPicker.replicas must be at least 1"))]
+    pub replicas: Option<i32>,
+    /// What the gateway does when the picker fails (default `FailClose`),
+    /// copied into each pool's `endpointPickerRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_mode: Option<FailureMode>,
+    /// The picker's plugin configuration, mounted from a ConfigMap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
+    pub config: Option<String>,
+}
+
 /// A reference to a Gateway API Gateway (an HTTPRoute parentRef).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -7,7 +7,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec, MetricsSpec};
+use super::common::{
+    AcceleratorType, BackendKind, EndpointPickerSpec, GatewayRef, HealthCheckSpec, MetricsSpec,
+};
 
 /// Cluster-wide defaults and limits for the namespaces a selector matches.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -180,6 +182,12 @@ pub struct RoutingDefaults {
     /// Gateway the HTTPRoute attaches to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayRef>,
+    /// `Service` or `InferencePool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_kind: Option<BackendKind>,
+    /// Endpoint picker defaults, field by field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_picker: Option<EndpointPickerSpec>,
 }
 
 /// Limits a policy imposes; unset means no limit from this policy.

@@ -8,7 +8,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use super::common::{AcceleratorType, GatewayRef, HealthCheckSpec, MetricsSpec, ResourcesSpec};
+pub use super::common::{
+    AcceleratorType, BackendKind, EndpointPickerMode, EndpointPickerSpec, FailureMode, GatewayRef,
+    HealthCheckSpec, MetricsSpec, ResourcesSpec,
+};
 
 /// The desired state of an inference service.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
@@ -237,6 +240,13 @@ pub struct RoutingSpec {
     /// The Gateway the HTTPRoute attaches to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<GatewayRef>,
+    /// What the route's backendRefs point at: `Service` (default) or an
+    /// `InferencePool` per track.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_kind: Option<BackendKind>,
+    /// The endpoint picker of each InferencePool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_picker: Option<EndpointPickerSpec>,
 }
 
 /// Where the Ray Serve graph is fetched from.

@@ -15,7 +15,9 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::api::{
-    DEFAULTED_FROM_ANNOTATION, HealthCheckSpec, MetricsSpec, ResourcesSpec,
+    BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode, EndpointPickerSpec, FailureMode,
+    HealthCheckSpec, MetricsSpec, ResourcesSpec,
+    policy::PolicyDefaults,
     v1beta1::{AcceleratorSpec, EngineSpec, InferenceService, ParallelismSpec, RoutingSpec},
 };
 
@@ -252,6 +254,50 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
             |d| d.routing.as_ref()?.gateway.clone(),
             None,
         );
+        f.fill(
+            &mut r.backend_kind,
+            "spec.routing.backendKind",
+            |d| d.routing.as_ref()?.backend_kind,
+            Some((BackendKind::Service, SOURCE_BUILT_IN)),
+        );
+        if r.backend_kind == Some(BackendKind::InferencePool) {
+            let picker = |d: &PolicyDefaults| d.routing.as_ref()?.endpoint_picker.clone();
+            let epp = r
+                .endpoint_picker
+                .get_or_insert_with(EndpointPickerSpec::default);
+            f.fill(
+                &mut epp.mode,
+                "spec.routing.endpointPicker.mode",
+                |d| picker(d)?.mode,
+                Some((EndpointPickerMode::Owned, SOURCE_BUILT_IN)),
+            );
+            if epp.mode == Some(EndpointPickerMode::Owned) {
+                f.fill(
+                    &mut epp.image,
+                    "spec.routing.endpointPicker.image",
+                    |d| picker(d)?.image,
+                    None,
+                );
+                f.fill(
+                    &mut epp.replicas,
+                    "spec.routing.endpointPicker.replicas",
+                    |d| picker(d)?.replicas,
+                    Some((1, SOURCE_BUILT_IN)),
+                );
+                f.fill(
+                    &mut epp.failure_mode,
+                    "spec.routing.endpointPicker.failureMode",
+                    |d| picker(d)?.failure_mode,
+                    Some((FailureMode::FailClose, SOURCE_BUILT_IN)),
+                );
+                f.fill(
+                    &mut epp.config,
+                    "spec.routing.endpointPicker.config",
+                    |d| picker(d)?.config,
+                    None,
+                );
+            }
+        }
     }
 
     let filled = f.filled;

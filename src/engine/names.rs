@@ -24,6 +24,26 @@ pub fn primary_name(svc: &InferenceService) -> String {
     svc.name_any()
 }
 
+/// Name of the endpoint picker's objects of the pool `pool`: `<pool>-epp`.
+#[must_use]
+pub fn epp_name(pool: &str) -> String {
+    format!("{pool}-epp")
+}
+
+/// Whether the service routes through InferencePools with endpoint pickers
+/// infergate runs (`backendKind: InferencePool`, `endpointPicker.mode: Owned`).
+#[must_use]
+pub fn owns_endpoint_pickers(svc: &InferenceService) -> bool {
+    use crate::api::{BackendKind, EndpointPickerMode};
+    let routing = svc.spec.routing.as_ref();
+    routing.and_then(|r| r.backend_kind) == Some(BackendKind::InferencePool)
+        && routing
+            .and_then(|r| r.endpoint_picker.as_ref())
+            .and_then(|e| e.mode)
+            .unwrap_or_default()
+            == EndpointPickerMode::Owned
+}
+
 /// Name of the canary children (Deployment, Service): `S-canary`.
 #[must_use]
 pub fn canary_name(svc: &InferenceService) -> String {
@@ -188,6 +208,17 @@ pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
             check("Service", &name, MAX_LABEL);
             if svc.spec.canary.is_some() {
                 check("Service", &canary_name(svc), MAX_LABEL);
+            }
+            // An owned endpoint picker per InferencePool: `<pool>-epp`.
+            if owns_endpoint_pickers(svc) {
+                check("endpoint picker Service", &epp_name(&name), MAX_LABEL);
+                if svc.spec.canary.is_some() {
+                    check(
+                        "endpoint picker Service",
+                        &epp_name(&canary_name(svc)),
+                        MAX_LABEL,
+                    );
+                }
             }
         }
         Backend::RayService => check("RayService", &name, MAX_RAYSERVICE_NAME),

@@ -407,6 +407,7 @@ fn sample_with_spec(mut s: InferenceService) -> InferenceService {
             name: "sample-gateway".to_owned(),
             namespace: Some("sample-gateways".to_owned()),
         }),
+        ..RoutingSpec::default()
     });
     s
 }

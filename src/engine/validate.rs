@@ -14,7 +14,8 @@ use kube_quantity::ParsedQuantity;
 
 use crate::api::policy::{Enforcement, PolicyDefaults, PolicyLimits};
 use crate::api::{
-    AcceleratorType, ClusterInferencePolicy, HealthCheckSpec, InferencePolicy, MetricsSpec,
+    AcceleratorType, BackendKind, ClusterInferencePolicy, HealthCheckSpec, InferencePolicy,
+    MetricsSpec,
     v1beta1::{Backend, InferenceService, ModelSpec},
 };
 
@@ -217,6 +218,8 @@ pub fn validate_service(
         }
     }
 
+    check_inference_pool(&mut v.errors, svc);
+
     // Health check.
     check_health(&mut v.errors, "spec.healthCheck", s.health_check.as_ref());
     check_metrics(&mut v.errors, "spec.metrics", s.metrics.as_ref());
@@ -317,6 +320,19 @@ pub fn validate_service(
             images.push(("spec.canary.engineImage", img));
         }
     }
+    if let Some(img) = super::names::owns_endpoint_pickers(svc)
+        .then(|| {
+            s.routing
+                .as_ref()?
+                .endpoint_picker
+                .as_ref()?
+                .image
+                .as_deref()
+        })
+        .flatten()
+    {
+        images.push(("spec.routing.endpointPicker.image", img));
+    }
     for (field, img) in images {
         lim.registry(field, img);
     }
@@ -415,6 +431,47 @@ fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<&HealthChec
             format!("{prefix}.timeout"),
             format!("{timeout_s:?}"),
             &format!("must be less than or equal to {prefix}.interval ({interval_s})"),
+        ));
+    }
+}
+
+/// `backendKind: InferencePool` routes a Deployment-backed service; an owned
+/// endpoint picker needs an image.
+fn check_inference_pool(errs: &mut Vec<FieldError>, svc: &InferenceService) {
+    let routing = svc.spec.routing.as_ref();
+    if routing.and_then(|r| r.backend_kind) != Some(BackendKind::InferencePool) {
+        return;
+    }
+    if svc.spec.backend == Some(Backend::RayService) {
+        errs.push(FieldError::invalid(
+            "spec.routing.backendKind",
+            "\"InferencePool\"",
+            "InferencePool routing needs backend Deployment (a RayService serves through its own Serve proxy)",
+        ));
+    }
+    let picker = routing.and_then(|r| r.endpoint_picker.as_ref());
+    if !super::names::owns_endpoint_pickers(svc) {
+        return;
+    }
+    match picker.and_then(|p| p.image.as_deref()) {
+        None | Some("") => errs.push(FieldError::required(
+            "spec.routing.endpointPicker.image",
+            "no endpoint picker image: set spec.routing.endpointPicker.image, or defaults.routing.endpointPicker.image in an InferencePolicy or ClusterInferencePolicy, or choose endpointPicker.mode: None",
+        )),
+        Some(img) if img.chars().any(char::is_whitespace) => errs.push(FieldError::invalid(
+            "spec.routing.endpointPicker.image",
+            format!("{img:?}"),
+            "must not contain whitespace",
+        )),
+        Some(_) => {}
+    }
+    if let Some(r) = picker.and_then(|p| p.replicas)
+        && r < 1
+    {
+        errs.push(FieldError::invalid(
+            "spec.routing.endpointPicker.replicas",
+            r,
+            "must be greater than or equal to 1",
         ));
     }
 }
@@ -788,18 +845,44 @@ fn check_policy_spec(
                 &format!("must be at most spec.limits.maxReplicas ({max})"),
             ));
         }
-        if let (Some(img), Some(list)) = (
-            d.engine.as_ref().and_then(|e| e.image.as_deref()),
-            limits.and_then(|l| l.allowed_image_registries.as_ref()),
-        ) && !list.iter().any(|p| img.starts_with(p.as_str()))
+        let picker_image = d
+            .routing
+            .as_ref()
+            .and_then(|r| r.endpoint_picker.as_ref())
+            .and_then(|e| e.image.as_deref());
+        for (field, img) in [
+            (
+                "spec.defaults.engine.image",
+                d.engine.as_ref().and_then(|e| e.image.as_deref()),
+            ),
+            ("spec.defaults.routing.endpointPicker.image", picker_image),
+        ] {
+            if let (Some(img), Some(list)) = (
+                img,
+                limits.and_then(|l| l.allowed_image_registries.as_ref()),
+            ) && !list.iter().any(|p| img.starts_with(p.as_str()))
+            {
+                errs.push(FieldError::invalid(
+                    field,
+                    format!("{img:?}"),
+                    &format!(
+                        "must start with one of spec.limits.allowedImageRegistries ({})",
+                        quoted_list(list)
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = d
+            .routing
+            .as_ref()
+            .and_then(|r| r.endpoint_picker.as_ref())
+            .and_then(|e| e.replicas)
+            && r < 1
         {
             errs.push(FieldError::invalid(
-                "spec.defaults.engine.image",
-                format!("{img:?}"),
-                &format!(
-                    "must start with one of spec.limits.allowedImageRegistries ({})",
-                    quoted_list(list)
-                ),
+                "spec.defaults.routing.endpointPicker.replicas",
+                r,
+                "must be greater than or equal to 1",
             ));
         }
     }

@@ -117,6 +117,11 @@ impl Writer {
             "HTTPRoute" => "HTTPRoute",
             "RayService" => "RayService",
             "PodMonitor" => "PodMonitor",
+            "InferencePool" => "InferencePool",
+            "ServiceAccount" => "ServiceAccount",
+            "Role" => "Role",
+            "RoleBinding" => "RoleBinding",
+            "ConfigMap" => "ConfigMap",
             _ => "object",
         };
         let marker = |m: &kube::api::ObjectMeta| {

@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Client;
 use kube::api::PartialObjectMeta;
 use kube::runtime::Controller;
@@ -22,6 +23,7 @@ use tracing::{debug, info, warn};
 
 use super::apply::Writer;
 use super::children::httproute::HTTPRoute;
+use super::children::inferencepool::InferencePool;
 use super::children::podmonitor::PodMonitor;
 use super::discovery::ApiDiscovery;
 use super::flow::{error_policy, reconcile};
@@ -62,9 +64,15 @@ pub struct Ctx {
     pub(super) routes: Store<PartialObjectMeta<HTTPRoute>>,
     pub(super) rayservices: Store<PartialObjectMeta<RayService>>,
     pub(super) podmonitors: Store<PartialObjectMeta<PodMonitor>>,
+    pub(super) pools: Store<PartialObjectMeta<InferencePool>>,
+    pub(super) service_accounts: Store<PartialObjectMeta<ServiceAccount>>,
+    pub(super) roles: Store<PartialObjectMeta<Role>>,
+    pub(super) role_bindings: Store<PartialObjectMeta<RoleBinding>>,
+    pub(super) config_maps: Store<PartialObjectMeta<ConfigMap>>,
     pub(super) gateway_api: Arc<ApiDiscovery>,
     pub(super) ray_api: Arc<ApiDiscovery>,
     pub(super) monitor_api: Arc<ApiDiscovery>,
+    pub(super) pool_api: Arc<ApiDiscovery>,
     /// Built on first use (Deployment-only clusters never load the roots).
     pub(super) graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     /// Consecutive failures per service, for backoff.
@@ -108,17 +116,30 @@ pub async fn run_controller(
         None,
     );
     // Services wait for Gateway API and KubeRay by requeueing (they say so in
-    // status); a PodMonitor is made for every service, so the CRD's arrival
-    // reconciles them all once instead.
-    let (monitor_crd_tx, monitor_crd_appeared) = futures::channel::mpsc::unbounded();
+    // status); a PodMonitor is made for every service and InferencePools for
+    // many, so the arrival of either CRD reconciles them all once instead.
+    let (crd_tx, crd_appeared) = futures::channel::mpsc::unbounded();
     let monitor_api = Arc::new(ApiDiscovery::podmonitor());
     let (podmonitors, monitor_rx) = optional_reflector::<PodMonitor>(
         &mut tasks,
         client.clone(),
-        scope,
+        scope.clone(),
         monitor_api.clone(),
-        Some(monitor_crd_tx),
+        Some(crd_tx.clone()),
     );
+    let pool_api = Arc::new(ApiDiscovery::inference_pool());
+    let (pools, pool_rx) = optional_reflector::<InferencePool>(
+        &mut tasks,
+        client.clone(),
+        scope.clone(),
+        pool_api.clone(),
+        Some(crd_tx),
+    );
+    // The endpoint pickers' own objects (Deployments and Services are above).
+    let (service_accounts, sa_rx) = child_reflector::<ServiceAccount>(&mut tasks, &client, &scope);
+    let (roles, role_rx) = child_reflector::<Role>(&mut tasks, &client, &scope);
+    let (role_bindings, binding_rx) = child_reflector::<RoleBinding>(&mut tasks, &client, &scope);
+    let (config_maps, cm_rx) = child_reflector::<ConfigMap>(&mut tasks, &client, &scope);
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
         let _ = graph_fetcher.set(f);
@@ -130,6 +151,10 @@ pub async fn run_controller(
         let _ = deployments.wait_until_ready().await;
         let _ = core_services.wait_until_ready().await;
         let _ = hpas.wait_until_ready().await;
+        let _ = service_accounts.wait_until_ready().await;
+        let _ = roles.wait_until_ready().await;
+        let _ = role_bindings.wait_until_ready().await;
+        let _ = config_maps.wait_until_ready().await;
     };
     tokio::select! {
         () = token.cancelled() => return Ok(()),
@@ -145,7 +170,7 @@ pub async fn run_controller(
             futures::stream::unfold(policy_changes, |mut rx| async move {
                 rx.changed().await.ok().map(|()| ((), rx))
             }),
-            monitor_crd_appeared,
+            crd_appeared,
         ));
 
     let recorder = Recorder::new(
@@ -168,9 +193,15 @@ pub async fn run_controller(
         routes,
         rayservices,
         podmonitors,
+        pools,
+        service_accounts,
+        roles,
+        role_bindings,
+        config_maps,
         gateway_api,
         ray_api,
         monitor_api,
+        pool_api,
         graph_fetcher,
         failures: Mutex::new(HashMap::new()),
     });
@@ -194,6 +225,11 @@ pub async fn run_controller(
         .owns_stream(route_rx.map(Ok))
         .owns_stream(ray_rx.map(Ok))
         .owns_stream(monitor_rx.map(Ok))
+        .owns_stream(pool_rx.map(Ok))
+        .owns_stream(sa_rx.map(Ok))
+        .owns_stream(role_rx.map(Ok))
+        .owns_stream(binding_rx.map(Ok))
+        .owns_stream(cm_rx.map(Ok))
         .reconcile_all_on(reconcile_all)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams};
 
 use super::Error;
 use super::children::httproute::{self};
+use super::children::inferencepool;
 use super::children::podmonitor;
 use crate::api::v1beta1::InferenceService;
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
@@ -39,6 +40,12 @@ impl ApiDiscovery {
     #[must_use]
     pub fn podmonitor() -> Self {
         Self::of(podmonitor::API_VERSION, podmonitor::PLURAL)
+    }
+
+    /// Discovery of `inference.networking.k8s.io/v1` `inferencepools`.
+    #[must_use]
+    pub fn inference_pool() -> Self {
+        Self::of(inferencepool::API_VERSION, inferencepool::PLURAL)
     }
 
     /// Discovery of `ray.io/v1` `rayservices`.

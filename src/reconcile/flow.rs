@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -15,12 +16,13 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::Error;
 use super::children::httproute::HTTPRoute;
-use super::children::podmonitor;
+use super::children::inferencepool::{self, InferencePool};
 use super::children::rayservice;
 use super::children::{self as builders, Desired, Track};
+use super::children::{endpoint_picker, podmonitor};
 use super::controller::{Ctx, GRAPH_BUSY_RETRY, OPTIONAL_API_RECHECK, RESYNC};
 use super::graph as resolve;
-use super::status::{Observation, Outcome, PolicyResult, Rollout, Routing};
+use super::status::{Observation, Outcome, PolicyResult, PoolReport, Rollout, Routing};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::GraphError;
@@ -399,6 +401,89 @@ impl Ctx {
         workers
     }
 
+    /// The InferencePool of each track and, with `endpointPicker.mode:
+    /// Owned`, its endpoint picker (removed with `mode: None`); what gateways
+    /// report about the pools. `None` when the InferencePool CRD is not served.
+    async fn apply_pools(
+        &self,
+        svc: &InferenceService,
+        defaulted: &InferenceService,
+    ) -> Result<Option<PoolReport>, Error> {
+        if !self.pool_api.installed(&self.client).await? {
+            return Ok(None);
+        }
+        let mut report = PoolReport::default();
+        let mut tracks = vec![Track::Primary];
+        if defaulted.spec.canary.is_some() {
+            tracks.push(Track::Canary);
+        }
+        for track in tracks {
+            let pool = inferencepool::inference_pool(defaulted, track)?;
+            let name = builders::child_name(defaulted, track);
+            // The picker first: the pool names its Service.
+            if engine::names::owns_endpoint_pickers(defaulted) {
+                self.apply_endpoint_picker(svc, defaulted, track).await?;
+            } else {
+                self.delete_endpoint_picker(svc, &name).await?;
+            }
+            match self.writer.apply(svc, &pool, &self.pools).await {
+                Ok(applied) => {
+                    let (reported, complaints) = inferencepool::parent_report(&applied);
+                    report.reported |= reported;
+                    report.complaints.extend(complaints);
+                    report.names.push(name);
+                }
+                Err(e) if e.is_not_found() => {
+                    // The CRD went away between discovery and apply.
+                    self.pool_api.forget();
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(report))
+    }
+
+    /// The endpoint picker of `track`'s pool: identity and rights first,
+    /// then its configuration, Deployment and Service.
+    async fn apply_endpoint_picker(
+        &self,
+        svc: &InferenceService,
+        defaulted: &InferenceService,
+        track: Track,
+    ) -> Result<(), Error> {
+        let epp = endpoint_picker::endpoint_picker(defaulted, track)?;
+        let w = &self.writer;
+        w.apply(svc, &epp.service_account, &self.service_accounts)
+            .await?;
+        w.apply(svc, &epp.role, &self.roles).await?;
+        w.apply(svc, &epp.role_binding, &self.role_bindings).await?;
+        w.apply(svc, &epp.config_map, &self.config_maps).await?;
+        w.apply(svc, &epp.deployment, &self.deployments).await?;
+        w.apply(svc, &epp.service, &self.core_services).await?;
+        Ok(())
+    }
+
+    /// Remove the endpoint picker of the pool `pool`, if there is one.
+    async fn delete_endpoint_picker(
+        &self,
+        svc: &InferenceService,
+        pool: &str,
+    ) -> Result<(), Error> {
+        let name = engine::names::epp_name(pool);
+        let w = &self.writer;
+        w.delete::<Service>(svc, &name, &self.core_services).await?;
+        w.delete::<Deployment>(svc, &name, &self.deployments)
+            .await?;
+        w.delete::<ConfigMap>(svc, &name, &self.config_maps).await?;
+        w.delete::<RoleBinding>(svc, &name, &self.role_bindings)
+            .await?;
+        w.delete::<Role>(svc, &name, &self.roles).await?;
+        w.delete::<ServiceAccount>(svc, &name, &self.service_accounts)
+            .await?;
+        Ok(())
+    }
+
     /// PodMonitor `S` where the Prometheus Operator's CRD is served; nothing
     /// (and no failure) where it is not.
     async fn apply_pod_monitor(
@@ -500,7 +585,15 @@ impl Ctx {
         let routed = canary
             .as_ref()
             .map(|c| builders::routed_canary_weight(defaulted, c.ready));
+        let pools_wanted = inferencepool::routes_through_pools(defaulted);
+        let pools = if pools_wanted {
+            self.apply_pools(svc, defaulted).await?
+        } else {
+            None
+        };
         let (routing, routed_weight) = match builders::gateway(defaulted) {
+            // Never a silent fallback to the Services: the route stays as it is.
+            _ if pools_wanted && pools.is_none() => (Routing::InferencePoolApiMissing, None),
             None => {
                 self.writer
                     .delete::<HTTPRoute>(svc, &primary_name, &self.routes)
@@ -523,6 +616,7 @@ impl Ctx {
                             path: engine::render_route_path(defaulted)
                                 .map_err(|e| builders::BuildError::Route(e.to_string()))?,
                             rejection: rejection(&applied),
+                            pools: pools.clone(),
                         },
                         routed,
                     ),
@@ -541,6 +635,20 @@ impl Ctx {
             }
         };
         self.apply_pod_monitor(svc, defaulted).await?;
+        // Pools (and their pickers) the route no longer names go now that
+        // the API server holds the route without them.
+        let unwanted_pools: &[Track] = match (pools_wanted, canary.is_some()) {
+            (false, _) => &[Track::Primary, Track::Canary],
+            (true, false) => &[Track::Canary],
+            (true, true) => &[],
+        };
+        for track in unwanted_pools {
+            let pool = builders::child_name(defaulted, *track);
+            self.writer
+                .delete::<InferencePool>(svc, &pool, &self.pools)
+                .await?;
+            self.delete_endpoint_picker(svc, &pool).await?;
+        }
         if canary.is_none() {
             // A canary that goes away lets go of the route first: its
             // Deployment and Service are deleted only now that the API

@@ -56,6 +56,18 @@ pub fn podmonitor_crd() -> &'static str {
     })
 }
 
+/// The published Gateway API Inference Extension InferencePool CRD, fetched
+/// from the `sigs.k8s.io/gateway-api-inference-extension` Go module.
+pub fn inferencepool_crd() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        upstream_dir("inference-extension", "INFERGATE_INFERENCE_EXTENSION_DIR")
+            .join("inference.networking.k8s.io_inferencepools.yaml")
+            .display()
+            .to_string()
+    })
+}
+
 /// The directory `fetch-upstream-crds.sh PROJECT` fetches into (or the one
 /// the environment variable `env` names).
 fn upstream_dir(project: &str, env: &str) -> std::path::PathBuf {

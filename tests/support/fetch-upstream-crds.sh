@@ -6,16 +6,19 @@
 #
 #   tests/support/fetch-upstream-crds.sh gateway-api          # Gateway API standard channel
 #   tests/support/fetch-upstream-crds.sh prometheus-operator  # monitoring.coreos.com (PodMonitor, ...)
-#   tests/support/fetch-upstream-crds.sh all                  # both; prints nothing
+#   tests/support/fetch-upstream-crds.sh inference-extension  # inference.networking.k8s.io (InferencePool)
+#   tests/support/fetch-upstream-crds.sh all                  # every one; prints nothing
 #
 # Environment:
 #   INFERGATE_GATEWAY_API_VERSION          Gateway API release (default below)
 #   INFERGATE_PROMETHEUS_OPERATOR_VERSION  Prometheus Operator release (default below)
+#   INFERGATE_INFERENCE_EXTENSION_VERSION  Gateway API Inference Extension release (default below)
 #   INFERGATE_CACHE_DIR                    cache root (default ~/.cache/infergate)
 set -euo pipefail
 
 GATEWAY_API_VERSION="${INFERGATE_GATEWAY_API_VERSION:-v1.4.1}"
 PROMETHEUS_OPERATOR_VERSION="${INFERGATE_PROMETHEUS_OPERATOR_VERSION:-v0.85.0}"
+INFERENCE_EXTENSION_VERSION="${INFERGATE_INFERENCE_EXTENSION_VERSION:-v1.6.0}"
 CACHE_ROOT="${INFERGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infergate}"
 
 log() { echo "fetch-upstream-crds: $*" >&2; }
@@ -56,9 +59,15 @@ prometheus_operator() {
     example/prometheus-operator-crd monitoring.coreos.com_podmonitors.yaml
 }
 
+inference_extension() {
+  fetch inference-extension sigs.k8s.io/gateway-api-inference-extension "$INFERENCE_EXTENSION_VERSION" \
+    config/crd/bases inference.networking.k8s.io_inferencepools.yaml
+}
+
 case "${1:-}" in
   gateway-api) gateway_api ;;
   prometheus-operator) prometheus_operator ;;
-  all) gateway_api >/dev/null; prometheus_operator >/dev/null ;;
-  *) die "usage: $0 gateway-api|prometheus-operator|all" ;;
+  inference-extension) inference_extension ;;
+  all) gateway_api >/dev/null; prometheus_operator >/dev/null; inference_extension >/dev/null ;;
+  *) die "usage: $0 gateway-api|prometheus-operator|inference-extension|all" ;;
 esac

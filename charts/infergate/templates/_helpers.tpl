@@ -63,6 +63,33 @@ by the ClusterRole (every namespace) or by a Role in each managed namespace.
 - apiGroups: ["monitoring.coreos.com"]
   resources: ["podmonitors"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# backendKind InferencePool: a pool per track and, with endpointPicker
+# mode Owned, each pool's endpoint picker (Deployment and Service above,
+# its ServiceAccount, Role, RoleBinding and ConfigMap here).
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["serviceaccounts", "configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Kubernetes lets infergate grant a picker's Role only what infergate holds
+# itself: what a picker reads (pods, the llm-d router's objectives and
+# rewrites), and its leader election when it runs more than one replica.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["llm-d.ai"]
+  resources: ["inferenceobjectives", "inferencemodelrewrites"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
 # Events about services.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

@@ -8,8 +8,10 @@
 //! plain Kubernetes objects ready for server-side apply. No I/O.
 
 mod deployment;
+pub mod endpoint_picker;
 mod hpa;
 pub mod httproute;
+pub mod inferencepool;
 pub mod podmonitor;
 pub mod raycluster;
 pub mod rayservice;
@@ -114,6 +116,11 @@ pub enum BuildError {
     /// The route path does not render.
     #[error("{0}")]
     Route(String),
+    /// No endpoint picker image after defaulting (`endpointPicker.mode: Owned`).
+    #[error(
+        "spec.routing.endpointPicker.image is not set: set it, a policy default, or endpointPicker.mode: None"
+    )]
+    MissingEndpointPickerImage,
 }
 
 /// The children of one service, except the HTTPRoute (which depends on

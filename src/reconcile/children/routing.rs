@@ -35,7 +35,8 @@ pub fn request_timeout(svc: &InferenceService) -> String {
 /// HTTPRoute `S` when a gateway is set: PathPrefix on the rendered path,
 /// URLRewrite `ReplacePrefixMatch: /`, the request timeout, and backends
 /// weighted `100 - w` / `w` where `w` is `routed_weight` (the canary backend
-/// is left out while nothing is routed to it).
+/// is left out while nothing is routed to it): each track's Service, or its
+/// InferencePool with `backendKind: InferencePool`.
 pub fn http_route(
     svc: &InferenceService,
     routed_weight: i32,
@@ -50,23 +51,32 @@ pub fn http_route(
     } else {
         0
     };
-    let mut backend_refs = vec![HTTPBackendRef {
-        group: Some(String::new()),
-        kind: Some("Service".to_owned()),
-        name: engine::primary_name(svc),
-        port: Some(port),
-        weight: Some(100 - weight),
-        ..HTTPBackendRef::default()
-    }];
+    // Each track's Service, or its InferencePool (no port: the pool names
+    // its target ports).
+    let pools = inferencepool::routes_through_pools(svc);
+    let backend = |name: String, weight: i32| {
+        if pools {
+            HTTPBackendRef {
+                group: Some(inferencepool::GROUP.to_owned()),
+                kind: Some("InferencePool".to_owned()),
+                name,
+                weight: Some(weight),
+                ..HTTPBackendRef::default()
+            }
+        } else {
+            HTTPBackendRef {
+                group: Some(String::new()),
+                kind: Some("Service".to_owned()),
+                name,
+                port: Some(port),
+                weight: Some(weight),
+                ..HTTPBackendRef::default()
+            }
+        }
+    };
+    let mut backend_refs = vec![backend(engine::primary_name(svc), 100 - weight)];
     if weight > 0 {
-        backend_refs.push(HTTPBackendRef {
-            group: Some(String::new()),
-            kind: Some("Service".to_owned()),
-            name: engine::canary_name(svc),
-            port: Some(port),
-            weight: Some(weight),
-            ..HTTPBackendRef::default()
-        });
+        backend_refs.push(backend(engine::canary_name(svc), weight));
     }
     let mut route = HTTPRoute::new(
         &engine::primary_name(svc),

@@ -49,6 +49,7 @@ fn svc() -> InferenceService {
                     name: "inference-gw".into(),
                     namespace: Some("gateways".into()),
                 }),
+                ..RoutingSpec::default()
             }),
             ..InferenceServiceSpec::default()
         },

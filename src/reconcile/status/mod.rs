@@ -72,6 +72,8 @@ pub enum Routing {
         path: String,
         /// Why a gateway refused the route, if one did.
         rejection: Option<String>,
+        /// With `backendKind: InferencePool`: what gateways say about the pools.
+        pools: Option<PoolReport>,
     },
     /// `spec.routing.gateway` is not set.
     NoGateway,
@@ -80,6 +82,19 @@ pub enum Routing {
         /// `namespace/name` of the gateway that would be used.
         gateway: String,
     },
+    /// `backendKind: InferencePool` but the InferencePool CRD is not installed.
+    InferencePoolApiMissing,
+}
+
+/// What gateway controllers report in the InferencePools' `status.parents`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolReport {
+    /// The pools routed to.
+    pub names: Vec<String>,
+    /// Some parent reported on some pool.
+    pub reported: bool,
+    /// `Accepted` / `ResolvedRefs` conditions that are not `True`.
+    pub complaints: Vec<String>,
 }
 
 /// How the reconcile went.
@@ -165,6 +180,10 @@ pub enum Reason {
     NoGateway,
     /// The Gateway API CRDs are not installed.
     GatewayApiNotInstalled,
+    /// The InferencePool CRD is not installed.
+    InferencePoolNotInstalled,
+    /// A gateway reports a problem with an InferencePool.
+    InferencePoolNotAccepted,
     /// The spec fails validation.
     InvalidSpec,
     /// Applying a child failed.
@@ -209,6 +228,8 @@ impl Reason {
             Reason::RouteNotAccepted => "RouteNotAccepted",
             Reason::NoGateway => "NoGateway",
             Reason::GatewayApiNotInstalled => "GatewayAPINotInstalled",
+            Reason::InferencePoolNotInstalled => "InferencePoolNotInstalled",
+            Reason::InferencePoolNotAccepted => "InferencePoolNotAccepted",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::ApplyFailed => "ApplyFailed",
             Reason::GraphResolved => "GraphResolved",
@@ -237,6 +258,8 @@ impl Reason {
                 | Reason::PolicyViolation
                 | Reason::PolicyWarning
                 | Reason::GatewayApiNotInstalled
+                | Reason::InferencePoolNotInstalled
+                | Reason::InferencePoolNotAccepted
                 | Reason::RouteNotAccepted
                 | Reason::RayServiceNotInstalled
                 | Reason::Graph(_)
@@ -356,12 +379,50 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                     gateway,
                     path,
                     rejection: None,
+                    pools: None,
                 } => Cond::new(
                     ROUTING_READY,
                     true,
                     Reason::RouteApplied,
                     format!("HTTPRoute routes {path} through gateway {gateway}"),
                 ),
+                Routing::Applied {
+                    gateway,
+                    path,
+                    rejection: None,
+                    pools: Some(report),
+                } => {
+                    let names = report.names.join(", ");
+                    if !report.complaints.is_empty() {
+                        Cond::new(
+                            ROUTING_READY,
+                            false,
+                            Reason::InferencePoolNotAccepted,
+                            format!(
+                                "InferencePool {names}: {}",
+                                report.complaints.join("; ")
+                            ),
+                        )
+                    } else if report.reported {
+                        Cond::new(
+                            ROUTING_READY,
+                            true,
+                            Reason::RouteApplied,
+                            format!(
+                                "HTTPRoute routes {path} through gateway {gateway} to InferencePool {names}, accepted by the gateway"
+                            ),
+                        )
+                    } else {
+                        Cond::new(
+                            ROUTING_READY,
+                            true,
+                            Reason::RouteApplied,
+                            format!(
+                                "HTTPRoute routes {path} through gateway {gateway} to InferencePool {names}; no gateway controller has reported on the pools yet"
+                            ),
+                        )
+                    }
+                }
                 Routing::Applied {
                     gateway,
                     rejection: Some(why),
@@ -377,6 +438,15 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                     false,
                     Reason::NoGateway,
                     "spec.routing.gateway is not set (no policy supplies one): no HTTPRoute is made; the Service is reachable inside the cluster".to_owned(),
+                ),
+                Routing::InferencePoolApiMissing => Cond::new(
+                    ROUTING_READY,
+                    false,
+                    Reason::InferencePoolNotInstalled,
+                    format!(
+                        "routing.backendKind is InferencePool but the InferencePool CRD ({}/v1) is not installed: install the Gateway API Inference Extension, or route to Services (backendKind: Service)",
+                        crate::reconcile::children::inferencepool::CRD_NAME
+                    ),
                 ),
                 Routing::GatewayApiMissing { gateway } => Cond::new(
                     ROUTING_READY,

@@ -36,6 +36,7 @@ fn routed() -> Routing {
         gateway: "gateways/gw".into(),
         path: "/team-a/chat".into(),
         rejection: None,
+        pools: None,
     }
 }
 
@@ -148,6 +149,7 @@ fn routing_conditions_say_why() {
                 gateway: "gateways/gw".into(),
                 path: "/a".into(),
                 rejection: Some("NotAllowedByListeners".into()),
+                pools: None,
             },
         ),
         ts(0),
@@ -324,4 +326,75 @@ fn rayservice_status_maps_to_ready() {
         "RayServiceNotInstalled"
     );
     assert!(condition(Some(&missing), READY).is_none());
+}
+
+#[test]
+fn routing_ready_follows_what_gateways_say_about_the_pools() {
+    let with_pools = |report: PoolReport| {
+        let st = compute(
+            None,
+            &applied(
+                2,
+                None,
+                Routing::Applied {
+                    gateway: "gateways/gw".into(),
+                    path: "/a".into(),
+                    rejection: None,
+                    pools: Some(report),
+                },
+            ),
+            ts(0),
+        );
+        let c = cond(&st, ROUTING_READY).clone();
+        (c.status, c.reason, c.message)
+    };
+    let names = vec!["chat".to_owned(), "chat-canary".to_owned()];
+    let (status, reason, message) = with_pools(PoolReport {
+        names: names.clone(),
+        reported: false,
+        complaints: vec![],
+    });
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "RouteApplied"));
+    assert!(
+        message.contains("InferencePool chat, chat-canary"),
+        "{message}"
+    );
+    assert!(
+        message.contains("no gateway controller has reported"),
+        "{message}"
+    );
+    let (status, _, message) = with_pools(PoolReport {
+        names: names.clone(),
+        reported: true,
+        complaints: vec![],
+    });
+    assert_eq!(status, "True");
+    assert!(message.contains("accepted by the gateway"), "{message}");
+    let (status, reason, message) = with_pools(PoolReport {
+        names,
+        reported: true,
+        complaints: vec!["ResolvedRefs on Gateway gw: InvalidExtensionRef: no such Service".into()],
+    });
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "InferencePoolNotAccepted")
+    );
+    assert!(message.contains("InvalidExtensionRef"), "{message}");
+
+    let st = compute(
+        None,
+        &applied(2, None, Routing::InferencePoolApiMissing),
+        ts(0),
+    );
+    let c = cond(&st, ROUTING_READY);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "InferencePoolNotInstalled")
+    );
+    assert!(
+        c.message
+            .contains("inferencepools.inference.networking.k8s.io"),
+        "{}",
+        c.message
+    );
 }

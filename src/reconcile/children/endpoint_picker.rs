@@ -1,0 +1,265 @@
+//! The endpoint picker (EPP) infergate runs for each InferencePool
+//! (`endpointPicker.mode: Owned`): Deployment, Service, ServiceAccount,
+//! Role, RoleBinding and ConfigMap, all named `<pool>-epp`.
+//!
+//! Upstream an EPP serves exactly one pool (`--pool-name`) and a pool's
+//! `endpointPickerRef` names a Service in its own namespace, so each pool
+//! gets its own. Its pods carry `infergate.dev/component: endpoint-picker`
+//! and no track label, so no pool (and no PodMonitor) selects them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, GRPCAction, PodSpec,
+    PodTemplateSpec, Probe, Service, ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
+};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+
+use super::inferencepool::{EPP_GRPC_PORT, GROUP as POOL_GROUP, PLURAL as POOL_PLURAL};
+use super::{
+    BuildError, LABEL_MANAGED_BY, LABEL_NAME, LABEL_SERVICE, Track, child_meta, child_name,
+};
+use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
+use crate::engine::names::epp_name;
+
+/// `infergate.dev/component: endpoint-picker` on the picker's pods.
+pub const LABEL_COMPONENT: &str = "infergate.dev/component";
+/// The component label's value.
+pub const COMPONENT: &str = "endpoint-picker";
+/// `infergate.dev/pool: <pool>` on the picker's pods (one picker per pool).
+pub const LABEL_POOL: &str = "infergate.dev/pool";
+/// The picker's gRPC health port.
+pub const HEALTH_PORT: i32 = 9003;
+/// The picker's metrics port.
+pub const METRICS_PORT: i32 = 9090;
+/// The ConfigMap key holding the picker's configuration.
+pub const CONFIG_KEY: &str = "config.yaml";
+/// Where the configuration is mounted.
+pub const CONFIG_DIR: &str = "/config";
+
+/// Every object of one pool's endpoint picker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EndpointPicker {
+    /// ServiceAccount `<pool>-epp`.
+    pub service_account: ServiceAccount,
+    /// Role `<pool>-epp`: what the picker reads.
+    pub role: Role,
+    /// RoleBinding `<pool>-epp` of the Role to the ServiceAccount.
+    pub role_binding: RoleBinding,
+    /// ConfigMap `<pool>-epp` with the plugin configuration.
+    pub config_map: ConfigMap,
+    /// Deployment `<pool>-epp`.
+    pub deployment: Deployment,
+    /// Service `<pool>-epp` (gRPC, health, metrics).
+    pub service: Service,
+}
+
+fn pod_labels(svc: &InferenceService, pool: &str) -> BTreeMap<String, String> {
+    let name = svc.name_any();
+    BTreeMap::from([
+        (LABEL_NAME.to_owned(), name.clone()),
+        (LABEL_MANAGED_BY.to_owned(), MANAGER.to_owned()),
+        (LABEL_SERVICE.to_owned(), name),
+        (LABEL_COMPONENT.to_owned(), COMPONENT.to_owned()),
+        (LABEL_POOL.to_owned(), pool.to_owned()),
+    ])
+}
+
+fn rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {
+    let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    PolicyRule {
+        api_groups: Some(strings(groups)),
+        resources: Some(strings(resources)),
+        resource_names: (!names.is_empty()).then(|| strings(names)),
+        verbs: strings(verbs),
+        ..PolicyRule::default()
+    }
+}
+
+/// The endpoint picker of `track`'s pool.
+pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointPicker, BuildError> {
+    if track == Track::Canary && svc.spec.canary.is_none() {
+        return Err(BuildError::NoCanary);
+    }
+    let pool = child_name(svc, track);
+    let name = epp_name(&pool);
+    let ns = svc.namespace().unwrap_or_default();
+    let spec = svc
+        .spec
+        .routing
+        .as_ref()
+        .and_then(|r| r.endpoint_picker.clone())
+        .unwrap_or_default();
+    let image = spec
+        .image
+        .filter(|i| !i.is_empty())
+        .ok_or(BuildError::MissingEndpointPickerImage)?;
+    let replicas = spec.replicas.unwrap_or(1).max(1);
+    let meta = child_meta(svc, name.clone(), track)?;
+    let labels = pod_labels(svc, &pool);
+    let selector = BTreeMap::from([
+        (LABEL_SERVICE.to_owned(), svc.name_any()),
+        (LABEL_COMPONENT.to_owned(), COMPONENT.to_owned()),
+        (LABEL_POOL.to_owned(), pool.clone()),
+    ]);
+
+    let mut rules = vec![
+        rule(&[""], &["pods"], &[], &["get", "list", "watch"]),
+        rule(
+            &[POOL_GROUP],
+            &[POOL_PLURAL],
+            &[&pool],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["llm-d.ai"],
+            &["inferenceobjectives", "inferencemodelrewrites"],
+            &[],
+            &["get", "list", "watch"],
+        ),
+    ];
+    if replicas > 1 {
+        // Leader election among the picker's replicas.
+        rules.push(rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &[],
+            &["get", "create", "update"],
+        ));
+        rules.push(rule(&[""], &["events"], &[], &["create", "patch"]));
+    }
+
+    let port = |port_name: &str, number: i32| ContainerPort {
+        name: Some(port_name.to_owned()),
+        container_port: number,
+        protocol: Some("TCP".to_owned()),
+        ..ContainerPort::default()
+    };
+    let service_port = |port_name: &str, number: i32, protocol: Option<&str>| ServicePort {
+        name: Some(port_name.to_owned()),
+        port: number,
+        target_port: Some(IntOrString::String(port_name.to_owned())),
+        protocol: Some("TCP".to_owned()),
+        app_protocol: protocol.map(str::to_owned),
+        ..ServicePort::default()
+    };
+    Ok(EndpointPicker {
+        service_account: ServiceAccount {
+            metadata: meta.clone(),
+            ..ServiceAccount::default()
+        },
+        role: Role {
+            metadata: meta.clone(),
+            rules: Some(rules),
+        },
+        role_binding: RoleBinding {
+            metadata: meta.clone(),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".to_owned()),
+                kind: "Role".to_owned(),
+                name: name.clone(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".to_owned(),
+                name: name.clone(),
+                namespace: Some(ns.clone()),
+                ..Subject::default()
+            }]),
+        },
+        config_map: ConfigMap {
+            metadata: meta.clone(),
+            data: Some(BTreeMap::from([(
+                CONFIG_KEY.to_owned(),
+                spec.config.unwrap_or_default(),
+            )])),
+            ..ConfigMap::default()
+        },
+        deployment: Deployment {
+            metadata: meta.clone(),
+            spec: Some(DeploymentSpec {
+                replicas: Some(replicas),
+                selector: LabelSelector {
+                    match_labels: Some(selector.clone()),
+                    ..LabelSelector::default()
+                },
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(labels),
+                        ..ObjectMeta::default()
+                    }),
+                    spec: Some(PodSpec {
+                        service_account_name: Some(name.clone()),
+                        containers: vec![Container {
+                            name: COMPONENT.to_owned(),
+                            image: Some(image),
+                            args: Some(vec![
+                                format!("--pool-name={pool}"),
+                                format!("--pool-namespace={ns}"),
+                                format!("--pool-group={POOL_GROUP}"),
+                                format!("--config-file={CONFIG_DIR}/{CONFIG_KEY}"),
+                            ]),
+                            ports: Some(vec![
+                                port("grpc", EPP_GRPC_PORT),
+                                port("grpc-health", HEALTH_PORT),
+                                port("metrics", METRICS_PORT),
+                            ]),
+                            readiness_probe: Some(Probe {
+                                grpc: Some(GRPCAction {
+                                    port: HEALTH_PORT,
+                                    service: Some("inference-extension".to_owned()),
+                                }),
+                                period_seconds: Some(5),
+                                ..Probe::default()
+                            }),
+                            liveness_probe: Some(Probe {
+                                grpc: Some(GRPCAction {
+                                    port: HEALTH_PORT,
+                                    service: Some("inference-extension".to_owned()),
+                                }),
+                                period_seconds: Some(10),
+                                ..Probe::default()
+                            }),
+                            volume_mounts: Some(vec![VolumeMount {
+                                name: "config".to_owned(),
+                                mount_path: CONFIG_DIR.to_owned(),
+                                read_only: Some(true),
+                                ..VolumeMount::default()
+                            }]),
+                            ..Container::default()
+                        }],
+                        volumes: Some(vec![Volume {
+                            name: "config".to_owned(),
+                            config_map: Some(ConfigMapVolumeSource {
+                                name: name.clone(),
+                                ..ConfigMapVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        }]),
+                        ..PodSpec::default()
+                    }),
+                },
+                ..DeploymentSpec::default()
+            }),
+            status: None,
+        },
+        service: Service {
+            metadata: meta,
+            spec: Some(ServiceSpec {
+                type_: Some("ClusterIP".to_owned()),
+                selector: Some(selector),
+                ports: Some(vec![
+                    service_port("grpc", EPP_GRPC_PORT, Some("kubernetes.io/h2c")),
+                    service_port("grpc-health", HEALTH_PORT, Some("kubernetes.io/h2c")),
+                    service_port("metrics", METRICS_PORT, None),
+                ]),
+                ..ServiceSpec::default()
+            }),
+            status: None,
+        },
+    })
+}

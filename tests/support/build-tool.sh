@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds a Go tool the tests use from its Go module at a pinned version into
+# a cache outside the repository, and prints the path of the binary. Does
+# nothing when it is already there.
+#
+#   tests/support/build-tool.sh helm    # helm.sh/helm/v3/cmd/helm (helm lint, the chart tests)
+#   tests/support/build-tool.sh lwepp   # the Gateway API Inference Extension's minimal endpoint picker
+#
+# Environment:
+#   INFERGATE_HELM_VERSION               Helm release (default below)
+#   INFERGATE_INFERENCE_EXTENSION_VERSION  sigs.k8s.io/gateway-api-inference-extension release (default below)
+#   INFERGATE_CACHE_DIR                  cache root (default ~/.cache/infergate)
+set -euo pipefail
+
+CACHE_ROOT="${INFERGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infergate}"
+
+log() { echo "build-tool: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+case "${1:-}" in
+  helm)
+    NAME=helm
+    VERSION="${INFERGATE_HELM_VERSION:-v3.22.0}"
+    MODULE="helm.sh/helm/v3"
+    PACKAGE="helm.sh/helm/v3/cmd/helm"
+    ;;
+  lwepp)
+    NAME=inference-extension
+    VERSION="${INFERGATE_INFERENCE_EXTENSION_VERSION:-v1.6.0}"
+    MODULE="sigs.k8s.io/gateway-api-inference-extension"
+    PACKAGE="sigs.k8s.io/gateway-api-inference-extension/cmd/lwepp"
+    ;;
+  *) die "usage: $0 helm|lwepp" ;;
+esac
+DEST="$CACHE_ROOT/$NAME/${VERSION}"
+BIN="$DEST/bin/${PACKAGE##*/}"
+
+if [[ -x "$BIN" ]]; then
+  echo "$BIN"
+  exit 0
+fi
+
+command -v go >/dev/null || die "Go is required to build ${PACKAGE} (https://go.dev/dl)"
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+start=$(date +%s)
+mkdir -p "$DEST/bin"
+log "building ${PACKAGE}@${VERSION} (a few minutes on a cold cache)"
+# Built inside its own module (its go.mod and go.sum), so nothing but that
+# exact version is asked of the proxy (`go install pkg@version` also lists
+# the module's versions, which a proxy may refuse).
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+dir=$(cd "$work" && go mod init infergate.dev/tool-build >/dev/null 2>&1 && go mod download -json "${MODULE}@${VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+[[ -d "$dir" ]] || die "could not download ${MODULE}@${VERSION} (is the Go module proxy reachable?)"
+(cd "$dir" && GOWORK=off GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$BIN" "./${PACKAGE#"$MODULE"/}") \
+  || die "building ${PACKAGE}@${VERSION} failed (see above)"
+log "${BIN} ready after $(( $(date +%s) - start ))s"
+echo "$BIN"
