@@ -1,7 +1,7 @@
 # infergate developer entry points. `make dev` runs the main job, `make test` every test.
 CARGO ?= cargo
 
-.PHONY: dev test lint unit crds control-plane kuberay upstream-crds helm bench fuzz help
+.PHONY: dev test lint unit crds control-plane kuberay upstream-crds tools bench fuzz help
 
 help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
@@ -10,7 +10,7 @@ help:
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
 	@echo "make upstream-crds  fetch the Gateway API and Prometheus Operator CRDs into the cache"
-	@echo "make helm           build helm into the cache (the chart tests use it)"
+	@echo "make tools          build helm and the inference extension's endpoint picker into the cache"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
@@ -18,7 +18,7 @@ dev: control-plane kuberay upstream-crds
 	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 
-test: control-plane kuberay upstream-crds helm lint
+test: control-plane kuberay upstream-crds tools lint
 	$(CARGO) test --locked
 
 lint:
@@ -39,8 +39,9 @@ kuberay:
 upstream-crds:
 	@tests/support/fetch-upstream-crds.sh all
 
-helm:
+tools:
 	@tests/support/build-tool.sh helm >/dev/null
+	@tests/support/build-tool.sh lwepp >/dev/null
 
 bench:
 	$(CARGO) bench --locked

@@ -35,26 +35,7 @@ fn chart() -> String {
 /// built elsewhere).
 fn helm() -> PathBuf {
     static HELM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    HELM.get_or_init(|| {
-        if let Ok(path) = std::env::var("INFERGATE_HELM") {
-            return path.into();
-        }
-        let script = root().join("tests/support/build-tool.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("helm")
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed ({}): it builds helm from its Go module",
-            script.display(),
-            out.status
-        );
-        String::from_utf8_lossy(&out.stdout).trim().into()
-    })
-    .clone()
+    HELM.get_or_init(|| support::go_tool("helm")).clone()
 }
 
 fn run(cmd: &mut Command) -> String {

@@ -118,3 +118,31 @@ pub fn spawn_logged(cmd: Command, log: &Path) -> std::io::Result<Child> {
         .recv()
         .map_err(|_| std::io::Error::other("supervisor thread is gone"))?
 }
+
+/// A Go tool built by `tests/support/build-tool.sh NAME` (helm, lwepp) from
+/// its Go module into the cache, built when missing; `INFERGATE_<NAME>`
+/// names one built elsewhere.
+pub fn go_tool(name: &str) -> PathBuf {
+    if let Ok(path) = std::env::var(format!("INFERGATE_{}", name.to_uppercase())) {
+        return path.into();
+    }
+    let script = super::fixtures::root().join("tests/support/build-tool.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(name)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} {name} failed ({}): it builds {name} from its Go module",
+        script.display(),
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).trim().into()
+}
+
+/// The Gateway API Inference Extension's minimal endpoint picker.
+pub fn lwepp_binary() -> PathBuf {
+    go_tool("lwepp")
+}

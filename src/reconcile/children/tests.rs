@@ -538,3 +538,202 @@ fn pod_monitor_scrapes_both_engine_tracks_at_the_metrics_endpoint() {
         })
     ));
 }
+
+fn with_pools(mut s: InferenceService, mode: crate::api::EndpointPickerMode) -> InferenceService {
+    use crate::api::{BackendKind, EndpointPickerSpec, FailureMode};
+    let r = s.spec.routing.as_mut().unwrap();
+    r.backend_kind = Some(BackendKind::InferencePool);
+    r.endpoint_picker = Some(EndpointPickerSpec {
+        mode: Some(mode),
+        image: Some("registry.example.com/epp:v1".into()),
+        replicas: Some(1),
+        failure_mode: Some(FailureMode::FailOpen),
+        config: Some("plugins: []\n".into()),
+    });
+    s
+}
+
+#[test]
+fn a_pool_per_track_selects_that_tracks_pods_and_names_its_picker() {
+    use crate::api::{EndpointPickerMode, FailureMode};
+    use inferencepool::inference_pool;
+    let s = with_pools(with_canary(svc(), 10, None), EndpointPickerMode::Owned);
+    for (track, name) in [(Track::Primary, "chat"), (Track::Canary, "chat-canary")] {
+        let pool = inference_pool(&s, track).unwrap();
+        assert_eq!(pool.metadata.name.as_deref(), Some(name));
+        assert_eq!(pool.metadata.labels, Some(labels(&s, track)));
+        assert_eq!(pool.spec.selector.match_labels, selector_labels(&s, track));
+        assert_eq!(pool.spec.target_ports.len(), 1);
+        assert_eq!(pool.spec.target_ports[0].number, 8000);
+        let r = pool.spec.endpoint_picker_ref.unwrap();
+        assert_eq!(r.name, format!("{name}-epp"));
+        assert_eq!(r.port.number, 9002);
+        assert_eq!(r.failure_mode, Some(FailureMode::FailOpen));
+    }
+    // mode None: pools without a picker, for gateways that pick themselves.
+    let s = with_pools(svc(), EndpointPickerMode::None);
+    assert_eq!(
+        inference_pool(&s, Track::Primary)
+            .unwrap()
+            .spec
+            .endpoint_picker_ref,
+        None
+    );
+    assert_eq!(inference_pool(&s, Track::Canary), Err(BuildError::NoCanary));
+}
+
+#[test]
+fn the_endpoint_picker_reads_only_what_it_needs_and_is_never_in_a_pool() {
+    use crate::api::EndpointPickerMode;
+    use endpoint_picker::{COMPONENT, LABEL_COMPONENT, endpoint_picker};
+    let mut s = with_pools(with_canary(svc(), 10, None), EndpointPickerMode::Owned);
+    let epp = endpoint_picker(&s, Track::Canary).unwrap();
+    for meta in [
+        &epp.service_account.metadata,
+        &epp.role.metadata,
+        &epp.role_binding.metadata,
+        &epp.config_map.metadata,
+        &epp.deployment.metadata,
+        &epp.service.metadata,
+    ] {
+        assert_eq!(meta.name.as_deref(), Some("chat-canary-epp"));
+        assert_eq!(
+            meta.owner_references,
+            Some(vec![owner_reference(&s).unwrap()])
+        );
+    }
+    // Its pods: the component label, no track, so no pool selects them.
+    let d = epp.deployment.spec.clone().unwrap();
+    let pod = d.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(
+        pod.get(LABEL_COMPONENT).map(String::as_str),
+        Some(COMPONENT)
+    );
+    assert!(!pod.contains_key(LABEL_TRACK), "{pod:?}");
+    let pool = inferencepool::inference_pool(&s, Track::Canary).unwrap();
+    assert!(
+        !pool
+            .spec
+            .selector
+            .match_labels
+            .iter()
+            .all(|(k, v)| pod.get(k) == Some(v)),
+        "the pool does not select its picker"
+    );
+    let pod_spec = d.template.spec.unwrap();
+    assert_eq!(
+        pod_spec.service_account_name.as_deref(),
+        Some("chat-canary-epp")
+    );
+    let c = &pod_spec.containers[0];
+    assert_eq!(c.image.as_deref(), Some("registry.example.com/epp:v1"));
+    assert_eq!(
+        c.args.clone().unwrap(),
+        [
+            "--pool-name=chat-canary",
+            "--pool-namespace=team-a",
+            "--pool-group=inference.networking.k8s.io",
+            "--config-file=/config/config.yaml",
+        ]
+    );
+    let ports: Vec<i32> = epp
+        .service
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .iter()
+        .map(|p| p.port)
+        .collect();
+    assert_eq!(ports, [9002, 9003, 9090]);
+    assert_eq!(epp.config_map.data.unwrap()["config.yaml"], "plugins: []\n");
+    // The Role: pods, its own pool, llm-d's objectives; no Secrets; no
+    // leases for one replica.
+    let rules = epp.role.rules.unwrap();
+    let resources: Vec<String> = rules
+        .iter()
+        .flat_map(|r| r.resources.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        resources,
+        [
+            "pods",
+            "inferencepools",
+            "inferenceobjectives",
+            "inferencemodelrewrites"
+        ]
+    );
+    assert_eq!(
+        rules[1].resource_names.as_deref(),
+        Some(&["chat-canary".to_owned()][..])
+    );
+    assert!(rules.iter().all(|r| {
+        r.verbs
+            .iter()
+            .all(|v| ["get", "list", "watch"].contains(&v.as_str()))
+    }));
+    // Leader election only with more than one replica.
+    s.spec
+        .routing
+        .as_mut()
+        .unwrap()
+        .endpoint_picker
+        .as_mut()
+        .unwrap()
+        .replicas = Some(2);
+    let rules = endpoint_picker(&s, Track::Primary)
+        .unwrap()
+        .role
+        .rules
+        .unwrap();
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.resources.as_deref() == Some(&["leases".to_owned()][..]))
+    );
+    // No image: an error, not a picker without one.
+    s.spec
+        .routing
+        .as_mut()
+        .unwrap()
+        .endpoint_picker
+        .as_mut()
+        .unwrap()
+        .image = None;
+    assert_eq!(
+        endpoint_picker(&s, Track::Primary),
+        Err(BuildError::MissingEndpointPickerImage)
+    );
+}
+
+#[test]
+fn the_route_points_at_the_pools_and_leaves_an_unready_canary_out() {
+    use crate::api::EndpointPickerMode;
+    let s = with_pools(with_canary(svc(), 20, None), EndpointPickerMode::Owned);
+    let refs = |routed| {
+        http_route(&s, routed).unwrap().unwrap().spec.rules[0]
+            .backend_refs
+            .iter()
+            .map(|b| {
+                (
+                    b.group.clone().unwrap_or_default(),
+                    b.kind.clone().unwrap_or_default(),
+                    b.name.clone(),
+                    b.port,
+                    b.weight,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let pool = |name: &str, weight| {
+        (
+            "inference.networking.k8s.io".to_owned(),
+            "InferencePool".to_owned(),
+            name.to_owned(),
+            None,
+            Some(weight),
+        )
+    };
+    assert_eq!(refs(0), [pool("chat", 100)]);
+    assert_eq!(refs(20), [pool("chat", 80), pool("chat-canary", 20)]);
+}

@@ -1,0 +1,387 @@
+//! End-to-end: model-aware routing through Gateway API Inference Extension
+//! InferencePools, against the real control plane with the published
+//! HTTPRoute and InferencePool CRDs (from their Go modules), the reconciler
+//! running as the ServiceAccount of `deploy/` (exactly its RBAC, which must
+//! cover every right it grants an endpoint picker), and the extension's own
+//! minimal endpoint picker (`cmd/lwepp`, built from the same module) reading
+//! infergate's pool with the rights infergate's Role gives it.
+//!
+//! No kubelet and no gateway controller run here: the test plays the kubelet
+//! (pods Running, Ready, with addresses) and writes a gateway's report into
+//! a pool's status. On a real cluster the endpoint picker's own pods would
+//! start from the Deployment infergate made, a gateway implementing the
+//! extension would call the picker for every request and report on the pools,
+//! and requests would reach the pod the picker chose.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use infergate::api::v1beta1::InferenceService;
+use infergate::reconcile::children::httproute::HTTPRoute;
+use infergate::reconcile::children::inferencepool::InferencePool;
+use support::{
+    Reconciler, WAIT, eventually, get, spawn_logged, wait_condition, wait_exists, wait_gone,
+};
+
+/// The discovery cache's "not installed" answer lasts 30 s; a minute more
+/// for the watch to start and the reconcile to run.
+const APPEAR: Duration = Duration::from_secs(120);
+
+/// `(kind, name, weight)` of each backendRef of the route `chat`.
+async fn backends(client: &Client, ns: &str) -> Vec<(String, String, i32)> {
+    get::<HTTPRoute>(client, ns, "chat")
+        .await
+        .map(|r| {
+            r.spec
+                .rules
+                .iter()
+                .flat_map(|rule| rule.backend_refs.iter())
+                .map(|b| {
+                    (
+                        b.kind.clone().unwrap_or_default(),
+                        b.name.clone(),
+                        b.weight.unwrap_or(1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_backends(client: &Client, ns: &str, want: &[(&str, &str, i32)]) {
+    let want: Vec<(String, String, i32)> = want
+        .iter()
+        .map(|(k, n, w)| ((*k).to_owned(), (*n).to_owned(), *w))
+        .collect();
+    eventually(&format!("route backends {want:?}"), WAIT, async || {
+        let got = backends(client, ns).await;
+        (got == want).then_some(()).ok_or(format!("{got:?}"))
+    })
+    .await;
+}
+
+/// Play the kubelet: every live pod of the track Running and Ready, with an
+/// address (the endpoint picker only lists pods that have one).
+async fn pods_up(client: &Client, ns: &str, track: &str, want: usize) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let selector = format!("infergate.dev/service=chat,infergate.dev/track={track}");
+    eventually(&format!("{want} {track} pods up"), WAIT, async || {
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| e.to_string())?;
+        let live: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        if live.len() < want {
+            return Err(format!("{} pods", live.len()));
+        }
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let mut names = Vec::new();
+        for (i, p) in live.iter().enumerate() {
+            let ip = format!("10.{}.0.{}", if track == "primary" { 1 } else { 2 }, i + 10);
+            pods.patch_status(
+                &p.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {
+                    "phase": "Running",
+                    "podIP": ip, "podIPs": [{"ip": ip}],
+                    "conditions": [
+                        {"type": "Ready", "status": "True", "lastTransitionTime": now},
+                        {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}
+                    ]
+                }})),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            names.push(p.name_any());
+        }
+        Ok(names)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_route_through_inference_pools_with_their_own_endpoint_pickers() {
+    support::init_tracing();
+    let cp = support::control_plane().await;
+    cp.install_crds().await;
+    cp.install_crd_file(support::httproute_crd()).await;
+    let client = cp.client().await;
+    let sa_kubeconfig = cp.deployed_service_account().await;
+    let ns = cp.fresh_namespace("pools").await;
+    let _reconciler = Reconciler::start(sa_kubeconfig, support::reconcile_config("pools-e2e"));
+
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let svc: InferenceService = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": ns},
+        "spec": {
+            "model": {"ref": "llama3-8b"},
+            "engine": {"image": "registry.example.com/vllm:0.9"},
+            "replicas": 2,
+            "routing": {
+                "gateway": {"name": "inference-gw", "namespace": "gateways"},
+                "backendKind": "InferencePool",
+                "endpointPicker": {"image": "registry.example.com/epp:v1",
+                                   "failureMode": "FailOpen",
+                                   "config": "plugins: []\n"},
+            },
+        },
+    }))
+    .expect("service");
+    services
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+
+    // Without the InferencePool CRD: the workload, no route to Services
+    // (never a silent fallback), and RoutingReady names the CRD.
+    let s = wait_condition(
+        &client,
+        &ns,
+        "chat",
+        "RoutingReady",
+        "False",
+        "InferencePoolNotInstalled",
+        WAIT,
+    )
+    .await;
+    let message = support::condition(&s, "RoutingReady").unwrap().message;
+    assert!(
+        message.contains("inferencepools.inference.networking.k8s.io"),
+        "{message}"
+    );
+    wait_exists::<Deployment>(&client, &ns, "chat").await;
+    assert!(get::<HTTPRoute>(&client, &ns, "chat").await.is_none());
+
+    // The published CRD arrives: the pool, its endpoint picker and the route
+    // to the pool appear without a restart.
+    cp.apply_crds(support::inferencepool_crd(), true);
+    let pools: Api<InferencePool> = Api::namespaced(client.clone(), &ns);
+    let pool = eventually("InferencePool chat", APPEAR, async || {
+        pools
+            .get_opt("chat")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    assert_eq!(pool.spec.target_ports[0].number, 8000);
+    assert_eq!(
+        pool.spec.selector.match_labels,
+        [
+            ("infergate.dev/service".to_owned(), "chat".to_owned()),
+            ("infergate.dev/track".to_owned(), "primary".to_owned())
+        ]
+        .into()
+    );
+    let epp_ref = pool
+        .spec
+        .endpoint_picker_ref
+        .clone()
+        .expect("endpointPickerRef");
+    assert_eq!(
+        (epp_ref.name.as_str(), epp_ref.port.number),
+        ("chat-epp", 9002)
+    );
+    wait_exists::<ServiceAccount>(&client, &ns, "chat-epp").await;
+    wait_exists::<Role>(&client, &ns, "chat-epp").await;
+    wait_exists::<RoleBinding>(&client, &ns, "chat-epp").await;
+    wait_exists::<ConfigMap>(&client, &ns, "chat-epp").await;
+    wait_exists::<Deployment>(&client, &ns, "chat-epp").await;
+    wait_exists::<Service>(&client, &ns, "chat-epp").await;
+    wait_backends(&client, &ns, &[("InferencePool", "chat", 100)]).await;
+    let s = wait_condition(
+        &client,
+        &ns,
+        "chat",
+        "RoutingReady",
+        "True",
+        "RouteApplied",
+        WAIT,
+    )
+    .await;
+    let message = support::condition(&s, "RoutingReady").unwrap().message;
+    assert!(
+        message.contains("no gateway controller has reported"),
+        "{message}"
+    );
+
+    // The extension's endpoint picker, with the rights infergate gave
+    // chat-epp, reads the pool and lists exactly the primary's engine pods
+    // (never its own pods, which carry no track label).
+    let engine_pods = pods_up(&client, &ns, "primary", 2).await;
+    let epp_kubeconfig =
+        support::service_account_kubeconfig(cp, &ns, "chat-epp").expect("chat-epp token");
+    let lwepp = support::lwepp_binary();
+    let log = cp.dir().join(format!("lwepp-{ns}.log"));
+    let mut cmd = Command::new(&lwepp);
+    cmd.args([
+        "--pool-name=chat",
+        &format!("--pool-namespace={ns}"),
+        "--pool-group=inference.networking.k8s.io",
+        &format!("--grpc-port={}", support::free_port().expect("port")),
+        &format!("--grpc-health-port={}", support::free_port().expect("port")),
+        &format!("--metrics-port={}", support::free_port().expect("port")),
+        "--zap-log-level=5",
+    ])
+    .env("KUBECONFIG", &epp_kubeconfig);
+    let mut picker = spawn_logged(cmd, &log).expect("starting lwepp");
+    eventually(
+        "the endpoint picker to list the pool's pods",
+        WAIT,
+        async || {
+            let text = std::fs::read_to_string(&log).map_err(|e| e.to_string())?;
+            let added: Vec<&String> = engine_pods
+                .iter()
+                .filter(|p| {
+                    text.lines()
+                        .any(|l| l.contains("Pod added") && l.contains(p.as_str()))
+                })
+                .collect();
+            (added.len() == engine_pods.len())
+                .then_some(())
+                .ok_or_else(|| {
+                    format!(
+                        "{} of {engine_pods:?} added; log tail: {}",
+                        added.len(),
+                        support::tail(&log, 5)
+                    )
+                })
+        },
+    )
+    .await;
+    let text = std::fs::read_to_string(&log).expect("lwepp log");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains("Pod added") && l.contains("chat-epp")),
+        "the picker's own pods are not endpoints"
+    );
+    assert!(
+        !text.contains("forbidden"),
+        "the picker's Role covers what it reads: {}",
+        support::tail(&log, 20)
+    );
+    let _ = picker.kill();
+    let _ = picker.wait();
+
+    // A canary gets its own pool and picker; the route names its pool only
+    // once a canary pod is ready.
+    services
+        .patch(
+            "chat",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"canary": {"model": {"ref": "llama3-8b-v2"}, "weight": 20}}}),
+            ),
+        )
+        .await
+        .expect("add canary");
+    wait_exists::<InferencePool>(&client, &ns, "chat-canary").await;
+    wait_exists::<Deployment>(&client, &ns, "chat-canary-epp").await;
+    assert_eq!(
+        backends(&client, &ns).await,
+        [("InferencePool".to_owned(), "chat".to_owned(), 100)]
+    );
+    pods_up(&client, &ns, "canary", 1).await;
+    wait_backends(
+        &client,
+        &ns,
+        &[
+            ("InferencePool", "chat", 80),
+            ("InferencePool", "chat-canary", 20),
+        ],
+    )
+    .await;
+
+    // A gateway's report on a pool reaches RoutingReady.
+    pools
+        .patch_status(
+            "chat-canary",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"parents": [{
+                "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                              "name": "inference-gw", "namespace": "gateways"},
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                     "lastTransitionTime": "2026-11-25T00:00:00Z"},
+                    {"type": "ResolvedRefs", "status": "False", "reason": "InvalidExtensionRef",
+                     "message": "Service chat-canary-epp has no endpoints",
+                     "lastTransitionTime": "2026-11-25T00:00:00Z"}
+                ]
+            }]}})),
+        )
+        .await
+        .expect("pool status");
+    let s = wait_condition(
+        &client,
+        &ns,
+        "chat",
+        "RoutingReady",
+        "False",
+        "InferencePoolNotAccepted",
+        WAIT,
+    )
+    .await;
+    let message = support::condition(&s, "RoutingReady").unwrap().message;
+    assert!(message.contains("InvalidExtensionRef"), "{message}");
+
+    // Removing the canary: the route lets go of its pool first, then the
+    // pool and its picker go.
+    services
+        .patch(
+            "chat",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"canary": null}})),
+        )
+        .await
+        .expect("remove canary");
+    wait_backends(&client, &ns, &[("InferencePool", "chat", 100)]).await;
+    wait_gone::<InferencePool>(&client, &ns, "chat-canary", WAIT).await;
+    wait_gone::<Deployment>(&client, &ns, "chat-canary-epp", WAIT).await;
+    wait_gone::<Role>(&client, &ns, "chat-canary-epp", WAIT).await;
+
+    // Back to Services: the route points at the Services, and every pool
+    // and picker object goes.
+    services
+        .patch(
+            "chat",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"routing": {"backendKind": "Service"}}})),
+        )
+        .await
+        .expect("switch back");
+    wait_backends(&client, &ns, &[("Service", "chat", 100)]).await;
+    wait_gone::<InferencePool>(&client, &ns, "chat", WAIT).await;
+    for gone in ["chat-epp"] {
+        wait_gone::<Deployment>(&client, &ns, gone, WAIT).await;
+        wait_gone::<Service>(&client, &ns, gone, WAIT).await;
+        wait_gone::<ServiceAccount>(&client, &ns, gone, WAIT).await;
+        wait_gone::<Role>(&client, &ns, gone, WAIT).await;
+        wait_gone::<RoleBinding>(&client, &ns, gone, WAIT).await;
+        wait_gone::<ConfigMap>(&client, &ns, gone, WAIT).await;
+    }
+    wait_condition(
+        &client,
+        &ns,
+        "chat",
+        "RoutingReady",
+        "True",
+        "RouteApplied",
+        WAIT,
+    )
+    .await;
+}
