@@ -444,6 +444,83 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_moves_services_to_pools_and_the_picker_is_defaulted_field_by_field() {
+        use crate::api::policy::RoutingDefaults;
+        let mut policy = ClusterInferencePolicy::new(
+            "pools",
+            ClusterInferencePolicySpec {
+                defaults: Some(PolicyDefaults {
+                    routing: Some(RoutingDefaults {
+                        backend_kind: Some(BackendKind::InferencePool),
+                        endpoint_picker: Some(EndpointPickerSpec {
+                            image: Some("registry.example.com/epp:v1".to_owned()),
+                            failure_mode: Some(FailureMode::FailOpen),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        policy.metadata.uid = Some("p".to_owned());
+        let snap = PolicySnapshot {
+            cluster: vec![policy],
+            namespaced: vec![],
+        };
+        // The service sets its own replicas for the picker; the rest comes
+        // from the policy or the built-ins.
+        let mut s = svc();
+        s.spec.routing = Some(RoutingSpec {
+            endpoint_picker: Some(EndpointPickerSpec {
+                replicas: Some(2),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let d = with(&snap, &ServerDefaults::default(), |c| {
+            default_service(&s, c)
+        });
+        let r = d.object.spec.routing.as_ref().unwrap();
+        assert_eq!(r.backend_kind, Some(BackendKind::InferencePool));
+        let p = r.endpoint_picker.as_ref().unwrap();
+        assert_eq!(p.mode, Some(EndpointPickerMode::Owned));
+        assert_eq!(p.image.as_deref(), Some("registry.example.com/epp:v1"));
+        assert_eq!(p.replicas, Some(2));
+        assert_eq!(p.failure_mode, Some(FailureMode::FailOpen));
+        assert_eq!(p.config, None);
+        let source = |field: &str| {
+            d.filled
+                .iter()
+                .find(|f| f.field == field)
+                .map(|f| f.source.to_string())
+        };
+        assert_eq!(
+            source("spec.routing.backendKind").as_deref(),
+            Some("ClusterInferencePolicy/pools")
+        );
+        assert_eq!(
+            source("spec.routing.endpointPicker.image").as_deref(),
+            Some("ClusterInferencePolicy/pools")
+        );
+        assert_eq!(
+            source("spec.routing.endpointPicker.mode").as_deref(),
+            Some("built-in")
+        );
+        assert_eq!(source("spec.routing.endpointPicker.replicas"), None);
+        // Without pools nothing of the picker is filled in.
+        let d = with(
+            &PolicySnapshot::default(),
+            &ServerDefaults::default(),
+            |c| default_service(&svc(), c),
+        );
+        let r = d.object.spec.routing.as_ref().unwrap();
+        assert_eq!(r.backend_kind, Some(BackendKind::Service));
+        assert_eq!(r.endpoint_picker, None);
+    }
+
+    #[test]
     fn zero_replicas_stay_zero() {
         let mut s = svc();
         s.spec.replicas = Some(0);
