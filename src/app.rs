@@ -76,6 +76,8 @@ pub struct Options {
     pub namespace: String,
     /// Extra CA certificates (PEM) trusted when fetching serving graphs.
     pub graph_ca_file: Option<PathBuf>,
+    /// Prometheus of rollout analyses (`serve --prometheus-url`).
+    pub prometheus_url: Option<String>,
     /// infergate's ServiceAccount name (`serve --service-account`).
     pub service_account: String,
     /// The namespaces to manage (`serve --namespaces`); empty: all.
@@ -102,6 +104,7 @@ impl Default for Options {
             reconcile: true,
             namespace: DEFAULT_NAMESPACE.to_owned(),
             graph_ca_file: None,
+            prometheus_url: None,
             service_account: "infergate".to_owned(),
             namespaces: Vec::new(),
             log_format: LogFormat::Text,
@@ -349,6 +352,7 @@ pub async fn serve(
                 identity(),
             )
             .with_graph_ca_file(args.graph_ca_file.clone())
+            .with_prometheus_url(args.prometheus_url.clone())
             .with_service_account(&args.service_account)
             .with_scope(scope.clone())
             .with_state(Arc::clone(&cluster));

@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// Extra CA certificates (PEM) trusted when fetching serving graphs.
     #[arg(long)]
     pub graph_ca_file: Option<PathBuf>,
+    /// Prometheus base URL for rollout analyses (`spec.rollout.analysis`)
+    /// when no ClusterInferencePolicy names one.
+    #[arg(long, value_name = "URL")]
+    pub prometheus_url: Option<String>,
     /// infergate's ServiceAccount (in --namespace): the subject of the
     /// RoleBinding a namespace creates to let infergate read its graph tokens.
     #[arg(long, env = "INFERGATE_SERVICE_ACCOUNT", default_value = "infergate")]
@@ -260,6 +264,7 @@ impl From<ServeArgs> for app::Options {
             reconcile: !a.no_reconcile,
             namespace: a.namespace,
             graph_ca_file: a.graph_ca_file,
+            prometheus_url: a.prometheus_url,
             service_account: a.service_account,
             namespaces: a.namespaces,
             log_format: a.log_format.into(),

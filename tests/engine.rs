@@ -227,6 +227,7 @@ fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
                     canary,
                     route_path: route,
                     request_timeout: rt,
+                    rollout: None,
                 }
             },
         )
@@ -340,6 +341,12 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
                 routing,
                 metrics,
                 graph,
+                rollout: replicas.map(|_| infergate::api::rollout::RolloutSpec {
+                    strategy: Some(infergate::api::rollout::RolloutStrategy::Canary),
+                    steps: vec![10, 50],
+                    interval: Some("1m".into()),
+                    ..Default::default()
+                }),
             },
         )
 }
@@ -438,6 +445,7 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
                     health_check,
                     routing,
                     metrics,
+                    rollout: None,
                 }
             },
         )

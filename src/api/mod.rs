@@ -4,6 +4,7 @@
 pub mod common;
 pub mod conversion;
 pub mod policy;
+pub mod rollout;
 pub mod v1alpha1;
 pub mod v1beta1;
 

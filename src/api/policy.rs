@@ -129,6 +129,10 @@ pub struct PolicyDefaults {
     /// Metrics port, path and scrape interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsSpec>,
+    /// The whole rollout block, for services that set none. Only a
+    /// ClusterInferencePolicy may name the Prometheus address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<super::rollout::RolloutSpec>,
 }
 
 /// Engine defaults.
@@ -227,6 +231,11 @@ pub struct PolicyLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), inner(length(min = 1, max = 260)))]
     pub allowed_graph_hosts: Option<Vec<String>>,
+    /// Lower bound for `rollout.interval` (a GEP-2257 duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^([0-9]{1,5}(h|m|s|ms)){1,4}$')").message("limits.minRolloutInterval must be a Gateway API duration such as 1m"))]
+    pub min_rollout_interval: Option<String>,
 }
 
 /// Status of a policy.

@@ -33,7 +33,13 @@ pub use super::common::{
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
     printcolumn(
-        name = "Canary",
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.rollout.phase",
+        description = "Rollout phase"
+    ),
+    printcolumn(
+        name = "Weight",
         type_ = "integer",
         json_path = ".status.canary.weight",
         description = "Canary weight actually routed"
@@ -89,6 +95,10 @@ pub struct InferenceServiceSpec {
     /// the Prometheus Operator's CRD is installed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsSpec>,
+    /// How a new model or engine version reaches users: at once
+    /// (`Immediate`, the default) or through canary steps (`Canary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<super::rollout::RolloutSpec>,
     /// The Ray Serve graph; required iff `backend: RayService`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphSpec>,
@@ -304,6 +314,9 @@ pub struct InferenceServiceStatus {
     /// The request timeout in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_timeout: Option<String>,
+    /// The progressive rollout (`spec.rollout.strategy: Canary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<super::rollout::RolloutStatus>,
 }
 
 /// The observed canary track.

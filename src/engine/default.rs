@@ -300,6 +300,21 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
         }
     }
 
+    // rollout: the whole block, only when a policy sets one; the Prometheus
+    // address stays in the policy (looked up when the analysis runs).
+    f.fill(
+        &mut spec.rollout,
+        "spec.rollout",
+        |d| {
+            let mut r = d.rollout.clone()?;
+            if let Some(p) = r.analysis.as_mut().and_then(|a| a.prometheus.as_mut()) {
+                p.address = None;
+            }
+            Some(r)
+        },
+        None,
+    );
+
     let filled = f.filled;
     if !filled.is_empty() {
         record_provenance(&mut out, &filled);

@@ -16,6 +16,7 @@ pub mod hosts;
 pub mod names;
 pub mod policy;
 pub mod resources;
+pub mod rollout;
 pub mod route;
 pub mod selector;
 pub mod validate;

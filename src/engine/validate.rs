@@ -219,6 +219,10 @@ pub fn validate_service(
     }
 
     check_inference_pool(&mut v.errors, svc);
+    super::rollout::check_service(&mut v.errors, svc);
+    if let Some(w) = old.and_then(|o| super::rollout::restart_warning(svc, o)) {
+        v.warnings.push(w);
+    }
 
     // Health check.
     check_health(&mut v.errors, "spec.healthCheck", s.health_check.as_ref());
@@ -284,6 +288,21 @@ pub fn validate_service(
     }
     if let Some(c) = &s.canary {
         lim.max("spec.canary.weight", c.weight, |l| l.max_canary_weight, "");
+    }
+    if super::rollout::is_progressive(svc)
+        && let Some(r) = &s.rollout
+    {
+        for (i, w) in r.steps.iter().enumerate() {
+            lim.max(
+                &format!("spec.rollout.steps[{i}]"),
+                *w,
+                |l| l.max_canary_weight,
+                "",
+            );
+        }
+        for (enforcement, e) in super::rollout::min_interval_violations(&layers, svc) {
+            lim.report(enforcement, e);
+        }
     }
     let gpus = super::resources::gpus_per_replica(svc);
     if gpus > 0 {
@@ -651,6 +670,9 @@ pub fn validate_cluster_policy(p: &ClusterInferencePolicy) -> Verdict {
         p.spec.limits.as_ref(),
         &[],
     );
+    if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
+        super::rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, true);
+    }
     v
 }
 
@@ -668,6 +690,10 @@ pub fn validate_namespaced_policy(p: &InferencePolicy, ctx: &Context) -> Verdict
         p.spec.limits.as_ref(),
         &cluster,
     );
+    // Tenants often control their namespace's policies: no Prometheus address here.
+    if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
+        super::rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, false);
+    }
     v
 }
 
@@ -705,6 +731,15 @@ fn check_policy_spec(
             None
         }
     });
+    if let Some(s) = limits.and_then(|l| l.min_rollout_interval.as_deref())
+        && let Err(e) = parse_gateway_duration(s)
+    {
+        errs.push(FieldError::invalid(
+            "spec.limits.minRolloutInterval",
+            format!("{s:?}"),
+            &e,
+        ));
+    }
     if let Some(l) = limits {
         for (field, val, lo, hi) in [
             ("spec.limits.maxReplicas", l.max_replicas, 0, i32::MAX),

@@ -216,6 +216,25 @@ impl Drop for Permit<'_> {
     }
 }
 
+/// A TLS client configuration trusting the platform's roots plus
+/// `extra_roots`, on the ring crypto provider, offering HTTP/2 and HTTP/1.1.
+pub fn platform_tls(
+    extra_roots: Vec<CertificateDer<'static>>,
+) -> Result<rustls::ClientConfig, FetcherError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls_platform_verifier::Verifier::new_with_extra_roots(extra_roots, provider.clone())
+            .map_err(|e| FetcherError::Tls(e.to_string()))?;
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| FetcherError::Tls(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
 impl GraphFetcher {
     /// A fetcher trusting the platform's roots plus `extra_roots`, on the
     /// ring crypto provider.
@@ -223,17 +242,7 @@ impl GraphFetcher {
         options: FetchOptions,
         extra_roots: Vec<CertificateDer<'static>>,
     ) -> Result<Self, FetcherError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier =
-            rustls_platform_verifier::Verifier::new_with_extra_roots(extra_roots, provider.clone())
-                .map_err(|e| FetcherError::Tls(e.to_string()))?;
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| FetcherError::Tls(e.to_string()))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let tls = platform_tls(extra_roots)?;
         Ok(Self {
             tls,
             options,

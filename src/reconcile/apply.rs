@@ -506,6 +506,7 @@ mod tests {
             policy: PolicyResult::Compliant,
             route_path: None,
             request_timeout: None,
+            rollout: None,
         }
     }
 

@@ -22,7 +22,7 @@ use super::children::{self as builders, Desired, Track};
 use super::children::{endpoint_picker, podmonitor};
 use super::controller::{Ctx, GRAPH_BUSY_RETRY, OPTIONAL_API_RECHECK, RESYNC};
 use super::graph as resolve;
-use super::status::{Observation, Outcome, PolicyResult, PoolReport, Rollout, Routing};
+use super::status::{Observation, Outcome, PolicyResult, PoolReport, Reason, Rollout, Routing};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::GraphError;
@@ -157,6 +157,7 @@ async fn prelude(
         policy,
         route_path: None,
         request_timeout: None,
+        rollout: None,
     };
     if !intrinsic.allowed() {
         obs.outcome = Outcome::Invalid(intrinsic.message());
@@ -173,6 +174,12 @@ async fn reconcile_deployment(
     defaulted: &InferenceService,
     mut obs: Observation,
 ) -> Result<Action, Error> {
+    // The rollout decides what each track runs and the canary's weight;
+    // the children are built from that (the spec's version on the primary
+    // at once with strategy Immediate).
+    let planned = ctx.plan_rollout(svc, defaulted).await?;
+    let defaulted = &planned.effective;
+    obs.rollout = Some(planned.status.clone());
     let gateway = builders::gateway(defaulted);
     let built = builders::desired(defaulted).and_then(|d| {
         let path = match gateway {
@@ -208,13 +215,28 @@ async fn reconcile_deployment(
             );
             obs.outcome = outcome;
             ctx.writer.write_status(svc, &obs).await?;
-            Ok(Action::requeue(if waiting_for_gateway_api {
+            for n in &planned.notes {
+                let kind = if n.warning {
+                    kube::runtime::events::EventType::Warning
+                } else {
+                    kube::runtime::events::EventType::Normal
+                };
+                ctx.writer
+                    .publish(svc, kind, Reason::Rollout(n.reason), n.message.clone())
+                    .await;
+            }
+            let wait = if waiting_for_gateway_api {
                 OPTIONAL_API_RECHECK
             } else {
                 RESYNC
-            }))
+            };
+            Ok(Action::requeue(
+                planned.requeue.map_or(wait, |r| r.min(wait)),
+            ))
         }
         Err(e) => {
+            // The rollout's step is recorded only once its children are applied.
+            obs.rollout = None;
             obs.outcome = Outcome::Failed(e.to_string());
             if let Err(se) = ctx.writer.write_status(svc, &obs).await {
                 warn!(error = %se, "failed to record the apply failure in status");

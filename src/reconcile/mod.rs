@@ -14,12 +14,15 @@
 //!   through [`crate::graph::fetch::GraphSource`], validation, builder);
 //! - [`status`]: status and conditions as a pure function of what was observed.
 
+pub mod analysis;
 pub mod apply;
 pub mod children;
 pub mod controller;
 pub mod discovery;
 pub mod flow;
 pub mod graph;
+mod progress;
+pub mod rollout;
 pub mod status;
 pub mod watches;
 
@@ -61,6 +64,9 @@ pub struct Config {
     /// The process's watched state (policies, namespaces, services), shared
     /// with the webhooks; [`run`] starts its own when `None`.
     pub state: Option<std::sync::Arc<crate::state::ClusterState>>,
+    /// The Prometheus of rollout analyses when no ClusterInferencePolicy
+    /// names one (`serve --prometheus-url`).
+    pub prometheus_url: Option<String>,
 }
 
 impl Config {
@@ -85,6 +91,7 @@ impl Config {
             graph_fetcher: None,
             graph_resync: controller::GRAPH_RESYNC,
             state: None,
+            prometheus_url: None,
         }
     }
 
@@ -114,6 +121,14 @@ impl Config {
     #[must_use]
     pub fn with_graph_ca_file(mut self, path: Option<std::path::PathBuf>) -> Self {
         self.graph_ca_file = path;
+        self
+    }
+
+    /// Ask this Prometheus for rollout analyses when no
+    /// ClusterInferencePolicy names one.
+    #[must_use]
+    pub fn with_prometheus_url(mut self, url: Option<String>) -> Self {
+        self.prometheus_url = url;
         self
     }
 

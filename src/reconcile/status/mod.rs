@@ -137,7 +137,7 @@ pub enum Outcome {
 }
 
 /// Everything [`compute`] needs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Observation {
     /// `metadata.generation` of the service.
     pub generation: Option<i64>,
@@ -149,6 +149,8 @@ pub struct Observation {
     pub route_path: Option<String>,
     /// The request timeout in force (when a gateway is set).
     pub request_timeout: Option<String>,
+    /// The rollout's next state (Deployment-backed services).
+    pub rollout: Option<crate::api::rollout::RolloutStatus>,
 }
 
 /// Result of checking the applicable policies.
@@ -192,6 +194,8 @@ pub enum Reason {
     GraphResolved,
     /// A serving-graph failure, with the graph error's own reason.
     Graph(&'static str),
+    /// Event: a step of a progressive rollout, with its own reason.
+    Rollout(&'static str),
     /// The KubeRay CRDs are not installed.
     RayServiceNotInstalled,
     /// KubeRay has not reported on the RayService yet.
@@ -233,7 +237,7 @@ impl Reason {
             Reason::InvalidSpec => "InvalidSpec",
             Reason::ApplyFailed => "ApplyFailed",
             Reason::GraphResolved => "GraphResolved",
-            Reason::Graph(reason) => reason,
+            Reason::Graph(reason) | Reason::Rollout(reason) => reason,
             Reason::RayServiceNotInstalled => "RayServiceNotInstalled",
             Reason::RayServicePending => "RayServicePending",
             Reason::RayServiceReady => "RayServiceReady",
@@ -598,6 +602,9 @@ pub fn compute(
         });
         st.route_path.clone_from(&obs.route_path);
         st.request_timeout.clone_from(&obs.request_timeout);
+        if obs.rollout.is_some() {
+            st.rollout.clone_from(&obs.rollout);
+        }
     }
     if let Outcome::RayServiceApplied { workers, .. } = &obs.outcome {
         st.route_path.clone_from(&obs.route_path);

@@ -28,6 +28,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
         policy: PolicyResult::Compliant,
         route_path: Some("/team-a/chat".into()),
         request_timeout: Some("5m".into()),
+        rollout: None,
     }
 }
 
@@ -168,6 +169,7 @@ fn invalid_spec_keeps_observed_numbers_and_flags_reconciled() {
         policy: PolicyResult::Compliant,
         route_path: None,
         request_timeout: None,
+        rollout: None,
     };
     let st = compute(Some(&st1), &obs, ts(10));
     assert_eq!(st.observed_generation, Some(4));
@@ -192,6 +194,7 @@ fn apply_failure_leaves_ready_alone() {
         policy: PolicyResult::Compliant,
         route_path: None,
         request_timeout: None,
+        rollout: None,
     };
     let st = compute(Some(&st1), &obs, ts(10));
     assert_eq!(cond(&st, READY).status, "True");
@@ -233,6 +236,7 @@ fn ray(outcome: Outcome) -> Observation {
         policy: PolicyResult::Compliant,
         route_path: Some("/team-a/chat".into()),
         request_timeout: None,
+        rollout: None,
     }
 }
 

@@ -1,0 +1,166 @@
+//! Progressive rollout: `spec.rollout` (also a policy's `defaults.rollout`)
+//! and `status.rollout`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::v1beta1::ModelSpec;
+
+/// How a new model or engine version reaches the service.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutStrategy {
+    /// Every replica is replaced at once (the Deployment's rolling update).
+    #[default]
+    Immediate,
+    /// A canary track runs the new version and the route weight walks `steps`.
+    Canary,
+}
+
+/// The rollout plan.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    /// `Immediate` (default) or `Canary`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<RolloutStrategy>,
+    /// Canary weights, increasing, each 1..99 and within the policies' `maxCanaryWeight`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub steps: Vec<i32>,
+    /// Minimum soak at each step, a GEP-2257 duration (default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub interval: Option<String>,
+    /// How long the canary may take to be fully ready (default `30m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub progress_deadline: Option<String>,
+    /// Canary container restarts tolerated during the rollout (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0").message("rollout.maxRestarts must be at least 0"))]
+    pub max_restarts: Option<i32>,
+    /// An optional gate evaluated once per interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisSpec>,
+}
+
+/// The rollout's gate.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct AnalysisSpec {
+    /// A Prometheus query compared with a threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<PrometheusGate>,
+}
+
+/// A Prometheus query that must return one sample within a threshold.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusGate {
+    /// The Prometheus base URL. Only a ClusterInferencePolicy's
+    /// `defaults.rollout.analysis.prometheus.address` may set it (or
+    /// `serve --prometheus-url`); denied in a service or an InferencePolicy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    pub address: Option<String>,
+    /// PromQL; `{{namespace}}`, `{{service}}` and `{{canary}}` (the canary
+    /// Deployment) are replaced before it runs.
+    #[schemars(length(max = 4096))]
+    pub query: String,
+    /// The bound the sample must respect.
+    pub threshold: Threshold,
+    /// Consecutive failed evaluations that fail the rollout (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_limit: Option<i32>,
+    /// What an empty answer means (default `Hold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_no_data: Option<OnNoData>,
+}
+
+/// `{max: ...}` or `{min: ...}`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Threshold {
+    /// The sample must be at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// The sample must be at least this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+}
+
+/// What a query without a sample means.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnNoData {
+    /// Wait (the progress deadline still runs).
+    #[default]
+    Hold,
+    /// A failed evaluation.
+    Fail,
+    /// A passed evaluation.
+    Pass,
+}
+
+/// Where a rollout stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutPhase {
+    /// The primary runs the stable version; no rollout.
+    #[default]
+    Stable,
+    /// A canary runs the target and the weight walks the steps.
+    Progressing,
+    /// Frozen by a `pause` action.
+    Paused,
+    /// Failed or aborted: the canary is gone until the spec changes.
+    RolledBack,
+}
+
+/// A model and engine version.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionRef {
+    /// The model.
+    pub model: ModelSpec,
+    /// The engine image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_image: Option<String>,
+}
+
+/// The rollout's state, which alone drives it (with the spec).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// Stable, Progressing, Paused or RolledBack.
+    pub phase: RolloutPhase,
+    /// Index into `steps` while progressing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<i32>,
+    /// The weight routed to the canary now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// When the current step's soak started (its weight applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started_at: Option<Time>,
+    /// When the canary track was created for this target (the progress
+    /// deadline runs from here, and again whenever the canary stops being ready).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_started_at: Option<Time>,
+    /// What the primary track runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable: Option<VersionRef>,
+    /// The version being rolled out (or rolled back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<VersionRef>,
+    /// Consecutive failed analysis evaluations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failures: Option<i32>,
+    /// The last `infergate.dev/rollout-action` value acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<String>,
+    /// Machine-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What the rollout waits for, or why it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}

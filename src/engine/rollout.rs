@@ -1,0 +1,241 @@
+//! Progressive rollout rules that need only the object and the policies:
+//! the plan's own validity, the policies' limits on it, and what "the
+//! version" of a service is.
+
+use std::time::Duration;
+
+use super::FieldError;
+use super::duration::{format_gateway_duration, parse_gateway_duration};
+use super::policy::Layer;
+use crate::api::policy::Enforcement;
+use crate::api::rollout::{RolloutPhase, RolloutSpec, RolloutStrategy, VersionRef};
+use crate::api::v1beta1::{Backend, InferenceService};
+
+/// `spec.rollout.interval` when unset.
+pub const DEFAULT_INTERVAL: &str = "5m";
+/// `spec.rollout.progressDeadline` when unset.
+pub const DEFAULT_PROGRESS_DEADLINE: &str = "30m";
+/// `spec.rollout.maxRestarts` when unset.
+pub const DEFAULT_MAX_RESTARTS: i32 = 3;
+/// `analysis.prometheus.failureLimit` when unset.
+pub const DEFAULT_FAILURE_LIMIT: i32 = 1;
+
+/// The version the spec asks for: the model and the engine image.
+#[must_use]
+pub fn version_of(svc: &InferenceService) -> VersionRef {
+    VersionRef {
+        model: svc.spec.model.clone(),
+        engine_image: svc.spec.engine.as_ref().and_then(|e| e.image.clone()),
+    }
+}
+
+/// Whether the service rolls new versions out through canary steps.
+#[must_use]
+pub fn is_progressive(svc: &InferenceService) -> bool {
+    svc.spec.rollout.as_ref().and_then(|r| r.strategy) == Some(RolloutStrategy::Canary)
+}
+
+/// A GEP-2257 duration of the plan, or its default.
+#[must_use]
+pub fn duration_or(value: Option<&str>, default: &str) -> Duration {
+    value
+        .and_then(|v| parse_gateway_duration(v).ok())
+        .or_else(|| parse_gateway_duration(default).ok())
+        .unwrap_or_default()
+}
+
+/// The plan on its own (`prefix` is `spec.rollout` or a policy's
+/// `spec.defaults.rollout`); `address_allowed` only for a ClusterInferencePolicy.
+pub fn check_plan(
+    errs: &mut Vec<FieldError>,
+    prefix: &str,
+    r: &RolloutSpec,
+    address_allowed: bool,
+) {
+    let mut last = 0;
+    for (i, w) in r.steps.iter().enumerate() {
+        if !(1..=99).contains(w) {
+            errs.push(FieldError::invalid(
+                format!("{prefix}.steps[{i}]"),
+                w,
+                "must be between 1 and 99, inclusive",
+            ));
+        } else if *w <= last {
+            errs.push(FieldError::invalid(
+                format!("{prefix}.steps[{i}]"),
+                w,
+                &format!("steps must increase: {w} follows {last}"),
+            ));
+        }
+        last = last.max(*w);
+    }
+    if r.strategy == Some(RolloutStrategy::Canary) && r.steps.is_empty() {
+        errs.push(FieldError::required(
+            format!("{prefix}.steps"),
+            "strategy Canary needs at least one step (a canary weight such as 10)",
+        ));
+    }
+    for (field, value) in [
+        ("interval", r.interval.as_deref()),
+        ("progressDeadline", r.progress_deadline.as_deref()),
+    ] {
+        if let Some(v) = value {
+            match parse_gateway_duration(v) {
+                Ok(d) if d.is_zero() => errs.push(FieldError::invalid(
+                    format!("{prefix}.{field}"),
+                    format!("{v:?}"),
+                    "must be greater than 0",
+                )),
+                Ok(_) => {}
+                Err(e) => errs.push(FieldError::invalid(
+                    format!("{prefix}.{field}"),
+                    format!("{v:?}"),
+                    &e,
+                )),
+            }
+        }
+    }
+    if let Some(m) = r.max_restarts
+        && m < 0
+    {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.maxRestarts"),
+            m,
+            "must be greater than or equal to 0",
+        ));
+    }
+    let Some(p) = r.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) else {
+        return;
+    };
+    let field = format!("{prefix}.analysis.prometheus");
+    if p.address.is_some() && !address_allowed {
+        errs.push(FieldError::forbidden(
+            format!("{field}.address"),
+            "the Prometheus address comes only from a ClusterInferencePolicy (defaults.rollout.analysis.prometheus.address) or serve --prometheus-url",
+        ));
+    }
+    if let Some(a) = &p.address
+        && address_allowed
+        && !(a.starts_with("http://") || a.starts_with("https://"))
+    {
+        errs.push(FieldError::invalid(
+            format!("{field}.address"),
+            format!("{a:?}"),
+            "must be an http:// or https:// URL",
+        ));
+    }
+    if p.query.trim().is_empty() {
+        errs.push(FieldError::required(
+            format!("{field}.query"),
+            "a PromQL query is required",
+        ));
+    }
+    if p.threshold.max.is_some() == p.threshold.min.is_some() {
+        errs.push(FieldError::invalid(
+            format!("{field}.threshold"),
+            "{...}",
+            "set exactly one of max and min",
+        ));
+    }
+    if let Some(l) = p.failure_limit
+        && l < 1
+    {
+        errs.push(FieldError::invalid(
+            format!("{field}.failureLimit"),
+            l,
+            "must be greater than or equal to 1",
+        ));
+    }
+}
+
+/// `spec.rollout` of a service: the plan, and what it cannot be combined with.
+pub fn check_service(errs: &mut Vec<FieldError>, svc: &InferenceService) {
+    let Some(r) = &svc.spec.rollout else { return };
+    check_plan(errs, "spec.rollout", r, false);
+    if r.strategy != Some(RolloutStrategy::Canary) {
+        return;
+    }
+    if svc.spec.canary.is_some() {
+        errs.push(FieldError::invalid(
+            "spec.rollout.strategy",
+            "\"Canary\"",
+            "a manual spec.canary and a Canary rollout cannot be combined: remove spec.canary, or use strategy Immediate",
+        ));
+    }
+    if svc.spec.backend == Some(Backend::RayService) {
+        errs.push(FieldError::invalid(
+            "spec.rollout.strategy",
+            "\"Canary\"",
+            "progressive rollout needs backend Deployment",
+        ));
+    }
+}
+
+/// The policies' limits on the plan: every step within `maxCanaryWeight`
+/// (checked by the caller like `canary.weight`), the interval at least the
+/// largest `minRolloutInterval`.
+pub fn min_interval_violations(
+    layers: &[Layer<'_>],
+    svc: &InferenceService,
+) -> Vec<(Enforcement, FieldError)> {
+    let Some(r) = svc
+        .spec
+        .rollout
+        .as_ref()
+        .filter(|r| r.strategy == Some(RolloutStrategy::Canary))
+    else {
+        return Vec::new();
+    };
+    let shown = r.interval.as_deref().unwrap_or(DEFAULT_INTERVAL);
+    let Ok(interval) = parse_gateway_duration(shown) else {
+        return Vec::new();
+    };
+    layers
+        .iter()
+        .filter_map(|l| {
+            let min = l
+                .limits
+                .and_then(|x| x.min_rollout_interval.as_deref())
+                .and_then(|s| parse_gateway_duration(s).ok())?;
+            (interval < min).then(|| {
+                (
+                    l.enforcement,
+                    FieldError::invalid(
+                        "spec.rollout.interval",
+                        format!("{shown:?}"),
+                        &format!(
+                            "must be at least {} ({})",
+                            format_gateway_duration(min),
+                            l.display()
+                        ),
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The admission warning for an edit of the version while a rollout of
+/// another one is under way (it restarts from the first step).
+#[must_use]
+pub fn restart_warning(svc: &InferenceService, old: &InferenceService) -> Option<String> {
+    if !is_progressive(svc) {
+        return None;
+    }
+    let st = old.status.as_ref()?.rollout.as_ref()?;
+    if !matches!(st.phase, RolloutPhase::Progressing | RolloutPhase::Paused) {
+        return None;
+    }
+    let target = st.target.as_ref()?;
+    let new = version_of(svc);
+    if &new == target || Some(&new) == st.stable.as_ref() {
+        return None;
+    }
+    Some(format!(
+        "spec.rollout: the rollout of {:?} (step {} of {}) restarts from the first step with {:?}",
+        target.model.r#ref,
+        st.step.unwrap_or(0) + 1,
+        svc.spec.rollout.as_ref().map_or(0, |r| r.steps.len()),
+        new.model.r#ref
+    ))
+}

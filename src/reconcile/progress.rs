@@ -1,0 +1,272 @@
+//! Driving a progressive rollout from a reconcile: what the cluster shows
+//! (the tracks' Deployments, the canary's restarts, the analysis gate), the
+//! decision of [`super::rollout`], and the service the children are built
+//! from (the primary on the stable version, the canary on the target at the
+//! decided weight).
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use super::Error;
+use super::analysis;
+use super::children::{self as builders, Track};
+use super::controller::Ctx;
+use super::rollout::{
+    self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
+};
+use super::status::Rollout;
+use crate::api::rollout::{RolloutPhase, RolloutStatus, VersionRef};
+use crate::api::v1beta1::{CanarySpec, EngineSpec, InferenceService};
+use crate::engine;
+use crate::state::context::Watched;
+use crate::state::with_context;
+
+/// What the children are built from, and what the rollout says.
+pub(super) struct Planned {
+    /// The defaulted service with each track's version and the canary's weight.
+    pub effective: InferenceService,
+    /// The next `status.rollout`.
+    pub status: RolloutStatus,
+    /// Events to publish once the status is written.
+    pub notes: Vec<Note>,
+    /// When to look again.
+    pub requeue: Option<Duration>,
+}
+
+/// `defaulted` with the primary on `primary` and the canary (when any) on
+/// its version at its weight, sized for the steps it will carry.
+fn with_versions(
+    defaulted: &InferenceService,
+    primary: &VersionRef,
+    canary: Option<&(VersionRef, i32)>,
+) -> InferenceService {
+    let mut e = defaulted.clone();
+    e.spec.model = primary.model.clone();
+    e.spec
+        .engine
+        .get_or_insert_with(EngineSpec::default)
+        .image
+        .clone_from(&primary.engine_image);
+    e.spec.canary = canary.map(|(v, w)| {
+        // Sized for the largest step, so the canary is ready before its weight grows.
+        let steps = defaulted
+            .spec
+            .rollout
+            .as_ref()
+            .map(|r| r.steps.as_slice())
+            .unwrap_or_default();
+        let size_weight = steps.iter().copied().max().unwrap_or(*w).max(*w).max(1);
+        let base = defaulted
+            .spec
+            .autoscaling
+            .as_ref()
+            .map(|a| a.min_replicas)
+            .or(defaulted.spec.replicas)
+            .unwrap_or(1)
+            .max(1);
+        CanarySpec {
+            model: v.model.clone(),
+            engine_image: v.engine_image.clone(),
+            weight: *w,
+            replicas: Some(((base * size_weight + 99) / 100).max(1)),
+        }
+    });
+    e
+}
+
+/// Whether `d` runs the engine container `want` describes (image and args).
+fn runs(d: &Deployment, want: &Deployment) -> bool {
+    let first = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .map(|c| (c.image.clone(), c.args.clone()))
+    };
+    first(d).is_some() && first(d) == first(want)
+}
+
+impl Ctx {
+    /// The rollout's decision for this reconcile (strategy Immediate: the
+    /// spec's version is stable at once).
+    pub(super) async fn plan_rollout(
+        &self,
+        svc: &InferenceService,
+        defaulted: &InferenceService,
+    ) -> Result<Planned, Error> {
+        let desired = engine::rollout::version_of(defaulted);
+        let current = svc.status.as_ref().and_then(|s| s.rollout.as_ref());
+        if !engine::rollout::is_progressive(defaulted) {
+            let status = RolloutStatus {
+                phase: RolloutPhase::Stable,
+                stable: Some(desired.clone()),
+                last_action: current.and_then(|c| c.last_action.clone()),
+                reason: Some("Stable".into()),
+                message: Some(format!("{} is stable", desired.model.r#ref)),
+                ..RolloutStatus::default()
+            };
+            return Ok(Planned {
+                effective: defaulted.clone(),
+                status,
+                notes: Vec::new(),
+                requeue: None,
+            });
+        }
+        let plan = defaulted.spec.rollout.clone().unwrap_or_default();
+        let now = Timestamp::now();
+        let under_way = current
+            .is_some_and(|c| matches!(c.phase, RolloutPhase::Progressing | RolloutPhase::Paused));
+        let observed = if under_way {
+            self.observe_rollout(defaulted, current).await?
+        } else {
+            Observed::default()
+        };
+        let gate = match plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
+            Some(p) if machine::gate_due(&plan, current, now) => {
+                Some(self.evaluate_gate(defaulted, p).await)
+            }
+            _ => None,
+        };
+        let action = svc.annotations().get(ACTION_ANNOTATION).map(String::as_str);
+        let Decision {
+            status,
+            primary,
+            canary,
+            notes,
+            requeue,
+        } = machine::decide(&Input {
+            plan: &plan,
+            desired,
+            current,
+            observed,
+            gate,
+            action,
+            now,
+        });
+        Ok(Planned {
+            effective: with_versions(defaulted, &primary, canary.as_ref()),
+            status,
+            notes,
+            requeue,
+        })
+    }
+
+    /// The tracks as the cluster shows them: the canary's readiness (only
+    /// once it runs the target), its restarts, and whether the primary runs
+    /// what the last decision asked and is complete.
+    async fn observe_rollout(
+        &self,
+        defaulted: &InferenceService,
+        current: Option<&RolloutStatus>,
+    ) -> Result<Observed, Error> {
+        let Some(st) = current else {
+            return Ok(Observed::default());
+        };
+        let ns = defaulted.namespace().unwrap_or_default();
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
+        let stable = st
+            .stable
+            .clone()
+            .unwrap_or_else(|| engine::rollout::version_of(defaulted));
+        let target = st
+            .target
+            .clone()
+            .unwrap_or_else(|| engine::rollout::version_of(defaulted));
+        let weight = st.weight.unwrap_or(0);
+        let promoting = st
+            .step
+            .and_then(|s| usize::try_from(s).ok())
+            .is_some_and(|s| s >= defaulted.spec.rollout.as_ref().map_or(0, |r| r.steps.len()));
+        let primary_version = if promoting { &target } else { &stable };
+        let expected = with_versions(defaulted, primary_version, Some(&(target.clone(), weight)));
+        let mut observed = Observed::default();
+        if let Some(d) = api
+            .get_opt(&builders::child_name(defaulted, Track::Canary))
+            .await?
+        {
+            let want = builders::deployment(&expected, Track::Canary)?;
+            if runs(&d, &want) {
+                let r = Rollout::of(&d);
+                observed.canary = Some(Readiness {
+                    ready: if r.complete() { r.ready } else { 0 },
+                    desired: r.desired,
+                    complete: r.complete(),
+                });
+            }
+        }
+        if let Some(d) = api
+            .get_opt(&builders::child_name(defaulted, Track::Primary))
+            .await?
+        {
+            let want = builders::deployment(&expected, Track::Primary)?;
+            observed.primary_complete = promoting && runs(&d, &want) && Rollout::of(&d).complete();
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let selector = builders::selector_labels(defaulted, Track::Canary)
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        observed.canary_restarts = pods
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+            .iter()
+            .flat_map(|p| {
+                p.status
+                    .iter()
+                    .flat_map(|s| s.container_statuses.iter().flatten())
+            })
+            .map(|c| c.restart_count)
+            .sum();
+        Ok(observed)
+    }
+
+    /// Run the gate's query at the Prometheus a ClusterInferencePolicy names
+    /// (or `serve --prometheus-url`); no address is a failed evaluation.
+    async fn evaluate_gate(
+        &self,
+        defaulted: &InferenceService,
+        gate: &crate::api::rollout::PrometheusGate,
+    ) -> Gate {
+        let ns = defaulted.namespace().unwrap_or_default();
+        let source = Watched {
+            state: &self.state,
+            server: &self.config.server,
+            reconciling: Some(defaulted),
+        };
+        let from_policy = with_context(&source, &ns, |ctx| {
+            engine::policy::layers(ctx)
+                .iter()
+                .filter(|l| l.kind == "ClusterInferencePolicy")
+                .find_map(|l| {
+                    l.defaults?
+                        .rollout
+                        .as_ref()?
+                        .analysis
+                        .as_ref()?
+                        .prometheus
+                        .as_ref()?
+                        .address
+                        .clone()
+                })
+        });
+        let Some(address) = from_policy.or_else(|| self.config.prometheus_url.clone()) else {
+            return Gate::Fail(
+                "no Prometheus address: set defaults.rollout.analysis.prometheus.address in a ClusterInferencePolicy or serve --prometheus-url".into(),
+            );
+        };
+        let query = analysis::render_query(
+            &gate.query,
+            &ns,
+            &defaulted.name_any(),
+            &builders::child_name(defaulted, Track::Canary),
+        );
+        analysis::evaluate(&address, &query, gate).await
+    }
+}

@@ -1,0 +1,879 @@
+//! The progressive rollout's state machine (`spec.rollout.strategy: Canary`),
+//! as one pure function: from the spec, the rollout's status, what the
+//! cluster shows (the tracks' readiness, the canary's restarts, the gate's
+//! verdict), the rollout-action annotation and the time, the next status,
+//! what each track runs and the weight to route.
+//!
+//! The rollout is driven only by spec and status, so a restart of infergate,
+//! a leader change or an API server restart resumes at the same step: the
+//! weight routed is always the one in status.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::rollout::{OnNoData, RolloutPhase, RolloutSpec, RolloutStatus, VersionRef};
+use crate::engine::rollout::{
+    DEFAULT_FAILURE_LIMIT, DEFAULT_INTERVAL, DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_DEADLINE,
+    duration_or,
+};
+
+/// The annotation whose value `VERB/TOKEN` acts once per distinct value.
+pub const ACTION_ANNOTATION: &str = "infergate.dev/rollout-action";
+/// How often a rollout that waits for the cluster looks again (watch
+/// events come sooner).
+pub const POLL: Duration = Duration::from_secs(10);
+
+/// A track's readiness, as its Deployment reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Readiness {
+    /// Ready replicas.
+    pub ready: i32,
+    /// Wanted replicas.
+    pub desired: i32,
+    /// Every wanted replica is ready and runs the current template.
+    pub complete: bool,
+}
+
+/// What the cluster shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The canary track, when it exists and runs the target.
+    pub canary: Option<Readiness>,
+    /// Container restarts of the canary's pods since they started.
+    pub canary_restarts: i32,
+    /// The primary track runs the version the last decision asked for and
+    /// its rollout is complete.
+    pub primary_complete: bool,
+}
+
+/// The analysis gate's verdict for the current step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gate {
+    /// Within the threshold.
+    Pass,
+    /// Outside it, or the query failed.
+    Fail(String),
+    /// The query returned no sample.
+    NoData,
+}
+
+/// An event the decision calls for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// A Warning (failure) rather than a Normal event.
+    pub warning: bool,
+    /// The event's reason.
+    pub reason: &'static str,
+    /// The event's message.
+    pub message: String,
+}
+
+/// What to do now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The next `status.rollout`.
+    pub status: RolloutStatus,
+    /// What the primary track runs.
+    pub primary: VersionRef,
+    /// The canary track (the target) and the weight to route to it; `None`:
+    /// no canary track (the route lets go of it before it is deleted).
+    pub canary: Option<(VersionRef, i32)>,
+    /// Events to publish.
+    pub notes: Vec<Note>,
+    /// When to look again (`None`: only on a change).
+    pub requeue: Option<Duration>,
+}
+
+/// Everything the decision reads.
+#[derive(Clone, Debug)]
+pub struct Input<'a> {
+    /// The plan.
+    pub plan: &'a RolloutSpec,
+    /// The version the spec asks for.
+    pub desired: VersionRef,
+    /// The current `status.rollout`.
+    pub current: Option<&'a RolloutStatus>,
+    /// What the cluster shows.
+    pub observed: Observed,
+    /// The gate's verdict, when [`gate_due`] said to evaluate it.
+    pub gate: Option<Gate>,
+    /// The `infergate.dev/rollout-action` annotation.
+    pub action: Option<&'a str>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+fn at(t: Option<&Time>) -> Option<Timestamp> {
+    t.map(|t| t.0)
+}
+
+fn since(now: Timestamp, t: Option<&Time>) -> Duration {
+    at(t)
+        .and_then(|t| Duration::try_from(now.duration_since(t)).ok())
+        .unwrap_or_default()
+}
+
+/// Whether the current step's soak is over, so the gate (if any) must be
+/// evaluated before the next reconcile decides.
+#[must_use]
+pub fn gate_due(plan: &RolloutSpec, st: Option<&RolloutStatus>, now: Timestamp) -> bool {
+    let Some(st) = st else { return false };
+    st.phase == RolloutPhase::Progressing
+        && st
+            .step
+            .is_some_and(|s| usize::try_from(s).is_ok_and(|s| s < plan.steps.len()))
+        && st.step_started_at.is_some()
+        && since(now, st.step_started_at.as_ref())
+            >= duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL)
+}
+
+/// The decision.
+#[must_use]
+pub fn decide(input: &Input<'_>) -> Decision {
+    let Input {
+        plan,
+        desired,
+        current,
+        observed,
+        gate,
+        action,
+        now,
+    } = input;
+    let now = *now;
+    let mut st = current.cloned().unwrap_or_default();
+    let mut notes = Vec::new();
+    let note = |warning, reason, message: String| Note {
+        warning,
+        reason,
+        message,
+    };
+
+    // The first version of a new service is stable at once.
+    let Some(stable) = st.stable.clone() else {
+        st = RolloutStatus {
+            phase: RolloutPhase::Stable,
+            stable: Some(desired.clone()),
+            last_action: st.last_action,
+            reason: Some("Stable".into()),
+            message: Some(format!("{} is stable", desired.model.r#ref)),
+            ..RolloutStatus::default()
+        };
+        return Decision {
+            status: st,
+            primary: desired.clone(),
+            canary: None,
+            notes,
+            requeue: None,
+        };
+    };
+
+    // A new action value acts once; it is recorded whatever it did.
+    let verb = action
+        .filter(|a| st.last_action.as_deref() != Some(*a))
+        .map(|a| {
+            st.last_action = Some((*a).to_owned());
+            a.split('/').next().unwrap_or_default().to_owned()
+        });
+
+    let start = |st: &mut RolloutStatus, target: &VersionRef| {
+        st.phase = RolloutPhase::Progressing;
+        st.step = Some(0);
+        st.weight = Some(0);
+        st.step_started_at = None;
+        st.progress_started_at = Some(Time(now));
+        st.target = Some(target.clone());
+        st.failures = Some(0);
+        st.reason = Some("WaitingForCanary".into());
+        st.message = Some(format!(
+            "waiting for the canary running {} to be ready",
+            target.model.r#ref
+        ));
+    };
+    let end_stable = |st: &mut RolloutStatus, reason: &str, message: String| {
+        st.phase = RolloutPhase::Stable;
+        st.step = None;
+        st.weight = None;
+        st.step_started_at = None;
+        st.progress_started_at = None;
+        st.target = None;
+        st.failures = None;
+        st.reason = Some(reason.into());
+        st.message = Some(message);
+    };
+    let fail =
+        |st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why: String| {
+            st.phase = RolloutPhase::RolledBack;
+            st.step = None;
+            st.weight = Some(0);
+            st.step_started_at = None;
+            st.progress_started_at = None;
+            st.reason = Some(reason.into());
+            st.message = Some(format!("rolled back: {why}"));
+            notes.push(note(
+                true,
+                "RolledBack",
+                format!("rollout rolled back ({reason}): {why}"),
+            ));
+        };
+
+    match st.phase {
+        RolloutPhase::Stable | RolloutPhase::RolledBack => {
+            if *desired == stable {
+                if st.phase == RolloutPhase::RolledBack || st.target.is_some() {
+                    end_stable(
+                        &mut st,
+                        "Stable",
+                        format!("{} is stable", stable.model.r#ref),
+                    );
+                }
+            } else if st.phase == RolloutPhase::RolledBack && st.target.as_ref() == Some(desired) {
+                // Nothing is retried until the spec changes.
+            } else {
+                start(&mut st, desired);
+                notes.push(note(
+                    false,
+                    "RolloutStarted",
+                    format!(
+                        "rolling out {} (stable: {}) in steps {:?}",
+                        desired.model.r#ref, stable.model.r#ref, plan.steps
+                    ),
+                ));
+            }
+        }
+        RolloutPhase::Progressing | RolloutPhase::Paused => {
+            if *desired == stable {
+                end_stable(
+                    &mut st,
+                    "Reverted",
+                    format!("the spec is back at the stable {}", stable.model.r#ref),
+                );
+                notes.push(note(
+                    false,
+                    "RolloutReverted",
+                    "the spec was reverted to the stable version; the canary is removed".into(),
+                ));
+            } else if st.target.as_ref() != Some(desired) {
+                start(&mut st, desired);
+                notes.push(note(
+                    false,
+                    "RolloutRestarted",
+                    format!(
+                        "a new version {} restarts the rollout from the first step",
+                        desired.model.r#ref
+                    ),
+                ));
+            } else {
+                progress(
+                    plan,
+                    observed,
+                    gate.as_ref(),
+                    verb.as_deref(),
+                    now,
+                    &mut st,
+                    &mut notes,
+                    fail,
+                );
+            }
+        }
+    }
+
+    // What the tracks run and the weight, from the status alone.
+    let promoting = st.phase == RolloutPhase::Progressing
+        && st
+            .step
+            .and_then(|s| usize::try_from(s).ok())
+            .is_some_and(|s| s >= plan.steps.len());
+    if promoting && observed.primary_complete && st.target.is_some() {
+        // The primary runs the target and is complete: the weight returns
+        // to it and the canary goes.
+        let target = st.target.clone().unwrap_or_else(|| desired.clone());
+        st.stable = Some(target.clone());
+        end_stable(
+            &mut st,
+            "Promoted",
+            format!("{} is stable", target.model.r#ref),
+        );
+        notes.push(note(
+            false,
+            "RolloutPromoted",
+            format!("{} is now stable", target.model.r#ref),
+        ));
+    }
+    let stable = st.stable.clone().unwrap_or_else(|| desired.clone());
+    let (primary, canary) = match st.phase {
+        RolloutPhase::Progressing | RolloutPhase::Paused => {
+            let target = st.target.clone().unwrap_or_else(|| desired.clone());
+            let weight = st.weight.unwrap_or(0);
+            if promoting {
+                (target.clone(), Some((target, weight)))
+            } else {
+                (stable, Some((target, weight)))
+            }
+        }
+        RolloutPhase::Stable | RolloutPhase::RolledBack => (stable, None),
+    };
+    let requeue = match st.phase {
+        RolloutPhase::Progressing => Some(match (st.step_started_at.as_ref(), promoting) {
+            (Some(t), false) => duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL)
+                .saturating_sub(since(now, Some(t)))
+                .clamp(Duration::from_secs(1), POLL),
+            _ => POLL,
+        }),
+        _ => None,
+    };
+    Decision {
+        status: st,
+        primary,
+        canary,
+        notes,
+        requeue,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn progress(
+    plan: &RolloutSpec,
+    observed: &Observed,
+    gate: Option<&Gate>,
+    verb: Option<&str>,
+    now: Timestamp,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+    fail: impl Fn(&mut RolloutStatus, &mut Vec<Note>, &'static str, String),
+) {
+    let note = |warning, reason, message: String| Note {
+        warning,
+        reason,
+        message,
+    };
+    match verb {
+        Some("abort") => {
+            fail(
+                st,
+                notes,
+                "Aborted",
+                "aborted by the rollout-action annotation".into(),
+            );
+            return;
+        }
+        Some("pause") if st.phase == RolloutPhase::Progressing => {
+            st.phase = RolloutPhase::Paused;
+            st.reason = Some("Paused".into());
+            st.message = Some(format!("paused at weight {}", st.weight.unwrap_or(0)));
+            notes.push(note(
+                false,
+                "RolloutPaused",
+                format!("paused at weight {}", st.weight.unwrap_or(0)),
+            ));
+            return;
+        }
+        Some("resume") if st.phase == RolloutPhase::Paused => {
+            st.phase = RolloutPhase::Progressing;
+            if st.step_started_at.is_some() {
+                st.step_started_at = Some(Time(now));
+            }
+            notes.push(note(
+                false,
+                "RolloutResumed",
+                "resumed: the current step's soak starts again".into(),
+            ));
+        }
+        Some("promote") => {
+            st.phase = RolloutPhase::Progressing;
+            st.step = Some(i32::try_from(plan.steps.len()).unwrap_or(i32::MAX));
+            notes.push(note(
+                false,
+                "RolloutPromoting",
+                "promoted by the rollout-action annotation: the primary is rolled to the target"
+                    .into(),
+            ));
+        }
+        Some(other) => notes.push(note(
+            true,
+            "RolloutActionIgnored",
+            format!(
+                "rollout action {other:?} does nothing now (phase {:?})",
+                st.phase
+            ),
+        )),
+        None => {}
+    }
+    if st.phase == RolloutPhase::Paused {
+        return;
+    }
+    let step = st.step.and_then(|s| usize::try_from(s).ok()).unwrap_or(0);
+    let max_restarts = plan.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS);
+    if observed.canary_restarts > max_restarts {
+        fail(
+            st,
+            notes,
+            "CanaryRestarts",
+            format!(
+                "the canary's containers restarted {} times (maxRestarts {max_restarts})",
+                observed.canary_restarts
+            ),
+        );
+        return;
+    }
+    if step >= plan.steps.len() {
+        st.reason = Some("Promoting".into());
+        st.message =
+            Some("the primary is being rolled to the target; the canary keeps its weight".into());
+        return;
+    }
+    let ready = observed
+        .canary
+        .is_some_and(|c| c.desired > 0 && c.ready >= c.desired);
+    if !ready {
+        let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
+        if st.reason.as_deref() != Some("WaitingForCanary") {
+            // It stopped being ready: the deadline runs again from now.
+            st.progress_started_at = Some(Time(now));
+        }
+        if since(now, st.progress_started_at.as_ref()) > deadline {
+            fail(
+                st,
+                notes,
+                "ProgressDeadlineExceeded",
+                format!(
+                    "the canary was not fully ready within {}",
+                    crate::engine::duration::format_gateway_duration(deadline)
+                ),
+            );
+            return;
+        }
+        st.reason = Some("WaitingForCanary".into());
+        st.message = Some(format!(
+            "waiting for the canary to be ready ({} of {})",
+            observed.canary.map_or(0, |c| c.ready),
+            observed.canary.map_or(0, |c| c.desired)
+        ));
+        return;
+    }
+    let want = plan.steps[step];
+    if st.weight != Some(want) || st.step_started_at.is_none() {
+        st.weight = Some(want);
+        st.step_started_at = Some(Time(now));
+        st.reason = Some("StepHeld".into());
+        st.message = Some(format!(
+            "step {} of {}: weight {want}",
+            step + 1,
+            plan.steps.len()
+        ));
+        notes.push(note(
+            false,
+            "RolloutStep",
+            format!("weight {want} (step {} of {})", step + 1, plan.steps.len()),
+        ));
+        return;
+    }
+    let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
+    if since(now, st.step_started_at.as_ref()) < interval {
+        st.reason = Some("StepHeld".into());
+        return;
+    }
+    // The soak is over: the gate, if any, decides.
+    let prometheus = plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref());
+    let passed = match (prometheus, gate) {
+        (None, _) => true,
+        (Some(_), None) => return,
+        (Some(_), Some(Gate::Pass)) => true,
+        (Some(p), Some(Gate::NoData)) => match p.on_no_data.unwrap_or_default() {
+            OnNoData::Pass => true,
+            OnNoData::Hold => {
+                st.reason = Some("AnalysisNoData".into());
+                st.message = Some("the analysis query returned no sample; holding".into());
+                return;
+            }
+            OnNoData::Fail => false,
+        },
+        (Some(_), Some(Gate::Fail(_))) => false,
+    };
+    if !passed {
+        let limit = prometheus
+            .and_then(|p| p.failure_limit)
+            .unwrap_or(DEFAULT_FAILURE_LIMIT);
+        let failures = st.failures.unwrap_or(0) + 1;
+        st.failures = Some(failures);
+        let why = match gate {
+            Some(Gate::Fail(why)) => why.clone(),
+            _ => "the query returned no sample".into(),
+        };
+        if failures >= limit {
+            fail(
+                st,
+                notes,
+                "AnalysisFailed",
+                format!("{why} ({failures} of {limit} failed evaluations)"),
+            );
+        } else {
+            // Held: the soak (and the next evaluation) starts again.
+            st.step_started_at = Some(Time(now));
+            st.reason = Some("AnalysisFailed".into());
+            st.message = Some(format!(
+                "{why} ({failures} of {limit}); holding at weight {want}"
+            ));
+            notes.push(note(
+                true,
+                "AnalysisFailed",
+                format!("{why} ({failures} of {limit})"),
+            ));
+        }
+        return;
+    }
+    st.failures = Some(0);
+    let next = step + 1;
+    st.step = Some(i32::try_from(next).unwrap_or(i32::MAX));
+    if next < plan.steps.len() {
+        let w = plan.steps[next];
+        st.weight = Some(w);
+        st.step_started_at = Some(Time(now));
+        st.reason = Some("StepHeld".into());
+        st.message = Some(format!(
+            "step {} of {}: weight {w}",
+            next + 1,
+            plan.steps.len()
+        ));
+        notes.push(note(
+            false,
+            "RolloutStep",
+            format!("weight {w} (step {} of {})", next + 1, plan.steps.len()),
+        ));
+    } else {
+        st.reason = Some("Promoting".into());
+        st.message = Some("the last step passed: the primary is being rolled to the target".into());
+        notes.push(note(
+            false,
+            "RolloutPromoting",
+            "the last step passed: rolling the primary to the target".into(),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::rollout::{AnalysisSpec, PrometheusGate, RolloutStrategy, Threshold};
+    use crate::api::v1beta1::ModelSpec;
+
+    fn version(model: &str) -> VersionRef {
+        VersionRef {
+            model: ModelSpec {
+                r#ref: model.into(),
+                image: None,
+            },
+            engine_image: Some("registry.example.com/vllm:0.9".into()),
+        }
+    }
+
+    fn plan() -> RolloutSpec {
+        RolloutSpec {
+            strategy: Some(RolloutStrategy::Canary),
+            steps: vec![10, 30, 60],
+            interval: Some("1m".into()),
+            progress_deadline: Some("10m".into()),
+            max_restarts: Some(2),
+            analysis: None,
+        }
+    }
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
+    }
+
+    const READY: Observed = Observed {
+        canary: Some(Readiness {
+            ready: 1,
+            desired: 1,
+            complete: true,
+        }),
+        canary_restarts: 0,
+        primary_complete: false,
+    };
+
+    /// Drive one reconcile.
+    fn step(
+        plan: &RolloutSpec,
+        desired: &str,
+        st: &RolloutStatus,
+        observed: Observed,
+        gate: Option<Gate>,
+        action: Option<&str>,
+        now: i64,
+    ) -> Decision {
+        decide(&Input {
+            plan,
+            desired: version(desired),
+            current: Some(st),
+            observed,
+            gate,
+            action,
+            now: t(now),
+        })
+    }
+
+    fn stable_at(model: &str) -> RolloutStatus {
+        decide(&Input {
+            plan: &plan(),
+            desired: version(model),
+            current: None,
+            observed: Observed::default(),
+            gate: None,
+            action: None,
+            now: t(0),
+        })
+        .status
+    }
+
+    #[test]
+    fn the_first_version_is_stable_at_once() {
+        let st = stable_at("v1");
+        assert_eq!(st.phase, RolloutPhase::Stable);
+        assert_eq!(st.stable, Some(version("v1")));
+        let d = step(&plan(), "v1", &st, Observed::default(), None, None, 1);
+        assert_eq!((d.primary, d.canary), (version("v1"), None));
+        assert_eq!(d.status, st, "nothing changes");
+    }
+
+    #[test]
+    fn a_full_promotion_walks_every_step_then_rolls_the_primary_first() {
+        let p = plan();
+        let st = stable_at("v1");
+        // A new version: the canary track starts at weight 0.
+        let d = step(&p, "v2", &st, Observed::default(), None, None, 0);
+        assert_eq!(d.status.phase, RolloutPhase::Progressing);
+        assert_eq!(d.primary, version("v1"));
+        assert_eq!(d.canary, Some((version("v2"), 0)));
+        // Not ready yet: held at 0.
+        let d = step(&p, "v2", &d.status, Observed::default(), None, None, 5);
+        assert_eq!(d.canary, Some((version("v2"), 0)));
+        assert_eq!(d.status.reason.as_deref(), Some("WaitingForCanary"));
+        // Ready: the first step's weight, and its soak starts.
+        let d = step(&p, "v2", &d.status, READY, None, None, 10);
+        assert_eq!(d.canary, Some((version("v2"), 10)));
+        assert_eq!(d.status.step_started_at, Some(Time(t(10))));
+        // Held for the interval.
+        let d = step(&p, "v2", &d.status, READY, None, None, 69);
+        assert_eq!(d.canary, Some((version("v2"), 10)));
+        assert!(d.requeue.unwrap() <= Duration::from_secs(1));
+        let d = step(&p, "v2", &d.status, READY, None, None, 70);
+        assert_eq!(
+            (d.status.step, d.canary.clone()),
+            (Some(1), Some((version("v2"), 30)))
+        );
+        let d = step(&p, "v2", &d.status, READY, None, None, 130);
+        assert_eq!(d.canary, Some((version("v2"), 60)));
+        // After the last step: the primary is rolled to the target first,
+        // the canary keeping its weight until the primary is complete.
+        let d = step(&p, "v2", &d.status, READY, None, None, 190);
+        assert_eq!(d.primary, version("v2"));
+        assert_eq!(d.canary, Some((version("v2"), 60)));
+        assert_eq!(d.status.reason.as_deref(), Some("Promoting"));
+        let d = step(&p, "v2", &d.status, READY, None, None, 200);
+        assert_eq!(
+            d.canary,
+            Some((version("v2"), 60)),
+            "the primary is not complete yet"
+        );
+        let done = Observed {
+            primary_complete: true,
+            ..READY
+        };
+        let d = step(&p, "v2", &d.status, done, None, None, 210);
+        assert_eq!(d.status.phase, RolloutPhase::Stable);
+        assert_eq!(d.status.stable, Some(version("v2")));
+        assert_eq!((d.primary, d.canary), (version("v2"), None));
+        assert!(d.notes.iter().any(|n| n.reason == "RolloutPromoted"));
+    }
+
+    #[test]
+    fn failures_roll_back_and_nothing_is_retried_until_the_spec_changes() {
+        let p = plan();
+        let started = step(
+            &p,
+            "v2",
+            &stable_at("v1"),
+            Observed::default(),
+            None,
+            None,
+            0,
+        )
+        .status;
+        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+        // A crash-looping canary.
+        let crashing = Observed {
+            canary_restarts: 3,
+            ..READY
+        };
+        let d = step(&p, "v2", &at10, crashing, None, None, 20);
+        assert_eq!(d.status.phase, RolloutPhase::RolledBack);
+        assert_eq!(d.status.reason.as_deref(), Some("CanaryRestarts"));
+        assert_eq!((d.primary.clone(), d.canary.clone()), (version("v1"), None));
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.warning && n.reason == "RolledBack")
+        );
+        // The same spec: nothing retried.
+        let again = step(&p, "v2", &d.status, READY, None, None, 500);
+        assert_eq!(again.status.phase, RolloutPhase::RolledBack);
+        assert_eq!(again.canary, None);
+        // Reverted to the stable version: Stable.
+        let back = step(&p, "v1", &d.status, READY, None, None, 600);
+        assert_eq!(back.status.phase, RolloutPhase::Stable);
+        // Another version: a new rollout.
+        let next = step(&p, "v3", &d.status, READY, None, None, 600);
+        assert_eq!(next.status.phase, RolloutPhase::Progressing);
+        assert_eq!(next.canary, Some((version("v3"), 0)));
+        // Never ready within the deadline.
+        let d = step(&p, "v2", &started, Observed::default(), None, None, 601);
+        assert_eq!(d.status.reason.as_deref(), Some("ProgressDeadlineExceeded"));
+    }
+
+    #[test]
+    fn the_gate_holds_below_the_failure_limit_and_fails_at_it() {
+        let mut p = plan();
+        p.analysis = Some(AnalysisSpec {
+            prometheus: Some(PrometheusGate {
+                address: None,
+                query: "q".into(),
+                threshold: Threshold {
+                    max: Some(1.0),
+                    min: None,
+                },
+                failure_limit: Some(2),
+                on_no_data: None,
+            }),
+        });
+        let started = step(
+            &p,
+            "v2",
+            &stable_at("v1"),
+            Observed::default(),
+            None,
+            None,
+            0,
+        )
+        .status;
+        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+        assert!(!gate_due(&p, Some(&at10), t(69)));
+        assert!(gate_due(&p, Some(&at10), t(70)));
+        // Due but not evaluated: nothing moves.
+        let d = step(&p, "v2", &at10, READY, None, None, 70);
+        assert_eq!(d.status.weight, Some(10));
+        // No data: held (Hold is the default).
+        let d = step(&p, "v2", &at10, READY, Some(Gate::NoData), None, 70);
+        assert_eq!(
+            (d.status.weight, d.status.reason.as_deref()),
+            (Some(10), Some("AnalysisNoData"))
+        );
+        // One failure holds, the second fails the rollout.
+        let d = step(
+            &p,
+            "v2",
+            &at10,
+            READY,
+            Some(Gate::Fail("p99 12 > 1".into())),
+            None,
+            70,
+        );
+        assert_eq!(
+            (d.status.phase, d.status.failures),
+            (RolloutPhase::Progressing, Some(1))
+        );
+        assert_eq!(d.status.weight, Some(10));
+        let d = step(
+            &p,
+            "v2",
+            &d.status,
+            READY,
+            Some(Gate::Fail("p99 12 > 1".into())),
+            None,
+            130,
+        );
+        assert_eq!(d.status.phase, RolloutPhase::RolledBack);
+        assert_eq!(d.status.reason.as_deref(), Some("AnalysisFailed"));
+        // A pass advances and clears the count.
+        let d = step(&p, "v2", &at10, READY, Some(Gate::Pass), None, 70);
+        assert_eq!((d.status.weight, d.status.failures), (Some(30), Some(0)));
+    }
+
+    #[test]
+    fn actions_act_once_per_value() {
+        let p = plan();
+        let started = step(
+            &p,
+            "v2",
+            &stable_at("v1"),
+            Observed::default(),
+            None,
+            None,
+            0,
+        )
+        .status;
+        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+        // pause: frozen past the interval.
+        let paused = step(&p, "v2", &at10, READY, None, Some("pause/1"), 20).status;
+        assert_eq!(paused.phase, RolloutPhase::Paused);
+        assert_eq!(paused.last_action.as_deref(), Some("pause/1"));
+        let d = step(&p, "v2", &paused, READY, None, Some("pause/1"), 500);
+        assert_eq!(
+            (d.status.phase, d.status.weight),
+            (RolloutPhase::Paused, Some(10))
+        );
+        // resume: the soak starts again.
+        let resumed = step(&p, "v2", &paused, READY, None, Some("resume/1"), 500).status;
+        assert_eq!(resumed.phase, RolloutPhase::Progressing);
+        assert_eq!(resumed.step_started_at, Some(Time(t(500))));
+        let d = step(&p, "v2", &resumed, READY, None, Some("resume/1"), 559);
+        assert_eq!(
+            d.status.weight,
+            Some(10),
+            "the re-applied annotation repeats nothing"
+        );
+        // promote: straight to rolling the primary, never more weight.
+        let d = step(&p, "v2", &resumed, READY, None, Some("promote/a"), 501);
+        assert_eq!(
+            (d.primary, d.canary),
+            (version("v2"), Some((version("v2"), 10)))
+        );
+        // abort: rolled back at once.
+        let d = step(&p, "v2", &resumed, READY, None, Some("abort/x"), 501);
+        assert_eq!((d.status.phase, d.canary), (RolloutPhase::RolledBack, None));
+        assert_eq!(d.status.reason.as_deref(), Some("Aborted"));
+    }
+
+    #[test]
+    fn a_new_target_restarts_and_a_restart_of_infergate_resumes_where_it_was() {
+        let p = plan();
+        let started = step(
+            &p,
+            "v2",
+            &stable_at("v1"),
+            Observed::default(),
+            None,
+            None,
+            0,
+        )
+        .status;
+        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+        let at30 = step(&p, "v2", &at10, READY, None, None, 70).status;
+        // What a restarted infergate reads back from the API server.
+        let stored: RolloutStatus =
+            serde_json::from_value(serde_json::to_value(&at30).unwrap()).unwrap();
+        let d = step(&p, "v2", &stored, READY, None, None, 100);
+        assert_eq!((d.status.step, d.status.weight), (Some(1), Some(30)));
+        assert_eq!(d.canary, Some((version("v2"), 30)));
+        // A new version mid-rollout: weight 0 first, step 0.
+        let d = step(&p, "v3", &stored, READY, None, None, 100);
+        assert_eq!(
+            (d.status.step, d.canary),
+            (Some(0), Some((version("v3"), 0)))
+        );
+        // Reverted mid-rollout: ends at once.
+        let d = step(&p, "v1", &stored, READY, None, None, 100);
+        assert_eq!((d.status.phase, d.canary), (RolloutPhase::Stable, None));
+    }
+}
