@@ -1,0 +1,580 @@
+//! End-to-end: progressive rollout against the real control plane (the
+//! published HTTPRoute CRD, kube-controller-manager's Deployment
+//! controller), with the test playing the kubelet (pods marked Ready, or a
+//! canary container restarting) and a small fake Prometheus answering the
+//! query API on loopback.
+//!
+//! Each test runs its own reconciler (the tests take turns: only the Lease
+//! holder reconciles), with `--prometheus-url` pointing at the fake.
+
+mod support;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use infergate::api::rollout::RolloutPhase;
+use infergate::api::v1beta1::InferenceService;
+use infergate::reconcile::children::httproute::HTTPRoute;
+use infergate::reconcile::{Config, LeaseTiming};
+use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
+
+const ENGINE: &str = "registry.example.com/vllm:0.9";
+
+/// A fake Prometheus: `/api/v1/query` answers the value set for the
+/// namespace named in the query (`namespace="..."`), or no sample.
+#[derive(Clone, Default)]
+struct FakePrometheus {
+    values: Arc<Mutex<HashMap<String, f64>>>,
+    queries: Arc<Mutex<Vec<String>>>,
+    url: String,
+}
+
+impl FakePrometheus {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let fake = FakePrometheus {
+            url: format!("http://{}", listener.local_addr().expect("addr")),
+            ..FakePrometheus::default()
+        };
+        let state = fake.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        async move {
+                            let query = url::form_urlencoded::parse(
+                                req.uri().query().unwrap_or_default().as_bytes(),
+                            )
+                            .find(|(k, _)| k == "query")
+                            .map(|(_, v)| v.into_owned())
+                            .unwrap_or_default();
+                            state.queries.lock().unwrap().push(query.clone());
+                            let value = state
+                                .values
+                                .lock()
+                                .unwrap()
+                                .iter()
+                                .find(|(ns, _)| query.contains(&format!("namespace=\"{ns}\"")))
+                                .map(|(_, v)| *v);
+                            let result: Vec<_> = value
+                                .map(|v| json!({"metric": {}, "value": [1.8e9, v.to_string()]}))
+                                .into_iter()
+                                .collect();
+                            let body = json!({"status": "success",
+                                "data": {"resultType": "vector", "result": result}});
+                            Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                                body.to_string(),
+                            ))))
+                        }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tcp), service)
+                        .await;
+                });
+            }
+        });
+        fake
+    }
+
+    fn set(&self, ns: &str, value: f64) {
+        self.values.lock().unwrap().insert(ns.to_owned(), value);
+    }
+}
+
+struct Setup {
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+    client: Client,
+    ns: String,
+    reconciler: Option<Reconciler>,
+    kubeconfig: std::path::PathBuf,
+    prometheus: FakePrometheus,
+}
+
+fn reconciler(kubeconfig: std::path::PathBuf, prometheus: &str, id: &str) -> Reconciler {
+    let config = Config {
+        lease: LeaseTiming {
+            duration_seconds: 6,
+            grace_seconds: 2,
+        },
+        ..support::reconcile_config(id).with_prometheus_url(Some(prometheus.to_owned()))
+    };
+    Reconciler::start(kubeconfig, config)
+}
+
+async fn setup(prefix: &str) -> Setup {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
+    support::init_tracing();
+    let cp = support::control_plane().await;
+    cp.install_crds().await;
+    cp.install_crd_file(support::httproute_crd()).await;
+    let client = cp.client().await;
+    let kubeconfig = cp.deployed_service_account().await;
+    let ns = cp.fresh_namespace(prefix).await;
+    let prometheus = FakePrometheus::start().await;
+    let reconciler = reconciler(kubeconfig.clone(), &prometheus.url, &format!("{prefix}-0"));
+    Setup {
+        _turn: turn,
+        client,
+        ns,
+        reconciler: Some(reconciler),
+        kubeconfig,
+        prometheus,
+    }
+}
+
+/// Service `chat` at model `v1`, rolled out in steps with `interval`.
+async fn create(
+    client: &Client,
+    ns: &str,
+    steps: &[i32],
+    interval: &str,
+    extra: serde_json::Value,
+) {
+    let mut rollout = json!({"strategy": "Canary", "steps": steps, "interval": interval,
+                             "progressDeadline": "5m", "maxRestarts": 2});
+    if let (Some(r), Some(e)) = (rollout.as_object_mut(), extra.as_object()) {
+        r.extend(e.clone());
+    }
+    let svc: InferenceService = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": ns},
+        "spec": {"model": {"ref": "v1"}, "engine": {"image": ENGINE}, "replicas": 2,
+                 "routing": {"gateway": {"name": "inference-gw", "namespace": "gateways"}},
+                 "rollout": rollout},
+    }))
+    .expect("service");
+    Api::<InferenceService>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+}
+
+async fn patch(client: &Client, ns: &str, body: serde_json::Value) {
+    Api::<InferenceService>::namespaced(client.clone(), ns)
+        .patch("chat", &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .expect("patch service");
+}
+
+async fn set_model(client: &Client, ns: &str, model: &str) {
+    patch(client, ns, json!({"spec": {"model": {"ref": model}}})).await;
+}
+
+async fn act(client: &Client, ns: &str, action: &str) {
+    patch(
+        client,
+        ns,
+        json!({"metadata": {"annotations": {"infergate.dev/rollout-action": action}}}),
+    )
+    .await;
+}
+
+/// `(backend name, weight)` of the route.
+async fn route(client: &Client, ns: &str) -> Vec<(String, i32)> {
+    get::<HTTPRoute>(client, ns, "chat")
+        .await
+        .map(|r| {
+            r.spec.rules[0]
+                .backend_refs
+                .iter()
+                .map(|b| (b.name.clone(), b.weight.unwrap_or(1)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_route(client: &Client, ns: &str, want: &[(&str, i32)]) {
+    let want: Vec<(String, i32)> = want.iter().map(|(n, w)| ((*n).to_owned(), *w)).collect();
+    eventually(&format!("route {want:?}"), WAIT, async || {
+        let got = route(client, ns).await;
+        (got == want).then_some(()).ok_or(format!("{got:?}"))
+    })
+    .await;
+}
+
+/// The service's `status.rollout` once `pred` holds.
+async fn wait_rollout(
+    client: &Client,
+    ns: &str,
+    what: &str,
+    pred: impl Fn(&infergate::api::rollout::RolloutStatus) -> bool,
+) -> infergate::api::rollout::RolloutStatus {
+    eventually(what, WAIT, async || {
+        let s = get::<InferenceService>(client, ns, "chat")
+            .await
+            .ok_or("no service")?;
+        let r = s
+            .status
+            .and_then(|st| st.rollout)
+            .ok_or("no status.rollout")?;
+        if pred(&r) {
+            Ok(r)
+        } else {
+            Err(format!("{r:?}"))
+        }
+    })
+    .await
+}
+
+/// The model the track's Deployment serves (`--served-model-name`).
+async fn model_of(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let d = get::<Deployment>(client, ns, name).await?;
+    let args = d.spec?.template.spec?.containers.into_iter().next()?.args?;
+    let i = args.iter().position(|a| a == "--served-model-name")?;
+    args.get(i + 1).cloned()
+}
+
+/// The reasons of the events about the service.
+async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("chat"))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// Play the kubelet for a track until its Deployment is complete.
+async fn track_complete(client: &Client, ns: &str, track: &str) {
+    let name = if track == "primary" {
+        "chat"
+    } else {
+        "chat-canary"
+    };
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    eventually(
+        &format!("the {track} rollout to complete"),
+        WAIT,
+        async || {
+            mark_pods_ready(client, ns, "chat", track, 1).await;
+            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
+            let st = d.status.clone().unwrap_or_default();
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            (d.metadata.generation == st.observed_generation
+                && st.updated_replicas == Some(want)
+                && st.ready_replicas == Some(want)
+                && st.replicas == Some(want))
+            .then_some(())
+            .ok_or(format!("{st:?}"))
+        },
+    )
+    .await;
+}
+
+async fn primary_complete(client: &Client, ns: &str) {
+    track_complete(client, ns, "primary").await;
+}
+
+/// The canary Deployment exists and all its pods are Ready.
+async fn canary_ready(client: &Client, ns: &str) {
+    support::wait_exists::<Deployment>(client, ns, "chat-canary").await;
+    track_complete(client, ns, "canary").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_model_walks_every_step_and_becomes_stable() {
+    let s = setup("rollout").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[10, 30, 60], "1s", json!({})).await;
+    // The first version is stable at once.
+    let st = wait_rollout(&client, &ns, "v1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    assert_eq!(st.stable.unwrap().model.r#ref, "v1");
+    primary_complete(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+
+    set_model(&client, &ns, "v2").await;
+    wait_rollout(&client, &ns, "progressing", |r| {
+        r.phase == RolloutPhase::Progressing
+    })
+    .await;
+    // The primary keeps v1, the canary runs v2; no weight before it is ready.
+    support::wait_exists::<Deployment>(&client, &ns, "chat-canary").await;
+    assert_eq!(model_of(&client, &ns, "chat").await.as_deref(), Some("v1"));
+    assert_eq!(
+        model_of(&client, &ns, "chat-canary").await.as_deref(),
+        Some("v2")
+    );
+    assert_eq!(route(&client, &ns).await, [("chat".to_owned(), 100)]);
+    canary_ready(&client, &ns).await;
+    for w in [10, 30, 60] {
+        wait_route(&client, &ns, &[("chat", 100 - w), ("chat-canary", w)]).await;
+    }
+    // After the last step the primary is rolled to v2 first (the canary
+    // keeping its weight), then the canary goes and v2 is stable.
+    wait_rollout(&client, &ns, "promoting", |r| {
+        r.reason.as_deref() == Some("Promoting")
+    })
+    .await;
+    eventually("the primary's template at v2", WAIT, async || {
+        (model_of(&client, &ns, "chat").await.as_deref() == Some("v2")).then_some(())
+    })
+    .await;
+    wait_route(&client, &ns, &[("chat", 40), ("chat-canary", 60)]).await;
+    primary_complete(&client, &ns).await;
+    let st = wait_rollout(&client, &ns, "v2 stable", |r| {
+        r.phase == RolloutPhase::Stable && r.stable.as_ref().is_some_and(|s| s.model.r#ref == "v2")
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("Promoted"));
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+    wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
+    let s = get::<InferenceService>(&client, &ns, "chat").await.unwrap();
+    assert_eq!(s.status.unwrap().canary, None);
+    let events = event_reasons(&client, &ns).await;
+    for reason in [
+        "RolloutStarted",
+        "RolloutStep",
+        "RolloutPromoting",
+        "RolloutPromoted",
+    ] {
+        assert!(events.iter().any(|e| e == reason), "{reason} in {events:?}");
+    }
+    assert_eq!(model_of(&client, &ns, "chat").await.as_deref(), Some("v2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_canary_is_rolled_back_and_not_retried() {
+    let s = setup("rollback").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[10, 30, 60], "30s", json!({})).await;
+    wait_rollout(&client, &ns, "v1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    set_model(&client, &ns, "v2").await;
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    // The canary's container restarts more than maxRestarts (2) times.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for p in pods
+        .list(
+            &ListParams::default().labels("infergate.dev/service=chat,infergate.dev/track=canary"),
+        )
+        .await
+        .expect("pods")
+        .items
+    {
+        pods.patch_status(
+            &p.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"containerStatuses": [{
+                "name": "engine", "image": ENGINE, "imageID": "", "ready": false,
+                "restartCount": 3, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}})),
+        )
+        .await
+        .expect("restarts");
+    }
+    // A pod change alone does not trigger a reconcile; the rollout's poll does.
+    let st = wait_rollout(&client, &ns, "rolled back", |r| {
+        r.phase == RolloutPhase::RolledBack
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("CanaryRestarts"));
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+    wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
+    let events = event_reasons(&client, &ns).await;
+    assert!(events.iter().any(|e| e == "RolledBack"), "{events:?}");
+    // Nothing is retried until the spec changes.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert!(
+        get::<Deployment>(&client, &ns, "chat-canary")
+            .await
+            .is_none()
+    );
+    let st = wait_rollout(&client, &ns, "still rolled back", |_| true).await;
+    assert_eq!(st.phase, RolloutPhase::RolledBack);
+    assert_eq!(st.stable.unwrap().model.r#ref, "v1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_prometheus_gate_rolls_back() {
+    let s = setup("gate").await;
+    let (client, ns, prometheus) = (s.client.clone(), s.ns.clone(), s.prometheus.clone());
+    let query = "histogram_quantile(0.99, rate(latency{namespace=\"{{namespace}}\",pod=~\"{{canary}}-.*\"}[5m]))";
+    create(
+        &client,
+        &ns,
+        &[10, 30],
+        "2s",
+        json!({"analysis": {"prometheus": {"query": query, "threshold": {"max": 1.0}, "failureLimit": 2}}}),
+    )
+    .await;
+    wait_rollout(&client, &ns, "v1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    prometheus.set(&ns, 5.0);
+    set_model(&client, &ns, "v2").await;
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    let st = wait_rollout(&client, &ns, "rolled back by the gate", |r| {
+        r.phase == RolloutPhase::RolledBack
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("AnalysisFailed"));
+    assert!(
+        st.message
+            .unwrap_or_default()
+            .contains("5 is above the maximum 1")
+    );
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+    // The query ran with its placeholders filled in, at least failureLimit times.
+    let asked: Vec<String> = prometheus
+        .queries
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|q| q.contains(&format!("namespace=\"{ns}\"")))
+        .cloned()
+        .collect();
+    assert!(asked.len() >= 2, "{asked:?}");
+    assert!(asked[0].contains("pod=~\"chat-canary-.*\""), "{asked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_pause_resume_and_abort_once_per_value() {
+    let s = setup("actions").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[10, 30, 60], "2s", json!({})).await;
+    wait_rollout(&client, &ns, "v1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    set_model(&client, &ns, "v2").await;
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    act(&client, &ns, "pause/1").await;
+    let st = wait_rollout(&client, &ns, "paused", |r| r.phase == RolloutPhase::Paused).await;
+    let weight = st.weight;
+    assert_eq!(st.last_action.as_deref(), Some("pause/1"));
+    // Held well past the interval.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let st = wait_rollout(&client, &ns, "still paused", |_| true).await;
+    assert_eq!((st.phase, st.weight), (RolloutPhase::Paused, weight));
+    act(&client, &ns, "resume/1").await;
+    wait_rollout(&client, &ns, "resumed and advancing", |r| {
+        r.phase == RolloutPhase::Progressing && r.weight > weight
+    })
+    .await;
+    act(&client, &ns, "abort/1").await;
+    let st = wait_rollout(&client, &ns, "aborted", |r| {
+        r.phase == RolloutPhase::RolledBack
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("Aborted"));
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+    // The annotation stays (a GitOps tool keeps re-applying it): a new
+    // version's rollout is not aborted by it again.
+    set_model(&client, &ns, "v3").await;
+    wait_rollout(&client, &ns, "v3 progressing", |r| {
+        r.phase == RolloutPhase::Progressing
+            && r.target.as_ref().is_some_and(|t| t.model.r#ref == "v3")
+    })
+    .await;
+    patch(
+        &client,
+        &ns,
+        json!({"metadata": {"labels": {"reapplied": "yes"}}}),
+    )
+    .await;
+    canary_ready(&client, &ns).await;
+    let st = wait_rollout(&client, &ns, "v3 carrying weight", |r| r.weight >= Some(10)).await;
+    assert_eq!(st.phase, RolloutPhase::Progressing);
+    assert_eq!(st.last_action.as_deref(), Some("abort/1"));
+    let events = event_reasons(&client, &ns).await;
+    for reason in ["RolloutPaused", "RolloutResumed", "RolledBack"] {
+        assert!(events.iter().any(|e| e == reason), "{reason} in {events:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_skips_the_remaining_steps_without_more_weight() {
+    let s = setup("promote").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[10, 30, 60], "1m", json!({})).await;
+    wait_rollout(&client, &ns, "v1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    primary_complete(&client, &ns).await;
+    set_model(&client, &ns, "v2").await;
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    act(&client, &ns, "promote/now").await;
+    // Never more than the current weight while the primary is rolled.
+    wait_rollout(&client, &ns, "promoting", |r| {
+        r.reason.as_deref() == Some("Promoting")
+    })
+    .await;
+    assert_eq!(
+        route(&client, &ns).await,
+        [("chat".to_owned(), 90), ("chat-canary".to_owned(), 10)]
+    );
+    primary_complete(&client, &ns).await;
+    let st = wait_rollout(&client, &ns, "v2 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    assert_eq!(st.stable.unwrap().model.r#ref, "v2");
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_infergate_resumes_at_the_same_step() {
+    let Setup {
+        client,
+        ns,
+        mut reconciler,
+        kubeconfig,
+        prometheus,
+        ..
+    } = setup("resume").await;
+    create(&client, &ns, &[10, 30, 60], "4s", json!({})).await;
+    wait_rollout(&client, &ns, "v1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    set_model(&client, &ns, "v2").await;
+    canary_ready(&client, &ns).await;
+    let at_step_2 = wait_rollout(&client, &ns, "step 2", |r| r.step == Some(1)).await;
+    // Stop infergate in the middle of step 2 and start another.
+    reconciler.take().expect("reconciler").stop();
+    let _again = reconciler_again(kubeconfig, &prometheus.url, &ns);
+    // It carries on from step 2: weight 30, never 0, then 60.
+    let st = wait_rollout(&client, &ns, "the new reconciler's first status", |_| true).await;
+    assert!(st.step >= at_step_2.step && st.weight >= Some(30), "{st:?}");
+    assert_eq!(
+        route(&client, &ns).await.last().map(|r| r.1 >= 30),
+        Some(true)
+    );
+    wait_route(&client, &ns, &[("chat", 40), ("chat-canary", 60)]).await;
+}
+
+fn reconciler_again(kubeconfig: std::path::PathBuf, prometheus: &str, ns: &str) -> Reconciler {
+    reconciler(kubeconfig, prometheus, &format!("{ns}-1"))
+}
