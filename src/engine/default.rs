@@ -536,6 +536,61 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_rollout_is_copied_whole_without_its_prometheus_address() {
+        use crate::api::rollout::{
+            AnalysisSpec, PrometheusGate, RolloutSpec, RolloutStrategy, Threshold,
+        };
+        let plan = RolloutSpec {
+            strategy: Some(RolloutStrategy::Canary),
+            steps: vec![10, 50],
+            interval: Some("10m".to_owned()),
+            analysis: Some(AnalysisSpec {
+                prometheus: Some(PrometheusGate {
+                    address: Some("http://prometheus.monitoring:9090".to_owned()),
+                    query: "up".to_owned(),
+                    threshold: Threshold {
+                        min: Some(1.0),
+                        max: None,
+                    },
+                    failure_limit: None,
+                    on_no_data: None,
+                }),
+            }),
+            ..RolloutSpec::default()
+        };
+        let policy = ClusterInferencePolicy::new(
+            "rollouts",
+            ClusterInferencePolicySpec {
+                defaults: Some(PolicyDefaults {
+                    rollout: Some(plan.clone()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        );
+        let snap = PolicySnapshot {
+            cluster: vec![policy],
+            namespaced: vec![],
+        };
+        let d = with(&snap, &ServerDefaults::default(), |c| {
+            default_service(&svc(), c)
+        });
+        let got = d.object.spec.rollout.clone().expect("rollout defaulted");
+        assert_eq!(got.steps, plan.steps);
+        assert_eq!(got.strategy, plan.strategy);
+        let p = got.analysis.unwrap().prometheus.unwrap();
+        assert_eq!((p.address, p.query.as_str()), (None, "up"));
+        assert!(d.filled.iter().any(|f| f.field == "spec.rollout"));
+        // A service with its own block keeps it.
+        let mut own = svc();
+        own.spec.rollout = Some(RolloutSpec::default());
+        let d = with(&snap, &ServerDefaults::default(), |c| {
+            default_service(&own, c)
+        });
+        assert_eq!(d.object.spec.rollout, Some(RolloutSpec::default()));
+    }
+
+    #[test]
     fn zero_replicas_stay_zero() {
         let mut s = svc();
         s.spec.replicas = Some(0);

@@ -239,3 +239,118 @@ pub fn restart_warning(svc: &InferenceService, old: &InferenceService) -> Option
         new.model.r#ref
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::rollout::{AnalysisSpec, PrometheusGate, RolloutStatus, Threshold};
+    use crate::api::v1beta1::{InferenceServiceSpec, InferenceServiceStatus, ModelSpec};
+
+    fn svc(model: &str) -> InferenceService {
+        InferenceService::new(
+            "chat",
+            InferenceServiceSpec {
+                model: ModelSpec {
+                    r#ref: model.into(),
+                    image: None,
+                },
+                rollout: Some(RolloutSpec {
+                    strategy: Some(RolloutStrategy::Canary),
+                    steps: vec![10, 30],
+                    ..RolloutSpec::default()
+                }),
+                ..InferenceServiceSpec::default()
+            },
+        )
+    }
+
+    fn during(stable: &str, target: &str) -> InferenceService {
+        let mut old = svc(target);
+        old.status = Some(InferenceServiceStatus {
+            rollout: Some(RolloutStatus {
+                phase: RolloutPhase::Progressing,
+                step: Some(1),
+                stable: Some(version_of(&svc(stable))),
+                target: Some(version_of(&svc(target))),
+                ..RolloutStatus::default()
+            }),
+            ..InferenceServiceStatus::default()
+        });
+        old
+    }
+
+    #[test]
+    fn editing_the_version_mid_rollout_warns_that_it_restarts() {
+        let old = during("v1", "v2");
+        let w = restart_warning(&svc("v3"), &old).expect("a warning");
+        assert!(w.contains("restarts from the first step"), "{w}");
+        assert!(w.contains("\"v2\" (step 2 of 2)"), "{w}");
+        // The same target, or back to the stable version: no warning.
+        assert_eq!(restart_warning(&svc("v2"), &old), None);
+        assert_eq!(restart_warning(&svc("v1"), &old), None);
+    }
+
+    #[test]
+    fn the_plan_is_checked_and_only_a_cluster_policy_names_prometheus() {
+        let mut plan = RolloutSpec {
+            strategy: Some(RolloutStrategy::Canary),
+            steps: vec![0, 50, 40, 100],
+            interval: Some("soon".into()),
+            progress_deadline: Some("0s".into()),
+            max_restarts: Some(-1),
+            analysis: Some(AnalysisSpec {
+                prometheus: Some(PrometheusGate {
+                    address: Some("http://prometheus:9090".into()),
+                    query: " ".into(),
+                    threshold: Threshold::default(),
+                    failure_limit: Some(0),
+                    on_no_data: None,
+                }),
+            }),
+        };
+        let mut errs = Vec::new();
+        check_plan(&mut errs, "spec.rollout", &plan, false);
+        let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.rollout.steps[0]",
+                "spec.rollout.steps[2]",
+                "spec.rollout.steps[3]",
+                "spec.rollout.interval",
+                "spec.rollout.progressDeadline",
+                "spec.rollout.maxRestarts",
+                "spec.rollout.analysis.prometheus.address",
+                "spec.rollout.analysis.prometheus.query",
+                "spec.rollout.analysis.prometheus.threshold",
+                "spec.rollout.analysis.prometheus.failureLimit",
+            ]
+        );
+        // A ClusterInferencePolicy may name the address (an http(s) URL).
+        let mut errs = Vec::new();
+        check_plan(&mut errs, "spec.defaults.rollout", &plan, true);
+        assert!(!errs.iter().any(|e| e.field.ends_with(".address")));
+        plan.analysis
+            .as_mut()
+            .unwrap()
+            .prometheus
+            .as_mut()
+            .unwrap()
+            .address = Some("prometheus:9090".into());
+        let mut errs = Vec::new();
+        check_plan(&mut errs, "spec.defaults.rollout", &plan, true);
+        assert!(errs.iter().any(|e| e.field.ends_with(".address")));
+        // Canary without steps.
+        let mut errs = Vec::new();
+        check_plan(
+            &mut errs,
+            "spec.rollout",
+            &RolloutSpec {
+                strategy: Some(RolloutStrategy::Canary),
+                ..RolloutSpec::default()
+            },
+            false,
+        );
+        assert_eq!(errs[0].field, "spec.rollout.steps");
+    }
+}
