@@ -60,7 +60,7 @@ async fn crds_install_and_store_a_valid_service() {
     assert!(out.status.success(), "{table}");
     let header = table.lines().next().unwrap_or_default();
     for column in [
-        "NAME", "MODEL", "REPLICAS", "READY", "CANARY", "PATH", "AGE",
+        "NAME", "MODEL", "REPLICAS", "READY", "PHASE", "WEIGHT", "PATH", "AGE",
     ] {
         assert!(
             header.contains(column),

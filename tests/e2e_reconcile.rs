@@ -359,7 +359,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     assert_eq!(
         header,
         [
-            "NAME", "MODEL", "REPLICAS", "READY", "CANARY", "PATH", "AGE"
+            "NAME", "MODEL", "REPLICAS", "READY", "PHASE", "WEIGHT", "PATH", "AGE"
         ],
         "{table}"
     );
@@ -371,8 +371,16 @@ async fn lifecycle_with_gateway_api_installed_later() {
         .collect();
     let path = format!("/{ns}/chat");
     assert_eq!(
-        &row[..6],
-        ["chat", "llama3-8b-q4", "1", "True", "20", path.as_str()],
+        &row[..7],
+        [
+            "chat",
+            "llama3-8b-q4",
+            "1",
+            "True",
+            "Stable",
+            "20",
+            path.as_str()
+        ],
         "{table}"
     );
 
