@@ -1704,3 +1704,47 @@ fn the_binary_drains_and_exits_zero_on_sigterm() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Editing the version while a rollout of another one is under way is
+/// admitted with a warning that it restarts from the first step.
+#[tokio::test]
+async fn a_new_version_mid_rollout_is_admitted_with_a_restart_warning() {
+    let st = state();
+    let spec = |model: &str| {
+        json!({
+            "model": {"ref": model},
+            "engine": {"image": "registry.example.com/vllm:0.9"},
+            "backend": "Deployment",
+            "rollout": {"strategy": "Canary", "steps": [10, 30, 60], "interval": "5m"}
+        })
+    };
+    let version = |model: &str| json!({"model": {"ref": model}, "engineImage": "registry.example.com/vllm:0.9"});
+    let mut req = fixture("validate-update-backend.json");
+    req["request"]["requestKind"] = req["request"]["kind"].clone();
+    req["request"]["object"]["spec"] = spec("v3");
+    req["request"]["oldObject"]["spec"] = spec("v2");
+    req["request"]["oldObject"]["status"] = json!({"rollout": {
+        "phase": "Progressing", "step": 1, "weight": 30,
+        "stable": version("v1"), "target": version("v2")}});
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    let warnings: Vec<&str> = resp["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("restarts from the first step")
+                && w.contains("\"v2\" (step 2 of 3)")
+                && w.contains("\"v3\"")),
+        "{warnings:?}"
+    );
+    // Finishing the same target: no warning.
+    req["request"]["object"]["spec"] = spec("v2");
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+    assert!(resp["warnings"].is_null(), "{resp}");
+}

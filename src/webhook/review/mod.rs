@@ -226,6 +226,16 @@ struct ServiceIn {
     #[serde(default)]
     metadata: MetaIn,
     spec: InferenceServiceSpec,
+    /// Only the rollout's state (the stored object's, on UPDATE: a new
+    /// version mid-rollout gets a warning); the rest of status is skipped.
+    #[serde(default)]
+    status: Option<StatusIn>,
+}
+
+#[derive(Deserialize, Default)]
+struct StatusIn {
+    #[serde(default)]
+    rollout: Option<crate::api::rollout::RolloutStatus>,
 }
 
 #[derive(Deserialize, Default)]
@@ -265,7 +275,12 @@ impl From<ServiceIn> for InferenceService {
                 ..ObjectMeta::default()
             },
             spec: s.spec,
-            status: None,
+            status: s.status.and_then(|st| st.rollout).map(|rollout| {
+                crate::api::v1beta1::InferenceServiceStatus {
+                    rollout: Some(rollout),
+                    ..Default::default()
+                }
+            }),
         }
     }
 }
