@@ -121,6 +121,11 @@ async fn forward_children<K>(
         scope
             .watch::<PartialObjectMeta<K>>(&client, wc)
             .default_backoff()
+            // Nothing reads who manages which field: most of an applied
+            // object's metadata, left out of the cache.
+            .modify(|m| {
+                m.metadata.managed_fields = None;
+            })
             .reflect(writer)
             .touched_objects()
     );

@@ -328,7 +328,13 @@ impl ClusterState {
         let mut relisted = Vec::new();
         tokio::spawn(run_watch(
             Arc::clone(self),
-            scope.watch::<InferenceService>(&client, watcher::Config::default()),
+            scope
+                .watch::<InferenceService>(&client, watcher::Config::default())
+                // Nothing reads who manages which field; left out of the cache.
+                .modify(|svc| {
+                    svc.metadata.managed_fields = None;
+                })
+                .boxed(),
             shutdown,
             move |event| {
                 writer.apply_watcher_event(&event);
