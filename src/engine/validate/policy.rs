@@ -1,0 +1,396 @@
+//! Validation of the policies themselves: their defaults and limits are
+//! consistent, and a namespace policy never loosens a cluster one.
+
+use super::*;
+
+/// Validate a ClusterInferencePolicy.
+#[must_use]
+pub fn validate_cluster_policy(p: &ClusterInferencePolicy) -> Verdict {
+    let mut v = Verdict::default();
+    if let Some(sel) = &p.spec.namespace_selector {
+        for (suffix, msg) in crate::engine::selector::selector_errors(sel) {
+            v.errors.push(FieldError {
+                field: format!("spec.namespaceSelector.{suffix}"),
+                reason: reason_of(&msg),
+                message: msg,
+            });
+        }
+    }
+    check_policy_spec(
+        &mut v,
+        p.spec.defaults.as_ref(),
+        p.spec.limits.as_ref(),
+        &[],
+    );
+    if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
+        crate::engine::rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, true);
+    }
+    v
+}
+
+/// Validate an InferencePolicy, also against the ClusterInferencePolicy
+/// objects that apply to its namespace (`ctx.namespace`, `ctx.namespace_labels`):
+/// a namespace policy may tighten a cluster limit, never loosen it, and its
+/// defaults must respect the cluster limits.
+#[must_use]
+pub fn validate_namespaced_policy(p: &InferencePolicy, ctx: &Context) -> Verdict {
+    let mut v = Verdict::default();
+    let cluster = cluster_layers(ctx);
+    check_policy_spec(
+        &mut v,
+        p.spec.defaults.as_ref(),
+        p.spec.limits.as_ref(),
+        &cluster,
+    );
+    // Tenants often control their namespace's policies: no Prometheus address here.
+    if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
+        crate::engine::rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, false);
+    }
+    v
+}
+
+fn reason_of(msg: &str) -> crate::engine::FieldErrorReason {
+    use crate::engine::FieldErrorReason as R;
+    if msg.starts_with("Required value") {
+        R::Required
+    } else if msg.starts_with("Forbidden") {
+        R::Forbidden
+    } else if msg.starts_with("Unsupported value") {
+        R::NotSupported
+    } else {
+        R::Invalid
+    }
+}
+
+/// Policy rules shared by both kinds. `outer` are the cluster layers a
+/// namespace policy must not loosen (empty for a cluster policy).
+fn check_policy_spec(
+    v: &mut Verdict,
+    defaults: Option<&PolicyDefaults>,
+    limits: Option<&PolicyLimits>,
+    outer: &[Layer<'_>],
+) {
+    let errs = &mut v.errors;
+    let max_timeout = limits.and_then(|l| l.max_request_timeout.as_deref());
+    let max_timeout_d = max_timeout.and_then(|s| match parse_gateway_duration(s) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errs.push(FieldError::invalid(
+                "spec.limits.maxRequestTimeout",
+                format!("{s:?}"),
+                &e,
+            ));
+            None
+        }
+    });
+    if let Some(s) = limits.and_then(|l| l.min_rollout_interval.as_deref())
+        && let Err(e) = parse_gateway_duration(s)
+    {
+        errs.push(FieldError::invalid(
+            "spec.limits.minRolloutInterval",
+            format!("{s:?}"),
+            &e,
+        ));
+    }
+    if let Some(l) = limits {
+        for (field, val, lo, hi) in [
+            ("spec.limits.maxReplicas", l.max_replicas, 0, i32::MAX),
+            ("spec.limits.maxCanaryWeight", l.max_canary_weight, 0, 100),
+            (
+                "spec.limits.maxGPUsPerReplica",
+                l.max_gpus_per_replica,
+                0,
+                i32::MAX,
+            ),
+        ] {
+            if let Some(x) = val
+                && !(lo..=hi).contains(&x)
+            {
+                let range = if hi == i32::MAX {
+                    format!("must be greater than or equal to {lo}")
+                } else {
+                    format!("must be between {lo} and {hi}, inclusive")
+                };
+                errs.push(FieldError::invalid(field, x, &range));
+            }
+        }
+        if let Some(list) = &l.allowed_graph_hosts {
+            errs.extend(crate::engine::graph_source::policy_host_errors(list, None).0);
+        }
+        if let Some(list) = &l.allowed_image_registries {
+            for (i, prefix) in list.iter().enumerate() {
+                if prefix.trim().is_empty() {
+                    errs.push(FieldError::invalid(
+                        format!("spec.limits.allowedImageRegistries[{i}]"),
+                        format!("{prefix:?}"),
+                        "must not be empty (an empty prefix allows every image)",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(d) = defaults {
+        if let Some(e) = &d.engine {
+            if let Some(port) = e.port
+                && !(1..=65535).contains(&port)
+            {
+                errs.push(FieldError::invalid(
+                    "spec.defaults.engine.port",
+                    port,
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+            if let Some(img) = &e.image
+                && (img.is_empty() || img.chars().any(char::is_whitespace))
+            {
+                errs.push(FieldError::invalid(
+                    "spec.defaults.engine.image",
+                    format!("{img:?}"),
+                    "must be a non-empty image reference without whitespace",
+                ));
+            }
+        }
+        if let Some(r) = d.replicas
+            && r < 0
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.replicas",
+                r,
+                "must be greater than or equal to 0",
+            ));
+        }
+        if let Some(t) = d
+            .autoscaling
+            .as_ref()
+            .and_then(|a| a.target_cpu_utilization_percent)
+            && !(1..=100).contains(&t)
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.autoscaling.targetCPUUtilizationPercent",
+                t,
+                "must be between 1 and 100, inclusive",
+            ));
+        }
+        if let Some(r) = &d.resources {
+            check_quantity(errs, "spec.defaults.resources.cpu", r.cpu.as_ref());
+            check_quantity(errs, "spec.defaults.resources.memory", r.memory.as_ref());
+        }
+        if let Some(hc) = &d.health_check {
+            // Only the fields the policy sets; the rest are built-ins.
+            check_health(errs, "spec.defaults.healthCheck", Some(hc));
+        }
+        check_metrics(errs, "spec.defaults.metrics", d.metrics.as_ref());
+        if let Some(r) = &d.routing {
+            if let Some(t) = &r.path_template
+                && let Err(e) = crate::engine::route::check_template_on_sample(t)
+            {
+                errs.push(FieldError::invalid(
+                    "spec.defaults.routing.pathTemplate",
+                    format!("{t:?}"),
+                    &format!("{e} (rendered on a sample service)"),
+                ));
+            }
+            if let Some(gw) = &r.gateway
+                && gw.name.is_empty()
+            {
+                errs.push(FieldError::required(
+                    "spec.defaults.routing.gateway.name",
+                    "",
+                ));
+            }
+            if let Some(t) = &r.request_timeout {
+                match parse_gateway_duration(t) {
+                    Err(e) => errs.push(FieldError::invalid(
+                        "spec.defaults.routing.requestTimeout",
+                        format!("{t:?}"),
+                        &e,
+                    )),
+                    Ok(d) => {
+                        if let Some(max) = max_timeout_d
+                            && d > max
+                        {
+                            errs.push(FieldError::invalid(
+                                "spec.defaults.routing.requestTimeout",
+                                format!("{t:?}"),
+                                &format!(
+                                    "must be at most spec.limits.maxRequestTimeout ({})",
+                                    max_timeout.unwrap_or_default()
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        // Defaults above this policy's own limits.
+        if let (Some(r), Some(max)) = (d.replicas, limits.and_then(|l| l.max_replicas))
+            && r > max
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.replicas",
+                r,
+                &format!("must be at most spec.limits.maxReplicas ({max})"),
+            ));
+        }
+        let picker_image = d
+            .routing
+            .as_ref()
+            .and_then(|r| r.endpoint_picker.as_ref())
+            .and_then(|e| e.image.as_deref());
+        for (field, img) in [
+            (
+                "spec.defaults.engine.image",
+                d.engine.as_ref().and_then(|e| e.image.as_deref()),
+            ),
+            ("spec.defaults.routing.endpointPicker.image", picker_image),
+        ] {
+            if let (Some(img), Some(list)) = (
+                img,
+                limits.and_then(|l| l.allowed_image_registries.as_ref()),
+            ) && !list.iter().any(|p| img.starts_with(p.as_str()))
+            {
+                errs.push(FieldError::invalid(
+                    field,
+                    format!("{img:?}"),
+                    &format!(
+                        "must start with one of spec.limits.allowedImageRegistries ({})",
+                        quoted_list(list)
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = d
+            .routing
+            .as_ref()
+            .and_then(|r| r.endpoint_picker.as_ref())
+            .and_then(|e| e.replicas)
+            && r < 1
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.routing.endpointPicker.replicas",
+                r,
+                "must be greater than or equal to 1",
+            ));
+        }
+    }
+
+    // A namespace policy against the cluster policies over it.
+    for outer_layer in outer {
+        let Some(ol) = outer_layer.limits else {
+            continue;
+        };
+        let mut out: Vec<FieldError> = Vec::new();
+        let who = outer_layer.display();
+        let l = limits.cloned().unwrap_or_default();
+        for (field, mine, theirs) in [
+            ("spec.limits.maxReplicas", l.max_replicas, ol.max_replicas),
+            (
+                "spec.limits.maxCanaryWeight",
+                l.max_canary_weight,
+                ol.max_canary_weight,
+            ),
+            (
+                "spec.limits.maxGPUsPerReplica",
+                l.max_gpus_per_replica,
+                ol.max_gpus_per_replica,
+            ),
+        ] {
+            if let (Some(m), Some(t)) = (mine, theirs)
+                && m > t
+            {
+                out.push(FieldError::invalid(
+                    field,
+                    m,
+                    &format!("may not loosen the limit {t} of {who}"),
+                ));
+            }
+        }
+        if let (Some(m), Some(t)) = (
+            l.max_request_timeout.as_deref(),
+            ol.max_request_timeout.as_deref(),
+        ) && let (Ok(md), Ok(td)) = (parse_gateway_duration(m), parse_gateway_duration(t))
+            && md > td
+        {
+            out.push(FieldError::invalid(
+                "spec.limits.maxRequestTimeout",
+                format!("{m:?}"),
+                &format!("may not loosen the limit {t} of {who}"),
+            ));
+        }
+        if let (Some(mine), Some(theirs)) =
+            (&l.allowed_image_registries, &ol.allowed_image_registries)
+        {
+            for (i, p) in mine.iter().enumerate() {
+                if !theirs.iter().any(|t| p.starts_with(t.as_str())) {
+                    out.push(FieldError::invalid(
+                        format!("spec.limits.allowedImageRegistries[{i}]"),
+                        format!("{p:?}"),
+                        &format!(
+                            "may not loosen the allowed registries {} of {who}",
+                            quoted_list(theirs)
+                        ),
+                    ));
+                }
+            }
+        }
+        if let (Some(mine), Some(theirs)) = (&l.allowed_graph_hosts, &ol.allowed_graph_hosts) {
+            out.extend(
+                crate::engine::graph_source::policy_host_errors(mine, Some((theirs, &who))).1,
+            );
+        }
+        if let (Some(mine), Some(theirs)) = (&l.allowed_accelerators, &ol.allowed_accelerators) {
+            for (i, a) in mine.iter().enumerate() {
+                if *a != AcceleratorType::None && !theirs.contains(a) {
+                    out.push(FieldError::invalid(
+                        format!("spec.limits.allowedAccelerators[{i}]"),
+                        format!("{:?}", a.as_str()),
+                        &format!(
+                            "may not loosen the allowed accelerators {} of {who}",
+                            quoted_list(theirs)
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(d) = defaults {
+            if let (Some(r), Some(max)) = (d.replicas, ol.max_replicas)
+                && r > max
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.replicas",
+                    r,
+                    &format!("must be at most {max} ({who})"),
+                ));
+            }
+            if let (Some(t), Some(max)) = (
+                d.routing
+                    .as_ref()
+                    .and_then(|r| r.request_timeout.as_deref()),
+                ol.max_request_timeout.as_deref(),
+            ) && let (Ok(td), Ok(md)) = (parse_gateway_duration(t), parse_gateway_duration(max))
+                && td > md
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.routing.requestTimeout",
+                    format!("{t:?}"),
+                    &format!("must be at most {max} ({who})"),
+                ));
+            }
+            if let (Some(img), Some(list)) = (
+                d.engine.as_ref().and_then(|e| e.image.as_deref()),
+                ol.allowed_image_registries.as_ref(),
+            ) && !list.iter().any(|p| img.starts_with(p.as_str()))
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.engine.image",
+                    format!("{img:?}"),
+                    &format!("must start with one of {} ({who})", quoted_list(list)),
+                ));
+            }
+        }
+        match outer_layer.enforcement {
+            Enforcement::Deny => v.errors.extend(out),
+            Enforcement::Warn => v.warnings.extend(out.iter().map(ToString::to_string)),
+        }
+    }
+}
