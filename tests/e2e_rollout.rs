@@ -297,7 +297,7 @@ async fn canary_ready(client: &Client, ns: &str) {
 async fn a_new_model_walks_every_step_and_becomes_stable() {
     let s = setup("rollout").await;
     let (client, ns) = (s.client.clone(), s.ns.clone());
-    create(&client, &ns, &[10, 30, 60], "1s", json!({})).await;
+    create(&client, &ns, &[10, 30, 60], "3s", json!({})).await;
     // The first version is stable at once.
     let st = wait_rollout(&client, &ns, "v1 stable", |r| {
         r.phase == RolloutPhase::Stable

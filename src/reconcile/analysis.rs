@@ -98,23 +98,30 @@ pub fn judge(body: &[u8], gate: &PrometheusGate) -> Gate {
     }
 }
 
+/// One HTTP client for every evaluation (the platform's roots are read once).
+fn client() -> &'static Result<reqwest::Client, String> {
+    static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
+        std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let tls =
+            crate::graph::fetch::platform_tls(Vec::new()).map_err(|e| format!("TLS setup: {e}"))?;
+        reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(QUERY_TIMEOUT)
+            .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))
+    })
+}
+
 /// Run the query at `address` and judge the answer. Any failure to ask is
 /// a failed evaluation (the failure limit decides what it does).
 pub async fn evaluate(address: &str, query: &str, gate: &PrometheusGate) -> Gate {
-    let tls = match crate::graph::fetch::platform_tls(Vec::new()) {
-        Ok(t) => t,
-        Err(e) => return Gate::Fail(format!("TLS setup: {e}")),
-    };
-    let client = match reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(QUERY_TIMEOUT)
-        .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")))
-        .build()
-    {
+    let client = match client() {
         Ok(c) => c,
-        Err(e) => return Gate::Fail(format!("cannot build the HTTP client: {e}")),
+        Err(e) => return Gate::Fail(e.clone()),
     };
     let mut url = match url::Url::parse(&format!("{}/api/v1/query", address.trim_end_matches('/')))
     {

@@ -52,30 +52,30 @@ fn with_versions(
         .get_or_insert_with(EngineSpec::default)
         .image
         .clone_from(&primary.engine_image);
-    e.spec.canary = canary.map(|(v, w)| {
-        // Sized for the largest step, so the canary is ready before its weight grows.
-        let steps = defaulted
+    if let Some((v, w)) = canary {
+        // Sized (by the usual canary rule) for the largest step, so the
+        // canary is ready before its weight grows; then given its weight.
+        let largest = defaulted
             .spec
             .rollout
             .as_ref()
-            .map(|r| r.steps.as_slice())
-            .unwrap_or_default();
-        let size_weight = steps.iter().copied().max().unwrap_or(*w).max(*w).max(1);
-        let base = defaulted
-            .spec
-            .autoscaling
-            .as_ref()
-            .map(|a| a.min_replicas)
-            .or(defaulted.spec.replicas)
-            .unwrap_or(1)
-            .max(1);
-        CanarySpec {
+            .and_then(|r| r.steps.iter().copied().max())
+            .unwrap_or(*w);
+        e.spec.canary = Some(CanarySpec {
             model: v.model.clone(),
             engine_image: v.engine_image.clone(),
+            weight: largest.max(*w).max(1),
+            replicas: None,
+        });
+        let replicas = engine::resources::canary_replicas(&e);
+        e.spec.canary = e.spec.canary.take().map(|c| CanarySpec {
             weight: *w,
-            replicas: Some(((base * size_weight + 99) / 100).max(1)),
-        }
-    });
+            replicas: Some(replicas),
+            ..c
+        });
+    } else {
+        e.spec.canary = None;
+    }
     e
 }
 
@@ -195,7 +195,6 @@ impl Ctx {
                 observed.canary = Some(Readiness {
                     ready: if r.complete() { r.ready } else { 0 },
                     desired: r.desired,
-                    complete: r.complete(),
                 });
             }
         }

@@ -32,8 +32,6 @@ pub struct Readiness {
     pub ready: i32,
     /// Wanted replicas.
     pub desired: i32,
-    /// Every wanted replica is ready and runs the current template.
-    pub complete: bool,
 }
 
 /// What the cluster shows.
@@ -137,18 +135,13 @@ pub fn decide(input: &Input<'_>) -> Decision {
         desired,
         current,
         observed,
-        gate,
         action,
         now,
+        ..
     } = input;
     let now = *now;
     let mut st = current.cloned().unwrap_or_default();
     let mut notes = Vec::new();
-    let note = |warning, reason, message: String| Note {
-        warning,
-        reason,
-        message,
-    };
 
     // The first version of a new service is stable at once.
     let Some(stable) = st.stable.clone() else {
@@ -202,22 +195,6 @@ pub fn decide(input: &Input<'_>) -> Decision {
         st.reason = Some(reason.into());
         st.message = Some(message);
     };
-    let fail =
-        |st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why: String| {
-            st.phase = RolloutPhase::RolledBack;
-            st.step = None;
-            st.weight = Some(0);
-            st.step_started_at = None;
-            st.progress_started_at = None;
-            st.reason = Some(reason.into());
-            st.message = Some(format!("rolled back: {why}"));
-            notes.push(note(
-                true,
-                "RolledBack",
-                format!("rollout rolled back ({reason}): {why}"),
-            ));
-        };
-
     match st.phase {
         RolloutPhase::Stable | RolloutPhase::RolledBack => {
             if *desired == stable {
@@ -265,16 +242,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
                     ),
                 ));
             } else {
-                progress(
-                    plan,
-                    observed,
-                    gate.as_ref(),
-                    verb.as_deref(),
-                    now,
-                    &mut st,
-                    &mut notes,
-                    fail,
-                );
+                progress(plan, input, verb.as_deref(), &mut st, &mut notes);
             }
         }
     }
@@ -332,22 +300,42 @@ pub fn decide(input: &Input<'_>) -> Decision {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn progress(
-    plan: &RolloutSpec,
-    observed: &Observed,
-    gate: Option<&Gate>,
-    verb: Option<&str>,
-    now: Timestamp,
-    st: &mut RolloutStatus,
-    notes: &mut Vec<Note>,
-    fail: impl Fn(&mut RolloutStatus, &mut Vec<Note>, &'static str, String),
-) {
-    let note = |warning, reason, message: String| Note {
+/// An event the decision calls for.
+fn note(warning: bool, reason: &'static str, message: String) -> Note {
+    Note {
         warning,
         reason,
         message,
-    };
+    }
+}
+
+/// The rollout fails: no canary weight, the canary goes, nothing retried
+/// until the spec changes.
+fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why: String) {
+    st.phase = RolloutPhase::RolledBack;
+    st.step = None;
+    st.weight = Some(0);
+    st.step_started_at = None;
+    st.progress_started_at = None;
+    st.reason = Some(reason.into());
+    st.message = Some(format!("rolled back: {why}"));
+    notes.push(note(
+        true,
+        "RolledBack",
+        format!("rollout rolled back ({reason}): {why}"),
+    ));
+}
+
+/// A rollout under way for the target the spec still asks for: actions,
+/// failures, readiness, the soak and the gate.
+fn progress(
+    plan: &RolloutSpec,
+    input: &Input<'_>,
+    verb: Option<&str>,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) {
+    let (observed, gate, now) = (&input.observed, input.gate.as_ref(), input.now);
     match verb {
         Some("abort") => {
             fail(
@@ -553,327 +541,4 @@ fn progress(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::rollout::{AnalysisSpec, PrometheusGate, RolloutStrategy, Threshold};
-    use crate::api::v1beta1::ModelSpec;
-
-    fn version(model: &str) -> VersionRef {
-        VersionRef {
-            model: ModelSpec {
-                r#ref: model.into(),
-                image: None,
-            },
-            engine_image: Some("registry.example.com/vllm:0.9".into()),
-        }
-    }
-
-    fn plan() -> RolloutSpec {
-        RolloutSpec {
-            strategy: Some(RolloutStrategy::Canary),
-            steps: vec![10, 30, 60],
-            interval: Some("1m".into()),
-            progress_deadline: Some("10m".into()),
-            max_restarts: Some(2),
-            analysis: None,
-        }
-    }
-
-    fn t(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + secs).unwrap()
-    }
-
-    const READY: Observed = Observed {
-        canary: Some(Readiness {
-            ready: 1,
-            desired: 1,
-            complete: true,
-        }),
-        canary_restarts: 0,
-        primary_complete: false,
-    };
-
-    /// Drive one reconcile.
-    fn step(
-        plan: &RolloutSpec,
-        desired: &str,
-        st: &RolloutStatus,
-        observed: Observed,
-        gate: Option<Gate>,
-        action: Option<&str>,
-        now: i64,
-    ) -> Decision {
-        decide(&Input {
-            plan,
-            desired: version(desired),
-            current: Some(st),
-            observed,
-            gate,
-            action,
-            now: t(now),
-        })
-    }
-
-    fn stable_at(model: &str) -> RolloutStatus {
-        decide(&Input {
-            plan: &plan(),
-            desired: version(model),
-            current: None,
-            observed: Observed::default(),
-            gate: None,
-            action: None,
-            now: t(0),
-        })
-        .status
-    }
-
-    #[test]
-    fn the_first_version_is_stable_at_once() {
-        let st = stable_at("v1");
-        assert_eq!(st.phase, RolloutPhase::Stable);
-        assert_eq!(st.stable, Some(version("v1")));
-        let d = step(&plan(), "v1", &st, Observed::default(), None, None, 1);
-        assert_eq!((d.primary, d.canary), (version("v1"), None));
-        assert_eq!(d.status, st, "nothing changes");
-    }
-
-    #[test]
-    fn a_full_promotion_walks_every_step_then_rolls_the_primary_first() {
-        let p = plan();
-        let st = stable_at("v1");
-        // A new version: the canary track starts at weight 0.
-        let d = step(&p, "v2", &st, Observed::default(), None, None, 0);
-        assert_eq!(d.status.phase, RolloutPhase::Progressing);
-        assert_eq!(d.primary, version("v1"));
-        assert_eq!(d.canary, Some((version("v2"), 0)));
-        // Not ready yet: held at 0.
-        let d = step(&p, "v2", &d.status, Observed::default(), None, None, 5);
-        assert_eq!(d.canary, Some((version("v2"), 0)));
-        assert_eq!(d.status.reason.as_deref(), Some("WaitingForCanary"));
-        // Ready: the first step's weight, and its soak starts.
-        let d = step(&p, "v2", &d.status, READY, None, None, 10);
-        assert_eq!(d.canary, Some((version("v2"), 10)));
-        assert_eq!(d.status.step_started_at, Some(Time(t(10))));
-        // Held for the interval.
-        let d = step(&p, "v2", &d.status, READY, None, None, 69);
-        assert_eq!(d.canary, Some((version("v2"), 10)));
-        assert!(d.requeue.unwrap() <= Duration::from_secs(1));
-        let d = step(&p, "v2", &d.status, READY, None, None, 70);
-        assert_eq!(
-            (d.status.step, d.canary.clone()),
-            (Some(1), Some((version("v2"), 30)))
-        );
-        let d = step(&p, "v2", &d.status, READY, None, None, 130);
-        assert_eq!(d.canary, Some((version("v2"), 60)));
-        // After the last step: the primary is rolled to the target first,
-        // the canary keeping its weight until the primary is complete.
-        let d = step(&p, "v2", &d.status, READY, None, None, 190);
-        assert_eq!(d.primary, version("v2"));
-        assert_eq!(d.canary, Some((version("v2"), 60)));
-        assert_eq!(d.status.reason.as_deref(), Some("Promoting"));
-        let d = step(&p, "v2", &d.status, READY, None, None, 200);
-        assert_eq!(
-            d.canary,
-            Some((version("v2"), 60)),
-            "the primary is not complete yet"
-        );
-        let done = Observed {
-            primary_complete: true,
-            ..READY
-        };
-        let d = step(&p, "v2", &d.status, done, None, None, 210);
-        assert_eq!(d.status.phase, RolloutPhase::Stable);
-        assert_eq!(d.status.stable, Some(version("v2")));
-        assert_eq!((d.primary, d.canary), (version("v2"), None));
-        assert!(d.notes.iter().any(|n| n.reason == "RolloutPromoted"));
-    }
-
-    #[test]
-    fn failures_roll_back_and_nothing_is_retried_until_the_spec_changes() {
-        let p = plan();
-        let started = step(
-            &p,
-            "v2",
-            &stable_at("v1"),
-            Observed::default(),
-            None,
-            None,
-            0,
-        )
-        .status;
-        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
-        // A crash-looping canary.
-        let crashing = Observed {
-            canary_restarts: 3,
-            ..READY
-        };
-        let d = step(&p, "v2", &at10, crashing, None, None, 20);
-        assert_eq!(d.status.phase, RolloutPhase::RolledBack);
-        assert_eq!(d.status.reason.as_deref(), Some("CanaryRestarts"));
-        assert_eq!((d.primary.clone(), d.canary.clone()), (version("v1"), None));
-        assert!(
-            d.notes
-                .iter()
-                .any(|n| n.warning && n.reason == "RolledBack")
-        );
-        // The same spec: nothing retried.
-        let again = step(&p, "v2", &d.status, READY, None, None, 500);
-        assert_eq!(again.status.phase, RolloutPhase::RolledBack);
-        assert_eq!(again.canary, None);
-        // Reverted to the stable version: Stable.
-        let back = step(&p, "v1", &d.status, READY, None, None, 600);
-        assert_eq!(back.status.phase, RolloutPhase::Stable);
-        // Another version: a new rollout.
-        let next = step(&p, "v3", &d.status, READY, None, None, 600);
-        assert_eq!(next.status.phase, RolloutPhase::Progressing);
-        assert_eq!(next.canary, Some((version("v3"), 0)));
-        // Never ready within the deadline.
-        let d = step(&p, "v2", &started, Observed::default(), None, None, 601);
-        assert_eq!(d.status.reason.as_deref(), Some("ProgressDeadlineExceeded"));
-    }
-
-    #[test]
-    fn the_gate_holds_below_the_failure_limit_and_fails_at_it() {
-        let mut p = plan();
-        p.analysis = Some(AnalysisSpec {
-            prometheus: Some(PrometheusGate {
-                address: None,
-                query: "q".into(),
-                threshold: Threshold {
-                    max: Some(1.0),
-                    min: None,
-                },
-                failure_limit: Some(2),
-                on_no_data: None,
-            }),
-        });
-        let started = step(
-            &p,
-            "v2",
-            &stable_at("v1"),
-            Observed::default(),
-            None,
-            None,
-            0,
-        )
-        .status;
-        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
-        assert!(!gate_due(&p, Some(&at10), t(69)));
-        assert!(gate_due(&p, Some(&at10), t(70)));
-        // Due but not evaluated: nothing moves.
-        let d = step(&p, "v2", &at10, READY, None, None, 70);
-        assert_eq!(d.status.weight, Some(10));
-        // No data: held (Hold is the default).
-        let d = step(&p, "v2", &at10, READY, Some(Gate::NoData), None, 70);
-        assert_eq!(
-            (d.status.weight, d.status.reason.as_deref()),
-            (Some(10), Some("AnalysisNoData"))
-        );
-        // One failure holds, the second fails the rollout.
-        let d = step(
-            &p,
-            "v2",
-            &at10,
-            READY,
-            Some(Gate::Fail("p99 12 > 1".into())),
-            None,
-            70,
-        );
-        assert_eq!(
-            (d.status.phase, d.status.failures),
-            (RolloutPhase::Progressing, Some(1))
-        );
-        assert_eq!(d.status.weight, Some(10));
-        let d = step(
-            &p,
-            "v2",
-            &d.status,
-            READY,
-            Some(Gate::Fail("p99 12 > 1".into())),
-            None,
-            130,
-        );
-        assert_eq!(d.status.phase, RolloutPhase::RolledBack);
-        assert_eq!(d.status.reason.as_deref(), Some("AnalysisFailed"));
-        // A pass advances and clears the count.
-        let d = step(&p, "v2", &at10, READY, Some(Gate::Pass), None, 70);
-        assert_eq!((d.status.weight, d.status.failures), (Some(30), Some(0)));
-    }
-
-    #[test]
-    fn actions_act_once_per_value() {
-        let p = plan();
-        let started = step(
-            &p,
-            "v2",
-            &stable_at("v1"),
-            Observed::default(),
-            None,
-            None,
-            0,
-        )
-        .status;
-        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
-        // pause: frozen past the interval.
-        let paused = step(&p, "v2", &at10, READY, None, Some("pause/1"), 20).status;
-        assert_eq!(paused.phase, RolloutPhase::Paused);
-        assert_eq!(paused.last_action.as_deref(), Some("pause/1"));
-        let d = step(&p, "v2", &paused, READY, None, Some("pause/1"), 500);
-        assert_eq!(
-            (d.status.phase, d.status.weight),
-            (RolloutPhase::Paused, Some(10))
-        );
-        // resume: the soak starts again.
-        let resumed = step(&p, "v2", &paused, READY, None, Some("resume/1"), 500).status;
-        assert_eq!(resumed.phase, RolloutPhase::Progressing);
-        assert_eq!(resumed.step_started_at, Some(Time(t(500))));
-        let d = step(&p, "v2", &resumed, READY, None, Some("resume/1"), 559);
-        assert_eq!(
-            d.status.weight,
-            Some(10),
-            "the re-applied annotation repeats nothing"
-        );
-        // promote: straight to rolling the primary, never more weight.
-        let d = step(&p, "v2", &resumed, READY, None, Some("promote/a"), 501);
-        assert_eq!(
-            (d.primary, d.canary),
-            (version("v2"), Some((version("v2"), 10)))
-        );
-        // abort: rolled back at once.
-        let d = step(&p, "v2", &resumed, READY, None, Some("abort/x"), 501);
-        assert_eq!((d.status.phase, d.canary), (RolloutPhase::RolledBack, None));
-        assert_eq!(d.status.reason.as_deref(), Some("Aborted"));
-    }
-
-    #[test]
-    fn a_new_target_restarts_and_a_restart_of_infergate_resumes_where_it_was() {
-        let p = plan();
-        let started = step(
-            &p,
-            "v2",
-            &stable_at("v1"),
-            Observed::default(),
-            None,
-            None,
-            0,
-        )
-        .status;
-        let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
-        let at30 = step(&p, "v2", &at10, READY, None, None, 70).status;
-        // What a restarted infergate reads back from the API server.
-        let stored: RolloutStatus =
-            serde_json::from_value(serde_json::to_value(&at30).unwrap()).unwrap();
-        let d = step(&p, "v2", &stored, READY, None, None, 100);
-        assert_eq!((d.status.step, d.status.weight), (Some(1), Some(30)));
-        assert_eq!(d.canary, Some((version("v2"), 30)));
-        // A new version mid-rollout: weight 0 first, step 0.
-        let d = step(&p, "v3", &stored, READY, None, None, 100);
-        assert_eq!(
-            (d.status.step, d.canary),
-            (Some(0), Some((version("v3"), 0)))
-        );
-        // Reverted mid-rollout: ends at once.
-        let d = step(&p, "v1", &stored, READY, None, None, 100);
-        assert_eq!((d.status.phase, d.canary), (RolloutPhase::Stable, None));
-    }
-}
+mod tests;
