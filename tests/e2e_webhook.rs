@@ -336,6 +336,93 @@ async fn a_minimal_service_is_stored_with_every_default_and_provenance() {
     assert_eq!(svc.spec.replicas, Some(1));
 }
 
+/// The API server's count of calls to infergate's admission hooks that
+/// `matchConditions` skipped, on UPDATE.
+async fn skipped_updates(client: &kube::Client) -> u64 {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = client.request_text(req).await.expect("apiserver metrics");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_admission_match_condition_exclusions_total{")
+                && l.contains("infergate.dev\"")
+                && l.contains("operation=\"UPDATE\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_that_leave_spec_labels_and_annotations_alone_skip_the_webhooks() {
+    let cp = control_plane().await;
+    webhook().await;
+    let client = cp.client().await;
+    let ns = cp.fresh_namespace("skip").await;
+    apply_image_policy(cp, &ns).await;
+    must_apply(
+        cp,
+        &service_yaml(&ns, "chat", "  model: {ref: m}\n  replicas: 2\n"),
+    );
+    // A limit the stored spec breaks, from now on.
+    must_apply(
+        cp,
+        &image_policy(&ns, "defaults", "  limits: {maxReplicas: 1}\n"),
+    );
+    let probe = service_yaml(&ns, "probe", "  model: {ref: m}\n  replicas: 2\n");
+    eventually("the limit cached", Duration::from_secs(15), || {
+        let out = cp.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &probe);
+        let all = text(&out);
+        let denied = !out.status.success() && all.contains("spec.replicas");
+        async move { denied.then_some(()).ok_or(all) }
+    })
+    .await;
+    let api: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let merge = |v: Value| Patch::Merge(v);
+
+    // A finalizer added and removed: neither hook is called (the mutating
+    // and the validating one each count one skip per update), and the
+    // update is admitted although the spec breaks the new limit: the spec
+    // did not change, and refusing would keep the object from being deleted.
+    let before = skipped_updates(&client).await;
+    for finalizers in [json!(["example.com/hold"]), json!(null)] {
+        api.patch(
+            "chat",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"finalizers": finalizers}})),
+        )
+        .await
+        .expect("a metadata-only update is admitted");
+    }
+    let skipped = skipped_updates(&client).await - before;
+    assert!(skipped >= 4, "two updates, two hooks: {skipped} skipped");
+
+    // A label changes: the hooks are called (a route template may read
+    // labels); so does a spec change, which the new limit denies.
+    let before = skipped_updates(&client).await;
+    api.patch(
+        "chat",
+        &PatchParams::default(),
+        &merge(json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .expect_err("the label update is validated, and the spec breaks the limit");
+    let err = api
+        .patch(
+            "chat",
+            &PatchParams::default(),
+            &merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect_err("a spec change is validated");
+    assert!(err.to_string().contains("spec.replicas"), "{err}");
+    assert_eq!(
+        skipped_updates(&client).await,
+        before,
+        "label and spec changes are never skipped"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warn_policy_prints_a_warning_and_admits() {
     let cp = control_plane().await;

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
+use kube::api::{
+    Api, DeleteParams, GetParams, PartialObjectMeta, Patch, PatchParams, Preconditions,
+};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -18,6 +20,7 @@ use serde::de::DeserializeOwned;
 use tracing::warn;
 
 use super::Error;
+use super::children::ANNOTATION_APPLIED;
 use super::status::{self, Observation, Reason};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
@@ -26,6 +29,30 @@ use crate::api::v1beta1::InferenceService;
 type ChildKey = (&'static str, String, String);
 /// (uid, generation or resourceVersion) of a child as last applied.
 type ChildMarker = (String, String);
+
+/// What [`Writer::apply`] did.
+#[derive(Debug)]
+pub enum Applied<K> {
+    /// The child was written; the API server's answer.
+    Written(K),
+    /// The child already holds what the service wants (its digest matches
+    /// and nobody changed its spec since): nothing was sent.
+    Unchanged,
+}
+
+/// The digest [`ANNOTATION_APPLIED`] records: SHA-256 of the desired
+/// object's JSON (without the annotation), first 16 bytes, hex.
+fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
+    let bytes = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
+    let sum = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    Ok(sum.as_ref()[..16]
+        .iter()
+        .fold(String::with_capacity(32), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        }))
+}
 
 /// Writes children, status and events for the reconciler.
 pub struct Writer {
@@ -91,16 +118,23 @@ impl Writer {
         }
     }
 
-    /// Server-side apply one child; publish Created/Updated when it changed.
-    /// `store` is the child kind's cache: it says whether the object existed
-    /// and who controls it (an object another controller owns is never
-    /// taken over).
+    /// Server-side apply one child unless it already holds what `obj`
+    /// says; publish Created/Updated when it changed. `store` is the child
+    /// kind's cache: it says whether the object exists, who controls it (an
+    /// object another controller owns is never taken over) and the digest
+    /// of what infergate last applied to it ([`ANNOTATION_APPLIED`]).
+    ///
+    /// Nothing is sent when the cached child is this service's, carries the
+    /// digest of `obj`, and (for kinds with a generation) its generation is
+    /// the one this writer's last apply left, so nobody has changed its spec
+    /// since. A child this writer has not applied yet (a restart, a new
+    /// leader) is taken at its digest.
     pub async fn apply<K>(
         &self,
         svc: &InferenceService,
         obj: &K,
         store: &Store<PartialObjectMeta<K>>,
-    ) -> Result<K, Error>
+    ) -> Result<Applied<K>, Error>
     where
         K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
             + Clone
@@ -133,30 +167,43 @@ impl Writer {
                     .unwrap_or_default(),
             )
         };
+        let key = (kind, ns.clone(), name.clone());
         // What the cache knew before this apply: read before patching, or the
         // watch may already have delivered the object this apply creates.
         let cached = store.get(&ObjectRef::new(&name).within(&ns));
         let cached_before = cached.as_ref().map(|m| marker(m.meta()));
-        // Never take over an object another controller owns.
-        if let Some(existing) = cached
-            && let Some(other) = existing
+        if let Some(existing) = &cached {
+            // Never take over an object another controller owns.
+            if let Some(other) = existing
                 .metadata
                 .owner_references
                 .iter()
                 .flatten()
                 .find(|o| o.controller == Some(true) && Some(&o.uid) != svc.uid().as_ref())
-        {
-            return Err(Error::ForeignChild {
-                kind,
-                name,
-                owner: format!("{} {}", other.kind, other.name),
-            });
+            {
+                return Err(Error::ForeignChild {
+                    kind,
+                    name,
+                    owner: format!("{} {}", other.kind, other.name),
+                });
+            }
         }
+        let digest = digest_of(obj)?;
+        if let Some(existing) = &cached
+            && owned_by(&existing.metadata, svc)
+            && existing.metadata.deletion_timestamp.is_none()
+            && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest)
+            && self.untouched(&key, &existing.metadata, marker(&existing.metadata))
+        {
+            return Ok(Applied::Unchanged);
+        }
+        let mut obj = obj.clone();
+        obj.annotations_mut()
+            .insert(ANNOTATION_APPLIED.to_owned(), digest);
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
-        let applied = api.patch(&name, &params, &Patch::Apply(obj)).await?;
+        let applied = api.patch(&name, &params, &Patch::Apply(&obj)).await?;
         let now = marker(applied.meta());
-        let key = (kind, ns.clone(), name.clone());
         let before = self
             .seen
             .lock()
@@ -183,7 +230,58 @@ impl Writer {
             )
             .await;
         }
-        Ok(applied)
+        Ok(Applied::Written(applied))
+    }
+
+    /// Whether nobody has changed the cached child's spec since this writer
+    /// last applied it: the same object (uid) at the generation the apply
+    /// left. Kinds without a generation (Service, ConfigMap, RBAC, HPA)
+    /// compare the uid only: their resourceVersion also moves with status.
+    /// A child this writer never applied is taken as it is, and remembered.
+    fn untouched(
+        &self,
+        key: &ChildKey,
+        meta: &kube::api::ObjectMeta,
+        current: ChildMarker,
+    ) -> bool {
+        let Ok(mut seen) = self.seen.lock() else {
+            return false;
+        };
+        match seen.get(key) {
+            None => {
+                seen.insert(key.clone(), current);
+                true
+            }
+            Some((uid, mark)) => {
+                uid == &current.0 && (meta.generation.is_none() || mark == &current.1)
+            }
+        }
+    }
+
+    /// [`Writer::apply`], returning the child as the API server holds it:
+    /// when nothing had to be written, read from the API server's watch
+    /// cache (`resourceVersion=0`: no etcd read), for its status.
+    pub async fn apply_and_read<K>(
+        &self,
+        svc: &InferenceService,
+        obj: &K,
+        store: &Store<PartialObjectMeta<K>>,
+    ) -> Result<K, Error>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        match self.apply(svc, obj, store).await? {
+            Applied::Written(applied) => Ok(applied),
+            Applied::Unchanged => {
+                let api: Api<K> =
+                    Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
+                Ok(api.get_with(&obj.name_any(), &GetParams::any()).await?)
+            }
+        }
     }
 
     /// Delete a child this service controls, if the cache knows one.
@@ -429,11 +527,73 @@ mod tests {
                 }
             };
             let (applied, ()) = tokio::join!(call, api);
-            assert_eq!(
-                applied.expect("applied").metadata.generation,
-                Some(generation)
-            );
+            let Applied::Written(applied) = applied.expect("applied") else {
+                panic!("an empty cache holds no digest: the child is written");
+            };
+            assert_eq!(applied.metadata.generation, Some(generation));
         }
+    }
+
+    /// `deployment(uid, generation, "svc-uid")` as the cache holds it after
+    /// an apply of `desired`: with the digest of `desired`.
+    fn applied_copy(desired: &Deployment, uid: &str, generation: i64) -> Deployment {
+        let mut d = deployment(uid, generation, "svc-uid");
+        d.annotations_mut().insert(
+            ANNOTATION_APPLIED.to_owned(),
+            digest_of(desired).expect("digest"),
+        );
+        d
+    }
+
+    #[tokio::test]
+    async fn a_child_that_holds_what_the_service_wants_is_not_written_again() {
+        let (writer, mut server) = writer();
+        let svc = service();
+        let desired = deployment("", 0, "svc-uid");
+        // A new writer (a restart, a new leader) takes the child at its digest.
+        let store = cache_of(&[applied_copy(&desired, "d-uid", 3)]);
+        let (result, ()) = tokio::join!(
+            writer.apply(&svc, &desired, &store),
+            expect_none(&mut server)
+        );
+        assert!(matches!(result, Ok(Applied::Unchanged)), "{result:?}");
+
+        // Somebody changed its spec since (a new generation): applied again.
+        let moved = cache_of(&[applied_copy(&desired, "d-uid", 4)]);
+        let api = async {
+            let (method, _, body) = expect(&mut server, |_, _| {
+                reply(StatusCode::OK, &deployment("d-uid", 5, "svc-uid"))
+            })
+            .await;
+            assert_eq!(method, Method::PATCH);
+            assert_eq!(
+                body["metadata"]["annotations"][ANNOTATION_APPLIED],
+                digest_of(&desired).expect("digest")
+            );
+            let (_, _, event) =
+                expect(&mut server, |_, body| reply(StatusCode::CREATED, &body)).await;
+            assert_eq!(event_reason(&event), "Updated");
+        };
+        let (result, ()) = tokio::join!(writer.apply(&svc, &desired, &moved), api);
+        assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
+
+        // What the service wants changed: applied, whatever the generation.
+        let mut wanted = desired.clone();
+        wanted
+            .labels_mut()
+            .insert("team".to_owned(), "a".to_owned());
+        let now = cache_of(&[applied_copy(&desired, "d-uid", 5)]);
+        let api = async {
+            let (method, _, body) = expect(&mut server, |_, _| {
+                reply(StatusCode::OK, &deployment("d-uid", 5, "svc-uid"))
+            })
+            .await;
+            assert_eq!(method, Method::PATCH);
+            assert_eq!(body["metadata"]["labels"]["team"], "a");
+            expect_none(&mut server).await;
+        };
+        let (result, ()) = tokio::join!(writer.apply(&svc, &wanted, &now), api);
+        assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
     }
 
     #[tokio::test]

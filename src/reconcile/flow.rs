@@ -321,7 +321,7 @@ async fn reconcile_rayservice(
     };
     match ctx
         .writer
-        .apply(svc, &resolved.rayservice, &ctx.rayservices)
+        .apply_and_read(svc, &resolved.rayservice, &ctx.rayservices)
         .await
     {
         Ok(applied) => {
@@ -448,7 +448,7 @@ impl Ctx {
             } else {
                 self.delete_endpoint_picker(svc, &name).await?;
             }
-            match self.writer.apply(svc, &pool, &self.pools).await {
+            match self.writer.apply_and_read(svc, &pool, &self.pools).await {
                 Ok(applied) => {
                     let (reported, complaints) = inferencepool::parent_report(&applied);
                     report.reported |= reported;
@@ -573,7 +573,7 @@ impl Ctx {
     ) -> Result<Outcome, Error> {
         let primary = self
             .writer
-            .apply(svc, &desired.primary, &self.deployments)
+            .apply_and_read(svc, &desired.primary, &self.deployments)
             .await?;
         self.writer
             .apply(svc, &desired.primary_service, &self.core_services)
@@ -583,7 +583,7 @@ impl Ctx {
             Some((deployment, service)) => {
                 let d = self
                     .writer
-                    .apply(svc, &deployment, &self.deployments)
+                    .apply_and_read(svc, &deployment, &self.deployments)
                     .await?;
                 self.writer
                     .apply(svc, &service, &self.core_services)
@@ -631,7 +631,7 @@ impl Ctx {
             Some(_) => {
                 let route = builders::http_route(defaulted, routed.unwrap_or(0))?
                     .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
-                match self.writer.apply(svc, &route, &self.routes).await {
+                match self.writer.apply_and_read(svc, &route, &self.routes).await {
                     Ok(applied) => (
                         Routing::Applied {
                             gateway: gateway_display(defaulted),

@@ -38,6 +38,11 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 static CONTROL_PLANE: OnceCell<ControlPlane> = OnceCell::const_new();
 static NAMESPACE_SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// Set (to anything) before the control plane starts, the API server writes
+/// an audit log of every request ([`ControlPlane::audit_log`]); benchmarks
+/// use it, tests do not.
+pub const AUDIT_ENV: &str = "INFERGATE_TEST_AUDIT";
+
 /// A running etcd + kube-apiserver + kube-controller-manager.
 pub struct ControlPlane {
     dir: PathBuf,
@@ -77,6 +82,11 @@ impl ControlPlane {
     /// Scratch directory of this control plane (logs, certificates).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The API server's audit log (written only when [`AUDIT_ENV`] was set).
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join("audit.log")
     }
 
     /// `https://127.0.0.1:PORT` of the apiserver.
@@ -270,6 +280,23 @@ impl ControlPlane {
                 pki.join("sa.key").display()
             ))
             .arg("--v=0");
+        if std::env::var_os(AUDIT_ENV).is_some() {
+            // Benchmarks count requests by user and verb from the API
+            // server's own record (one JSON line per request).
+            let policy = dir.join("audit-policy.yaml");
+            std::fs::write(
+                &policy,
+                "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
+            )?;
+            apiserver
+                .arg(format!("--audit-policy-file={}", policy.display()))
+                .arg(format!(
+                    "--audit-log-path={}",
+                    dir.join("audit.log").display()
+                ))
+                .arg("--audit-log-format=json")
+                .arg("--audit-log-maxsize=0");
+        }
         children.push(spawn_logged(apiserver, &dir.join("kube-apiserver.log"))?);
 
         // Kubeconfig with the admin client certificate.

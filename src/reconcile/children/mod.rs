@@ -60,6 +60,10 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const LABEL_SERVICE: &str = "infergate.dev/service";
 /// `infergate.dev/track: primary|canary` on every child.
 pub const LABEL_TRACK: &str = "infergate.dev/track";
+/// Annotation on every child: a digest of the object infergate last applied
+/// (the desired object without this annotation). A child whose digest
+/// matches what the service wants now is not written again.
+pub const ANNOTATION_APPLIED: &str = "infergate.dev/applied-digest";
 /// Pod label recording `spec.resources.gpuMemory` (sanitised) for scheduling policies.
 pub const LABEL_GPU_MEMORY: &str = "infergate.dev/gpu-memory";
 /// Name of the engine container.
