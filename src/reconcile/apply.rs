@@ -126,8 +126,8 @@ impl Writer {
     ///
     /// Nothing is sent when the cached child is this service's, carries the
     /// digest of `obj`, and (for kinds with a generation) its generation is
-    /// the one this writer's last apply left, so nobody has changed its spec
-    /// since. A child this writer has not applied yet (a restart, a new
+    /// the one this writer's last apply left (or its resourceVersion, for
+    /// kinds without one), so nobody has changed it since. A child this writer has not applied yet (a restart, a new
     /// leader) is taken at its digest.
     pub async fn apply<K>(
         &self,
@@ -193,7 +193,7 @@ impl Writer {
             && owned_by(&existing.metadata, svc)
             && existing.metadata.deletion_timestamp.is_none()
             && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest)
-            && self.untouched(&key, &existing.metadata, marker(&existing.metadata))
+            && self.untouched(&key, marker(&existing.metadata))
         {
             return Ok(Applied::Unchanged);
         }
@@ -233,17 +233,13 @@ impl Writer {
         Ok(Applied::Written(applied))
     }
 
-    /// Whether nobody has changed the cached child's spec since this writer
-    /// last applied it: the same object (uid) at the generation the apply
-    /// left. Kinds without a generation (Service, ConfigMap, RBAC, HPA)
-    /// compare the uid only: their resourceVersion also moves with status.
-    /// A child this writer never applied is taken as it is, and remembered.
-    fn untouched(
-        &self,
-        key: &ChildKey,
-        meta: &kube::api::ObjectMeta,
-        current: ChildMarker,
-    ) -> bool {
+    /// Whether nobody has changed the cached child since this writer last
+    /// applied it: the same object (uid) at the generation the apply left,
+    /// or for kinds without a generation (Service, ConfigMap, RBAC) the
+    /// same resourceVersion. An HPA compares the uid only: the autoscaler
+    /// rewrites its status (and so its resourceVersion) all the time. A
+    /// child this writer never applied is taken as it is, and remembered.
+    fn untouched(&self, key: &ChildKey, current: ChildMarker) -> bool {
         let Ok(mut seen) = self.seen.lock() else {
             return false;
         };
@@ -253,7 +249,7 @@ impl Writer {
                 true
             }
             Some((uid, mark)) => {
-                uid == &current.0 && (meta.generation.is_none() || mark == &current.1)
+                uid == &current.0 && (key.0 == "HorizontalPodAutoscaler" || mark == &current.1)
             }
         }
     }
