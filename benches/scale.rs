@@ -353,10 +353,17 @@ fn print_requests(
     (all, writes)
 }
 
-/// The children phase 1 made for service `name` in `ns`, as objects to
-/// apply for `new_name` in `new_ns` owned by `owner`.
-fn retarget(obj: &DynamicObject, new_ns: &str, owner: &InferenceService) -> Value {
+/// A child phase 1 made, as the object to apply in `new_ns` for `owner`.
+fn retarget(
+    ar: &ApiResource,
+    obj: &DynamicObject,
+    new_ns: &str,
+    owner: &InferenceService,
+) -> Value {
     let mut v = serde_json::to_value(obj).expect("object");
+    // List items come without their type.
+    v["apiVersion"] = json!(ar.api_version);
+    v["kind"] = json!(ar.kind);
     let meta = v["metadata"].as_object_mut().expect("metadata");
     for field in [
         "uid",
@@ -498,7 +505,7 @@ async fn baseline(client: &Client, namespaces: &[String], prepared: Vec<Prepared
             async move {
                 let ns = svc.namespace().unwrap_or_default();
                 for (ar, o) in &p.children {
-                    let body = retarget(o, &ns, &svc);
+                    let body = retarget(ar, o, &ns, &svc);
                     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
                     api.patch(&o.name_any(), &params, &Patch::Apply(&body))
                         .await

@@ -1003,6 +1003,44 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
         "{v}"
     );
 
+    // A spec that does not decode in its version: the object is named,
+    // with its version and the field.
+    let mut req = fixture("convert-alpha-to-beta.json");
+    req["request"]["objects"][2]["spec"]["replicas"] = json!("two");
+    let (_, v) = post(&st, "/convert", &req).await;
+    let message = v["response"]["result"]["message"].as_str().unwrap();
+    let name = req["request"]["objects"][2]["metadata"]["name"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "failed to convert object 2 (\"{name}\") from \"infergate.dev/v1alpha1\""
+        )) && message.contains("spec: invalid type"),
+        "{message}"
+    );
+    // An object repeating its apiVersion: refused, whichever copy counts.
+    let twice = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","apiVersion":"infergate.dev/v1beta1","spec":{"modelRef":"m"}}]}}"#;
+    let (_, v) = post_raw(&st, "/convert", twice.to_vec()).await;
+    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+    assert!(
+        v["response"]["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("duplicate field `apiVersion`"),
+        "{v}"
+    );
+    // `spec` and `status` before `apiVersion` (read as slices, decoded
+    // once the version is known): converted all the same.
+    let late = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[{"spec":{"modelRef":"m","replicas":2},"status":{"ready":true,"replicas":2},"kind":"InferenceService","apiVersion":"infergate.dev/v1alpha1","metadata":{"name":"late"}}]}}"#;
+    let (_, v) = post_raw(&st, "/convert", late.to_vec()).await;
+    assert_eq!(v["response"]["result"]["status"], "Success", "{v}");
+    let converted = &v["response"]["convertedObjects"][0];
+    assert_eq!(converted["spec"]["model"]["ref"], "m", "{v}");
+    assert_eq!(
+        converted["status"]["conditions"][0]["status"], "True",
+        "{v}"
+    );
+
     for body in [b"garbage".to_vec(), b"{}".to_vec()] {
         let (status, v) = post_raw(&st, "/convert", body).await;
         assert_eq!(status, StatusCode::OK);

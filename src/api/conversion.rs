@@ -424,7 +424,8 @@ fn diff_value(a: Option<&Value>, b: Option<&Value>, path: &str, stash: &mut Stas
 /// one to one. (The fields are named one by one: a new one does not compile
 /// until it is placed here; `alpha_round_trips` in `tests/engine.rs` checks
 /// the rule against the projections.)
-fn up_is_exact(a: &v1alpha1::InferenceService) -> bool {
+#[must_use]
+pub fn up_is_exact(a: &v1alpha1::InferenceService) -> bool {
     let v1alpha1::InferenceServiceSpec {
         model_ref: _,
         replicas: _,

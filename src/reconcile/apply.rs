@@ -1,5 +1,5 @@
-//! Writing to the cluster: server-side apply of a child with the events
-//! that say what changed, deletion of a child the service controls, status
+//! Writing to the cluster: server-side apply of a child (only when it
+//! changed) with the events that say what changed, deletion of a child the service controls, status
 //! writes (only when the status changed) with the events its conditions
 //! call for.
 
@@ -60,6 +60,18 @@ pub struct Writer {
     recorder: Recorder,
     /// Last applied (uid, generation or resourceVersion) per child, for events.
     seen: Mutex<HashMap<ChildKey, ChildMarker>>,
+    /// Children created, updated or deleted by the reconcile under way, per
+    /// service (namespace, name): announced when it ends
+    /// ([`Writer::announce`]), one event per kind of change.
+    changes: Mutex<HashMap<(String, String), Changes>>,
+}
+
+/// What one reconcile did to a service's children, as `Kind name`.
+#[derive(Default)]
+struct Changes {
+    created: Vec<String>,
+    updated: Vec<String>,
+    deleted: Vec<String>,
 }
 
 /// Whether `svc` is the controller of the object `meta` describes.
@@ -82,6 +94,41 @@ impl Writer {
             client,
             recorder,
             seen: Mutex::new(HashMap::new()),
+            changes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Remember a change to one of the service's children.
+    fn record(&self, svc: &InferenceService, reason: Reason, child: String) {
+        let key = (svc.namespace().unwrap_or_default(), svc.name_any());
+        if let Ok(mut changes) = self.changes.lock() {
+            let c = changes.entry(key).or_default();
+            match reason {
+                Reason::Created => c.created.push(child),
+                Reason::Deleted => c.deleted.push(child),
+                _ => c.updated.push(child),
+            }
+        }
+    }
+
+    /// Publish what the reconcile that ends did to the service's children:
+    /// one event per kind of change (`Created`, `Updated`, `Deleted`), each
+    /// naming every child it concerns, so a new service costs one event
+    /// write, not one per child.
+    pub async fn announce(&self, svc: &InferenceService) {
+        let key = (svc.namespace().unwrap_or_default(), svc.name_any());
+        let Some(changes) = self.changes.lock().ok().and_then(|mut c| c.remove(&key)) else {
+            return;
+        };
+        for (reason, verb, children) in [
+            (Reason::Created, "created", changes.created),
+            (Reason::Updated, "updated", changes.updated),
+            (Reason::Deleted, "deleted", changes.deleted),
+        ] {
+            if !children.is_empty() {
+                let note = format!("{verb} {}", children.join(", "));
+                self.publish(svc, EventType::Normal, reason, note).await;
+            }
         }
     }
 
@@ -119,7 +166,7 @@ impl Writer {
     }
 
     /// Server-side apply one child unless it already holds what `obj`
-    /// says; publish Created/Updated when it changed. `store` is the child
+    /// says; remember Created/Updated for [`Writer::announce`]. `store` is the child
     /// kind's cache: it says whether the object exists, who controls it (an
     /// object another controller owns is never taken over) and the digest
     /// of what infergate last applied to it ([`ANNOTATION_APPLIED`]).
@@ -216,19 +263,13 @@ impl Writer {
         // Never seen, or gone and made again (a new uid): created; a new
         // generation (or resourceVersion): updated; otherwise nothing to say.
         let change = match before {
-            None => Some((Reason::Created, "created")),
-            Some((uid, _)) if uid != now.0 => Some((Reason::Created, "created")),
-            Some((_, m)) if m != now.1 => Some((Reason::Updated, "updated")),
+            None => Some(Reason::Created),
+            Some((uid, _)) if uid != now.0 => Some(Reason::Created),
+            Some((_, m)) if m != now.1 => Some(Reason::Updated),
             Some(_) => None,
         };
-        if let Some((reason, verb)) = change {
-            self.publish(
-                svc,
-                EventType::Normal,
-                reason,
-                format!("{verb} {kind} {name}"),
-            )
-            .await;
+        if let Some(reason) = change {
+            self.record(svc, reason, format!("{kind} {name}"));
         }
         Ok(Applied::Written(applied))
     }
@@ -314,13 +355,7 @@ impl Writer {
                 if let Ok(mut s) = self.seen.lock() {
                     s.retain(|(_, n, m), _| !(n == &ns && m == name));
                 }
-                self.publish(
-                    svc,
-                    EventType::Normal,
-                    Reason::Deleted,
-                    format!("deleted {kind} {name}"),
-                )
-                .await;
+                self.record(svc, Reason::Deleted, format!("{kind} {name}"));
                 Ok(())
             }
             Err(kube::Error::Api(s)) if super::status_not_found(&s) => Ok(()),
@@ -493,7 +528,11 @@ mod tests {
         let answers = [("d-uid", 1), ("d-uid", 1), ("d-uid", 2)];
         let expected_events = [Some("Created"), None, Some("Updated")];
         for ((uid, generation), event) in answers.into_iter().zip(expected_events) {
-            let call = writer.apply(&svc, &desired, &store);
+            let call = async {
+                let applied = writer.apply(&svc, &desired, &store).await;
+                writer.announce(&svc).await;
+                applied
+            };
             let api = async {
                 let (method, uri, body) = expect(&mut server, |_, _| {
                     reply(StatusCode::OK, &deployment(uid, generation, "svc-uid"))
@@ -570,7 +609,12 @@ mod tests {
                 expect(&mut server, |_, body| reply(StatusCode::CREATED, &body)).await;
             assert_eq!(event_reason(&event), "Updated");
         };
-        let (result, ()) = tokio::join!(writer.apply(&svc, &desired, &moved), api);
+        let call = async {
+            let applied = writer.apply(&svc, &desired, &moved).await;
+            writer.announce(&svc).await;
+            applied
+        };
+        let (result, ()) = tokio::join!(call, api);
         assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
 
         // What the service wants changed: applied, whatever the generation.
@@ -590,6 +634,42 @@ mod tests {
         };
         let (result, ()) = tokio::join!(writer.apply(&svc, &wanted, &now), api);
         assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn one_reconcile_makes_one_event_per_kind_of_change() {
+        let (writer, mut server) = writer();
+        let svc = service();
+        let store = cache_of(&[]);
+        let primary = deployment("", 0, "svc-uid");
+        let mut canary = primary.clone();
+        canary.metadata.name = Some("chat-canary".to_owned());
+        let call = async {
+            writer.apply(&svc, &primary, &store).await.expect("applied");
+            writer.apply(&svc, &canary, &store).await.expect("applied");
+            writer.announce(&svc).await;
+            // Announced once: nothing left for the next reconcile.
+            writer.announce(&svc).await;
+        };
+        let api = async {
+            for uid in ["d-1", "d-2"] {
+                let (method, _, _) = expect(&mut server, |_, _| {
+                    reply(StatusCode::OK, &deployment(uid, 1, "svc-uid"))
+                })
+                .await;
+                assert_eq!(method, Method::PATCH);
+            }
+            let (method, _, event) =
+                expect(&mut server, |_, body| reply(StatusCode::CREATED, &body)).await;
+            assert_eq!(method, Method::POST);
+            assert_eq!(event_reason(&event), "Created");
+            assert_eq!(
+                event["note"],
+                "created Deployment chat, Deployment chat-canary"
+            );
+            expect_none(&mut server).await;
+        };
+        tokio::join!(call, api);
     }
 
     #[tokio::test]
@@ -651,7 +731,12 @@ mod tests {
                 expect(&mut server, |_, body| reply(StatusCode::CREATED, &body)).await;
             assert_eq!(event_reason(&event), "Deleted");
         };
-        let (result, ()) = tokio::join!(writer.delete::<Deployment>(&svc, "chat", &owned), api);
+        let call = async {
+            let deleted = writer.delete::<Deployment>(&svc, "chat", &owned).await;
+            writer.announce(&svc).await;
+            deleted
+        };
+        let (result, ()) = tokio::join!(call, api);
         result.expect("deleted");
     }
 

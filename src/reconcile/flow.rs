@@ -38,6 +38,9 @@ pub(super) async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Resu
         name = %svc.name_any()
     );
     let result = reconcile_service(&svc, &ctx).instrument(span.clone()).await;
+    // What it did to the children, in one event per kind of change (also
+    // when it failed half-way: what was written stays written).
+    ctx.writer.announce(&svc).instrument(span.clone()).await;
     let elapsed = start.elapsed();
     let label = match &result {
         Ok(_) => "success",

@@ -117,7 +117,7 @@ pub fn convert_object(object: &str, desired: &str) -> Result<Vec<u8>, Conversion
     let parsed: ObjectIn<'_> =
         serde_json::from_str(object).map_err(|e| ConversionError::Decode(e.to_string()))?;
     let mut out = Vec::with_capacity(object.len() + 64);
-    write_converted(&parsed, desired, &mut out)?;
+    write_converted(parsed, desired, &mut out)?;
     Ok(out)
 }
 
@@ -456,24 +456,44 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
         env.tally.desired.clone_from(&desired);
         let mut index = 0usize;
         loop {
-            let object = match seq.next_element::<ObjectIn<'de>>() {
+            let mut failed = None;
+            let seed = ObjectSeed {
+                desired: &desired,
+                failed: &mut failed,
+            };
+            let object = match seq.next_element_seed(seed) {
                 Ok(Some(object)) => object,
                 Ok(None) => break,
                 Err(e) => {
-                    // Not an object at all: the read cannot go on.
-                    env.tally.add("", false);
-                    env.failure = Some(Box::new(Failure {
-                        uid: env.header.uid.clone().unwrap_or_default(),
-                        message: format!(
-                            "failed to convert object {index} to \"{}\": invalid object: {}",
+                    // Not an object at all, or a typed part that did not
+                    // decode: the read cannot go on.
+                    let (name, from, what) = match failed {
+                        Some(f) => (f.name, f.from, ""),
+                        None => (String::new(), "", "invalid object: "),
+                    };
+                    env.tally.add(from, false);
+                    let message = if from.is_empty() {
+                        format!(
+                            "failed to convert object {index} to \"{}\": {what}{}",
                             Bounded(&desired),
                             Bounded(&e.to_string())
-                        ),
+                        )
+                    } else {
+                        format!(
+                            "failed to convert object {index} (\"{}\") from \"{from}\" to \"{}\": {}",
+                            Bounded(&name),
+                            Bounded(&desired),
+                            Bounded(&e.to_string())
+                        )
+                    };
+                    env.failure = Some(Box::new(Failure {
+                        uid: env.header.uid.clone().unwrap_or_default(),
+                        message,
                         desired: desired.clone(),
                         object: Some(FailedObject {
                             index,
-                            name: String::new(),
-                            from: String::new(),
+                            name,
+                            from: from.to_owned(),
                         }),
                     }));
                     return Err(e);
@@ -483,9 +503,10 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
             if index > 0 {
                 env.out.current.push(b',');
             }
-            let converted = write_converted(&object, &desired, &mut env.out.current);
+            let (metadata, from) = (object.metadata, object.api_version.clone());
+            let converted = write_converted(object, &desired, &mut env.out.current);
             if let Err(e) = converted {
-                let (name, from) = (object.name(), object.api_version.clone().into_owned());
+                let (name, from) = (name_of(metadata), from.into_owned());
                 env.tally.add(served(&from), false);
                 env.failure = Some(Box::new(Failure {
                     uid: env.header.uid.clone().unwrap_or_default(),
@@ -511,66 +532,195 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
 }
 
 /// One object as read, in one pass over its bytes: `apiVersion` and
-/// `kind`, and every other field (`metadata`, `spec`, `status`) as a slice,
-/// decoded typed only when converted. `metadata` is an object (checked) or
-/// absent (also when `null`).
+/// `kind`, `metadata` as a slice, and `spec` and `status` decoded typed
+/// when the object is to be converted and its version is known by the
+/// time they come (the API server writes `apiVersion` and `kind` first),
+/// else as slices, decoded when converted. `metadata` is an object
+/// (checked) or absent (also when `null`).
 struct ObjectIn<'a> {
     api_version: Cow<'a, str>,
     kind: Cow<'a, str>,
     metadata: Option<&'a RawValue>,
-    spec: Option<&'a RawValue>,
-    status: Option<&'a RawValue>,
+    spec: Option<Part<'a, Spec>>,
+    status: Option<Part<'a, Status>>,
     /// Any other top-level field, kept for a same-version answer.
     rest: RawMap<'a>,
+}
+
+/// `spec` or `status`: as a slice, or already decoded.
+enum Part<'a, T> {
+    Raw(&'a RawValue),
+    Typed(T),
+}
+
+/// A `spec` decoded in its version.
+// One object at a time, moved along its conversion: a box would cost an
+// allocation per object.
+#[allow(clippy::large_enum_variant)]
+enum Spec {
+    V1alpha1(v1alpha1::InferenceServiceSpec),
+    V1beta1(v1beta1::InferenceServiceSpec),
+}
+
+/// A `status` decoded in its version (`null` reads as none).
+#[allow(clippy::large_enum_variant)]
+enum Status {
+    V1alpha1(Option<v1alpha1::InferenceServiceStatus>),
+    V1beta1(Option<v1beta1::InferenceServiceStatus>),
+}
+
+/// `metadata.name`, for messages.
+fn name_of(metadata: Option<&RawValue>) -> String {
+    metadata
+        .and_then(|m| Metadata::deserialize(m).ok())
+        .and_then(|m| {
+            m.entries
+                .iter()
+                .find(|(k, _)| k == "name")
+                .and_then(|(_, v)| serde_json::from_str::<String>(v.get()).ok())
+        })
+        .unwrap_or_default()
 }
 
 impl ObjectIn<'_> {
     /// `metadata.name`, for messages.
     fn name(&self) -> String {
-        self.metadata
-            .and_then(|m| Metadata::deserialize(m).ok())
-            .and_then(|m| {
-                m.entries
-                    .iter()
-                    .find(|(k, _)| k == "name")
-                    .and_then(|(_, v)| serde_json::from_str::<String>(v.get()).ok())
-            })
-            .unwrap_or_default()
+        name_of(self.metadata)
+    }
+
+    /// The version `spec` and `status` are decoded in as they are read:
+    /// known, served, an InferenceService, and not the desired version.
+    fn decode_as(&self, desired: &str) -> Option<&'static str> {
+        let from = served(&self.api_version);
+        let converts = !from.is_empty()
+            && from != desired
+            && self.kind == "InferenceService"
+            && matches!(desired, V1ALPHA1 | V1BETA1);
+        converts.then_some(from)
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for ObjectIn<'a> {
+/// Where an object whose `spec` or `status` failed to decode came from,
+/// for the failure's message.
+struct DecodeFailure {
+    name: String,
+    from: &'static str,
+}
+
+/// Reads one object of a review converted to `desired`.
+struct ObjectSeed<'s> {
+    desired: &'s str,
+    /// Set when a typed `spec` or `status` failed to decode (the read of
+    /// the review stops there).
+    failed: &'s mut Option<DecodeFailure>,
+}
+
+impl<'de> Deserialize<'de> for ObjectIn<'de> {
     fn deserialize<D: de::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        struct ObjectVisitor;
-        impl<'de> Visitor<'de> for ObjectVisitor {
-            type Value = ObjectIn<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectIn<'de>, A::Error> {
-                let mut object = ObjectIn {
-                    api_version: Cow::Borrowed(""),
-                    kind: Cow::Borrowed(""),
-                    metadata: None,
-                    spec: None,
-                    status: None,
-                    rest: Vec::new(),
-                };
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    match key.as_ref() {
-                        "apiVersion" => object.api_version = map.next_value()?,
-                        "kind" => object.kind = map.next_value()?,
-                        "metadata" => object.metadata = object_or_null(map.next_value()?)?,
-                        "spec" => object.spec = Some(map.next_value()?),
-                        "status" => object.status = Some(map.next_value()?),
-                        _ => object.rest.push((key, map.next_value()?)),
-                    }
+        let mut failed = None;
+        ObjectSeed {
+            desired: "",
+            failed: &mut failed,
+        }
+        .deserialize(de)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
+    type Value = ObjectIn<'de>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<ObjectIn<'de>, D::Error> {
+        de.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed<'_> {
+    type Value = ObjectIn<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectIn<'de>, A::Error> {
+        let mut object = ObjectIn {
+            api_version: Cow::Borrowed(""),
+            kind: Cow::Borrowed(""),
+            metadata: None,
+            spec: None,
+            status: None,
+            rest: Vec::new(),
+        };
+        // An object that repeats one of these is refused: readers disagree
+        // on which copy counts, and a typed part must match the version.
+        let mut seen = Seen::default();
+        let fields = ["apiVersion", "kind", "metadata", "spec", "status"];
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            seen.check::<A::Error>(&key, &fields)?;
+            match key.as_ref() {
+                "apiVersion" => object.api_version = map.next_value()?,
+                "kind" => object.kind = map.next_value()?,
+                "metadata" => object.metadata = object_or_null(map.next_value()?)?,
+                "spec" => {
+                    object.spec = Some(match object.decode_as(self.desired) {
+                        Some(V1ALPHA1) => Part::Typed(Spec::V1alpha1(typed_value(
+                            &mut map,
+                            &object,
+                            V1ALPHA1,
+                            "spec",
+                            self.failed,
+                        )?)),
+                        Some(from) => Part::Typed(Spec::V1beta1(typed_value(
+                            &mut map,
+                            &object,
+                            from,
+                            "spec",
+                            self.failed,
+                        )?)),
+                        None => Part::Raw(map.next_value()?),
+                    });
                 }
-                Ok(object)
+                "status" => {
+                    object.status = Some(match object.decode_as(self.desired) {
+                        Some(V1ALPHA1) => Part::Typed(Status::V1alpha1(typed_value(
+                            &mut map,
+                            &object,
+                            V1ALPHA1,
+                            "status",
+                            self.failed,
+                        )?)),
+                        Some(from) => Part::Typed(Status::V1beta1(typed_value(
+                            &mut map,
+                            &object,
+                            from,
+                            "status",
+                            self.failed,
+                        )?)),
+                        None => Part::Raw(map.next_value()?),
+                    });
+                }
+                _ => object.rest.push((key, map.next_value()?)),
             }
         }
-        de.deserialize_map(ObjectVisitor)
+        Ok(object)
     }
+}
+
+/// The next value decoded as `T`; a failure names the part and records
+/// which object it was.
+fn typed_value<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
+    map: &mut A,
+    object: &ObjectIn<'de>,
+    from: &'static str,
+    part: &str,
+    failed: &mut Option<DecodeFailure>,
+) -> Result<T, A::Error> {
+    map.next_value().map_err(|e: A::Error| {
+        *failed = Some(DecodeFailure {
+            name: object.name(),
+            from,
+        });
+        de::Error::custom(format!("{part}: {e}"))
+    })
 }
 
 /// `metadata` as read: an object, or `null` (as if absent); anything else
@@ -692,7 +842,7 @@ fn decode<'a, T: Deserialize<'a>>(raw: &'a RawValue, what: &str) -> Result<T, Co
 /// Convert one object to `desired`, appending its JSON to `out`; the
 /// version it was in.
 fn write_converted(
-    object: &ObjectIn<'_>,
+    object: ObjectIn<'_>,
     desired: &str,
     out: &mut Vec<u8>,
 ) -> Result<&'static str, ConversionError> {
@@ -709,22 +859,34 @@ fn write_converted(
         ));
     }
     if from == desired {
-        write_unchanged(object, out)?;
+        write_unchanged(&object, out)?;
         return Ok(from);
     }
-    let Some(spec) = object.spec else {
+    let ObjectIn {
+        metadata,
+        spec,
+        status,
+        ..
+    } = object;
+    let Some(spec) = spec else {
         return Err(ConversionError::Decode("missing field `spec`".to_owned()));
     };
-    let status = object.status.filter(|s| s.get() != "null");
     // Most objects hold no stash: their metadata is not even read, and is
     // copied as it is unless the conversion has something to stash.
-    let parsed = match object.metadata {
+    let parsed = match metadata {
         Some(raw) if may_hold_stash(raw) => Some(read_metadata(raw)?),
         _ => None,
     };
     let light = light_metadata(parsed.as_ref().and_then(|m| m.annotations.as_ref()))?;
-    let converted = convert_typed(from, spec, status, light)?;
-    match (object.metadata, parsed) {
+    let typed = Typed::decode(from, spec, status, light)?;
+    // A stash the conversion adds may need the object converted again
+    // (below): kept only when the conversion can add one.
+    let again = match (metadata, &parsed) {
+        (Some(_), None) if typed.may_stash() => Some(typed.clone()),
+        _ => None,
+    };
+    let converted = typed.convert()?;
+    match (metadata, parsed) {
         (Some(raw), None) if converted.metadata().annotations.is_some() => {
             // A stash to add: the annotations it joins are read after all.
             // The stash records an empty map it was added to, which the
@@ -732,7 +894,13 @@ fn write_converted(
             let parsed = read_metadata(raw)?;
             if parsed.annotations.as_ref().is_some_and(Vec::is_empty) {
                 let light = light_metadata(parsed.annotations.as_ref())?;
-                convert_typed(from, spec, status, light)?.write(out, Some(&parsed))
+                let Some(mut again) = again else {
+                    return Err(ConversionError::Decode(
+                        "internal: a conversion that cannot stash stashed".to_owned(),
+                    ));
+                };
+                again.set_metadata(light);
+                again.convert()?.write(out, Some(&parsed))
             } else {
                 converted.write(out, Some(&parsed))
             }
@@ -757,27 +925,85 @@ enum Converted {
     V1alpha1(v1alpha1::InferenceService),
 }
 
-/// Decode `spec` and `status` in version `from` and convert them to the other.
-fn convert_typed(
-    from: &str,
-    spec: &RawValue,
-    status: Option<&RawValue>,
-    light: ObjectMeta,
-) -> Result<Converted, ConversionError> {
-    if from == V1ALPHA1 {
-        let a = v1alpha1::InferenceService {
-            metadata: light,
-            spec: decode(spec, "spec")?,
-            status: status.map(|s| decode(s, "status")).transpose()?,
-        };
-        Ok(Converted::V1beta1(conversion::into_v1beta1(a)?))
-    } else {
-        let b = v1beta1::InferenceService {
-            metadata: light,
-            spec: decode(spec, "spec")?,
-            status: status.map(|s| decode(s, "status")).transpose()?,
-        };
-        Ok(Converted::V1alpha1(conversion::into_v1alpha1(b)?))
+/// An object to convert, typed in its version, with light metadata.
+#[derive(Clone)]
+#[allow(clippy::large_enum_variant)]
+enum Typed {
+    V1alpha1(v1alpha1::InferenceService),
+    V1beta1(v1beta1::InferenceService),
+}
+
+impl Typed {
+    /// `spec` and `status` in version `from` (decoded now when read as
+    /// slices), with `light` metadata.
+    fn decode(
+        from: &str,
+        spec: Part<'_, Spec>,
+        status: Option<Part<'_, Status>>,
+        light: ObjectMeta,
+    ) -> Result<Self, ConversionError> {
+        let mismatch =
+            || ConversionError::Decode(format!("spec and status do not match apiVersion {from}"));
+        if from == V1ALPHA1 {
+            let spec = match spec {
+                Part::Raw(raw) => decode(raw, "spec")?,
+                Part::Typed(Spec::V1alpha1(s)) => s,
+                Part::Typed(Spec::V1beta1(_)) => return Err(mismatch()),
+            };
+            let status = match status {
+                None => None,
+                Some(Part::Raw(raw)) => decode(raw, "status")?,
+                Some(Part::Typed(Status::V1alpha1(s))) => s,
+                Some(Part::Typed(Status::V1beta1(_))) => return Err(mismatch()),
+            };
+            Ok(Self::V1alpha1(v1alpha1::InferenceService {
+                metadata: light,
+                spec,
+                status,
+            }))
+        } else {
+            let spec = match spec {
+                Part::Raw(raw) => decode(raw, "spec")?,
+                Part::Typed(Spec::V1beta1(s)) => s,
+                Part::Typed(Spec::V1alpha1(_)) => return Err(mismatch()),
+            };
+            let status = match status {
+                None => None,
+                Some(Part::Raw(raw)) => decode(raw, "status")?,
+                Some(Part::Typed(Status::V1beta1(s))) => s,
+                Some(Part::Typed(Status::V1alpha1(_))) => return Err(mismatch()),
+            };
+            Ok(Self::V1beta1(v1beta1::InferenceService {
+                metadata: light,
+                spec,
+                status,
+            }))
+        }
+    }
+
+    /// Whether converting it can add a stash: v1beta1 says everything a
+    /// v1alpha1 object that converts exactly says; a v1beta1 object most
+    /// often says more than v1alpha1 can.
+    fn may_stash(&self) -> bool {
+        match self {
+            Self::V1alpha1(a) => !conversion::up_is_exact(a),
+            Self::V1beta1(_) => true,
+        }
+    }
+
+    fn set_metadata(&mut self, light: ObjectMeta) {
+        match self {
+            Self::V1alpha1(a) => a.metadata = light,
+            Self::V1beta1(b) => b.metadata = light,
+        }
+    }
+
+    /// Convert it to the other version.
+    fn convert(self) -> Result<Converted, ConversionError> {
+        match self {
+            Self::V1alpha1(a) => Ok(Converted::V1beta1(conversion::into_v1beta1(a)?)),
+            Self::V1beta1(b) => Ok(Converted::V1alpha1(conversion::into_v1alpha1(b)?)),
+        }
     }
 }
 
@@ -855,6 +1081,17 @@ struct Original<'r, 'a> {
     annotations: Option<&'r RawMap<'a>>,
 }
 
+/// A part of an object already in the desired version: read as a slice.
+fn slice_of<'a, T>(part: Option<&Part<'a, T>>) -> Result<Option<&'a RawValue>, ConversionError> {
+    match part {
+        None => Ok(None),
+        Some(Part::Raw(raw)) => Ok(Some(*raw)),
+        Some(Part::Typed(_)) => Err(ConversionError::Decode(
+            "internal: an object in the desired version was decoded".to_owned(),
+        )),
+    }
+}
+
 /// An object already in the desired version, written back as read.
 fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), ConversionError> {
     out.extend_from_slice(br#"{"apiVersion":"#);
@@ -865,7 +1102,10 @@ fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), Conve
         out.extend_from_slice(br#","metadata":"#);
         out.extend_from_slice(metadata.get().as_bytes());
     }
-    let fields = [("spec", object.spec), ("status", object.status)];
+    let fields = [
+        ("spec", slice_of(object.spec.as_ref())?),
+        ("status", slice_of(object.status.as_ref())?),
+    ];
     let present = fields.iter().filter_map(|(k, v)| v.map(|v| (*k, v)));
     let rest = object.rest.iter().map(|(k, v)| (k.as_ref(), *v));
     for (key, value) in present.chain(rest) {
