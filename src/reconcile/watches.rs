@@ -11,7 +11,6 @@ use futures::channel::mpsc;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::runtime::{Predicate, WatchStreamExt, predicates};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -116,7 +115,7 @@ async fn forward_children<K>(
         + 'static,
 {
     let kind = K::kind(&()).into_owned();
-    let wc = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
+    let wc = crate::state::scope::list_in_pages().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
     let mut stream = std::pin::pin!(
         scope
             .watch::<PartialObjectMeta<K>>(&client, wc)

@@ -277,7 +277,7 @@ impl ClusterState {
             self.spawn_policy_watch(
                 watcher::watcher(
                     Api::<ClusterInferencePolicy>::all(client.clone()),
-                    watcher::Config::default(),
+                    scope::list_in_pages(),
                 )
                 .boxed(),
                 cluster_writer,
@@ -285,7 +285,7 @@ impl ClusterState {
                 &shutdown,
             );
             self.spawn_policy_watch(
-                scope.watch::<InferencePolicy>(&client, watcher::Config::default()),
+                scope.watch::<InferencePolicy>(&client, scope::list_in_pages()),
                 namespaced_writer,
                 rebuild,
                 &shutdown,
@@ -297,7 +297,7 @@ impl ClusterState {
             Arc::clone(self),
             watcher::watcher(
                 Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-                watcher::Config::default(),
+                scope::list_in_pages(),
             )
             .boxed(),
             shutdown.clone(),
@@ -329,7 +329,7 @@ impl ClusterState {
         tokio::spawn(run_watch(
             Arc::clone(self),
             scope
-                .watch::<InferenceService>(&client, watcher::Config::default())
+                .watch::<InferenceService>(&client, scope::list_in_pages())
                 // Nothing reads who manages which field; left out of the cache.
                 .modify(|svc| {
                     svc.metadata.managed_fields = None;

@@ -19,6 +19,18 @@ use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
+/// Objects per page of a watch's list (kube's default is 500): a list of
+/// thousands of services or children is read a page at a time, and a
+/// smaller page bounds what one page holds in memory at once.
+pub const LIST_PAGE: u32 = 100;
+
+/// The watch configuration of every watch infergate runs: lists in pages
+/// of [`LIST_PAGE`].
+#[must_use]
+pub fn list_in_pages() -> watcher::Config {
+    watcher::Config::default().page_size(LIST_PAGE)
+}
+
 /// The namespaces infergate watches and reconciles.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Scope {
