@@ -11,6 +11,7 @@ use futures::channel::mpsc;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::Event;
 use kube::runtime::{Predicate, WatchStreamExt, predicates};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -31,8 +32,10 @@ pub(super) type ChildWatch<K> = (
     mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
 );
 
-/// Drive a metadata reflector for a child kind; forward every touched object
-/// (including deletions) to the controller as an owner trigger.
+/// Drive a metadata reflector for a child kind; forward every object touched
+/// after its first list (including deletions) to the controller as an owner
+/// trigger (the controller waits for this cache, then reconciles every
+/// service once).
 pub(super) fn child_reflector<K>(
     tasks: &mut JoinSet<()>,
     client: &Client,
@@ -49,7 +52,13 @@ where
 {
     let (reader, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded();
-    tasks.spawn(forward_children(client.clone(), scope.clone(), writer, tx));
+    tasks.spawn(forward_children(
+        client.clone(),
+        scope.clone(),
+        writer,
+        tx,
+        false,
+    ));
     (reader, rx)
 }
 
@@ -92,19 +101,23 @@ where
             info!(kind = %kind, "CRD installed; watching it and reconciling every service");
             let _ = appeared.unbounded_send(());
         }
-        forward_children(client, scope, writer, tx).await;
+        // The controller does not wait for an optional cache: its first
+        // list triggers the services it names.
+        forward_children(client, scope, writer, tx, true).await;
     });
     (reader, rx)
 }
 
 /// Watch the children of one kind (by infergate's label, metadata only)
 /// into `writer`, and forward every touched object (deletions included) to
-/// the controller as an owner trigger, until the controller is gone.
+/// the controller as an owner trigger, until the controller is gone; the
+/// first list's objects only when `first_list_triggers`.
 async fn forward_children<K>(
     client: Client,
     scope: Scope,
     writer: reflector::store::Writer<PartialObjectMeta<K>>,
     tx: mpsc::UnboundedSender<PartialObjectMeta<K>>,
+    first_list_triggers: bool,
 ) where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
@@ -126,16 +139,28 @@ async fn forward_children<K>(
                 m.metadata.managed_fields = None;
             })
             .reflect(writer)
-            .touched_objects()
     );
+    // The first list is not handed on when the controller waits for this
+    // cache: it reconciles every service once the caches are synced
+    // anyway, and thousands of queued copies would only cost memory. A
+    // later list (the watch expired) is: it carries what changed meanwhile.
+    let mut listed = !first_list_triggers;
     while let Some(item) = stream.next().await {
-        match item {
-            Ok(obj) => {
-                if tx.unbounded_send(obj).is_err() {
-                    return;
-                }
+        let touched = match item {
+            Ok(Event::Apply(obj) | Event::Delete(obj)) => obj,
+            Ok(Event::InitApply(obj)) if listed => obj,
+            Ok(Event::InitDone) => {
+                listed = true;
+                continue;
             }
-            Err(e) => warn!(kind = %kind, error = %e, "child watch failed; retrying"),
+            Ok(Event::Init | Event::InitApply(_)) => continue,
+            Err(e) => {
+                warn!(kind = %kind, error = %e, "child watch failed; retrying");
+                continue;
+            }
+        };
+        if tx.unbounded_send(touched).is_err() {
+            return;
         }
     }
 }

@@ -426,9 +426,12 @@ async fn run_watch<K, F>(
             None => return,
             Some(Ok(event)) => {
                 let init_done = matches!(event, watcher::Event::InitDone);
-                for published in on_event(event) {
-                    state.publish(published).await;
-                }
+                let published = on_event(event);
+                // The store is complete once the list is applied: synced
+                // before its objects are handed on, since the reconciler
+                // starts taking service events only once every cache is
+                // synced (a list longer than its buffer would otherwise
+                // wait for it forever).
                 if init_done && !synced {
                     synced = true;
                     state
@@ -436,8 +439,58 @@ async fn run_watch<K, F>(
                         .send_modify(|n| *n = n.saturating_sub(1));
                     tracing::info!(kind = %kind, "cache synced");
                 }
+                for event in published {
+                    state.publish(event).await;
+                }
             }
             Some(Err(e)) => tracing::warn!(kind = %kind, error = %e, "watch failed; retrying"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_list_longer_than_the_event_buffer_syncs_before_anyone_reads_its_events() {
+        let state = Arc::new(ClusterState::default());
+        state.pending_syncs.send_modify(|n| *n += 1);
+        // The reconciler subscribes first and reads only once every cache
+        // is synced.
+        let mut events = state.subscribe_services();
+        let n = SERVICE_EVENT_BUFFER + 10;
+        let list = std::iter::once(watcher::Event::Init)
+            .chain((0..n).map(|_| watcher::Event::InitApply(InferenceService::default())))
+            .chain(std::iter::once(watcher::Event::InitDone))
+            .map(Ok);
+        let stream = futures::stream::iter(list)
+            .chain(futures::stream::pending())
+            .boxed();
+        let shutdown = CancellationToken::new();
+        tokio::spawn(run_watch(
+            Arc::clone(&state),
+            stream,
+            shutdown.clone(),
+            move |event| match event {
+                watcher::Event::InitDone => (0..n)
+                    .map(|i| ServiceEvent::Deleted(ObjectRef::new(&format!("s{i}")).within("ns")))
+                    .collect(),
+                _ => Vec::new(),
+            },
+        ));
+        tokio::time::timeout(Duration::from_secs(5), state.synced())
+            .await
+            .expect("synced while the list's events wait for a reader");
+        // Every event still arrives, in order, once read.
+        for i in 0..n {
+            match events.recv().await {
+                Some(ServiceEvent::Deleted(key)) => assert_eq!(key.name, format!("s{i}")),
+                other => panic!("event {i}: {other:?}"),
+            }
+        }
+        shutdown.cancel();
     }
 }
