@@ -3,6 +3,8 @@
 //! ```text
 //! cargo bench --bench load                  # 5 rounds x 3 s per scenario, then the open loop
 //! LOAD_ROUNDS=3 LOAD_SECS=2 cargo bench --bench load -- fixed mutate
+//! LOAD_RATE_FRACTION=0 LOAD_PROBE_SECS=0 cargo bench --bench load -- fixed mutate validate
+//! LOAD_SOAK_SECS=600 cargo bench --bench load -- soak   # 10 minutes at 5,000 req/s
 //! ```
 //!
 //! The server runs in this process on 127.0.0.1 over TLS (the production
@@ -41,6 +43,47 @@
 //! open loop runs `fixed` too, so each admission latency stands next to the
 //! stack's own at the same offered rate.
 //!
+//! After the closed-loop table, the **latency bar** (when `fixed` ran): for
+//! `mutate` and `validate`, each round's p99 beside `fixed`'s p99 of the
+//! same round, `p99 / fixed p99` (goal at most 2x) and `req/s / fixed req/s`
+//! (goal at least 0.6; the same figure as the table's share of fixed), each
+//! the median over the rounds with min..max, marked `met` or `MISSED` on the
+//! median.
+//!
+//! **Soak** (`-- soak`, nothing else runs but the stall probe): an open loop
+//! at `LOAD_SOAK_RATE` requests/s (default 5,000, the target; on the 2-core
+//! VM, with other builds running, 12,500 held a minute without an error and
+//! 15,000 did not) for `LOAD_SOAK_SECS` (600) over `LOAD_CONNECTIONS`
+//! connections, each request at a fixed time; a mix of 4 in 10 `mutate`, 4
+//! in 10 `validate` and 2 in 10 ConversionReviews of 1..10 objects (half
+//! v1beta1 to v1alpha1, half back). The server runs in a
+//! process of its own (this binary again, `LOAD_SERVER_THREADS` workers,
+//! `LOAD_SERVER_CPUS` honoured), so its memory and descriptors are its own;
+//! the driver's process is reported beside. Each answer is checked
+//! (`"allowed":true`, or a `Success` conversion). Errors: `http` (non-2xx or
+//! an unsuccessful review), `tmo` (no answer within `LOAD_SOAK_TIMEOUT_MS`,
+//! default 10,000, of the scheduled time: the connection is then replaced),
+//! `con` (connection errors, failed reconnects). One row per minute, by
+//! scheduled send time: requests sent and answered, errors, p50/p99/max
+//! latency from the scheduled send time (coordinated omission not hidden;
+//! a request leaves on the driver's 1 ms timer tick at or just before its
+//! time, and counts from the sending when that was earlier), how late the
+//! driver sent (p99), the service time from the actual send (p99, max),
+//! the server's VmRSS and open fds at the minute's end, its CPU (percent of
+//! one core) and its threads' run-queue wait (from `schedstat`, summed over
+//! threads, percent of the minute), the driver's RSS, CPU and wait, steal,
+//! and `other`: the share of the machine's CPUs busy with other processes
+//! (builds, other benches). Then the totals (goal 0 errors), the drift of
+//! the server's RSS and fds from minute 2 to minute 10 (and to the last
+//! minute of a longer run; goal under 10%), and the per-minute p99s with a
+//! verdict (stable: no minute from the second on over twice their median; a
+//! minute over the bar is listed with the driver's lateness, the longest
+//! service time, the threads' CPU waits and the other processes' share,
+//! which tell the machine's stalls and the driver's from the server's). The
+//! driver keeps fixed-size histograms (log-linear buckets within 1.6%, the
+//! quantiles their upper edges) for the minutes still in flight, whatever
+//! the length of the run.
+//!
 //! Before the load, a probe spins one pinned thread per CPU for
 //! `LOAD_PROBE_SECS` (3; 0 skips it) and reports the gaps in which it did
 //! not run: the machine's own stalls, a floor under any tail latency.
@@ -54,7 +97,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -250,6 +293,31 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// The median of per-round figures, with their range.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Spread {
+        Spread {
+            median: median(v.to_vec()),
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+
+    /// `1.234x (1.000..2.000)`.
+    fn show(&self, decimals: usize, unit: &str) -> String {
+        format!(
+            "{:.decimals$}{unit} ({:.decimals$}..{:.decimals$})",
+            self.median, self.min, self.max
+        )
+    }
+}
+
 /// Where and how: the server's address, the client TLS config, connections.
 struct Target {
     addr: std::net::SocketAddr,
@@ -371,8 +439,91 @@ fn row(name: &str, s: &mut Sample, body_len: usize, cpus: usize, extra: &str) {
     );
 }
 
+/// The webhook server on a runtime of its own, like `infergate serve`, plus
+/// the bench's `/fixed` and `/raw` routes.
+struct Server {
+    rt: tokio::runtime::Runtime,
+    addr: std::net::SocketAddr,
+    shutdown: CancellationToken,
+}
+
+impl Server {
+    fn stop(self) {
+        self.shutdown.cancel();
+        self.rt.shutdown_timeout(Duration::from_secs(2));
+    }
+}
+
+/// Start the server on 127.0.0.1 with the serving pair `cert`/`key`. With
+/// `server_cpus`, the calling thread is pinned to them first, so every
+/// thread the server starts inherits the mask.
+fn start_server(
+    cert: &[u8],
+    key: &[u8],
+    server_threads: usize,
+    server_cpus: Option<&[usize]>,
+) -> Server {
+    let state = support::app_state(ClusterState::new(policies()), ServerDefaults::default());
+    state
+        .resolver
+        .set(tls::parse_pem_pair(cert, key).expect("pair").key);
+    state.tls_bound.store(true, Ordering::Release);
+    let fixed = Bytes::from_static(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#,
+    );
+    let router = server::router(Arc::clone(&state))
+        .route(
+            "/fixed",
+            axum::routing::post(move |body: Bytes| {
+                let fixed = fixed.clone();
+                async move {
+                    drop(body);
+                    fixed
+                }
+            }),
+        )
+        // The raw-I/O baseline: the body received whole and sent back, the
+        // same bytes each way as a conversion, nothing parsed.
+        .route(
+            "/raw",
+            axum::routing::post(|body: Bytes| async move { body }).layer(
+                axum::extract::DefaultBodyLimit::max(server::CONVERSION_BODY_LIMIT),
+            ),
+        );
+    // The accept loop's runtime; connections are served by `server_threads`
+    // workers of `serve_tls` (threads named `webhook-N`).
+    if let Some(cpus) = server_cpus {
+        pin_current_thread(cpus);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("server")
+        .enable_all()
+        .build()
+        .expect("server runtime");
+    let shutdown = CancellationToken::new();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let tls_cfg = tls::server_config(Arc::clone(&state.resolver)).expect("tls config");
+    rt.spawn(listener::serve_tls(
+        listener,
+        tls_cfg,
+        router,
+        shutdown.clone(),
+        Duration::from_secs(1),
+        server_threads,
+    ));
+    Server { rt, addr, shutdown }
+}
+
 fn main() {
     support::install_crypto_provider();
+    if std::env::var_os(SOAK_CHILD).is_some() {
+        soak_server_child();
+        return;
+    }
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -422,62 +573,30 @@ fn main() {
         );
     }
 
+    if filter.iter().any(|f| f == "soak") {
+        soak(&Soak {
+            secs: env_u64("LOAD_SOAK_SECS", 600).max(1),
+            rate: env_u64("LOAD_SOAK_RATE", SOAK_DEFAULT_RATE).max(1) as f64,
+            timeout: Duration::from_millis(env_u64("LOAD_SOAK_TIMEOUT_MS", 10_000))
+                .clamp(Duration::from_millis(1), Duration::from_secs(30)),
+            connections: connections.max(1),
+            server_threads,
+            driver_threads,
+            driver_cpus,
+            cpus,
+        });
+        return;
+    }
+
     // Server: its own runtime, like `infergate serve`.
     let (ca, leaf) = support::pki("load-ca");
-    let state = support::app_state(ClusterState::new(policies()), ServerDefaults::default());
-    state.resolver.set(
-        tls::parse_pem_pair(leaf.cert.as_bytes(), leaf.key.as_bytes())
-            .expect("pair")
-            .key,
-    );
-    state.tls_bound.store(true, Ordering::Release);
-    let fixed = Bytes::from_static(
-        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","allowed":true}}"#,
-    );
-    let router = server::router(Arc::clone(&state))
-        .route(
-            "/fixed",
-            axum::routing::post(move |body: Bytes| {
-                let fixed = fixed.clone();
-                async move {
-                    drop(body);
-                    fixed
-                }
-            }),
-        )
-        // The raw-I/O baseline: the body received whole and sent back, the
-        // same bytes each way as a conversion, nothing parsed.
-        .route(
-            "/raw",
-            axum::routing::post(|body: Bytes| async move { body }).layer(
-                axum::extract::DefaultBodyLimit::max(server::CONVERSION_BODY_LIMIT),
-            ),
-        );
-    // The accept loop's runtime; connections are served by `server_threads`
-    // workers of `serve_tls` (threads named `webhook-N`).
-    if let Some(cpus) = &server_cpus {
-        pin_current_thread(cpus);
-    }
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("server")
-        .enable_all()
-        .build()
-        .expect("server runtime");
-    let shutdown = CancellationToken::new();
-    let listener = server_rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let tls_cfg = tls::server_config(Arc::clone(&state.resolver)).expect("tls config");
-    server_rt.spawn(listener::serve_tls(
-        listener,
-        tls_cfg,
-        router,
-        shutdown.clone(),
-        Duration::from_secs(1),
+    let server = start_server(
+        leaf.cert.as_bytes(),
+        leaf.key.as_bytes(),
         server_threads,
-    ));
+        server_cpus.as_deref(),
+    );
+    let addr = server.addr;
 
     // Driver: its own runtime (one thread by default: a light load generator
     // leaves the cores to the server and adds the least scheduling noise).
@@ -553,6 +672,10 @@ fn main() {
     let measure = Duration::from_secs(secs);
     let mut totals: Vec<Sample> = scenarios.iter().map(|_| Sample::default()).collect();
     let mut ratios: Vec<Vec<f64>> = scenarios.iter().map(|_| Vec::new()).collect();
+    // Each round's p99 per scenario, and the admission scenarios' p99 over
+    // the fixed handler's p99 of the same round.
+    let mut p99s: Vec<Vec<f64>> = scenarios.iter().map(|_| Vec::new()).collect();
+    let mut p99_ratios: Vec<Vec<f64>> = scenarios.iter().map(|_| Vec::new()).collect();
     driver_rt.block_on(async {
         for (_, path, body) in &scenarios {
             drive(
@@ -566,16 +689,23 @@ fn main() {
         }
         for _ in 0..rounds {
             let mut fixed_rate = None;
+            let mut fixed_p99 = None;
             for (i, (name, path, body)) in scenarios.iter().enumerate() {
-                let s = drive(&mut senders, path, body, Pace::Closed, measure).await;
+                let mut s = drive(&mut senders, path, body, Pace::Closed, measure).await;
+                s.lat.sort_unstable();
+                let p99 = pct(&s.lat, 0.99);
+                p99s[i].push(p99);
                 if *name == "fixed" {
                     fixed_rate = Some(s.rate());
-                } else if let Some(f) =
-                    fixed_rate.filter(|_| matches!(*name, "mutate" | "validate"))
-                {
+                    fixed_p99 = Some(p99);
+                } else if let (Some(f), Some(fp99)) = (
+                    fixed_rate.filter(|_| matches!(*name, "mutate" | "validate")),
+                    fixed_p99,
+                ) {
                     // A share of the ceiling for the admission scenarios: a
                     // 100-object conversion is not one request's worth of work.
                     ratios[i].push(s.rate() / f);
+                    p99_ratios[i].push(p99 / fp99);
                 }
                 totals[i].merge(s);
             }
@@ -616,6 +746,49 @@ fn main() {
             println!(
                 "{convert} costs {:.2}x the server CPU of {raw} (the same bytes in, unparsed, sent back): {c:.0} vs {r:.0} us per request",
                 c / r.max(1.0)
+            );
+        }
+    }
+
+    // The latency bar: each admission scenario's p99 and rate against the
+    // fixed handler's in the same round (the median over rounds, min..max).
+    if let Some(fixed_i) = scenarios.iter().position(|(n, ..)| *n == "fixed") {
+        let admission: Vec<usize> = (0..scenarios.len())
+            .filter(|&i| !p99_ratios[i].is_empty())
+            .collect();
+        if !admission.is_empty() {
+            println!(
+                "latency bar, closed loop at {connections} connections: each round's p99 and req/s against fixed's in the same round; median of {rounds} rounds (min..max)"
+            );
+            println!(
+                "{:<10} {:>24} {:>24} {:>30} {:>30}",
+                "scenario",
+                "p99 ms",
+                "fixed p99 ms",
+                "p99 / fixed p99 (goal <= 2x)",
+                "req/s / fixed (goal >= 0.6)"
+            );
+        }
+        for i in admission {
+            let p99 = Spread::of(&p99s[i]);
+            let fixed = Spread::of(&p99s[fixed_i]);
+            let lat = Spread::of(&p99_ratios[i]);
+            let rate = Spread::of(&ratios[i]);
+            println!(
+                "{:<10} {:>24} {:>24} {:>30} {:>30}",
+                scenarios[i].0,
+                p99.show(3, ""),
+                fixed.show(3, ""),
+                format!(
+                    "{} {}",
+                    lat.show(2, "x"),
+                    if lat.median <= 2.0 { "met" } else { "MISSED" }
+                ),
+                format!(
+                    "{} {}",
+                    rate.show(3, ""),
+                    if rate.median >= 0.6 { "met" } else { "MISSED" }
+                ),
             );
         }
     }
@@ -664,7 +837,735 @@ fn main() {
         }
     }
     drop(senders);
-    shutdown.cancel();
     drop(driver_rt);
-    server_rt.shutdown_timeout(Duration::from_secs(2));
+    server.stop();
+}
+
+// ------------------------------------------------------------------- soak
+
+/// Set in the environment of the soak's server process (this binary again).
+const SOAK_CHILD: &str = "LOAD_SOAK_CHILD";
+/// The soak's offered rate unless `LOAD_SOAK_RATE` says otherwise.
+const SOAK_DEFAULT_RATE: u64 = 5_000;
+/// Minutes whose requests may still be in flight: a minute's counters are
+/// read and cleared `timeout` + 2 s after it ends, long before its slot is
+/// used again.
+const SLOTS: usize = 4;
+/// Latency buckets: exact below 128 µs, then 64 per power of two, up to 2^32 µs.
+const BUCKETS: usize = 1728;
+
+/// The soak's server: this binary again, in a process of its own so that
+/// its memory and descriptors are its own. Prints its address and serves
+/// until its stdin closes.
+fn soak_server_child() {
+    use std::io::{Read, Write};
+    let cert = std::env::var("LOAD_SOAK_CERT").expect("LOAD_SOAK_CERT");
+    let key = std::env::var("LOAD_SOAK_KEY").expect("LOAD_SOAK_KEY");
+    let server_cpus = env_cpus("LOAD_SERVER_CPUS");
+    let threads = usize::try_from(env_u64("LOAD_SERVER_THREADS", 2)).unwrap_or(2);
+    let server = start_server(
+        cert.as_bytes(),
+        key.as_bytes(),
+        threads,
+        server_cpus.as_deref(),
+    );
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", server.addr).expect("stdout");
+    out.flush().expect("stdout");
+    drop(out);
+    let mut rest = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut rest);
+    server.stop();
+}
+
+/// Latencies in fixed log-linear buckets of microseconds (within 1.6%):
+/// the same 14 KB however long the run.
+struct Histogram {
+    counts: Vec<AtomicU64>,
+    max: AtomicU64,
+}
+
+impl Histogram {
+    fn new() -> Histogram {
+        Histogram {
+            counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            max: AtomicU64::new(0),
+        }
+    }
+
+    fn bucket(us: u64) -> usize {
+        if us < 128 {
+            return us as usize;
+        }
+        // 64 buckets per power of two: the top 7 bits of the value.
+        let shift = 63 - us.leading_zeros() as usize - 6;
+        let mantissa = (us >> shift) as usize;
+        (128 + (shift - 1) * 64 + mantissa - 64).min(BUCKETS - 1)
+    }
+
+    /// The largest value that falls in bucket `i`.
+    fn upper(i: usize) -> u64 {
+        if i < 128 {
+            return i as u64;
+        }
+        let shift = (i - 128) / 64 + 1;
+        let mantissa = ((i - 128) % 64 + 64) as u64;
+        ((mantissa + 1) << shift) - 1
+    }
+
+    fn record(&self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.counts[Self::bucket(us)].fetch_add(1, Ordering::Relaxed);
+        self.max.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// The `q` quantile in milliseconds: the top of its bucket (at most the
+    /// largest value seen), so never under the true figure.
+    fn quantile_ms(&self, q: f64) -> f64 {
+        let total: u64 = self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        if total == 0 {
+            return f64::NAN;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let max = self.max.load(Ordering::Relaxed);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c.load(Ordering::Relaxed);
+            if seen >= rank {
+                return Self::upper(i).min(max) as f64 / 1000.0;
+            }
+        }
+        max as f64 / 1000.0
+    }
+
+    fn max_ms(&self) -> f64 {
+        self.max.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
+    fn reset(&self) {
+        for c in &self.counts {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.max.store(0, Ordering::Relaxed);
+    }
+}
+
+/// One minute of the soak, by scheduled send time.
+struct MinuteStats {
+    /// Requests whose scheduled time fell in this minute.
+    due: AtomicU64,
+    /// Answered 2xx with an allowed review or a successful conversion.
+    ok: AtomicU64,
+    /// Answered otherwise (non-2xx, or a review that did not succeed).
+    refused: AtomicU64,
+    /// No answer within the timeout of the scheduled time (or already too
+    /// late to send).
+    timeout: AtomicU64,
+    /// Connection errors, failed reconnects among them.
+    conn: AtomicU64,
+    /// Successful answers, from the scheduled send time.
+    latency: Histogram,
+    /// Successful answers, from the actual send: the server's (and the
+    /// network's) share alone.
+    service: Histogram,
+    /// How late the driver sent (its timer, the previous answer on the connection).
+    late: Histogram,
+}
+
+impl MinuteStats {
+    fn new() -> MinuteStats {
+        MinuteStats {
+            due: AtomicU64::new(0),
+            ok: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            timeout: AtomicU64::new(0),
+            conn: AtomicU64::new(0),
+            latency: Histogram::new(),
+            service: Histogram::new(),
+            late: Histogram::new(),
+        }
+    }
+
+    fn reset(&self) {
+        for c in [
+            &self.due,
+            &self.ok,
+            &self.refused,
+            &self.timeout,
+            &self.conn,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.latency.reset();
+        self.service.reset();
+        self.late.reset();
+    }
+}
+
+/// One kind of request in the soak's mix.
+struct SoakKind {
+    path: &'static str,
+    body: Bytes,
+    /// In every successful answer.
+    success: &'static [u8],
+}
+
+/// What the soak's connection tasks share.
+struct SoakShared {
+    kinds: Vec<SoakKind>,
+    minutes: Vec<MinuteStats>,
+    addr: std::net::SocketAddr,
+    client: Arc<rustls::ClientConfig>,
+    start: Instant,
+    end: Instant,
+    /// Seconds between two requests on one connection.
+    period: f64,
+    connections: usize,
+    timeout: Duration,
+}
+
+/// The soak's settings.
+struct Soak {
+    secs: u64,
+    rate: f64,
+    timeout: Duration,
+    connections: usize,
+    server_threads: usize,
+    driver_threads: usize,
+    driver_cpus: Option<Vec<usize>>,
+    cpus: usize,
+}
+
+/// The mix, by the request's global sequence number: 4 in 10 mutate, 4 in
+/// 10 validate, 2 in 10 conversions cycling through 1..10 objects each way.
+fn soak_pick(g: u64) -> usize {
+    match g % 10 {
+        0..=3 => 0,
+        4..=7 => 1,
+        r => 2 + ((g / 10 * 2 + (r - 8)) % 20) as usize,
+    }
+}
+
+enum Outcome {
+    Ok,
+    Refused,
+    Broken,
+}
+
+/// One request of the soak, its answer checked.
+async fn send_checked(sender: &mut Sender, kind: &SoakKind) -> Outcome {
+    let req = Request::post(kind.path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .body(Full::new(kind.body.clone()))
+        .expect("request");
+    if sender.ready().await.is_err() {
+        return Outcome::Broken;
+    }
+    let Ok(resp) = sender.send_request(req).await else {
+        return Outcome::Broken;
+    };
+    let status = resp.status();
+    match resp.into_body().collect().await {
+        Ok(body) => {
+            let body = body.to_bytes();
+            if status.is_success() && memchr::memmem::find(&body, kind.success).is_some() {
+                Outcome::Ok
+            } else {
+                Outcome::Refused
+            }
+        }
+        Err(_) => Outcome::Broken,
+    }
+}
+
+/// Connection `i` of the soak: requests at fixed times until the end, each
+/// charged to the minute of its scheduled time. A connection that breaks or
+/// times out is replaced before the next request. Returns the connection,
+/// so that it stays open until the last minute has been measured.
+async fn soak_connection(
+    i: usize,
+    mut sender: Option<Sender>,
+    sh: Arc<SoakShared>,
+) -> Option<Sender> {
+    let offset = i as f64 / sh.connections as f64;
+    for j in 0u64.. {
+        let scheduled = sh.start + Duration::from_secs_f64((offset + j as f64) * sh.period);
+        if scheduled >= sh.end {
+            break;
+        }
+        // Tokio's timer rounds a deadline up to its next 1 ms tick: aim just
+        // under a millisecond early, so the request leaves on the tick at
+        // (or just before) its time, not up to 1 ms after it.
+        tokio::time::sleep_until((scheduled - Duration::from_micros(999)).into()).await;
+        let minute = ((scheduled - sh.start).as_secs() / 60) as usize;
+        let stats = &sh.minutes[minute % SLOTS];
+        stats.due.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        stats.late.record(now.saturating_duration_since(scheduled));
+        // Latency from the scheduled time, or from the sending when that was
+        // earlier: a late send is charged to the request, an early one is not
+        // credited to it.
+        let sent = now.min(scheduled);
+        let deadline = scheduled + sh.timeout;
+        if now >= deadline {
+            stats.timeout.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let kind = &sh.kinds[soak_pick(j * sh.connections as u64 + i as u64)];
+        let attempt = tokio::time::timeout_at(deadline.into(), async {
+            if sender.is_none() {
+                match support::connect(sh.addr, Arc::clone(&sh.client)).await {
+                    Ok((s, _)) => sender = Some(s),
+                    Err(_) => return Outcome::Broken,
+                }
+            }
+            match sender.as_mut() {
+                Some(s) => send_checked(s, kind).await,
+                None => Outcome::Broken,
+            }
+        })
+        .await;
+        match attempt {
+            Ok(Outcome::Ok) => {
+                stats.latency.record(sent.elapsed());
+                stats.service.record(now.elapsed());
+                stats.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Outcome::Refused) => {
+                stats.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Outcome::Broken) => {
+                stats.conn.fetch_add(1, Ordering::Relaxed);
+                sender = None;
+            }
+            Err(_) => {
+                stats.timeout.fetch_add(1, Ordering::Relaxed);
+                sender = None;
+            }
+        }
+    }
+    sender
+}
+
+/// A process's resident memory, open descriptors, CPU time and the time its
+/// threads waited for a CPU (`pid` a number or `self`).
+struct ProcSample {
+    rss_kb: u64,
+    fds: usize,
+    cpu: f64,
+    /// Run-queue wait of the live threads (`/proc/PID/task/*/schedstat`), seconds.
+    wait: f64,
+}
+
+fn proc_sample(pid: &str) -> ProcSample {
+    let rss_kb = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
+    let cpu =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(0.0, |s| stat_cpu_secs(&s));
+    let mut wait = 0.0;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            // run time, run-queue wait (ns), time slices
+            wait += std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|v| v.split_whitespace().nth(1)?.parse::<f64>().ok())
+                .map_or(0.0, |ns| ns / 1e9);
+        }
+    }
+    ProcSample {
+        rss_kb,
+        fds,
+        cpu,
+        wait,
+    }
+}
+
+/// What the summary needs of each minute.
+struct MinuteRow {
+    p99: f64,
+    late_p99: f64,
+    service_max: f64,
+    /// Run-queue wait of the server's and the driver's threads, percent of the minute.
+    server_wait: f64,
+    driver_wait: f64,
+    /// Share of the machine's CPUs busy with other processes, percent.
+    other: f64,
+    server: ProcSample,
+    driver: ProcSample,
+}
+
+/// CPU time all CPUs spent busy (user, nice, system, irq, softirq in
+/// /proc/stat), seconds.
+fn machine_busy_secs() -> f64 {
+    let ticks: u64 = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|stat| {
+            let line = stat.lines().next()?.to_owned();
+            let f: Vec<u64> = line
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            // user nice system idle iowait irq softirq
+            Some([0, 1, 2, 5, 6].iter().filter_map(|&i| f.get(i)).sum())
+        })
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks as f64 / hz
+}
+
+fn drift(from: f64, to: f64) -> f64 {
+    100.0 * (to - from) / from.max(1.0)
+}
+
+/// The soak: an open-loop mix at a fixed rate against the server in its own
+/// process, one table row per minute, then drift, errors and p99 stability.
+fn soak(cfg: &Soak) {
+    use std::io::BufRead;
+    let (ca, leaf) = support::pki("load-ca");
+    let exe = std::env::current_exe().expect("own executable");
+    let mut child = std::process::Command::new(exe)
+        .env(SOAK_CHILD, "1")
+        .env("LOAD_SOAK_CERT", &leaf.cert)
+        .env("LOAD_SOAK_KEY", &leaf.key)
+        .env("LOAD_SERVER_THREADS", cfg.server_threads.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("server process");
+    let pid = child.id().to_string();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("server stdout"))
+        .read_line(&mut line)
+        .expect("server address");
+    let addr: std::net::SocketAddr = line.trim().parse().expect("server address");
+    let stop_child = |mut child: std::process::Child| {
+        drop(child.stdin.take());
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    };
+
+    if let Some(cpus) = &cfg.driver_cpus {
+        pin_current_thread(cpus);
+    }
+    let driver_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cfg.driver_threads)
+        .thread_name("driver")
+        .enable_all()
+        .build()
+        .expect("driver runtime");
+    let client = support::client_config(&[&ca], &[b"http/1.1"], false);
+
+    let admission_ok: &[u8] = br#""allowed":true"#;
+    let conversion_ok: &[u8] = br#""status":"Success""#;
+    let mut kinds = vec![
+        SoakKind {
+            path: "/mutate?timeout=10s",
+            body: Bytes::from(admission_review(service_object(0, false))),
+            success: admission_ok,
+        },
+        SoakKind {
+            path: "/validate?timeout=10s",
+            body: Bytes::from(admission_review(service_object(0, true))),
+            success: admission_ok,
+        },
+    ];
+    for n in 1..=10 {
+        kinds.push(SoakKind {
+            path: "/convert?timeout=30s",
+            body: Bytes::from(conversion_review(n)),
+            success: conversion_ok,
+        });
+    }
+    for n in 1..=10 {
+        kinds.push(SoakKind {
+            path: "/convert?timeout=30s",
+            body: Bytes::from(alpha_conversion_review(n)),
+            success: conversion_ok,
+        });
+    }
+
+    // Every kind answered successfully once before the clock starts.
+    let senders = driver_rt.block_on(async {
+        let mut senders = Vec::with_capacity(cfg.connections);
+        for _ in 0..cfg.connections {
+            let (sender, _) = support::connect(addr, Arc::clone(&client))
+                .await
+                .expect("connect");
+            senders.push(sender);
+        }
+        let mut failed = Vec::new();
+        for (k, kind) in kinds.iter().enumerate() {
+            if !matches!(send_checked(&mut senders[0], kind).await, Outcome::Ok) {
+                failed.push(k);
+            }
+        }
+        (senders, failed)
+    });
+    let (senders, failed) = senders;
+    if !failed.is_empty() {
+        stop_child(child);
+        panic!("soak: the server did not answer kinds {failed:?} of the mix successfully");
+    }
+
+    let period = cfg.connections as f64 / cfg.rate;
+    let conv_sizes = kinds[2..]
+        .iter()
+        .map(|k| k.body.len())
+        .fold((usize::MAX, 0), |(lo, hi), n| (lo.min(n), hi.max(n)));
+    println!(
+        "soak: open loop, {:.0} req/s offered for {}s on {} HTTP/1.1 keep-alive TLS connections (one request every {:.2} ms on each), {} cpus",
+        cfg.rate,
+        cfg.secs,
+        cfg.connections,
+        period * 1000.0,
+        cfg.cpus
+    );
+    println!(
+        "mix: 40% mutate ({} B), 40% validate ({} B), 20% ConversionReviews of 1..10 objects, half v1beta1->v1alpha1, half v1alpha1->v1beta1 ({}..{} B)",
+        kinds[0].body.len(),
+        kinds[1].body.len(),
+        conv_sizes.0,
+        conv_sizes.1
+    );
+    println!(
+        "server: its own process (pid {pid}, {} connection workers), so RSS and fds are the server's alone; the driver's (this process, {} threads) beside. Latency from the scheduled send time (coordinated omission not hidden); errors: non-2xx or an unsuccessful review / no answer within {} ms of the scheduled time / connection errors",
+        cfg.server_threads,
+        cfg.driver_threads,
+        cfg.timeout.as_millis()
+    );
+    println!(
+        "{:>3} {:>7} {:>8} {:>6} {:>12} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>4} {:>7} {:>8} {:>8} {:>7} {:>8} {:>5} {:>5}",
+        "min",
+        "sent",
+        "answered",
+        "errors",
+        "http/tmo/con",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "late p99",
+        "svc p99",
+        "svc max",
+        "srv RSS",
+        "fds",
+        "srv cpu",
+        "srv wait",
+        "drv RSS",
+        "drv cpu",
+        "drv wait",
+        "steal",
+        "other"
+    );
+    println!(
+        "    (late: how late the driver sent; svc: from the actual send to the answer; cpu: percent of one core; wait: the threads' time waiting for a CPU, summed over threads, percent of the minute; steal and other: percent of all CPUs, taken by the hypervisor or other processes)"
+    );
+
+    let start = Instant::now() + Duration::from_millis(100);
+    let shared = Arc::new(SoakShared {
+        kinds,
+        minutes: (0..SLOTS).map(|_| MinuteStats::new()).collect(),
+        addr,
+        client,
+        start,
+        end: start + Duration::from_secs(cfg.secs),
+        period,
+        connections: cfg.connections,
+        timeout: cfg.timeout,
+    });
+    let tasks: Vec<_> = senders
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| driver_rt.spawn(soak_connection(i, Some(s), Arc::clone(&shared))))
+        .collect();
+
+    let minutes = cfg.secs.div_ceil(60);
+    let mut rows: Vec<MinuteRow> = Vec::with_capacity(usize::try_from(minutes).unwrap_or(0));
+    let (mut due, mut ok, mut refused, mut timeouts, mut conn) = (0, 0, 0, 0, 0);
+    let mut last_end = start;
+    let (mut last_server_cpu, mut last_server_wait) = {
+        let p = proc_sample(&pid);
+        (p.cpu, p.wait)
+    };
+    let (mut last_driver_cpu, mut last_driver_wait) = {
+        let p = proc_sample("self");
+        (p.cpu, p.wait)
+    };
+    let mut last_steal = steal_secs();
+    let mut last_busy = machine_busy_secs();
+    let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+    for m in 0..minutes {
+        let minute_end = start + Duration::from_secs(((m + 1) * 60).min(cfg.secs));
+        sleep_until(minute_end);
+        let server = proc_sample(&pid);
+        let driver = proc_sample("self");
+        let steal = steal_secs();
+        let busy = machine_busy_secs();
+        let len = (minute_end - last_end).as_secs_f64();
+        let machine = len * cfg.cpus.max(1) as f64;
+        let server_cpu = 100.0 * (server.cpu - last_server_cpu) / len;
+        let driver_cpu = 100.0 * (driver.cpu - last_driver_cpu) / len;
+        let steal_pct = 100.0 * (steal - last_steal) / machine;
+        // Everything else on the machine (builds, other benches), as a share
+        // of all its CPUs.
+        let other = 100.0
+            * ((busy - last_busy)
+                - (server.cpu - last_server_cpu)
+                - (driver.cpu - last_driver_cpu))
+                .max(0.0)
+            / machine;
+        (
+            last_end,
+            last_server_cpu,
+            last_driver_cpu,
+            last_steal,
+            last_busy,
+        ) = (minute_end, server.cpu, driver.cpu, steal, busy);
+        let server_wait = 100.0 * (server.wait - last_server_wait) / len;
+        let driver_wait = 100.0 * (driver.wait - last_driver_wait) / len;
+        (last_server_wait, last_driver_wait) = (server.wait, driver.wait);
+        // Every request of the minute is answered or timed out by now.
+        sleep_until(minute_end + cfg.timeout + Duration::from_secs(2));
+        let st = &shared.minutes[(m as usize) % SLOTS];
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let (d, o, r, t, c) = (
+            get(&st.due),
+            get(&st.ok),
+            get(&st.refused),
+            get(&st.timeout),
+            get(&st.conn),
+        );
+        let p99 = st.latency.quantile_ms(0.99);
+        let late_p99 = st.late.quantile_ms(0.99);
+        let service_max = st.service.max_ms();
+        println!(
+            "{:>3} {d:>7} {o:>8} {:>6} {:>12} {:>7.3} {p99:>8.3} {:>8.3} {late_p99:>8.3} {:>8.3} {service_max:>8.3} {:>6.1}MB {:>4} {:>6.0}% {server_wait:>7.1}% {:>6.1}MB {:>6.0}% {driver_wait:>7.1}% {:>4.1}% {other:>4.0}%",
+            m + 1,
+            r + t + c,
+            format!("{r}/{t}/{c}"),
+            st.latency.quantile_ms(0.50),
+            st.latency.max_ms(),
+            st.service.quantile_ms(0.99),
+            server.rss_kb as f64 / 1024.0,
+            server.fds,
+            server_cpu,
+            driver.rss_kb as f64 / 1024.0,
+            driver_cpu,
+            steal_pct,
+        );
+        st.reset();
+        (due, ok, refused, timeouts, conn) = (due + d, ok + o, refused + r, timeouts + t, conn + c);
+        rows.push(MinuteRow {
+            p99,
+            late_p99,
+            service_max,
+            server_wait,
+            driver_wait,
+            other,
+            server,
+            driver,
+        });
+    }
+    // The connections close only now, after the last minute's sample.
+    let open: Vec<Option<Sender>> = tasks
+        .into_iter()
+        .map(|t| driver_rt.block_on(t).expect("soak connection"))
+        .collect();
+    drop(open);
+    drop(driver_rt);
+    stop_child(child);
+
+    let errors = refused + timeouts + conn;
+    println!(
+        "soak summary: {due} sent, {ok} answered, {errors} errors ({refused} http, {timeouts} timeouts, {conn} connection) (goal 0: {})",
+        if errors == 0 { "met" } else { "MISSED" }
+    );
+    // Drift from minute 2 (past the warm-up) to minute 10, and to the end
+    // of a longer run.
+    let n = rows.len();
+    let from = 2.min(n);
+    let mut tos = vec![10.min(n)];
+    if n > 10 {
+        tos.push(n);
+    }
+    for to in tos.into_iter().filter(|_| n > 0) {
+        let (a, b) = (&rows[from - 1], &rows[to - 1]);
+        let rss = drift(a.server.rss_kb as f64, b.server.rss_kb as f64);
+        let fds = drift(a.server.fds as f64, b.server.fds as f64);
+        let verdict = |d: f64| if d.abs() < 10.0 { "met" } else { "MISSED" };
+        println!(
+            "drift minute {from} -> {to}: server RSS {:.1} -> {:.1} MB ({rss:+.1}%, goal < 10%: {}), server fds {} -> {} ({fds:+.1}%, goal < 10%: {}); driver RSS {:.1} -> {:.1} MB ({:+.1}%)",
+            a.server.rss_kb as f64 / 1024.0,
+            b.server.rss_kb as f64 / 1024.0,
+            verdict(rss),
+            a.server.fds,
+            b.server.fds,
+            verdict(fds),
+            a.driver.rss_kb as f64 / 1024.0,
+            b.driver.rss_kb as f64 / 1024.0,
+            drift(a.driver.rss_kb as f64, b.driver.rss_kb as f64),
+        );
+    }
+    // Stable: from minute 2 on, no minute's p99 over twice their median.
+    let p99s: Vec<f64> = rows.iter().map(|r| r.p99).collect();
+    let steady: Vec<f64> = p99s.iter().copied().skip(usize::from(n > 1)).collect();
+    let spread = Spread::of(&steady);
+    println!(
+        "p99 per minute (ms): {}; from minute {}: median {:.3}, min {:.3}, max {:.3} ({:.2}x the median; stable means at most 2x: {})",
+        p99s.iter()
+            .map(|p| format!("{p:.3}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        if n > 1 { 2 } else { 1 },
+        spread.median,
+        spread.min,
+        spread.max,
+        spread.max / spread.median,
+        if spread.max <= 2.0 * spread.median {
+            "stable"
+        } else {
+            "NOT stable"
+        }
+    );
+    // Whose tail. A connection sends its next request only once the answer
+    // is in: while answers take longer than the time between its requests,
+    // lateness piles up behind them; when none does, lateness is the
+    // driver's own.
+    let period_ms = period * 1000.0;
+    for (m, r) in rows.iter().enumerate() {
+        if r.p99 > 2.0 * spread.median {
+            let whose = if r.service_max < period_ms && r.late_p99 >= r.p99 / 2.0 {
+                "no answer took as long as the time between two requests on a connection: the time was lost in the driver before sending"
+            } else {
+                "answers took longer than the time between two requests on a connection, so the requests behind them queued"
+            };
+            println!(
+                "  minute {}: p99 {:.3} ms, sent late by {:.3} ms (p99), longest answer {:.3} ms from its sending ({period_ms:.0} ms between requests on a connection); {whose}. Waiting for a CPU (summed over threads): server {:.1}%, driver {:.1}% of the minute; other processes used {:.0}% of the machine",
+                m + 1,
+                r.p99,
+                r.late_p99,
+                r.service_max,
+                r.server_wait,
+                r.driver_wait,
+                r.other,
+            );
+        }
+    }
 }
