@@ -1,7 +1,8 @@
-//! Writing to the cluster: server-side apply of a child (only when it
-//! changed) with the events that say what changed, deletion of a child the service controls, status
-//! writes (only when the status changed) with the events its conditions
-//! call for.
+//! Writing to the cluster: server-side apply of a child (only when what
+//! the service wants of it changed, or someone else changed it), deletion
+//! of a child the service controls, one event per kind of change per
+//! reconcile, status writes (only when the status changed) with the events
+//! its conditions call for.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -166,16 +167,16 @@ impl Writer {
     }
 
     /// Server-side apply one child unless it already holds what `obj`
-    /// says; remember Created/Updated for [`Writer::announce`]. `store` is the child
-    /// kind's cache: it says whether the object exists, who controls it (an
-    /// object another controller owns is never taken over) and the digest
-    /// of what infergate last applied to it ([`ANNOTATION_APPLIED`]).
+    /// says; remember Created/Updated for [`Writer::announce`]. `store` is
+    /// the child kind's cache: it says whether the object exists, who
+    /// controls it (an object another controller owns is never taken over)
+    /// and the digest of what infergate last applied to it
+    /// ([`ANNOTATION_APPLIED`]).
     ///
     /// Nothing is sent when the cached child is this service's, carries the
-    /// digest of `obj`, and (for kinds with a generation) its generation is
-    /// the one this writer's last apply left (or its resourceVersion, for
-    /// kinds without one), so nobody has changed it since. A child this writer has not applied yet (a restart, a new
-    /// leader) is taken at its digest.
+    /// digest of `obj`, and is as this writer's last apply left it (see
+    /// `untouched`). A child this writer has not applied yet (a restart, a
+    /// new leader) is taken at its digest.
     pub async fn apply<K>(
         &self,
         svc: &InferenceService,
