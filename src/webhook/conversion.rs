@@ -925,6 +925,22 @@ enum Converted {
     V1alpha1(v1alpha1::InferenceService),
 }
 
+/// `spec` or `status` (`what`) in version `from`: decoded now when read as
+/// a slice, taken when `typed` finds it decoded in that version.
+fn in_version<'a, P, T: Deserialize<'a>>(
+    part: Part<'a, P>,
+    what: &str,
+    from: &str,
+    typed: impl FnOnce(P) -> Option<T>,
+) -> Result<T, ConversionError> {
+    match part {
+        Part::Raw(raw) => decode(raw, what),
+        Part::Typed(p) => typed(p).ok_or_else(|| {
+            ConversionError::Decode(format!("{what} does not match apiVersion {from}"))
+        }),
+    }
+}
+
 /// An object to convert, typed in its version, with light metadata.
 #[derive(Clone)]
 #[allow(clippy::large_enum_variant)]
@@ -942,41 +958,37 @@ impl Typed {
         status: Option<Part<'_, Status>>,
         light: ObjectMeta,
     ) -> Result<Self, ConversionError> {
-        let mismatch =
-            || ConversionError::Decode(format!("spec and status do not match apiVersion {from}"));
         if from == V1ALPHA1 {
-            let spec = match spec {
-                Part::Raw(raw) => decode(raw, "spec")?,
-                Part::Typed(Spec::V1alpha1(s)) => s,
-                Part::Typed(Spec::V1beta1(_)) => return Err(mismatch()),
-            };
-            let status = match status {
-                None => None,
-                Some(Part::Raw(raw)) => decode(raw, "status")?,
-                Some(Part::Typed(Status::V1alpha1(s))) => s,
-                Some(Part::Typed(Status::V1beta1(_))) => return Err(mismatch()),
-            };
+            let spec = in_version(spec, "spec", from, |s| match s {
+                Spec::V1alpha1(s) => Some(s),
+                Spec::V1beta1(_) => None,
+            })?;
+            let status = status.map(|p| {
+                in_version(p, "status", from, |s| match s {
+                    Status::V1alpha1(s) => Some(s),
+                    Status::V1beta1(_) => None,
+                })
+            });
             Ok(Self::V1alpha1(v1alpha1::InferenceService {
                 metadata: light,
                 spec,
-                status,
+                status: status.transpose()?.flatten(),
             }))
         } else {
-            let spec = match spec {
-                Part::Raw(raw) => decode(raw, "spec")?,
-                Part::Typed(Spec::V1beta1(s)) => s,
-                Part::Typed(Spec::V1alpha1(_)) => return Err(mismatch()),
-            };
-            let status = match status {
-                None => None,
-                Some(Part::Raw(raw)) => decode(raw, "status")?,
-                Some(Part::Typed(Status::V1beta1(s))) => s,
-                Some(Part::Typed(Status::V1alpha1(_))) => return Err(mismatch()),
-            };
+            let spec = in_version(spec, "spec", from, |s| match s {
+                Spec::V1beta1(s) => Some(s),
+                Spec::V1alpha1(_) => None,
+            })?;
+            let status = status.map(|p| {
+                in_version(p, "status", from, |s| match s {
+                    Status::V1beta1(s) => Some(s),
+                    Status::V1alpha1(_) => None,
+                })
+            });
             Ok(Self::V1beta1(v1beta1::InferenceService {
                 metadata: light,
                 spec,
-                status,
+                status: status.transpose()?.flatten(),
             }))
         }
     }
