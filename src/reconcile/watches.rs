@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::PartialObjectMeta;
+use kube::api::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use kube::runtime::{Predicate, WatchStreamExt, predicates};
@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use super::children::LABEL_MANAGED_BY;
+use super::children::{ANNOTATION_APPLIED, LABEL_MANAGED_BY};
 use super::discovery::{ApiDiscovery, DISCOVERY_TTL_MISSING};
 use super::graph as resolve;
 use crate::api::MANAGER;
@@ -133,10 +133,9 @@ async fn forward_children<K>(
         scope
             .watch::<PartialObjectMeta<K>>(&client, wc)
             .default_backoff()
-            // Nothing reads who manages which field: most of an applied
-            // object's metadata, left out of the cache.
             .modify(|m| {
-                m.metadata.managed_fields = None;
+                m.types = None;
+                keep_what_the_reconciler_reads(&mut m.metadata);
             })
             .reflect(writer)
     );
@@ -161,6 +160,29 @@ async fn forward_children<K>(
         };
         if tx.unbounded_send(touched).is_err() {
             return;
+        }
+    }
+}
+
+/// Trim a cached child's metadata to what the reconciler reads of it: its
+/// name and namespace (the cache's key), uid, resourceVersion and
+/// generation (whether it changed since infergate applied it), owner
+/// references (whose it is; the controller's trigger), deletion timestamp,
+/// and [`ANNOTATION_APPLIED`] (what infergate applied). Labels (the watch
+/// selects on them on the server), other annotations, finalizers and the
+/// managed fields (most of an applied object's metadata) are dropped: at a
+/// few kilobytes per child they were most of the reconciler's memory.
+fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.finalizers = None;
+    meta.creation_timestamp = None;
+    meta.generate_name = None;
+    meta.self_link = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|k, _| k == ANNOTATION_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
         }
     }
 }
@@ -220,6 +242,38 @@ mod tests {
             }))
             .expect("service decodes"),
         )
+    }
+
+    #[test]
+    fn a_cached_child_keeps_only_what_the_reconciler_reads() {
+        let mut meta: ObjectMeta = serde_json::from_value(json!({
+            "name": "chat", "namespace": "team", "uid": "u-1", "resourceVersion": "42",
+            "generation": 3, "creationTimestamp": "2026-11-25T10:00:00Z",
+            "deletionTimestamp": "2026-11-25T11:00:00Z", "finalizers": ["x/y"],
+            "labels": {"app.kubernetes.io/managed-by": "infergate", "infergate.dev/track": "primary"},
+            "annotations": {ANNOTATION_APPLIED: "d1", "deployment.kubernetes.io/revision": "2"},
+            "ownerReferences": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                                 "name": "chat", "uid": "svc-uid", "controller": true}],
+            "managedFields": [{"manager": "infergate", "operation": "Apply",
+                               "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+        }))
+        .expect("metadata");
+        keep_what_the_reconciler_reads(&mut meta);
+        assert_eq!(
+            serde_json::to_value(&meta).expect("json"),
+            json!({
+                "name": "chat", "namespace": "team", "uid": "u-1", "resourceVersion": "42",
+                "generation": 3, "deletionTimestamp": "2026-11-25T11:00:00Z",
+                "annotations": {ANNOTATION_APPLIED: "d1"},
+                "ownerReferences": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                                     "name": "chat", "uid": "svc-uid", "controller": true}]
+            })
+        );
+        // A child without the annotation keeps no empty map.
+        let mut bare: ObjectMeta =
+            serde_json::from_value(json!({"name": "x", "annotations": {"a": "b"}})).expect("meta");
+        keep_what_the_reconciler_reads(&mut bare);
+        assert_eq!(bare.annotations, None);
     }
 
     #[tokio::test]
