@@ -33,6 +33,11 @@ fn spec_field<F: SpecField>(spec: &InferenceServiceSpec, key: &str, f: F) -> F::
         "parallelism" => f.typed(spec.parallelism.as_ref()),
         "healthCheck" => f.typed(spec.health_check.as_ref()),
         "routing" => f.typed(spec.routing.as_ref()),
+        "model" => f.typed(Some(&spec.model)),
+        "canary" => f.typed(spec.canary.as_ref()),
+        "metrics" => f.typed(spec.metrics.as_ref()),
+        "rollout" => f.typed(spec.rollout.as_ref()),
+        "graph" => f.typed(spec.graph.as_ref()),
         // Any other field: taken from the whole spec (slower, same result).
         _ => f.untyped(spec, key),
     }
@@ -340,6 +345,19 @@ mod tests {
             )),
             ..Default::default()
         });
+        // The fields matched by name but not typed by defaulting, set.
+        s.spec.canary = Some(
+            serde_json::from_value(serde_json::json!({"model": {"ref": "m2"}, "weight": 10}))
+                .unwrap(),
+        );
+        s.spec.metrics = Some(crate::api::MetricsSpec {
+            path: Some("/metrics".to_owned()),
+            ..Default::default()
+        });
+        s.spec.rollout = Some(
+            serde_json::from_value(serde_json::json!({"steps": [10, 50], "interval": "1m"}))
+                .unwrap(),
+        );
         let full = default_service(&s, &platform()).object;
         let listed = [
             "engine",
@@ -354,7 +372,15 @@ mod tests {
         ];
         for spec in [&s.spec, &full.spec] {
             let json = serde_json::to_value(spec).unwrap();
-            for key in listed.iter().copied().chain(["model", "canary", "graph"]) {
+            let others = [
+                "model",
+                "canary",
+                "metrics",
+                "rollout",
+                "graph",
+                "notAField",
+            ];
+            for key in listed.iter().copied().chain(others) {
                 let value = spec_field(spec, key, ToValue).unwrap();
                 assert_eq!(value.as_ref(), json.get(key), "{key}");
                 assert_eq!(
