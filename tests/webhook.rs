@@ -991,6 +991,23 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
         .remove("desiredAPIVersion");
     let (_, v) = post(&st, "/convert", &req).await;
     assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+    // Bytes that are not UTF-8 (a lone continuation byte inside a name):
+    // refused as a whole, saying where the bytes stop being text.
+    let mut bytes = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","metadata":{"name":"x"},"spec":{"modelRef":"m"}}]}}"#.to_vec();
+    let at = bytes.iter().position(|&b| b == b'x').unwrap();
+    bytes[at] = 0x80;
+    let (status, v) = post_raw(&st, "/convert", bytes).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+    assert!(
+        v["response"]["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(
+                "invalid utf-8 sequence of 1 bytes from index {at}"
+            )),
+        "{v}"
+    );
     // A repeated field of the envelope: refused, whichever copy a reader keeps.
     let repeated = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[],"objects":[0]}}"#;
     let (_, v) = post_raw(&st, "/convert", repeated.to_vec()).await;
