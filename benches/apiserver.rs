@@ -466,6 +466,8 @@ impl Calls {
 struct Servers {
     infergate: support::Infergate,
     noop: Noop,
+    /// A client of the API server (for its own metrics).
+    apiserver: Client,
 }
 
 impl Servers {
@@ -674,6 +676,9 @@ struct Samples {
     infergate_cpu_updates: u64,
     /// CPU ms the no-op server's thread used during the create phases.
     noop_cpu_creates: u64,
+    /// The API server's webhook calls during the create phases and the
+    /// seconds it waited for them, mutating then validating.
+    create_waits: [(f64, f64); 2],
 }
 
 /// One block: warm-up, `ops` timed creates of [`small_service`] alternating
@@ -717,6 +722,7 @@ async fn block(
 
     let mut times: [Vec<u64>; 3] = Default::default();
     let before = servers.calls().await;
+    let waits = apiserver_webhook_waits(&servers.apiserver).await;
     let cpu = servers.infergate_cpu_ms();
     let noop_cpu = servers.noop_cpu_ms();
     for i in 0..ops {
@@ -725,6 +731,11 @@ async fn block(
     }
     into.infergate_cpu_creates += servers.infergate_cpu_ms() - cpu;
     into.noop_cpu_creates += servers.noop_cpu_ms() - noop_cpu;
+    let waited = apiserver_webhook_waits(&servers.apiserver).await;
+    for (k, (calls, secs)) in waited.iter().enumerate() {
+        into.create_waits[k].0 += calls - waits[k].0;
+        into.create_waits[k].1 += secs - waits[k].1;
+    }
     let after = servers.calls().await;
     into.create_calls = sum_calls(into.create_calls, after.since(before));
 
@@ -888,6 +899,23 @@ async fn apiserver_conversions(client: &Client) -> (f64, f64) {
         metric_sum(&text, &format!("{name}_count"), &labels),
         metric_sum(&text, &format!("{name}_sum"), &labels),
     )
+}
+
+/// The API server's calls to admission webhooks so far, by type (`admit`,
+/// then `validating`): (calls, seconds it waited), from its own
+/// `apiserver_admission_webhook_admission_duration_seconds`.
+async fn apiserver_webhook_waits(client: &Client) -> [(f64, f64); 2] {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = client.request_text(req).await.unwrap_or_default();
+    let name = "apiserver_admission_webhook_admission_duration_seconds";
+    ["type=\"admit\"", "type=\"validating\""].map(|t| {
+        (
+            metric_sum(&text, &format!("{name}_count"), &[t]),
+            metric_sum(&text, &format!("{name}_sum"), &[t]),
+        )
+    })
 }
 
 /// One way of reading every service in both versions, `gets` times each,
@@ -1054,6 +1082,7 @@ async fn run() {
     let servers = Servers {
         infergate,
         noop: Noop::start(),
+        apiserver: client.clone(),
     };
     println!("no-op webhook: 127.0.0.1:{}", servers.noop.port);
 
@@ -1257,6 +1286,18 @@ async fn run() {
         1000.0 * ig.create_calls.infergate_seconds / ig.create_calls.infergate().max(1) as f64,
         ig.create_calls.infergate()
     );
+    println!(
+        "the API server's wait per webhook call during the create phases, mean ms (its own histogram; mutating / validating):"
+    );
+    for (cfg, smp) in CONFIGS.iter().zip(&samples).skip(1) {
+        let [(mc, ms), (vc, vs)] = smp.create_waits;
+        println!(
+            "  {:<9} {:.3} / {:.3}   ({mc:.0} / {vc:.0} calls)",
+            cfg.name(),
+            1000.0 * ms / mc.max(1.0),
+            1000.0 * vs / vc.max(1.0),
+        );
+    }
     let runs = |v: &[Duration]| {
         v.iter()
             .map(|d| format!("{:.2}", d.as_secs_f64()))

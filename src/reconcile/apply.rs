@@ -7,13 +7,14 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, DeleteParams, GetParams, PartialObjectMeta, Patch, PatchParams, Preconditions,
 };
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -55,10 +56,79 @@ fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
         }))
 }
 
+/// How long a service's event recorder is kept after its last event:
+/// longer than kube's recorder keeps an event to count its repeats (six
+/// minutes), so a recorder dropped holds nothing that still counts.
+const RECORDER_IDLE: Duration = Duration::from_secs(7 * 60);
+/// Idle recorders are looked for at most this often.
+const RECORDER_SWEEP: Duration = Duration::from_secs(60);
+
+/// One event recorder per service (by uid). kube's [`Recorder`] keeps what
+/// it published in the last six minutes, to publish a repeat as a series,
+/// and walks all of it on every publish: one recorder for the whole
+/// reconciler made each event cost work proportional to every service
+/// with a recent event (quadratic when thousands of services are created
+/// at once). A service's own recorder holds only its own events. Recorders
+/// unused for [`RECORDER_IDLE`] are dropped in a sweep at most once every
+/// [`RECORDER_SWEEP`], so the sweep's cost is per minute, not per event.
+struct Recorders<R> {
+    make: Box<dyn Fn() -> R + Send + Sync>,
+    inner: Mutex<RecorderMap<R>>,
+}
+
+struct RecorderMap<R> {
+    by_service: HashMap<String, (R, Instant)>,
+    swept: Instant,
+}
+
+impl<R: Clone> Recorders<R> {
+    fn new(make: impl Fn() -> R + Send + Sync + 'static, now: Instant) -> Self {
+        Recorders {
+            make: Box::new(make),
+            inner: Mutex::new(RecorderMap {
+                by_service: HashMap::new(),
+                swept: now,
+            }),
+        }
+    }
+
+    /// The recorder of the service `key`, made on first use.
+    fn get(&self, key: &str, now: Instant) -> R {
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if now.saturating_duration_since(inner.swept) >= RECORDER_SWEEP {
+            inner
+                .by_service
+                .retain(|_, (_, used)| now.saturating_duration_since(*used) < RECORDER_IDLE);
+            inner.swept = now;
+        }
+        if let Some((recorder, used)) = inner.by_service.get_mut(key) {
+            *used = now;
+            return recorder.clone();
+        }
+        let recorder = (self.make)();
+        inner
+            .by_service
+            .insert(key.to_owned(), (recorder.clone(), now));
+        recorder
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .by_service
+            .len()
+    }
+}
+
 /// Writes children, status and events for the reconciler.
 pub struct Writer {
     client: Client,
-    recorder: Recorder,
+    recorders: Recorders<Recorder>,
     /// Last applied (uid, generation or resourceVersion) per child, for events.
     seen: Mutex<HashMap<ChildKey, ChildMarker>>,
     /// Children created, updated or deleted by the reconcile under way, per
@@ -88,12 +158,16 @@ pub fn owned_by(meta: &kube::api::ObjectMeta, svc: &InferenceService) -> bool {
 }
 
 impl Writer {
-    /// A writer using `client`, publishing events through `recorder`.
+    /// A writer using `client`, publishing events as `reporter`.
     #[must_use]
-    pub fn new(client: Client, recorder: Recorder) -> Self {
+    pub fn new(client: Client, reporter: Reporter) -> Self {
+        let events = client.clone();
         Writer {
             client,
-            recorder,
+            recorders: Recorders::new(
+                move || Recorder::new(events.clone(), reporter.clone()),
+                Instant::now(),
+            ),
             seen: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
         }
@@ -161,7 +235,11 @@ impl Writer {
             action: "Reconcile".to_owned(),
             secondary: related,
         };
-        if let Err(e) = self.recorder.publish(&event, &svc.object_ref(&())).await {
+        let key = svc.uid().unwrap_or_else(|| {
+            format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
+        });
+        let recorder = self.recorders.get(&key, Instant::now());
+        if let Err(e) = recorder.publish(&event, &svc.object_ref(&())).await {
             warn!(error = %e, reason = reason.as_str(), "failed to publish event");
         }
     }
@@ -428,14 +506,11 @@ mod tests {
     fn writer() -> (Writer, ApiServer) {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: MANAGER.to_owned(),
-                instance: Some("test".to_owned()),
-            },
-        );
-        (Writer::new(client, recorder), handle)
+        let reporter = Reporter {
+            controller: MANAGER.to_owned(),
+            instance: Some("test".to_owned()),
+        };
+        (Writer::new(client, reporter), handle)
     }
 
     fn service() -> InferenceService {
@@ -518,6 +593,96 @@ mod tests {
 
     fn event_reason(event: &Value) -> &str {
         event["reason"].as_str().unwrap_or_default()
+    }
+
+    #[test]
+    fn each_service_has_its_own_recorder_and_idle_ones_are_swept() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let made = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&made);
+        let start = Instant::now();
+        let recorders = Recorders::new(
+            move || Arc::new(counter.fetch_add(1, Ordering::Relaxed)),
+            start,
+        );
+        let a = recorders.get("uid-a", start);
+        let b = recorders.get("uid-b", start);
+        assert!(!Arc::ptr_eq(&a, &b), "two services, two recorders");
+        assert!(
+            Arc::ptr_eq(&a, &recorders.get("uid-a", start + Duration::from_secs(1))),
+            "a service keeps its recorder (and the events it counts)"
+        );
+        // b stays in use; a falls idle past kube's window.
+        let t1 = start + RECORDER_IDLE - Duration::from_secs(30);
+        recorders.get("uid-b", t1);
+        assert_eq!(recorders.len(), 2, "nothing idle long enough yet");
+        let t2 = t1 + RECORDER_SWEEP;
+        let b_again = recorders.get("uid-b", t2);
+        assert!(Arc::ptr_eq(&b, &b_again));
+        assert_eq!(recorders.len(), 1, "a's recorder dropped by the sweep");
+        // The sweep runs at most once a minute: c, idle past the window
+        // 30 s after a sweep, stays until the next sweep is due.
+        recorders.get("uid-c", t2);
+        let t3 = t2 + RECORDER_IDLE - Duration::from_secs(10);
+        recorders.get("uid-b", t3);
+        let t4 = t2 + RECORDER_IDLE + Duration::from_secs(20);
+        recorders.get("uid-b", t4);
+        assert_eq!(recorders.len(), 2, "no sweep 30 s after the last one");
+        recorders.get("uid-b", t3 + RECORDER_SWEEP);
+        assert_eq!(recorders.len(), 1, "c dropped by the next sweep");
+        let a_again = recorders.get("uid-a", t3 + RECORDER_SWEEP);
+        assert!(
+            !Arc::ptr_eq(&a, &a_again),
+            "a new recorder for a after its sweep"
+        );
+        assert_eq!(made.load(Ordering::Relaxed), 4);
+    }
+
+    #[tokio::test]
+    async fn a_repeated_event_is_a_series_of_its_own_service_only() {
+        let (writer, mut server) = writer();
+        let chat = service();
+        let mut other = service();
+        other.metadata.name = Some("other".to_owned());
+        other.metadata.uid = Some("other-uid".to_owned());
+        let publish = async {
+            for svc in [&chat, &chat, &other] {
+                writer
+                    .publish(
+                        svc,
+                        EventType::Warning,
+                        Reason::Ready,
+                        "same note".to_owned(),
+                    )
+                    .await;
+            }
+        };
+        let api = async {
+            let mut seen = Vec::new();
+            for status in [StatusCode::CREATED, StatusCode::OK, StatusCode::CREATED] {
+                let (method, _, body) = expect(&mut server, |_, body| reply(status, &body)).await;
+                seen.push((
+                    method,
+                    body["regarding"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    body["series"]["count"].as_i64(),
+                ));
+            }
+            seen
+        };
+        let ((), seen) = tokio::join!(publish, api);
+        assert_eq!(
+            seen,
+            [
+                (Method::POST, "chat".to_owned(), None),
+                (Method::PATCH, "chat".to_owned(), Some(2)),
+                (Method::POST, "other".to_owned(), None),
+            ],
+            "the repeat is counted on chat's event; other's same note is its own event"
+        );
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use kube::Client;
 use kube::api::PartialObjectMeta;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -173,15 +173,12 @@ pub async fn run_controller(
             crd_appeared,
         ));
 
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: MANAGER.to_owned(),
-            instance: Some(config.identity.clone()),
-        },
-    );
+    let reporter = Reporter {
+        controller: MANAGER.to_owned(),
+        instance: Some(config.identity.clone()),
+    };
     let services = state.services();
-    let writer = Writer::new(client.clone(), recorder);
+    let writer = Writer::new(client.clone(), reporter);
     let ctx = Arc::new(Ctx {
         client,
         config,
