@@ -73,7 +73,9 @@
 //! Nothing is asserted about the figures; the output starts with the command,
 //! the commit and the machine, and ends with a table.
 //!
-//! Results (2 cores, AMD EPYC, Kubernetes 1.36.3 test control plane on the
+//! The latest results, with their commits, are in `docs/performance.md`
+//! ("Admission and conversion through the API server"). The first ones
+//! (2 cores, AMD EPYC, Kubernetes 1.36.3 test control plane on the
 //! same machine with other builds and benches running, load average 3-9;
 //! `cargo bench --locked --bench apiserver`, 6 rounds x 150, two runs):
 //!
