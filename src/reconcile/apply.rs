@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::jiff::Timestamp;
@@ -56,72 +55,36 @@ fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
         }))
 }
 
-/// How long a service's event recorder is kept after its last event:
-/// longer than kube's recorder keeps an event to count its repeats (six
-/// minutes), so a recorder dropped holds nothing that still counts.
-const RECORDER_IDLE: Duration = Duration::from_secs(7 * 60);
-/// Idle recorders are looked for at most this often.
-const RECORDER_SWEEP: Duration = Duration::from_secs(60);
+/// How many event recorders the reconciler spreads its services over.
+const RECORDER_SHARDS: usize = 64;
 
-/// One event recorder per service (by uid). kube's [`Recorder`] keeps what
-/// it published in the last six minutes, to publish a repeat as a series,
-/// and walks all of it on every publish: one recorder for the whole
-/// reconciler made each event cost work proportional to every service
-/// with a recent event (quadratic when thousands of services are created
-/// at once). A service's own recorder holds only its own events. Recorders
-/// unused for [`RECORDER_IDLE`] are dropped in a sweep at most once every
-/// [`RECORDER_SWEEP`], so the sweep's cost is per minute, not per event.
+/// Event recorders, each service always on the same one (by uid). kube's
+/// [`Recorder`] keeps what it published in the last six minutes, to publish
+/// a repeat as a series, and walks all of it on every publish: with one
+/// recorder for the whole reconciler, each event cost work in proportion
+/// to every service with a recent event (quadratic when thousands of
+/// services are created at once). Spread over [`RECORDER_SHARDS`]
+/// recorders, a publish walks a 64th of it. One recorder per service would
+/// walk only its own events, but each keeps its own table: about 4 KB more
+/// per service (measured: +32 MB of peak RSS at 5,000 services).
 struct Recorders<R> {
-    make: Box<dyn Fn() -> R + Send + Sync>,
-    inner: Mutex<RecorderMap<R>>,
-}
-
-struct RecorderMap<R> {
-    by_service: HashMap<String, (R, Instant)>,
-    swept: Instant,
+    shards: Vec<R>,
 }
 
 impl<R: Clone> Recorders<R> {
-    fn new(make: impl Fn() -> R + Send + Sync + 'static, now: Instant) -> Self {
+    fn new(make: impl Fn() -> R) -> Self {
         Recorders {
-            make: Box::new(make),
-            inner: Mutex::new(RecorderMap {
-                by_service: HashMap::new(),
-                swept: now,
-            }),
+            shards: (0..RECORDER_SHARDS).map(|_| make()).collect(),
         }
     }
 
-    /// The recorder of the service `key`, made on first use.
-    fn get(&self, key: &str, now: Instant) -> R {
-        let mut inner = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if now.saturating_duration_since(inner.swept) >= RECORDER_SWEEP {
-            inner
-                .by_service
-                .retain(|_, (_, used)| now.saturating_duration_since(*used) < RECORDER_IDLE);
-            inner.swept = now;
-        }
-        if let Some((recorder, used)) = inner.by_service.get_mut(key) {
-            *used = now;
-            return recorder.clone();
-        }
-        let recorder = (self.make)();
-        inner
-            .by_service
-            .insert(key.to_owned(), (recorder.clone(), now));
-        recorder
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .by_service
-            .len()
+    /// The recorder of the service `key`.
+    fn get(&self, key: &str) -> R {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        // A fixed hasher: the same service lands on the same recorder for
+        // the life of the process (its repeats are counted there).
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        self.shards[(hash % self.shards.len() as u64) as usize].clone()
     }
 }
 
@@ -164,10 +127,7 @@ impl Writer {
         let events = client.clone();
         Writer {
             client,
-            recorders: Recorders::new(
-                move || Recorder::new(events.clone(), reporter.clone()),
-                Instant::now(),
-            ),
+            recorders: Recorders::new(|| Recorder::new(events.clone(), reporter.clone())),
             seen: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
         }
@@ -238,7 +198,7 @@ impl Writer {
         let key = svc.uid().unwrap_or_else(|| {
             format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
         });
-        let recorder = self.recorders.get(&key, Instant::now());
+        let recorder = self.recorders.get(&key);
         if let Err(e) = recorder.publish(&event, &svc.object_ref(&())).await {
             warn!(error = %e, reason = reason.as_str(), "failed to publish event");
         }
@@ -596,47 +556,29 @@ mod tests {
     }
 
     #[test]
-    fn each_service_has_its_own_recorder_and_idle_ones_are_swept() {
+    fn services_keep_their_recorder_and_spread_over_all_of_them() {
         use std::sync::Arc;
         use std::sync::atomic::{AtomicUsize, Ordering};
-        let made = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&made);
-        let start = Instant::now();
-        let recorders = Recorders::new(
-            move || Arc::new(counter.fetch_add(1, Ordering::Relaxed)),
-            start,
+        let made = AtomicUsize::new(0);
+        let recorders = Recorders::new(|| Arc::new(made.fetch_add(1, Ordering::Relaxed)));
+        assert_eq!(made.load(Ordering::Relaxed), RECORDER_SHARDS);
+        let mut per_shard = vec![0usize; RECORDER_SHARDS];
+        for i in 0..6_400 {
+            let key = format!("6f1e2a3b-0000-4000-8000-{i:012}");
+            let shard = recorders.get(&key);
+            assert!(
+                Arc::ptr_eq(&shard, &recorders.get(&key)),
+                "a service always uses the same recorder"
+            );
+            per_shard[*shard] += 1;
+        }
+        // 100 services per recorder on average: none left empty, none
+        // holding more than twice its share.
+        let (min, max) = (
+            per_shard.iter().min().copied().unwrap_or_default(),
+            per_shard.iter().max().copied().unwrap_or_default(),
         );
-        let a = recorders.get("uid-a", start);
-        let b = recorders.get("uid-b", start);
-        assert!(!Arc::ptr_eq(&a, &b), "two services, two recorders");
-        assert!(
-            Arc::ptr_eq(&a, &recorders.get("uid-a", start + Duration::from_secs(1))),
-            "a service keeps its recorder (and the events it counts)"
-        );
-        // b stays in use; a falls idle past kube's window.
-        let t1 = start + RECORDER_IDLE - Duration::from_secs(30);
-        recorders.get("uid-b", t1);
-        assert_eq!(recorders.len(), 2, "nothing idle long enough yet");
-        let t2 = t1 + RECORDER_SWEEP;
-        let b_again = recorders.get("uid-b", t2);
-        assert!(Arc::ptr_eq(&b, &b_again));
-        assert_eq!(recorders.len(), 1, "a's recorder dropped by the sweep");
-        // The sweep runs at most once a minute: c, idle past the window
-        // 30 s after a sweep, stays until the next sweep is due.
-        recorders.get("uid-c", t2);
-        let t3 = t2 + RECORDER_IDLE - Duration::from_secs(10);
-        recorders.get("uid-b", t3);
-        let t4 = t2 + RECORDER_IDLE + Duration::from_secs(20);
-        recorders.get("uid-b", t4);
-        assert_eq!(recorders.len(), 2, "no sweep 30 s after the last one");
-        recorders.get("uid-b", t3 + RECORDER_SWEEP);
-        assert_eq!(recorders.len(), 1, "c dropped by the next sweep");
-        let a_again = recorders.get("uid-a", t3 + RECORDER_SWEEP);
-        assert!(
-            !Arc::ptr_eq(&a, &a_again),
-            "a new recorder for a after its sweep"
-        );
-        assert_eq!(made.load(Ordering::Relaxed), 4);
+        assert!(min > 0 && max < 200, "uneven spread: {min}..{max}");
     }
 
     #[tokio::test]
