@@ -966,6 +966,17 @@ async fn convert_keeps_order_and_round_trips() {
     assert_eq!(objects[1], req["request"]["objects"][2]);
 }
 
+/// The message of a ConversionReview answer that failed (asserted).
+fn failure_message(answer: &Value) -> &str {
+    assert_eq!(
+        answer["response"]["result"]["status"], "Failure",
+        "{answer}"
+    );
+    answer["response"]["result"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a failure without a message: {answer}"))
+}
+
 #[tokio::test]
 async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     let st = state();
@@ -973,13 +984,7 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     req["request"]["desiredAPIVersion"] = json!("infergate.dev/v9");
     let (status, v) = post(&st, "/convert", &req).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
-    assert!(
-        v["response"]["result"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("v9")
-    );
+    assert!(failure_message(&v).contains("v9"), "{v}");
     assert_eq!(v["response"]["uid"], req["request"]["uid"]);
 
     // No desired version (or objects before it, read on a second pass):
@@ -998,25 +1003,17 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     bytes[at] = 0x80;
     let (status, v) = post_raw(&st, "/convert", bytes).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
     assert!(
-        v["response"]["result"]["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!(
-                "invalid utf-8 sequence of 1 bytes from index {at}"
-            )),
+        failure_message(&v).contains(&format!(
+            "invalid utf-8 sequence of 1 bytes from index {at}"
+        )),
         "{v}"
     );
     // A repeated field of the envelope: refused, whichever copy a reader keeps.
     let repeated = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[],"objects":[0]}}"#;
     let (_, v) = post_raw(&st, "/convert", repeated.to_vec()).await;
-    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
     assert!(
-        v["response"]["result"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("duplicate field `objects`"),
+        failure_message(&v).contains("duplicate field `objects`"),
         "{v}"
     );
 
@@ -1025,7 +1022,7 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     let mut req = fixture("convert-alpha-to-beta.json");
     req["request"]["objects"][2]["spec"]["replicas"] = json!("two");
     let (_, v) = post(&st, "/convert", &req).await;
-    let message = v["response"]["result"]["message"].as_str().unwrap();
+    let message = failure_message(&v);
     let name = req["request"]["objects"][2]["metadata"]["name"]
         .as_str()
         .unwrap();
@@ -1038,12 +1035,8 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     // An object repeating its apiVersion: refused, whichever copy counts.
     let twice = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","apiVersion":"infergate.dev/v1beta1","spec":{"modelRef":"m"}}]}}"#;
     let (_, v) = post_raw(&st, "/convert", twice.to_vec()).await;
-    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
     assert!(
-        v["response"]["result"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("duplicate field `apiVersion`"),
+        failure_message(&v).contains("duplicate field `apiVersion`"),
         "{v}"
     );
     // `spec` and `status` before `apiVersion` (read as slices, decoded
@@ -1061,13 +1054,7 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     for body in [b"garbage".to_vec(), b"{}".to_vec()] {
         let (status, v) = post_raw(&st, "/convert", body).await;
         assert_eq!(status, StatusCode::OK);
-        assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
-        assert!(
-            !v["response"]["result"]["message"]
-                .as_str()
-                .unwrap()
-                .is_empty()
-        );
+        assert!(!failure_message(&v).is_empty(), "{v}");
     }
 }
 
