@@ -19,6 +19,7 @@ pub mod apply;
 pub mod children;
 pub mod controller;
 pub mod discovery;
+mod events;
 pub mod flow;
 pub mod graph;
 mod progress;
