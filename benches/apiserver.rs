@@ -12,10 +12,14 @@
 //! end-to-end tests do (`support::register_webhooks`: `webhooks/*.yaml` and the
 //! CRD's conversion webhook). A trivial TLS webhook server in this process
 //! (the "no-op": every AdmissionReview answered `allowed: true` with the
-//! request's uid, nothing else) stands in for infergate when asked.
+//! request's uid, nothing else) stands in for infergate when asked; a
+//! second one (the "fixed" no-op) answers `/mutate` of an object not yet
+//! defaulted with infergate's own patch for the small spec, computed once
+//! from a dry run and sent as it is, so that it stores what infergate
+//! stores while doing none of infergate's work.
 //!
 //! **A. Admission latency.** One client, sequential requests, in blocks
-//! under three configurations that take turns within each of
+//! under four configurations that take turns within each of
 //! `INFERGATE_APISERVER_ROUNDS` (6) rounds (the order rotates each round, so
 //! each configuration is measured at each position equally often: other work
 //! on a shared 2-core machine drifts within minutes):
@@ -23,7 +27,9 @@
 //! - `infergate`: `webhooks/mutating.yaml` and `webhooks/validating.yaml`
 //!   pointed at infergate;
 //! - `noop`: the same two files pointed at the no-op server (the CRD's
-//!   conversion webhook stays infergate's).
+//!   conversion webhook stays infergate's);
+//! - `fixed`: the same, pointed at the fixed-patch no-op (the switch checks
+//!   that it stores the spec and annotations infergate does).
 //!
 //! A block is `INFERGATE_APISERVER_OPS` (150) creates of a small v1beta1
 //! InferenceService (`model`, `engine.image`, `replicas`) alternating with
@@ -41,7 +47,9 @@
 //! the no-op's own counts), then 2 s more.
 //!
 //! Reported: p50/p90/p99 per configuration and operation, the latency added
-//! at p50 over `none`, infergate's create p50 against the no-op's, the
+//! at p50 over `none`, infergate's create p50 against the no-op's and the
+//! fixed no-op's (pooled, and per round: each block against the other's
+//! block of the same round), the
 //! admission requests each server received during the update phases
 //! (expected: 0), and where the time goes: CPU of infergate's process and of
 //! the no-op's thread per operation, and infergate's own handling time per
@@ -292,8 +300,10 @@ fn median_secs(values: &[Duration]) -> f64 {
 // ------------------------------------------------------- the no-op webhook
 
 /// A TLS webhook server on 127.0.0.1 answering every AdmissionReview with
-/// `allowed: true` and the request's uid; counts requests per path. On its
-/// own thread and runtime; stops when dropped.
+/// `allowed: true` and the request's uid; counts requests per path. With a
+/// fixed patch, `/mutate` also answers that patch (as it is, computed
+/// nothing) for an object not yet defaulted. On its own thread and runtime;
+/// stops when dropped.
 struct Noop {
     port: u16,
     ca_pem: String,
@@ -312,10 +322,36 @@ struct Review {
 #[derive(serde::Deserialize)]
 struct ReviewRequest {
     uid: String,
+    #[serde(default)]
+    object: Option<ReviewObject>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReviewObject {
+    #[serde(default)]
+    metadata: ReviewMetadata,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct ReviewMetadata {
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl ReviewRequest {
+    /// Whether the object already carries infergate's defaults.
+    fn defaulted(&self) -> bool {
+        self.object
+            .as_ref()
+            .and_then(|o| o.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(DEFAULTED_FROM))
+    }
 }
 
 impl Noop {
-    fn start() -> Self {
+    /// `patch`: the base64 JSON Patch `/mutate` answers for an object not
+    /// yet defaulted (none: never a patch).
+    fn start(patch: Option<String>) -> Self {
         let (ca_pem, acceptor) = support::loopback_tls_acceptor("noop-webhook-ca");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the no-op webhook");
         listener.set_nonblocking(true).expect("nonblocking");
@@ -325,8 +361,14 @@ impl Noop {
         let stop = CancellationToken::new();
         let tid = Arc::new(AtomicI32::new(0));
         let (m, v, stopped, t) = (mutate.clone(), validate.clone(), stop.clone(), tid.clone());
+        let thread = if patch.is_some() {
+            "fixed-webhook"
+        } else {
+            "noop-webhook"
+        };
+        let patch: Arc<Option<String>> = Arc::new(patch);
         std::thread::Builder::new()
-            .name("noop-webhook".into())
+            .name(thread.into())
             .spawn(move || {
                 // SAFETY: gettid has no preconditions.
                 t.store(unsafe { libc::gettid() }, Ordering::Relaxed);
@@ -345,14 +387,17 @@ impl Noop {
                             },
                         };
                         let _ = tcp.set_nodelay(true);
-                        let (acceptor, m, v) = (acceptor.clone(), m.clone(), v.clone());
+                        let (acceptor, m, v, p) =
+                            (acceptor.clone(), m.clone(), v.clone(), patch.clone());
                         tokio::spawn(async move {
                             let Ok(tls) = acceptor.accept(tcp).await else {
                                 return;
                             };
                             let service = hyper::service::service_fn(move |req| {
-                                let (m, v) = (m.clone(), v.clone());
-                                async move { Ok::<_, Infallible>(allow(req, &m, &v).await) }
+                                let (m, v, p) = (m.clone(), v.clone(), p.clone());
+                                async move {
+                                    Ok::<_, Infallible>(allow(req, &m, &v, p.as_deref()).await)
+                                }
                             });
                             let _ =
                                 hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
@@ -384,7 +429,9 @@ async fn allow(
     req: Request<Incoming>,
     mutate: &AtomicU64,
     validate: &AtomicU64,
+    patch: Option<&str>,
 ) -> Response<Full<Bytes>> {
+    let mutating = req.uri().path() == "/mutate";
     match req.uri().path() {
         "/mutate" => mutate.fetch_add(1, Ordering::Relaxed),
         "/validate" => validate.fetch_add(1, Ordering::Relaxed),
@@ -396,16 +443,22 @@ async fn allow(
         .await
         .map(|b| b.to_bytes())
         .unwrap_or_default();
-    let uid = serde_json::from_slice::<Review>(&body)
+    let request = serde_json::from_slice::<Review>(&body)
         .ok()
-        .and_then(|r| r.request)
-        .map(|r| r.uid)
-        .unwrap_or_default();
-    let answer = json!({
+        .and_then(|r| r.request);
+    let uid = request.as_ref().map(|r| r.uid.clone()).unwrap_or_default();
+    let mut answer = json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "response": {"uid": uid, "allowed": true}
     });
+    if let Some(patch) = patch
+        && mutating
+        && request.is_some_and(|r| !r.defaulted())
+    {
+        answer["response"]["patchType"] = json!("JSONPatch");
+        answer["response"]["patch"] = json!(patch);
+    }
     let mut resp = Response::new(Full::new(Bytes::from(answer.to_string())));
     resp.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -443,6 +496,8 @@ struct Calls {
     infergate_validate: u64,
     noop_mutate: u64,
     noop_validate: u64,
+    fixed_mutate: u64,
+    fixed_validate: u64,
     /// Seconds infergate spent answering them (its own histogram's sum).
     infergate_seconds: f64,
 }
@@ -454,6 +509,8 @@ impl Calls {
             infergate_validate: self.infergate_validate - before.infergate_validate,
             noop_mutate: self.noop_mutate - before.noop_mutate,
             noop_validate: self.noop_validate - before.noop_validate,
+            fixed_mutate: self.fixed_mutate - before.fixed_mutate,
+            fixed_validate: self.fixed_validate - before.fixed_validate,
             infergate_seconds: self.infergate_seconds - before.infergate_seconds,
         }
     }
@@ -463,11 +520,16 @@ impl Calls {
     fn noop(self) -> u64 {
         self.noop_mutate + self.noop_validate
     }
+    fn fixed(self) -> u64 {
+        self.fixed_mutate + self.fixed_validate
+    }
 }
 
 struct Servers {
     infergate: support::Infergate,
     noop: Noop,
+    /// The no-op that answers infergate's patch for the small spec, fixed.
+    fixed: Noop,
     /// A client of the API server (for its own metrics).
     apiserver: Client,
 }
@@ -481,6 +543,8 @@ impl Servers {
             infergate_validate: metric_sum(&text, name, &["webhook=\"validate\""]) as u64,
             noop_mutate: self.noop.mutate.load(Ordering::Relaxed),
             noop_validate: self.noop.validate.load(Ordering::Relaxed),
+            fixed_mutate: self.fixed.mutate.load(Ordering::Relaxed),
+            fixed_validate: self.fixed.validate.load(Ordering::Relaxed),
             infergate_seconds: metric_sum(&text, "infergate_admission_duration_seconds_sum", &[]),
         }
     }
@@ -490,12 +554,17 @@ impl Servers {
         cpu_ms(&format!("/proc/{}/stat", self.infergate.child.id()))
     }
 
-    /// CPU time the no-op server's thread has used, in ms.
+    /// CPU time the no-op servers' threads have used, in ms.
     fn noop_cpu_ms(&self) -> u64 {
-        cpu_ms(&format!(
-            "/proc/self/task/{}/stat",
-            self.noop.tid.load(Ordering::Relaxed)
-        ))
+        [&self.noop, &self.fixed]
+            .iter()
+            .map(|n| {
+                cpu_ms(&format!(
+                    "/proc/self/task/{}/stat",
+                    n.tid.load(Ordering::Relaxed)
+                ))
+            })
+            .sum()
     }
 
     async fn converted(&self) -> u64 {
@@ -511,9 +580,10 @@ enum Hooks {
     None,
     Infergate,
     Noop,
+    Fixed,
 }
 
-const CONFIGS: [Hooks; 3] = [Hooks::None, Hooks::Infergate, Hooks::Noop];
+const CONFIGS: [Hooks; 4] = [Hooks::None, Hooks::Infergate, Hooks::Noop, Hooks::Fixed];
 
 impl Hooks {
     fn name(self) -> &'static str {
@@ -521,6 +591,7 @@ impl Hooks {
             Hooks::None => "none",
             Hooks::Infergate => "infergate",
             Hooks::Noop => "noop",
+            Hooks::Fixed => "fixed",
         }
     }
 }
@@ -557,6 +628,7 @@ async fn switch(
     client: &Client,
     ns: &str,
     to: Hooks,
+    want: Option<&Defaulted>,
 ) {
     let ig = &servers.infergate;
     match to {
@@ -567,10 +639,15 @@ async fn switch(
         Hooks::Infergate => support::register_webhooks(cp, ig.port, &ig.ca_pem)
             .await
             .unwrap_or_else(|e| panic!("registering infergate's webhooks: {e:#}")),
-        Hooks::Noop => {
-            support::register_webhooks(cp, servers.noop.port, &servers.noop.ca_pem)
+        Hooks::Noop | Hooks::Fixed => {
+            let server = if to == Hooks::Noop {
+                &servers.noop
+            } else {
+                &servers.fixed
+            };
+            support::register_webhooks(cp, server.port, &server.ca_pem)
                 .await
-                .unwrap_or_else(|e| panic!("registering the no-op webhooks: {e:#}"));
+                .unwrap_or_else(|e| panic!("registering the {} webhooks: {e:#}", to.name()));
             // register_webhooks also points the CRD's conversion at the server:
             // conversion stays infergate's.
             support::register_conversion(cp, ig.port, &ig.ca_pem)
@@ -595,13 +672,25 @@ async fn switch(
                 .map_err(|e| e.to_string())?;
             let d = servers.calls().await.since(before);
             let defaulted = created.annotations().contains_key(DEFAULTED_FROM);
+            let others = |n: u64| d.infergate() + d.noop() + d.fixed() == n;
             let ok = match to {
-                Hooks::None => !defaulted && d.infergate() == 0 && d.noop() == 0,
+                Hooks::None => !defaulted && others(0),
                 Hooks::Infergate => {
-                    defaulted && d.infergate_mutate > 0 && d.infergate_validate > 0 && d.noop() == 0
+                    defaulted
+                        && d.infergate_mutate > 0
+                        && d.infergate_validate > 0
+                        && others(d.infergate())
                 }
                 Hooks::Noop => {
-                    !defaulted && d.noop_mutate > 0 && d.noop_validate > 0 && d.infergate() == 0
+                    !defaulted && d.noop_mutate > 0 && d.noop_validate > 0 && others(d.noop())
+                }
+                // Stored as infergate stores it: the same spec and annotations.
+                Hooks::Fixed => {
+                    let same = want.is_none_or(|w| {
+                        let v = serde_json::to_value(&created).unwrap_or_default();
+                        v["spec"] == w.spec && v["metadata"]["annotations"] == w.annotations
+                    });
+                    same && d.fixed_mutate > 0 && d.fixed_validate > 0 && others(d.fixed())
                 }
             };
             if ok {
@@ -646,6 +735,19 @@ impl Defaulted {
             spec: value["spec"].clone(),
             annotations: value["metadata"]["annotations"].clone(),
         }
+    }
+
+    /// The JSON Patch from [`small_service`] to this form (what infergate's
+    /// mutating webhook answers for it; the same for every name), and its
+    /// base64, as the fixed-patch no-op answers it.
+    fn patch_from_small(&self, ns: &str) -> (json_patch::Patch, String) {
+        use base64::Engine as _;
+        let small = serde_json::to_value(small_service(ns, "x")).expect("small JSON");
+        let full = serde_json::to_value(self.service(ns, "x")).expect("defaulted JSON");
+        let patch = json_patch::diff(&small, &full);
+        let bytes = serde_json::to_vec(&patch).expect("patch JSON");
+        let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+        (patch, b64)
     }
 
     fn service(&self, ns: &str, name: &str) -> InferenceService {
@@ -785,6 +887,8 @@ fn sum_calls(a: Calls, b: Calls) -> Calls {
         infergate_validate: a.infergate_validate + b.infergate_validate,
         noop_mutate: a.noop_mutate + b.noop_mutate,
         noop_validate: a.noop_validate + b.noop_validate,
+        fixed_mutate: a.fixed_mutate + b.fixed_mutate,
+        fixed_validate: a.fixed_validate + b.fixed_validate,
         infergate_seconds: a.infergate_seconds + b.infergate_seconds,
     }
 }
@@ -1081,13 +1185,6 @@ async fn run() {
         infergate.port,
         infergate.log.display()
     );
-    let servers = Servers {
-        infergate,
-        noop: Noop::start(),
-        apiserver: client.clone(),
-    };
-    println!("no-op webhook: 127.0.0.1:{}", servers.noop.port);
-
     // ------------------------------------------------------------- A
     let ns = cp.fresh_namespace("admission").await;
     let api = Api::<InferenceService>::namespaced(client.clone(), &ns);
@@ -1099,17 +1196,36 @@ async fn run() {
         defaulted.spec.to_string().len() + defaulted.annotations.to_string().len(),
         defaulted.spec
     );
-    let mut samples: [Samples; 3] = Default::default();
+    let fixed_patch = defaulted.patch_from_small(&ns);
+    let servers = Servers {
+        infergate,
+        noop: Noop::start(None),
+        fixed: Noop::start(Some(fixed_patch.1)),
+        apiserver: client.clone(),
+    };
     println!(
-        "\n-- A: admission latency, {} rounds x 3 configurations, per block {} creates of each spec (alternating) then {} metadata-only updates (sequential, one client)",
-        s.rounds, s.ops, s.ops
+        "no-op webhook: 127.0.0.1:{}; fixed-patch no-op webhook: 127.0.0.1:{}, its patch for the small spec ({} operations): {}",
+        servers.noop.port,
+        servers.fixed.port,
+        fixed_patch.0.0.len(),
+        serde_json::to_string(&fixed_patch.0).unwrap_or_default()
+    );
+    let mut samples: [Samples; 4] = Default::default();
+    println!(
+        "\n-- A: admission latency, {} rounds x {} configurations, per block {} creates of each spec (alternating) then {} metadata-only updates (sequential, one client)",
+        s.rounds,
+        CONFIGS.len(),
+        s.ops,
+        s.ops
     );
     let a_cpu = cpu_jiffies();
-    for round in 0..s.rounds {
+    // Each block's p50s, by round and configuration.
+    let mut block_p50 = vec![[[0.0; 3]; 4]; s.rounds];
+    for (round, round_p50) in block_p50.iter_mut().enumerate() {
         for k in 0..CONFIGS.len() {
             let idx = (round + k) % CONFIGS.len();
             let cfg = CONFIGS[idx];
-            switch(cp, &servers, &client, &ns, cfg).await;
+            switch(cp, &servers, &client, &ns, cfg, Some(&defaulted)).await;
             let tag = format!("r{round}-{}", cfg.name());
             let p50 = block(
                 &servers,
@@ -1121,6 +1237,7 @@ async fn run() {
                 &mut samples[idx],
             )
             .await;
+            round_p50[idx] = p50;
             println!(
                 "round {round} {:<9}  p50: create {:6.2} ms, create pre-defaulted {:6.2} ms, update {:6.2} ms   (load {})",
                 cfg.name(),
@@ -1140,7 +1257,7 @@ async fn run() {
 
     // ------------------------------------------------------------- B
     println!("\n-- B: conversion at scale, {} services", s.services);
-    switch(cp, &servers, &client, &ns, Hooks::Infergate).await;
+    switch(cp, &servers, &client, &ns, Hooks::Infergate, None).await;
     let mut namespaces = Vec::new();
     for _ in 0..CONVERSION_NAMESPACES {
         namespaces.push(cp.fresh_namespace("conversion").await);
@@ -1209,7 +1326,7 @@ async fn run() {
     let uncached = alternate_reads(cp, &client, &servers, s.gets, |v| exact_rv_args(v, &rv)).await;
 
     // --------------------------------------------------------- table
-    let [none, ig, noop] = &samples;
+    let [none, ig, noop, fixed] = &samples;
     println!(
         "\n== results (commit {}, {} CPUs, {})",
         git_commit(),
@@ -1237,18 +1354,37 @@ async fn run() {
     }
     let p50 = |x: &Samples, op: usize| pct(&x.ops[op], 0.5);
     let added = |x: &Samples, op: usize| p50(x, op) - p50(none, op);
-    println!("added at p50 over none, ms (infergate / noop):");
+    println!("added at p50 over none, ms:");
     for (op, name) in OPS.iter().enumerate() {
         println!(
-            "  {name:<28} infergate {:+.2}, noop {:+.2}",
+            "  {name:<28} infergate {:+.2}, noop {:+.2}, fixed {:+.2}",
             added(ig, op),
-            added(noop, op)
+            added(noop, op),
+            added(fixed, op)
         );
     }
+    // Per round, each block against the other's block of the same round.
+    let per_round = |op: usize, other: usize| {
+        let mut r: Vec<f64> = block_p50.iter().map(|b| b[1][op] / b[other][op]).collect();
+        r.sort_by(f64::total_cmp);
+        r
+    };
+    let show = |r: &[f64]| {
+        r.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     for (op, name) in OPS.iter().enumerate().take(2) {
+        let (vs_noop, vs_fixed) = (per_round(op, 2), per_round(op, 3));
         println!(
-            "{name}: p50 infergate / noop {:.3}x (goal <= 1.1x); added latency infergate / noop {:.2}x",
+            "{name}: p50 infergate / noop {:.3}x, infergate / fixed {:.3}x (goal <= 1.1x); per round / noop {} (median {:.2}), / fixed {} (median {:.2}); added latency infergate / noop {:.2}x",
             p50(ig, op) / p50(noop, op),
+            p50(ig, op) / p50(fixed, op),
+            show(&vs_noop),
+            vs_noop[vs_noop.len() / 2],
+            show(&vs_fixed),
+            vs_fixed[vs_fixed.len() / 2],
             added(ig, op) / added(noop, op)
         );
     }
@@ -1263,11 +1399,17 @@ async fn run() {
         noop.update_calls.noop_validate
     );
     println!(
-        "  (during the create phases: infergate {} for {} creates, noop {} for {})",
+        "  (fixed: {} during its update phases)",
+        fixed.update_calls.fixed()
+    );
+    println!(
+        "  (during the create phases: infergate {} for {} creates, noop {} for {}, fixed {} for {})",
         ig.create_calls.infergate(),
         ig.ops[0].len() + ig.ops[1].len(),
         noop.create_calls.noop(),
-        noop.ops[0].len() + noop.ops[1].len()
+        noop.ops[0].len() + noop.ops[1].len(),
+        fixed.create_calls.fixed(),
+        fixed.ops[0].len() + fixed.ops[1].len()
     );
     println!(
         "infergate's process CPU per operation, ms (create phases / update phases; in every configuration it also converts each write for the v1alpha1 watch cache):"
@@ -1283,8 +1425,9 @@ async fn run() {
         );
     }
     println!(
-        "no-op server thread CPU per create (noop configuration): {:.3} ms; infergate's own handling time per admission request (its histogram, create phases): {:.3} ms mean over {} requests",
+        "no-op server thread CPU per create (noop / fixed configuration): {:.3} / {:.3} ms; infergate's own handling time per admission request (its histogram, create phases): {:.3} ms mean over {} requests",
         noop.noop_cpu_creates as f64 / (noop.ops[0].len() + noop.ops[1].len()).max(1) as f64,
+        fixed.noop_cpu_creates as f64 / (fixed.ops[0].len() + fixed.ops[1].len()).max(1) as f64,
         1000.0 * ig.create_calls.infergate_seconds / ig.create_calls.infergate().max(1) as f64,
         ig.create_calls.infergate()
     );
