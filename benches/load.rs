@@ -606,12 +606,18 @@ fn main() {
     let convert_body = Bytes::from(conversion_review(100));
     let convert1000_body = Bytes::from(conversion_review(1000));
     let alpha1000_body = Bytes::from(alpha_conversion_review(1000));
-    // What the raw baselines answer: each conversion's own answer.
+    // What the raw baselines answer: each conversion's own answer (checked
+    // to be a success: a failure would be a short answer).
     let answer_of = |body: &Bytes| {
         let metrics = infergate::metrics::Metrics::default();
-        Bytes::from(infergate::webhook::conversion::convert_review(
-            body, &metrics,
-        ))
+        let answer = infergate::webhook::conversion::convert_review(body, &metrics);
+        let success = br#""result":{"status":"Success"}"#;
+        assert!(
+            answer.windows(success.len()).any(|w| w == success),
+            "the bench's conversion failed: {}",
+            String::from_utf8_lossy(&answer[..answer.len().min(500)])
+        );
+        Bytes::from(answer)
     };
     let raw = [
         ("convert1000", answer_of(&convert1000_body)),
