@@ -154,7 +154,7 @@ async fn forward_children<K>(
             }
             Ok(Event::Init | Event::InitApply(_)) => continue,
             Err(e) => {
-                warn!(kind = %kind, error = %e, "child watch failed; retrying");
+                crate::state::log_watch_error(&kind, &e, "child watch");
                 continue;
             }
         };

@@ -443,8 +443,27 @@ async fn run_watch<K, F>(
                     state.publish(event).await;
                 }
             }
-            Some(Err(e)) => tracing::warn!(kind = %kind, error = %e, "watch failed; retrying"),
+            Some(Err(e)) => log_watch_error(&kind, &e, "watch"),
         }
+    }
+}
+
+/// Whether a watch error is the API server saying the watch's revision has
+/// left its window (410 Expired/Gone): routine under a high write rate or
+/// after a long disconnection; the watcher lists again and carries on.
+#[must_use]
+pub fn watch_expired(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::WatchError(status) if status.code == 410)
+}
+
+/// Log a watch error of `kind` (`what`: which watch): an expired watch at
+/// info (the watcher lists again, nothing is lost), anything else as a
+/// warning.
+pub fn log_watch_error(kind: &str, error: &watcher::Error, what: &str) {
+    if watch_expired(error) {
+        tracing::info!(kind = %kind, error = %error, "{what} expired; listing again");
+    } else {
+        tracing::warn!(kind = %kind, error = %error, "{what} failed; retrying");
     }
 }
 
@@ -492,5 +511,20 @@ mod tests {
             }
         }
         shutdown.cancel();
+    }
+
+    #[test]
+    fn only_an_expired_watch_counts_as_routine() {
+        use kube::core::Status;
+        let status = |code: u16, reason: &str| {
+            watcher::Error::WatchError(Box::new(
+                Status::failure("too old resource version: 17176 (17182)", reason).with_code(code),
+            ))
+        };
+        assert!(watch_expired(&status(410, "Expired")));
+        assert!(watch_expired(&status(410, "Gone")));
+        assert!(!watch_expired(&status(403, "Forbidden")));
+        assert!(!watch_expired(&status(500, "InternalError")));
+        assert!(!watch_expired(&watcher::Error::NoResourceVersion));
     }
 }
