@@ -452,14 +452,14 @@ async fn run_watch<K, F>(
 /// left its window (410 Expired/Gone): routine under a high write rate or
 /// after a long disconnection; the watcher lists again and carries on.
 #[must_use]
-pub fn watch_expired(error: &watcher::Error) -> bool {
+fn watch_expired(error: &watcher::Error) -> bool {
     matches!(error, watcher::Error::WatchError(status) if status.code == 410)
 }
 
 /// Log a watch error of `kind` (`what`: which watch): an expired watch at
 /// info (the watcher lists again, nothing is lost), anything else as a
 /// warning.
-pub fn log_watch_error(kind: &str, error: &watcher::Error, what: &str) {
+pub(crate) fn log_watch_error(kind: &str, error: &watcher::Error, what: &str) {
     if watch_expired(error) {
         tracing::info!(kind = %kind, error = %error, "{what} expired; listing again");
     } else {
