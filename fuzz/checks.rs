@@ -11,7 +11,7 @@ use infergate::metrics::{Metrics, Webhook};
 use infergate::state::ClusterState;
 use infergate::state::files;
 use infergate::webhook::admission::Admission;
-use infergate::webhook::{conversion, review};
+use infergate::webhook::{conversion, review, scan};
 
 fn admission() -> &'static Admission {
     static ADMISSION: OnceLock<Admission> = OnceLock::new();
@@ -86,8 +86,17 @@ struct SentRequest {
 
 /// A ConversionReview body: always answered with a ConversionReview (JSON)
 /// that echoes a uid and says Success with one object per object sent, or
-/// Failure with a message.
+/// Failure with a message. The conversion's JSON scanner accepts the body
+/// exactly when serde_json does.
 pub fn conversion(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        let scanned = scan::value_end(text, 0)
+            .is_ok_and(|end| scan::skip_ws(text.as_bytes(), end) == text.len());
+        let parsed = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+        // serde_json skips any depth; the scanner stops at Go's limit,
+        // which no input of the fuzzer's length reaches.
+        assert_eq!(scanned, parsed, "the scanner and serde_json disagree");
+    }
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     let metrics = METRICS.get_or_init(Metrics::new);
     let bytes = conversion::convert_review(data, metrics);

@@ -2,16 +2,18 @@
 //! the engine's lossless conversion, objects in order, in memory bounded by
 //! the body.
 //!
-//! The review is read in one pass: `objects` is visited element by element,
-//! each object kept as a slice of the body ([`RawValue`]) and converted at
-//! once, its answer written straight into the response; nothing of the
-//! whole review is ever held as a tree. The API server writes `uid` and
+//! The review is read in one pass with a [`Cursor`]: `objects` is visited
+//! element by element, each object read key by key over the body and
+//! converted at once, its answer written straight into the response;
+//! nothing of the whole review is ever held as a tree. The API server writes `uid` and
 //! `desiredAPIVersion` before `objects`; a review that does not is read a
 //! second time, the objects skipped on the first pass.
 //!
 //! One object: `apiVersion`, `kind`, `spec` and `status` are read typed
-//! (spec and status into the typed structs of their version), `metadata`
-//! as one slice: it is written back verbatim but for the
+//! (spec and status into the typed structs of their version, by
+//! serde_json), `metadata` as one slice, found and checked as JSON by the
+//! [`scan`](crate::webhook::scan) module's scanner (faster than serde_json
+//! over managed fields and escape-dense annotations): it is written back verbatim but for the
 //! `infergate.dev/conversion-data` annotation, which is all the typed
 //! conversion ([`crate::api::conversion`]) reads or writes of it. Only when
 //! its bytes may hold that annotation, or the conversion has a stash to add,
@@ -23,13 +25,14 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::api::conversion::{self, ConversionError, V1ALPHA1, V1BETA1};
 use crate::api::{CONVERSION_DATA_ANNOTATION, v1alpha1, v1beta1};
 use crate::metrics::Metrics;
 use crate::telemetry::Bounded;
+use crate::webhook::scan::Cursor;
 
 /// The review's `apiVersion`.
 const API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -118,8 +121,10 @@ impl Pieces {
 /// Convert one InferenceService object (JSON) to `desired` and return its
 /// JSON: what [`convert_review`] writes for each object.
 pub fn convert_object(object: &str, desired: &str) -> Result<Vec<u8>, ConversionError> {
-    let parsed: ObjectIn<'_> =
-        serde_json::from_str(object).map_err(|e| ConversionError::Decode(e.to_string()))?;
+    let mut cursor = Cursor::new(object);
+    let parsed = read_object(&mut cursor, "", &mut None)
+        .and_then(|parsed| cursor.end().map(|()| parsed))
+        .map_err(ConversionError::Decode)?;
     let mut out = Vec::with_capacity(object.len() + 64);
     write_converted(parsed, desired, &mut out)?;
     Ok(out)
@@ -208,13 +213,13 @@ fn read_and_convert(text: &str, out: &mut Pieces, tally: &mut Tally) -> Result<(
         header: Header::default(),
         failure: None,
     };
-    let mut de = serde_json::Deserializer::from_str(text);
-    let read = reader.deserialize_envelope(&mut de).and_then(|()| de.end());
+    let mut cursor = Cursor::new(text);
+    let read = reader.read(&mut cursor).and_then(|()| cursor.end());
     if let Some(failure) = reader.failure.take() {
         return Err(failure);
     }
     if let Err(e) = read {
-        return Err(Box::new(Failure::unreadable(&e.to_string())));
+        return Err(Box::new(Failure::unreadable(&e)));
     }
     let header = std::mem::take(&mut reader.header);
     check_header(&header)?;
@@ -229,12 +234,11 @@ fn read_and_convert(text: &str, out: &mut Pieces, tally: &mut Tally) -> Result<(
             desired: Some(header.desired.clone().unwrap_or_default()),
             ..Header::default()
         };
-        let mut de = serde_json::Deserializer::from_str(text);
-        let read = reader.deserialize_envelope(&mut de);
+        let read = reader.read(&mut Cursor::new(text));
         if let Some(failure) = reader.failure.take() {
             return Err(failure);
         }
-        read.map_err(|e| Box::new(Failure::unreadable(&e.to_string())))?;
+        read.map_err(|e| Box::new(Failure::unreadable(&e)))?;
         if !reader.header.converted {
             // No objects at all: an empty list converts to an empty list.
             reader.header.uid = header.uid.clone();
@@ -304,11 +308,138 @@ struct Envelope<'o> {
 }
 
 impl Envelope<'_> {
-    fn deserialize_envelope<'de, D: de::Deserializer<'de>>(
-        &mut self,
-        de: D,
-    ) -> Result<(), D::Error> {
-        de.deserialize_map(EnvelopeVisitor(self))
+    /// Read the review (on the second pass, only to convert its objects).
+    fn read(&mut self, cursor: &mut Cursor<'_>) -> Result<(), String> {
+        let mut seen = Seen::default();
+        cursor.object(|cursor, key| {
+            seen.check(&key, &["apiVersion", "kind", "request"])?;
+            match key.as_ref() {
+                "apiVersion" if self.pass == Pass::First => {
+                    self.header.api_version = Some(cursor.string()?.into_owned());
+                }
+                "kind" if self.pass == Pass::First => {
+                    self.header.kind = Some(cursor.string()?.into_owned());
+                }
+                "request" => {
+                    self.header.has_request = true;
+                    self.read_request(cursor)?;
+                }
+                _ => cursor.skip()?,
+            }
+            Ok(())
+        })
+    }
+
+    fn read_request(&mut self, cursor: &mut Cursor<'_>) -> Result<(), String> {
+        let mut seen = Seen::default();
+        cursor.object(|cursor, key| {
+            seen.check(&key, &["uid", "desiredAPIVersion", "objects"])?;
+            match key.as_ref() {
+                "uid" if self.pass == Pass::First => {
+                    self.header.uid = Some(cursor.string()?.into_owned());
+                }
+                "desiredAPIVersion" if self.pass == Pass::First => {
+                    self.header.desired = Some(cursor.string()?.into_owned());
+                }
+                "objects" if self.ready_to_convert() && !self.header.converted => {
+                    if self.pass == Pass::First {
+                        // Conversion needs the review's type and target known good.
+                        let partial = Header {
+                            api_version: self.header.api_version.clone(),
+                            kind: self.header.kind.clone(),
+                            has_request: true,
+                            uid: self.header.uid.clone(),
+                            desired: self.header.desired.clone(),
+                            converted: false,
+                        };
+                        let typed_ok = partial.api_version.is_some()
+                            && partial.kind.is_some()
+                            && check_header(&partial).is_ok();
+                        if !typed_ok {
+                            return cursor.skip();
+                        }
+                    }
+                    self.start_answer();
+                    self.convert_objects(cursor)?;
+                }
+                _ => cursor.skip()?,
+            }
+            Ok(())
+        })
+    }
+
+    /// Read `objects`, converting each into the answer as it is read.
+    fn convert_objects(&mut self, cursor: &mut Cursor<'_>) -> Result<(), String> {
+        let desired = self.header.desired.clone().unwrap_or_default();
+        self.tally.desired.clone_from(&desired);
+        let mut index = 0usize;
+        cursor.list(|cursor| {
+            let mut failed = None;
+            let object = match read_object(cursor, &desired, &mut failed) {
+                Ok(object) => object,
+                Err(e) => {
+                    // Not an object at all, or a typed part that did not
+                    // decode: the read cannot go on.
+                    let (name, from, what) = match failed {
+                        Some(f) => (f.name, f.from, ""),
+                        None => (String::new(), "", "invalid object: "),
+                    };
+                    self.tally.add(from, false);
+                    let message = if from.is_empty() {
+                        format!(
+                            "failed to convert object {index} to \"{}\": {what}{}",
+                            Bounded(&desired),
+                            Bounded(&e)
+                        )
+                    } else {
+                        format!(
+                            "failed to convert object {index} (\"{}\") from \"{from}\" to \"{}\": {}",
+                            Bounded(&name),
+                            Bounded(&desired),
+                            Bounded(&e)
+                        )
+                    };
+                    self.failure = Some(Box::new(Failure {
+                        uid: self.header.uid.clone().unwrap_or_default(),
+                        message,
+                        desired: desired.clone(),
+                        object: Some(FailedObject {
+                            index,
+                            name,
+                            from: from.to_owned(),
+                        }),
+                    }));
+                    return Err(e);
+                }
+            };
+            self.out.cut();
+            if index > 0 {
+                self.out.current.push(b',');
+            }
+            let (metadata, from) = (object.metadata, object.api_version.clone());
+            match write_converted(object, &desired, &mut self.out.current) {
+                Ok(from) => self.tally.add(from, true),
+                Err(e) => {
+                    let (name, from) = (name_of(metadata), from.into_owned());
+                    self.tally.add(served(&from), false);
+                    self.failure = Some(Box::new(Failure {
+                        uid: self.header.uid.clone().unwrap_or_default(),
+                        message: format!(
+                            "failed to convert object {index} (\"{}\") from \"{}\" to \"{}\": {}",
+                            Bounded(&name),
+                            Bounded(&from),
+                            Bounded(&desired),
+                            Bounded(&e.to_string())
+                        ),
+                        desired: desired.clone(),
+                        object: Some(FailedObject { index, name, from }),
+                    }));
+                    return Err("conversion failed".to_owned());
+                }
+            }
+            index += 1;
+            Ok(())
+        })
     }
 
     /// Write the answer up to the first object.
@@ -329,208 +460,20 @@ impl Envelope<'_> {
     }
 }
 
-struct EnvelopeVisitor<'a, 'o>(&'a mut Envelope<'o>);
-
-impl<'de> Visitor<'de> for EnvelopeVisitor<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a ConversionReview object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let env = self.0;
-        let mut seen = Seen::default();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            seen.check::<A::Error>(&key, &["apiVersion", "kind", "request"])?;
-            match key.as_ref() {
-                "apiVersion" if env.pass == Pass::First => {
-                    env.header.api_version = Some(map.next_value()?);
-                }
-                "kind" if env.pass == Pass::First => env.header.kind = Some(map.next_value()?),
-                "request" => {
-                    env.header.has_request = true;
-                    map.next_value_seed(RequestSeed(env))?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
 /// The fields of an envelope met so far: a review that repeats one is
 /// malformed (readers disagree on which copy counts), and refused.
 #[derive(Default)]
 struct Seen(u8);
 
 impl Seen {
-    fn check<E: de::Error>(&mut self, key: &str, fields: &[&'static str]) -> Result<(), E> {
+    fn check(&mut self, key: &str, fields: &[&'static str]) -> Result<(), String> {
         let Some(i) = fields.iter().position(|f| *f == key) else {
             return Ok(());
         };
         if self.0 & (1 << i) != 0 {
-            return Err(E::duplicate_field(fields[i]));
+            return Err(format!("duplicate field `{}`", fields[i]));
         }
         self.0 |= 1 << i;
-        Ok(())
-    }
-}
-
-struct RequestSeed<'a, 'o>(&'a mut Envelope<'o>);
-
-impl<'de> DeserializeSeed<'de> for RequestSeed<'_, '_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
-        de.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RequestSeed<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a ConversionRequest object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let env = self.0;
-        let mut seen = Seen::default();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            seen.check::<A::Error>(&key, &["uid", "desiredAPIVersion", "objects"])?;
-            match key.as_ref() {
-                "uid" if env.pass == Pass::First => env.header.uid = Some(map.next_value()?),
-                "desiredAPIVersion" if env.pass == Pass::First => {
-                    env.header.desired = Some(map.next_value()?);
-                }
-                "objects" if env.ready_to_convert() && !env.header.converted => {
-                    if env.pass == Pass::First {
-                        // Conversion needs the review's type and target known good.
-                        let partial = Header {
-                            api_version: env.header.api_version.clone(),
-                            kind: env.header.kind.clone(),
-                            has_request: true,
-                            uid: env.header.uid.clone(),
-                            desired: env.header.desired.clone(),
-                            converted: false,
-                        };
-                        let typed_ok = partial.api_version.is_some()
-                            && partial.kind.is_some()
-                            && check_header(&partial).is_ok();
-                        if !typed_ok {
-                            map.next_value::<IgnoredAny>()?;
-                            continue;
-                        }
-                    }
-                    env.start_answer();
-                    map.next_value_seed(ObjectsSeed(env))?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-struct ObjectsSeed<'a, 'o>(&'a mut Envelope<'o>);
-
-impl<'de> DeserializeSeed<'de> for ObjectsSeed<'_, '_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
-        de.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of objects")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let env = self.0;
-        let desired = env.header.desired.clone().unwrap_or_default();
-        env.tally.desired.clone_from(&desired);
-        let mut index = 0usize;
-        loop {
-            let mut failed = None;
-            let seed = ObjectSeed {
-                desired: &desired,
-                failed: &mut failed,
-            };
-            let object = match seq.next_element_seed(seed) {
-                Ok(Some(object)) => object,
-                Ok(None) => break,
-                Err(e) => {
-                    // Not an object at all, or a typed part that did not
-                    // decode: the read cannot go on.
-                    let (name, from, what) = match failed {
-                        Some(f) => (f.name, f.from, ""),
-                        None => (String::new(), "", "invalid object: "),
-                    };
-                    env.tally.add(from, false);
-                    let message = if from.is_empty() {
-                        format!(
-                            "failed to convert object {index} to \"{}\": {what}{}",
-                            Bounded(&desired),
-                            Bounded(&e.to_string())
-                        )
-                    } else {
-                        format!(
-                            "failed to convert object {index} (\"{}\") from \"{from}\" to \"{}\": {}",
-                            Bounded(&name),
-                            Bounded(&desired),
-                            Bounded(&e.to_string())
-                        )
-                    };
-                    env.failure = Some(Box::new(Failure {
-                        uid: env.header.uid.clone().unwrap_or_default(),
-                        message,
-                        desired: desired.clone(),
-                        object: Some(FailedObject {
-                            index,
-                            name,
-                            from: from.to_owned(),
-                        }),
-                    }));
-                    return Err(e);
-                }
-            };
-            env.out.cut();
-            if index > 0 {
-                env.out.current.push(b',');
-            }
-            let (metadata, from) = (object.metadata, object.api_version.clone());
-            let converted = write_converted(object, &desired, &mut env.out.current);
-            if let Err(e) = converted {
-                let (name, from) = (name_of(metadata), from.into_owned());
-                env.tally.add(served(&from), false);
-                env.failure = Some(Box::new(Failure {
-                    uid: env.header.uid.clone().unwrap_or_default(),
-                    message: format!(
-                        "failed to convert object {index} (\"{}\") from \"{}\" to \"{}\": {}",
-                        Bounded(&name),
-                        Bounded(&from),
-                        Bounded(&desired),
-                        Bounded(&e.to_string())
-                    ),
-                    desired: desired.clone(),
-                    object: Some(FailedObject { index, name, from }),
-                }));
-                return Err(de::Error::custom("conversion failed"));
-            }
-            if let Ok(from) = converted {
-                env.tally.add(from, true);
-            }
-            index += 1;
-        }
         Ok(())
     }
 }
@@ -540,11 +483,12 @@ impl<'de> Visitor<'de> for ObjectsSeed<'_, '_> {
 /// when the object is to be converted and its version is known by the
 /// time they come (the API server writes `apiVersion` and `kind` first),
 /// else as slices, decoded when converted. `metadata` is an object
-/// (checked) or absent (also when `null`).
+/// (checked) or absent (also when `null`). Every slice is JSON checked by
+/// the [`Cursor`]'s scanner.
 struct ObjectIn<'a> {
     api_version: Cow<'a, str>,
     kind: Cow<'a, str>,
-    metadata: Option<&'a RawValue>,
+    metadata: Option<&'a str>,
     spec: Option<Part<'a, Spec>>,
     status: Option<Part<'a, Status>>,
     /// Any other top-level field, kept for a same-version answer.
@@ -553,7 +497,7 @@ struct ObjectIn<'a> {
 
 /// `spec` or `status`: as a slice, or already decoded.
 enum Part<'a, T> {
-    Raw(&'a RawValue),
+    Raw(&'a str),
     Typed(T),
 }
 
@@ -574,14 +518,14 @@ enum Status {
 }
 
 /// `metadata.name`, for messages.
-fn name_of(metadata: Option<&RawValue>) -> String {
+fn name_of(metadata: Option<&str>) -> String {
     metadata
-        .and_then(|m| Metadata::deserialize(m).ok())
+        .and_then(|m| serde_json::from_str::<Metadata<'_>>(m).ok())
         .and_then(|m| {
             m.entries
                 .iter()
                 .find(|(k, _)| k == "name")
-                .and_then(|(_, v)| serde_json::from_str::<String>(v.get()).ok())
+                .and_then(|(_, v)| serde_json::from_str::<String>(v).ok())
         })
         .unwrap_or_default()
 }
@@ -611,138 +555,100 @@ struct DecodeFailure {
     from: &'static str,
 }
 
-/// Reads one object of a review converted to `desired`.
-struct ObjectSeed<'s> {
-    desired: &'s str,
-    /// Set when a typed `spec` or `status` failed to decode (the read of
-    /// the review stops there).
-    failed: &'s mut Option<DecodeFailure>,
-}
-
-impl<'de> Deserialize<'de> for ObjectIn<'de> {
-    fn deserialize<D: de::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        let mut failed = None;
-        ObjectSeed {
-            desired: "",
-            failed: &mut failed,
-        }
-        .deserialize(de)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
-    type Value = ObjectIn<'de>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<ObjectIn<'de>, D::Error> {
-        de.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ObjectSeed<'_> {
-    type Value = ObjectIn<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectIn<'de>, A::Error> {
-        let mut object = ObjectIn {
-            api_version: Cow::Borrowed(""),
-            kind: Cow::Borrowed(""),
-            metadata: None,
-            spec: None,
-            status: None,
-            rest: Vec::new(),
-        };
-        // An object that repeats one of these is refused: readers disagree
-        // on which copy counts, and a typed part must match the version.
-        let mut seen = Seen::default();
-        let fields = ["apiVersion", "kind", "metadata", "spec", "status"];
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            seen.check::<A::Error>(&key, &fields)?;
-            match key.as_ref() {
-                "apiVersion" => object.api_version = map.next_value()?,
-                "kind" => object.kind = map.next_value()?,
-                "metadata" => object.metadata = object_or_null(map.next_value()?)?,
-                "spec" => {
-                    object.spec = Some(match object.decode_as(self.desired) {
-                        Some(V1ALPHA1) => Part::Typed(Spec::V1alpha1(typed_value(
-                            &mut map,
-                            &object,
-                            V1ALPHA1,
-                            "spec",
-                            self.failed,
-                        )?)),
-                        Some(from) => Part::Typed(Spec::V1beta1(typed_value(
-                            &mut map,
-                            &object,
-                            from,
-                            "spec",
-                            self.failed,
-                        )?)),
-                        None => Part::Raw(map.next_value()?),
-                    });
-                }
-                "status" => {
-                    object.status = Some(match object.decode_as(self.desired) {
-                        Some(V1ALPHA1) => Part::Typed(Status::V1alpha1(typed_value(
-                            &mut map,
-                            &object,
-                            V1ALPHA1,
-                            "status",
-                            self.failed,
-                        )?)),
-                        Some(from) => Part::Typed(Status::V1beta1(typed_value(
-                            &mut map,
-                            &object,
-                            from,
-                            "status",
-                            self.failed,
-                        )?)),
-                        None => Part::Raw(map.next_value()?),
-                    });
-                }
-                _ => object.rest.push((key, map.next_value()?)),
+/// Read one object of a review converted to `desired` (`""`: every part
+/// as a slice). `failed` is set when a typed `spec` or `status` failed to
+/// decode (the read of the review stops there).
+fn read_object<'a>(
+    cursor: &mut Cursor<'a>,
+    desired: &str,
+    failed: &mut Option<DecodeFailure>,
+) -> Result<ObjectIn<'a>, String> {
+    let mut object = ObjectIn {
+        api_version: Cow::Borrowed(""),
+        kind: Cow::Borrowed(""),
+        metadata: None,
+        spec: None,
+        status: None,
+        rest: Vec::new(),
+    };
+    // An object that repeats one of these is refused: readers disagree
+    // on which copy counts, and a typed part must match the version.
+    let mut seen = Seen::default();
+    let fields = ["apiVersion", "kind", "metadata", "spec", "status"];
+    cursor.object(|cursor, key| {
+        seen.check(&key, &fields)?;
+        match key.as_ref() {
+            "apiVersion" => object.api_version = cursor.string()?,
+            "kind" => object.kind = cursor.string()?,
+            "metadata" => object.metadata = object_or_null(slice(cursor)?)?,
+            "spec" => {
+                object.spec = Some(match object.decode_as(desired) {
+                    Some(V1ALPHA1) => Part::Typed(Spec::V1alpha1(typed_value(
+                        cursor, &object, V1ALPHA1, "spec", failed,
+                    )?)),
+                    Some(from) => Part::Typed(Spec::V1beta1(typed_value(
+                        cursor, &object, from, "spec", failed,
+                    )?)),
+                    None => Part::Raw(slice(cursor)?),
+                });
             }
+            "status" => {
+                object.status = Some(match object.decode_as(desired) {
+                    Some(V1ALPHA1) => Part::Typed(Status::V1alpha1(typed_value(
+                        cursor, &object, V1ALPHA1, "status", failed,
+                    )?)),
+                    Some(from) => Part::Typed(Status::V1beta1(typed_value(
+                        cursor, &object, from, "status", failed,
+                    )?)),
+                    None => Part::Raw(slice(cursor)?),
+                });
+            }
+            _ => object.rest.push((key, slice(cursor)?)),
         }
-        Ok(object)
-    }
+        Ok(())
+    })?;
+    Ok(object)
+}
+
+/// The next value as a slice, checked as JSON.
+fn slice<'a>(cursor: &mut Cursor<'a>) -> Result<&'a str, String> {
+    cursor.value().map_err(|e| e.to_string())
 }
 
 /// The next value decoded as `T`; a failure names the part and records
 /// which object it was.
-fn typed_value<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
-    map: &mut A,
-    object: &ObjectIn<'de>,
+fn typed_value<'a, T: Deserialize<'a>>(
+    cursor: &mut Cursor<'a>,
+    object: &ObjectIn<'a>,
     from: &'static str,
     part: &str,
     failed: &mut Option<DecodeFailure>,
-) -> Result<T, A::Error> {
-    map.next_value().map_err(|e: A::Error| {
+) -> Result<T, String> {
+    cursor.typed().map_err(|e| {
         *failed = Some(DecodeFailure {
             name: object.name(),
             from,
         });
-        de::Error::custom(format!("{part}: {e}"))
+        format!("{part}: {e}")
     })
 }
 
 /// `metadata` as read: an object, or `null` (as if absent); anything else
 /// is refused as the typed reading would.
-fn object_or_null<E: de::Error>(raw: &RawValue) -> Result<Option<&RawValue>, E> {
-    match raw.get().as_bytes().first() {
+fn object_or_null(raw: &str) -> Result<Option<&str>, String> {
+    match raw.as_bytes().first() {
         Some(b'{') => Ok(Some(raw)),
-        _ if raw.get() == "null" => Ok(None),
-        _ => Metadata::deserialize(raw)
+        _ if raw == "null" => Ok(None),
+        _ => serde_json::from_str::<Metadata<'_>>(raw)
             .map(|_| None)
-            .map_err(|e| E::custom(format!("metadata: {e}"))),
+            .map_err(|e| format!("metadata: {e}")),
     }
 }
 
 /// Whether some key of this `metadata` may be the conversion annotation:
 /// its name appears, or a `\u` escape could spell it. Otherwise the
 /// object carries no stash and its metadata can be copied as it is.
-fn may_hold_stash(metadata: &RawValue) -> bool {
+fn may_hold_stash(metadata: &str) -> bool {
     use memchr::memmem::Finder;
     use std::sync::LazyLock;
     static NAME: LazyLock<Finder<'static>> = LazyLock::new(|| {
@@ -750,12 +656,12 @@ fn may_hold_stash(metadata: &RawValue) -> bool {
         Finder::new(name.unwrap_or(CONVERSION_DATA_ANNOTATION))
     });
     static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br"\u"));
-    let bytes = metadata.get().as_bytes();
+    let bytes = metadata.as_bytes();
     NAME.find(bytes).is_some() || UNICODE_ESCAPE.find(bytes).is_some()
 }
 
-/// A JSON object, key by key, values as slices.
-type RawMap<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
+/// A JSON object, key by key, values as slices (JSON, checked).
+type RawMap<'a> = Vec<(Cow<'a, str>, &'a str)>;
 
 /// `metadata` read in the object's one pass: every key with its value as a
 /// slice, and `annotations` (when a map) key by key as well.
@@ -776,7 +682,7 @@ impl<'de> Visitor<'de> for RawMapVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawMap<'de>, A::Error> {
         let mut out = Vec::new();
         while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
-            out.push((k, v));
+            out.push((k, v.get()));
         }
         Ok(out)
     }
@@ -824,9 +730,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Metadata<'a> {
                         let Annotations(map) = map.next_value()?;
                         annotations = map;
                         // Kept in place (its slice is not needed: it is rewritten).
-                        entries.push((key, RawValue::NULL));
+                        entries.push((key, "null"));
                     } else {
-                        entries.push((key, map.next_value::<&'de RawValue>()?));
+                        entries.push((key, map.next_value::<&'de RawValue>()?.get()));
                     }
                 }
                 Ok(Metadata {
@@ -839,8 +745,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Metadata<'a> {
     }
 }
 
-fn decode<'a, T: Deserialize<'a>>(raw: &'a RawValue, what: &str) -> Result<T, ConversionError> {
-    serde_json::from_str(raw.get()).map_err(|e| ConversionError::Decode(format!("{what}: {e}")))
+fn decode<'a, T: Deserialize<'a>>(raw: &'a str, what: &str) -> Result<T, ConversionError> {
+    serde_json::from_str(raw).map_err(|e| ConversionError::Decode(format!("{what}: {e}")))
 }
 
 /// Convert one object to `desired`, appending its JSON to `out`; the
@@ -916,8 +822,9 @@ fn write_converted(
 }
 
 /// `metadata`, key by key.
-fn read_metadata<'a>(raw: &'a RawValue) -> Result<Metadata<'a>, ConversionError> {
-    Metadata::deserialize(raw).map_err(|e| ConversionError::Decode(format!("metadata: {e}")))
+fn read_metadata<'a>(raw: &'a str) -> Result<Metadata<'a>, ConversionError> {
+    serde_json::from_str::<Metadata<'a>>(raw)
+        .map_err(|e| ConversionError::Decode(format!("metadata: {e}")))
 }
 
 /// An object converted, typed, with the light metadata the conversion saw.
@@ -1066,7 +973,7 @@ impl Converted {
     fn write_with_raw_metadata(
         &self,
         out: &mut Vec<u8>,
-        metadata: &RawValue,
+        metadata: &str,
     ) -> Result<(), ConversionError> {
         match self {
             Self::V1beta1(b) => write_head(out, V1BETA1, metadata, &b.spec, b.status.as_ref()),
@@ -1079,14 +986,14 @@ impl Converted {
 fn write_head<S: serde::Serialize, St: serde::Serialize>(
     out: &mut Vec<u8>,
     api_version: &str,
-    metadata: &RawValue,
+    metadata: &str,
     spec: &S,
     status: Option<&St>,
 ) -> Result<(), ConversionError> {
     out.extend_from_slice(br#"{"apiVersion":"#);
     json(out, api_version)?;
     out.extend_from_slice(br#","kind":"InferenceService","metadata":"#);
-    out.extend_from_slice(metadata.get().as_bytes());
+    out.extend_from_slice(metadata.as_bytes());
     write_body(out, spec, status)
 }
 
@@ -1098,7 +1005,7 @@ struct Original<'r, 'a> {
 }
 
 /// A part of an object already in the desired version: read as a slice.
-fn slice_of<'a, T>(part: Option<&Part<'a, T>>) -> Result<Option<&'a RawValue>, ConversionError> {
+fn slice_of<'a, T>(part: Option<&Part<'a, T>>) -> Result<Option<&'a str>, ConversionError> {
     match part {
         None => Ok(None),
         Some(Part::Raw(raw)) => Ok(Some(*raw)),
@@ -1116,7 +1023,7 @@ fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), Conve
     json(out, object.kind.as_ref())?;
     if let Some(metadata) = object.metadata {
         out.extend_from_slice(br#","metadata":"#);
-        out.extend_from_slice(metadata.get().as_bytes());
+        out.extend_from_slice(metadata.as_bytes());
     }
     let fields = [
         ("spec", slice_of(object.spec.as_ref())?),
@@ -1128,7 +1035,7 @@ fn write_unchanged(object: &ObjectIn<'_>, out: &mut Vec<u8>) -> Result<(), Conve
         out.push(b',');
         json(out, key)?;
         out.push(b':');
-        out.extend_from_slice(value.get().as_bytes());
+        out.extend_from_slice(value.as_bytes());
     }
     out.push(b'}');
     Ok(())
@@ -1222,7 +1129,7 @@ fn write_object<S: serde::Serialize, St: serde::Serialize>(
                     sep(out);
                     write_key(out, key);
                     out.push(b':');
-                    out.extend_from_slice(value.get().as_bytes());
+                    out.extend_from_slice(value.as_bytes());
                 }
             }
             if keep_annotations && !wrote_annotations {
@@ -1277,7 +1184,7 @@ fn write_annotations(
         }
         write_key(out, key);
         out.push(b':');
-        out.extend_from_slice(value.get().as_bytes());
+        out.extend_from_slice(value.as_bytes());
     }
     if let Some(stash) = stash {
         if !first {

@@ -7,6 +7,7 @@
 //! - [`review`]: the one decode of an AdmissionReview and the one encoder
 //!   of its answer;
 //! - [`admission`] and [`conversion`]: what the handlers do, on typed reviews;
+//! - [`scan`]: the validating JSON scanner conversion reads reviews with;
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
 //!   self-signed Secret and caBundle injection).
@@ -17,5 +18,6 @@ pub mod limits;
 pub mod listener;
 pub mod patch;
 pub mod review;
+pub mod scan;
 pub mod server;
 pub mod tls;
