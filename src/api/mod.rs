@@ -2,6 +2,7 @@
 //! between the `InferenceService` versions as pure functions.
 
 pub mod common;
+pub mod conditions;
 pub mod conversion;
 pub mod policy;
 pub mod rollout;

@@ -246,6 +246,10 @@ pub struct PolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Conditions in the Kubernetes shape.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "crate::api::conditions::serialize"
+    )]
     pub conditions: Vec<Condition>,
 }

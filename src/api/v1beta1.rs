@@ -297,7 +297,11 @@ pub struct InferenceServiceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Ready, Reconciled, RoutingReady, PolicyCompliant.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "crate::api::conditions::serialize"
+    )]
     pub conditions: Vec<Condition>,
     /// Replicas of the primary track.
     #[serde(default, skip_serializing_if = "Option::is_none")]

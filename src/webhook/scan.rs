@@ -243,7 +243,7 @@ fn escape_len(b: &[u8], at: usize) -> Result<usize, ScanError> {
 /// quote) ends (just past its closing quote), and whether it holds an
 /// escape. A short string is looked at 16 bytes at a time; once a string
 /// proves long or holds an escape, 64 bytes at a time.
-#[inline]
+#[inline(always)]
 pub fn string_end(b: &[u8], mut i: usize) -> Result<(usize, bool), ScanError> {
     let mut escaped = false;
     let mut wide_blocks = false;
