@@ -489,6 +489,9 @@ struct ObjectIn<'a> {
     api_version: Cow<'a, str>,
     kind: Cow<'a, str>,
     metadata: Option<&'a str>,
+    /// Whether a string in `metadata` holds a `\u` escape (which could
+    /// spell the conversion annotation's name).
+    metadata_unicode: bool,
     spec: Option<Part<'a, Spec>>,
     status: Option<Part<'a, Status>>,
     /// Any other top-level field, kept for a same-version answer.
@@ -567,6 +570,7 @@ fn read_object<'a>(
         api_version: Cow::Borrowed(""),
         kind: Cow::Borrowed(""),
         metadata: None,
+        metadata_unicode: false,
         spec: None,
         status: None,
         rest: Vec::new(),
@@ -580,7 +584,10 @@ fn read_object<'a>(
         match key.as_ref() {
             "apiVersion" => object.api_version = cursor.string()?,
             "kind" => object.kind = cursor.string()?,
-            "metadata" => object.metadata = object_or_null(slice(cursor)?)?,
+            "metadata" => {
+                object.metadata = object_or_null(slice(cursor)?)?;
+                object.metadata_unicode = cursor.saw_unicode_escape();
+            }
             "spec" => {
                 object.spec = Some(match object.decode_as(desired) {
                     Some(V1ALPHA1) => Part::Typed(Spec::V1alpha1(typed_value(
@@ -646,18 +653,17 @@ fn object_or_null(raw: &str) -> Result<Option<&str>, String> {
 }
 
 /// Whether some key of this `metadata` may be the conversion annotation:
-/// its name appears, or a `\u` escape could spell it. Otherwise the
-/// object carries no stash and its metadata can be copied as it is.
-fn may_hold_stash(metadata: &str) -> bool {
+/// its name appears, or a `\u` escape (`unicode`, seen by the scanner)
+/// could spell it. Otherwise the object carries no stash and its metadata
+/// can be copied as it is.
+fn may_hold_stash(metadata: &str, unicode: bool) -> bool {
     use memchr::memmem::Finder;
     use std::sync::LazyLock;
     static NAME: LazyLock<Finder<'static>> = LazyLock::new(|| {
         let name = CONVERSION_DATA_ANNOTATION.rsplit('/').next();
         Finder::new(name.unwrap_or(CONVERSION_DATA_ANNOTATION))
     });
-    static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(br"\u"));
-    let bytes = metadata.as_bytes();
-    NAME.find(bytes).is_some() || UNICODE_ESCAPE.find(bytes).is_some()
+    unicode || NAME.find(metadata.as_bytes()).is_some()
 }
 
 /// A JSON object, key by key, values as slices (JSON, checked).
@@ -774,6 +780,7 @@ fn write_converted(
     }
     let ObjectIn {
         metadata,
+        metadata_unicode,
         spec,
         status,
         ..
@@ -784,7 +791,7 @@ fn write_converted(
     // Most objects hold no stash: their metadata is not even read, and is
     // copied as it is unless the conversion has something to stash.
     let parsed = match metadata {
-        Some(raw) if may_hold_stash(raw) => Some(read_metadata(raw)?),
+        Some(raw) if may_hold_stash(raw, metadata_unicode) => Some(read_metadata(raw)?),
         _ => None,
     };
     let light = light_metadata(parsed.as_ref().and_then(|m| m.annotations.as_ref()))?;

@@ -70,12 +70,24 @@ pub fn value_end(text: &str, at: usize) -> Result<usize, ScanError> {
 pub struct Scanner {
     /// `{` or `[` for each container open.
     open: Vec<u8>,
+    /// Whether a string of the last value scanned holds a `\u` escape.
+    unicode: bool,
+}
+
+/// What escapes a string holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Escapes {
+    /// Any escape.
+    pub any: bool,
+    /// A `\u` escape.
+    pub unicode: bool,
 }
 
 impl Scanner {
     /// Where the value starting at or after `at` ends, checked as JSON.
     pub fn value_end(&mut self, b: &[u8], at: usize) -> Result<usize, ScanError> {
         self.open.clear();
+        self.unicode = false;
         let mut i = skip_ws(b, at);
         'value: loop {
             match b.get(i) {
@@ -86,7 +98,7 @@ impl Scanner {
                         i += 1;
                     } else {
                         self.open.push(b'{');
-                        i = after_key(b, i)?;
+                        i = self.after_key(b, i)?;
                         continue 'value;
                     }
                 }
@@ -100,7 +112,7 @@ impl Scanner {
                         continue 'value;
                     }
                 }
-                Some(b'"') => i = string_end(b, i + 1)?.0,
+                Some(b'"') => i = self.string_end(b, i + 1)?,
                 Some(b'-' | b'0'..=b'9') => i = number_end(b, i)?,
                 Some(b't') => i = literal_end(b, i, b"true")?,
                 Some(b'f') => i = literal_end(b, i, b"false")?,
@@ -118,7 +130,7 @@ impl Scanner {
                     (_, Some(b',')) => {
                         i = skip_ws(b, i + 1);
                         if open == b'{' {
-                            i = after_key(b, i)?;
+                            i = self.after_key(b, i)?;
                         }
                         continue 'value;
                     }
@@ -133,6 +145,32 @@ impl Scanner {
         }
     }
 
+    /// Whether a string in the last value scanned holds a `\u` escape.
+    #[must_use]
+    pub fn saw_unicode_escape(&self) -> bool {
+        self.unicode
+    }
+
+    /// A key at `i` and its colon: where its value starts.
+    #[inline(always)]
+    fn after_key(&mut self, b: &[u8], i: usize) -> Result<usize, ScanError> {
+        if b.get(i) != Some(&b'"') {
+            return fail(i, "expected a string key");
+        }
+        let i = skip_ws(b, self.string_end(b, i + 1)?);
+        if b.get(i) != Some(&b':') {
+            return fail(i, "expected `:` after a key");
+        }
+        Ok(skip_ws(b, i + 1))
+    }
+
+    #[inline(always)]
+    fn string_end(&mut self, b: &[u8], i: usize) -> Result<usize, ScanError> {
+        let (end, escapes) = string_end(b, i)?;
+        self.unicode |= escapes.unicode;
+        Ok(end)
+    }
+
     /// Whether one more container may open (at `at`).
     fn may_open(&self, at: usize) -> Result<(), ScanError> {
         if self.open.len() >= MAX_DEPTH {
@@ -140,18 +178,6 @@ impl Scanner {
         }
         Ok(())
     }
-}
-
-/// A key at `i` and its colon: where its value starts.
-fn after_key(b: &[u8], i: usize) -> Result<usize, ScanError> {
-    if b.get(i) != Some(&b'"') {
-        return fail(i, "expected a string key");
-    }
-    let i = skip_ws(b, string_end(b, i + 1)?.0);
-    if b.get(i) != Some(&b':') {
-        return fail(i, "expected `:` after a key");
-    }
-    Ok(skip_ws(b, i + 1))
 }
 
 fn literal_end(b: &[u8], i: usize, literal: &[u8]) -> Result<usize, ScanError> {
@@ -240,12 +266,11 @@ fn escape_len(b: &[u8], at: usize) -> Result<usize, ScanError> {
 }
 
 /// Where the string whose content starts at `i` (just past its opening
-/// quote) ends (just past its closing quote), and whether it holds an
-/// escape. A short string is looked at 16 bytes at a time; once a string
+/// quote) ends (just past its closing quote), and what escapes it holds. A short string is looked at 16 bytes at a time; once a string
 /// proves long or holds an escape, 64 bytes at a time.
 #[inline(always)]
-pub fn string_end(b: &[u8], mut i: usize) -> Result<(usize, bool), ScanError> {
-    let mut escaped = false;
+pub fn string_end(b: &[u8], mut i: usize) -> Result<(usize, Escapes), ScanError> {
+    let mut escapes = Escapes::default();
     let mut wide_blocks = false;
     loop {
         let left = b.len() - i;
@@ -266,10 +291,12 @@ pub fn string_end(b: &[u8], mut i: usize) -> Result<(usize, bool), ScanError> {
         while mask != 0 {
             let p = mask.trailing_zeros() as usize;
             match b[i + p] {
-                b'"' => return Ok((i + p + 1, escaped)),
+                b'"' => return Ok((i + p + 1, escapes)),
                 b'\\' => {
-                    escaped = true;
-                    let after = p + escape_len(b, i + p)?;
+                    let len = escape_len(b, i + p)?;
+                    escapes.any = true;
+                    escapes.unicode |= len == 6;
+                    let after = p + len;
                     if after >= width {
                         next = after;
                         break;
@@ -327,16 +354,22 @@ impl<'a> Cursor<'a> {
             let found = self.value().map_or("something else", kind_of);
             return Err(format!("expected a string at byte {start}, found {found}"));
         }
-        let (end, escaped) =
+        let (end, escapes) =
             string_end(self.text.as_bytes(), start + 1).map_err(|e| e.to_string())?;
         self.at = end;
-        if escaped {
+        if escapes.any {
             serde_json::from_str::<String>(&self.text[start..end])
                 .map(Cow::Owned)
                 .map_err(|e| format!("string at byte {start}: {e}"))
         } else {
             Ok(Cow::Borrowed(&self.text[start + 1..end - 1]))
         }
+    }
+
+    /// Whether a string of the last [`Cursor::value`] holds a `\u` escape.
+    #[must_use]
+    pub fn saw_unicode_escape(&self) -> bool {
+        self.scanner.saw_unicode_escape()
     }
 
     /// The next value decoded as `T` by serde_json (its error as is).
@@ -558,6 +591,20 @@ mod tests {
                     assert_eq!(end, body.len(), "{body:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn unicode_escapes_are_noticed_in_keys_and_values() {
+        let mut scanner = Scanner::default();
+        for (text, unicode) in [
+            (r#"{"a":"b","c":["d\"e"]}"#, false),
+            (r#"{"a":"b","c":["d\u0065"]}"#, true),
+            (r#"{"\u0061":1}"#, true),
+            (r#"["\\u"]"#, false),
+        ] {
+            scanner.value_end(text.as_bytes(), 0).unwrap();
+            assert_eq!(scanner.saw_unicode_escape(), unicode, "{text}");
         }
     }
 
