@@ -1058,6 +1058,59 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     }
 }
 
+/// A review of one v1alpha1 object whose `metadata` is `metadata`.
+fn review_with_metadata(metadata: &str) -> Vec<u8> {
+    format!(
+        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[{{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","metadata":{metadata},"spec":{{"modelRef":"m"}}}}]}}}}"#
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn metadata_is_checked_as_json_before_it_is_copied() {
+    let st = state();
+    // Copied as it came (the scanner checked it): escapes, nesting (as
+    // deep as this test's own reader reads), text beyond ASCII.
+    let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+    let metadata = format!(
+        r#"{{"name":"x","annotations":{{"a":"q\"uote\\d \u00e9 漢"}},"labels":{{"deep":{deep}}}}}"#
+    );
+    let (status, v) = post_raw(&st, "/convert", review_with_metadata(&metadata)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v["response"]["result"]["status"], "Success", "{v}");
+    let copied = &v["response"]["convertedObjects"][0]["metadata"];
+    assert_eq!(copied["annotations"]["a"], "q\"uote\\d é 漢");
+    assert_eq!(copied["name"], "x");
+    // Not JSON, or deeper than the API server could have sent: refused,
+    // saying what and where.
+    for (metadata, says) in [
+        (
+            r#"{"name":"x","a":"\q"}"#.to_owned(),
+            "invalid escape in a string at byte",
+        ),
+        (
+            "{\"name\":\"x\u{1}\"}".to_owned(),
+            "control character in a string at byte",
+        ),
+        (
+            r#"{"name":"x",}"#.to_owned(),
+            "expected a string key at byte",
+        ),
+        (r#"{"name":01}"#.to_owned(), "at byte"),
+        ("[".repeat(20_000), "nested too deeply at byte"),
+    ] {
+        let (status, v) = post_raw(&st, "/convert", review_with_metadata(&metadata)).await;
+        assert_eq!(status, StatusCode::OK);
+        let message = failure_message(&v);
+        assert!(
+            message.starts_with(
+                "failed to convert object 0 to \"infergate.dev/v1beta1\": invalid object: "
+            ) && message.contains(says),
+            "{message}"
+        );
+    }
+}
+
 // ---------------------------------------------------------------- probes
 
 async fn get_probe(st: &Arc<AppState>, path: &str) -> (StatusCode, String) {
