@@ -745,6 +745,15 @@ fn the_streaming_path_reads_metadata_whenever_a_stash_may_be_involved() {
     let back = convert_object(&escaped, V1BETA1).unwrap();
     let back: serde_json::Value = serde_json::from_slice(&back).unwrap();
     assert_eq!(back, beta);
+    // Also when no byte of the metadata spells the name as it is.
+    let hidden = stashed.replace(
+        "\"infergate.dev/conversion-data\"",
+        "\"infergate.dev/conversion\\u002ddata\"",
+    );
+    assert!(!hidden.contains("conversion-data"), "{hidden}");
+    let back = convert_object(&hidden, V1BETA1).unwrap();
+    let back: serde_json::Value = serde_json::from_slice(&back).unwrap();
+    assert_eq!(back, beta);
 
     // Nothing to stash: metadata is copied as it was written.
     let text = r#"{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","metadata": { "name" : "chat","labels":{"a\/b":"c"} },"spec":{"modelRef":"m"}}"#;

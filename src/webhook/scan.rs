@@ -91,24 +91,17 @@ impl Scanner {
         let mut i = skip_ws(b, at);
         'value: loop {
             match b.get(i) {
-                Some(b'{') => {
+                Some(&open @ (b'{' | b'[')) => {
                     self.may_open(i)?;
                     i = skip_ws(b, i + 1);
-                    if b.get(i) == Some(&b'}') {
+                    let close = if open == b'{' { b'}' } else { b']' };
+                    if b.get(i) == Some(&close) {
                         i += 1;
                     } else {
-                        self.open.push(b'{');
-                        i = self.after_key(b, i)?;
-                        continue 'value;
-                    }
-                }
-                Some(b'[') => {
-                    self.may_open(i)?;
-                    i = skip_ws(b, i + 1);
-                    if b.get(i) == Some(&b']') {
-                        i += 1;
-                    } else {
-                        self.open.push(b'[');
+                        self.open.push(open);
+                        if open == b'{' {
+                            i = self.after_key(b, i)?;
+                        }
                         continue 'value;
                     }
                 }
