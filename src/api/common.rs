@@ -14,6 +14,21 @@ pub const DEFAULTED_FROM_ANNOTATION: &str = "infergate.dev/defaulted-from";
 /// Annotation carrying what one version cannot express across a conversion.
 pub const CONVERSION_DATA_ANNOTATION: &str = "infergate.dev/conversion-data";
 
+/// A model reference.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSpec {
+    /// Name of the model the engine serves (1..253 characters, no whitespace).
+    #[serde(rename = "ref")]
+    #[schemars(length(max = 253))]
+    #[x_kube(validation = Rule::new("size(self) >= 1 && !self.matches('\\\\s')").message("model.ref must be 1 to 253 characters without whitespace"))]
+    pub r#ref: String,
+    /// Optional OCI artifact holding the weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub image: Option<String>,
+}
+
 /// CPU, memory and GPU memory per replica.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]

@@ -2,11 +2,10 @@
 //! [`Condition`], field for field and byte for byte, with its
 //! `lastTransitionTime` formatted by jiff's RFC 3339 printer instead of the
 //! `strtime` pattern k8s-openapi's `Time` goes through. The text is the
-//! same for every time in years 0 to 9999 (seconds, fractions dropped, `Z`);
-//! the printer costs a quarter as much, and the conversion webhook writes a
-//! condition for every v1alpha1 object it converts (4% of a conversion's
-//! instructions went to that one pattern). Times outside those years are
-//! written by k8s-openapi itself.
+//! same for every time in years 0 to 9999 (seconds, fractions dropped, `Z`),
+//! the printer is the cheaper of the two, and the conversion webhook writes a
+//! condition for every v1alpha1 object it converts. Times outside those years
+//! are written by k8s-openapi itself.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::ser::{SerializeSeq, SerializeStruct};

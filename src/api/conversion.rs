@@ -19,7 +19,8 @@ use kube::api::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{CONVERSION_DATA_ANNOTATION, v1alpha1, v1beta1};
+use super::common::CONVERSION_DATA_ANNOTATION;
+use super::{v1alpha1, v1beta1};
 
 /// `infergate.dev/v1alpha1`.
 pub const V1ALPHA1: &str = "infergate.dev/v1alpha1";

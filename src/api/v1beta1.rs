@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::common::{
     AcceleratorType, BackendKind, EndpointPickerMode, EndpointPickerSpec, FailureMode, GatewayRef,
-    HealthCheckSpec, MetricsSpec, ResourcesSpec,
+    HealthCheckSpec, MetricsSpec, ModelSpec, ResourcesSpec,
 };
 
 /// The desired state of an inference service.
@@ -102,21 +102,6 @@ pub struct InferenceServiceSpec {
     /// The Ray Serve graph; required iff `backend: RayService`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphSpec>,
-}
-
-/// A model reference.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelSpec {
-    /// Name of the model the engine serves (1..253 characters, no whitespace).
-    #[serde(rename = "ref")]
-    #[schemars(length(max = 253))]
-    #[x_kube(validation = Rule::new("size(self) >= 1 && !self.matches('\\\\s')").message("model.ref must be 1 to 253 characters without whitespace"))]
-    pub r#ref: String,
-    /// Optional OCI artifact holding the weights.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 1024))]
-    pub image: Option<String>,
 }
 
 /// The serving engine container.
