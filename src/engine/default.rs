@@ -27,8 +27,9 @@ use super::builtin::{
     DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TARGET_CPU,
 };
+use super::context::Context;
+use super::defaulted::{Defaulted, Provenance};
 use super::policy::{Layer, first_default, layers};
-use super::{Context, Defaulted, Provenance};
 
 /// Provenance of a server flag.
 pub const SOURCE_FLAG: &str = "flag";
@@ -362,7 +363,7 @@ mod tests {
     };
     use crate::api::v1beta1::Backend;
     use crate::api::{ClusterInferencePolicy, InferencePolicy};
-    use crate::engine::{NoRoutes, PolicySnapshot, ServerDefaults};
+    use crate::engine::context::{NoRoutes, PolicySnapshot, ServerDefaults};
 
     fn svc() -> InferenceService {
         let mut s = InferenceService::new("chat", Default::default());

@@ -1,10 +1,11 @@
 //! Where a serving graph may come from: the rules for `spec.graph.url` and
 //! `spec.graph.bearerTokenSecretRef`, and policies' `limits.allowedGraphHosts`
-//! (API.md section 7, "Graph sources and tokens").
+//! (the fields are listed in `docs/api-reference.md`; who may send a token
+//! where is in `docs/security.md`).
 
 use url::Url;
 
-use super::FieldError;
+use super::field_error::FieldError;
 use super::hosts::HostPattern;
 use super::names::{check_dns_subdomain, check_secret_key};
 use super::policy::Layer;

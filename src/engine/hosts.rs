@@ -11,6 +11,10 @@
 use core::net::{Ipv4Addr, Ipv6Addr};
 use std::fmt;
 
+/// The annotation by which a Secret's owner lists the hosts its token may
+/// be sent to (comma-separated host patterns, as this module reads them).
+pub const TOKEN_HOSTS_ANNOTATION: &str = "infergate.dev/graph-token-hosts";
+
 /// One parsed host pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostPattern {

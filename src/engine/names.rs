@@ -11,7 +11,7 @@ use kube::ResourceExt;
 
 use crate::api::v1beta1::{Backend, InferenceService};
 
-use super::FieldError;
+use super::field_error::FieldError;
 
 /// Longest DNS-1035 label / label value.
 pub const MAX_LABEL: usize = 63;

@@ -7,7 +7,7 @@
 
 use crate::api::policy::{Enforcement, PolicyDefaults, PolicyLimits};
 
-use super::Context;
+use super::context::Context;
 
 /// One applicable policy, reduced to what the engine needs.
 #[derive(Clone, Copy, Debug)]
@@ -48,6 +48,22 @@ impl Layer<'_> {
     }
 }
 
+/// The layer of a policy `$p` of either kind: both specs carry `priority`,
+/// `enforcement`, `defaults` and `limits`.
+macro_rules! layer {
+    ($kind:literal, $namespace:expr, $p:expr) => {
+        Layer {
+            kind: $kind,
+            namespace: $namespace,
+            name: $p.metadata.name.as_deref().unwrap_or_default(),
+            priority: $p.spec.priority,
+            enforcement: $p.spec.enforcement,
+            defaults: $p.spec.defaults.as_ref(),
+            limits: $p.spec.limits.as_ref(),
+        }
+    };
+}
+
 /// The layers that apply to `ctx.namespace`, highest first.
 #[must_use]
 pub fn layers<'a>(ctx: &Context<'a>) -> Vec<Layer<'a>> {
@@ -56,20 +72,10 @@ pub fn layers<'a>(ctx: &Context<'a>) -> Vec<Layer<'a>> {
         .namespaced
         .iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ctx.namespace))
-        .map(|p| Layer {
-            kind: "InferencePolicy",
-            namespace: p.metadata.namespace.as_deref(),
-            name: p.metadata.name.as_deref().unwrap_or_default(),
-            priority: p.spec.priority,
-            enforcement: p.spec.enforcement,
-            defaults: p.spec.defaults.as_ref(),
-            limits: p.spec.limits.as_ref(),
-        })
+        .map(|p| layer!("InferencePolicy", p.metadata.namespace.as_deref(), p))
         .collect();
     sort_layers(&mut ns);
-    let mut cl: Vec<Layer<'a>> = cluster_layers(ctx);
-    sort_layers(&mut cl);
-    ns.extend(cl);
+    ns.extend(cluster_layers(ctx));
     ns
 }
 
@@ -86,15 +92,7 @@ pub fn cluster_layers<'a>(ctx: &Context<'a>) -> Vec<Layer<'a>> {
                 .as_ref()
                 .is_none_or(|s| super::selector::matches(s, ctx.namespace_labels))
         })
-        .map(|p| Layer {
-            kind: "ClusterInferencePolicy",
-            namespace: None,
-            name: p.metadata.name.as_deref().unwrap_or_default(),
-            priority: p.spec.priority,
-            enforcement: p.spec.enforcement,
-            defaults: p.spec.defaults.as_ref(),
-            limits: p.spec.limits.as_ref(),
-        })
+        .map(|p| layer!("ClusterInferencePolicy", None, p))
         .collect();
     sort_layers(&mut cl);
     cl

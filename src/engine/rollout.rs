@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::FieldError;
 use super::duration::{format_gateway_duration, parse_gateway_duration};
+use super::field_error::FieldError;
 use super::policy::Layer;
 use crate::api::policy::Enforcement;
 use crate::api::rollout::{RolloutPhase, RolloutSpec, RolloutStrategy, VersionRef};

@@ -9,8 +9,8 @@
 
 use crate::api::{GatewayRef, v1beta1::InferenceService};
 
-use super::FieldError;
 use super::builtin::DEFAULT_PATH_TEMPLATE;
+use super::field_error::FieldError;
 
 /// Longest rendered path.
 pub const MAX_PATH_LEN: usize = 200;

@@ -1,14 +1,23 @@
 //! Validation of the policies themselves: their defaults and limits are
 //! consistent, and a namespace policy never loosens a cluster one.
 
-use super::*;
+use crate::api::policy::{Enforcement, PolicyDefaults, PolicyLimits};
+use crate::api::{AcceleratorType, ClusterInferencePolicy, InferencePolicy};
+use crate::engine::context::Context;
+use crate::engine::duration::parse_gateway_duration;
+use crate::engine::field_error::{FieldError, FieldErrorReason};
+use crate::engine::policy::{Layer, cluster_layers};
+use crate::engine::verdict::Verdict;
+use crate::engine::{graph_source, rollout, route, selector};
+
+use super::fields::{check_health, check_metrics, check_quantity, quoted_list};
 
 /// Validate a ClusterInferencePolicy.
 #[must_use]
 pub fn validate_cluster_policy(p: &ClusterInferencePolicy) -> Verdict {
     let mut v = Verdict::default();
     if let Some(sel) = &p.spec.namespace_selector {
-        for (suffix, msg) in crate::engine::selector::selector_errors(sel) {
+        for (suffix, msg) in selector::selector_errors(sel) {
             v.errors.push(FieldError {
                 field: format!("spec.namespaceSelector.{suffix}"),
                 reason: reason_of(&msg),
@@ -23,7 +32,7 @@ pub fn validate_cluster_policy(p: &ClusterInferencePolicy) -> Verdict {
         &[],
     );
     if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
-        crate::engine::rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, true);
+        rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, true);
     }
     v
 }
@@ -44,13 +53,13 @@ pub fn validate_namespaced_policy(p: &InferencePolicy, ctx: &Context) -> Verdict
     );
     // Tenants often control their namespace's policies: no Prometheus address here.
     if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
-        crate::engine::rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, false);
+        rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, false);
     }
     v
 }
 
-fn reason_of(msg: &str) -> crate::engine::FieldErrorReason {
-    use crate::engine::FieldErrorReason as R;
+fn reason_of(msg: &str) -> FieldErrorReason {
+    use FieldErrorReason as R;
     if msg.starts_with("Required value") {
         R::Required
     } else if msg.starts_with("Forbidden") {
@@ -115,7 +124,7 @@ fn check_policy_spec(
             }
         }
         if let Some(list) = &l.allowed_graph_hosts {
-            errs.extend(crate::engine::graph_source::policy_host_errors(list, None).0);
+            errs.extend(graph_source::policy_host_errors(list, None).0);
         }
         if let Some(list) = &l.allowed_image_registries {
             for (i, prefix) in list.iter().enumerate() {
@@ -182,7 +191,7 @@ fn check_policy_spec(
         check_metrics(errs, "spec.defaults.metrics", d.metrics.as_ref());
         if let Some(r) = &d.routing {
             if let Some(t) = &r.path_template
-                && let Err(e) = crate::engine::route::check_template_on_sample(t)
+                && let Err(e) = route::check_template_on_sample(t)
             {
                 errs.push(FieldError::invalid(
                     "spec.defaults.routing.pathTemplate",
@@ -334,9 +343,7 @@ fn check_policy_spec(
             }
         }
         if let (Some(mine), Some(theirs)) = (&l.allowed_graph_hosts, &ol.allowed_graph_hosts) {
-            out.extend(
-                crate::engine::graph_source::policy_host_errors(mine, Some((theirs, &who))).1,
-            );
+            out.extend(graph_source::policy_host_errors(mine, Some((theirs, &who))).1);
         }
         if let (Some(mine), Some(theirs)) = (&l.allowed_accelerators, &ol.allowed_accelerators) {
             for (i, a) in mine.iter().enumerate() {

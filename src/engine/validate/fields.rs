@@ -1,0 +1,139 @@
+//! Checks of fields that services and policies share (quantities, health
+//! checks, metrics) and how lists are quoted in messages.
+
+use std::fmt::Display;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube_quantity::ParsedQuantity;
+
+use crate::api::{HealthCheckSpec, MetricsSpec};
+use crate::engine::builtin::{
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT,
+};
+use crate::engine::duration::{parse_gateway_duration, parse_go_duration};
+use crate::engine::field_error::FieldError;
+
+static ZERO: LazyLock<Option<ParsedQuantity>> =
+    LazyLock::new(|| ParsedQuantity::try_from("0").ok());
+
+/// A quantity must parse and be non-negative.
+pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &str, q: Option<&Quantity>) {
+    let Some(q) = q else { return };
+    match ParsedQuantity::try_from(q) {
+        Err(_) => errs.push(FieldError::invalid(
+            field,
+            format!("{:?}", q.0),
+            "must be a Kubernetes quantity such as 500m, 4 or 16Gi",
+        )),
+        Ok(p) => {
+            if ZERO.as_ref().is_some_and(|z| p < *z) {
+                errs.push(FieldError::invalid(
+                    field,
+                    format!("{:?}", q.0),
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+    }
+}
+
+/// Health check rules; unset fields take their built-in values.
+pub(super) fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<&HealthCheckSpec>) {
+    let path = hc
+        .and_then(|h| h.path.as_deref())
+        .unwrap_or(DEFAULT_HEALTH_PATH);
+    if !path.starts_with('/') {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.path"),
+            format!("{path:?}"),
+            "must start with '/'",
+        ));
+    }
+    let mut parse = |name: &str, value: &str| -> Option<Duration> {
+        match parse_go_duration(value) {
+            Ok(d) if d.is_zero() => {
+                errs.push(FieldError::invalid(
+                    format!("{prefix}.{name}"),
+                    format!("{value:?}"),
+                    "must be greater than 0",
+                ));
+                None
+            }
+            Ok(d) => Some(d),
+            Err(e) => {
+                errs.push(FieldError::invalid(
+                    format!("{prefix}.{name}"),
+                    format!("{value:?}"),
+                    &e,
+                ));
+                None
+            }
+        }
+    };
+    let interval_s = hc
+        .and_then(|h| h.interval.as_deref())
+        .unwrap_or(DEFAULT_HEALTH_INTERVAL);
+    let timeout_s = hc
+        .and_then(|h| h.timeout.as_deref())
+        .unwrap_or(DEFAULT_HEALTH_TIMEOUT);
+    let interval = parse("interval", interval_s);
+    let timeout = parse("timeout", timeout_s);
+    if let (Some(i), Some(t)) = (interval, timeout)
+        && t > i
+    {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.timeout"),
+            format!("{timeout_s:?}"),
+            &format!("must be less than or equal to {prefix}.interval ({interval_s})"),
+        ));
+    }
+}
+
+/// The fields of `spec.metrics` (or a policy's `defaults.metrics`) that are set.
+pub(super) fn check_metrics(errs: &mut Vec<FieldError>, prefix: &str, m: Option<&MetricsSpec>) {
+    let Some(m) = m else { return };
+    if let Some(port) = m.port
+        && !(1..=65535).contains(&port)
+    {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.port"),
+            port,
+            "must be between 1 and 65535, inclusive",
+        ));
+    }
+    if let Some(path) = &m.path
+        && (!path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        errs.push(FieldError::invalid(
+            format!("{prefix}.path"),
+            format!("{path:?}"),
+            "must start with '/' and contain no whitespace",
+        ));
+    }
+    if let Some(interval) = &m.interval {
+        match parse_gateway_duration(interval) {
+            Ok(d) if d.is_zero() => errs.push(FieldError::invalid(
+                format!("{prefix}.interval"),
+                format!("{interval:?}"),
+                "must be greater than 0",
+            )),
+            Ok(_) => {}
+            Err(e) => errs.push(FieldError::invalid(
+                format!("{prefix}.interval"),
+                format!("{interval:?}"),
+                &e,
+            )),
+        }
+    }
+}
+
+/// `"a", "b", "c"`.
+pub(super) fn quoted_list<T: Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|i| format!("\"{i}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
