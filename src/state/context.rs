@@ -7,9 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::cluster::ClusterState;
+use super::namespace::add_name_label;
+use super::routes::{OlderClaims, RouteTable};
 use crate::api::v1beta1::InferenceService;
 use crate::engine::{Context, PolicySnapshot, RouteIndex, ServerDefaults};
-use crate::state::{ClusterState, NAMESPACE_NAME_LABEL, OlderClaims, RouteTable};
 
 /// What the engine reads besides the object itself.
 pub trait ContextSource {
@@ -40,12 +42,6 @@ pub fn with_context<S: ContextSource + ?Sized, R>(
             routes,
         })
     })
-}
-
-/// Labels of a namespace nobody has described: only its name label.
-#[must_use]
-pub fn name_label_only(namespace: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([(NAMESPACE_NAME_LABEL.to_owned(), namespace.to_owned())])
 }
 
 /// The watched cluster. As admission sees it (`reconciling: None`), any
@@ -99,9 +95,7 @@ impl ContextSource for Files {
     }
     fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
         let mut labels = self.namespace_labels.clone();
-        labels
-            .entry(NAMESPACE_NAME_LABEL.to_owned())
-            .or_insert_with(|| namespace.to_owned());
+        add_name_label(&mut labels, namespace);
         Arc::new(labels)
     }
     fn server_defaults(&self) -> &ServerDefaults {

@@ -169,11 +169,7 @@ where
         match event {
             Err(e) => out.push(Err(e)),
             Ok(Event::Init) => self.listing[i] = Some(HashMap::new()),
-            Ok(Event::InitApply(obj)) => {
-                self.listing[i]
-                    .get_or_insert_with(HashMap::new)
-                    .insert(ObjectRef::from_obj(&obj), obj);
-            }
+            Ok(Event::InitApply(obj)) => self.list(i, obj),
             // A namespace's first list is handed on whole when it completes.
             Ok(Event::InitDone) => {
                 let listed = self.listing[i].take().unwrap_or_default();
@@ -190,11 +186,7 @@ where
             }
             // Not expected before a namespace's list is done; keep them
             // for the list (the watcher sends them only after InitDone).
-            Ok(Event::Apply(obj)) => {
-                self.listing[i]
-                    .get_or_insert_with(HashMap::new)
-                    .insert(ObjectRef::from_obj(&obj), obj);
-            }
+            Ok(Event::Apply(obj)) => self.list(i, obj),
             Ok(Event::Delete(obj)) => {
                 if let Some(l) = self.listing[i].as_mut() {
                     l.remove(&ObjectRef::from_obj(&obj));
@@ -202,6 +194,13 @@ where
             }
         }
         out
+    }
+
+    /// Namespace `i`'s list in progress has seen `obj`.
+    fn list(&mut self, i: usize, obj: K) {
+        self.listing[i]
+            .get_or_insert_with(HashMap::new)
+            .insert(ObjectRef::from_obj(&obj), obj);
     }
 
     fn after_initial(
@@ -214,9 +213,7 @@ where
             Err(e) => out.push(Err(e)),
             Ok(Event::Init) => self.listing[i] = Some(HashMap::new()),
             Ok(Event::InitApply(obj)) => {
-                self.listing[i]
-                    .get_or_insert_with(HashMap::new)
-                    .insert(ObjectRef::from_obj(&obj), obj.clone());
+                self.list(i, obj.clone());
                 out.push(Ok(Event::Apply(obj)));
             }
             Ok(Event::InitDone) => {

@@ -1,0 +1,508 @@
+//! [`ClusterState`]: the policies, namespace labels, services and route index
+//! the watches keep, and the watches that keep them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use arc_swap::ArcSwap;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::v1beta1::InferenceService;
+use crate::api::{ClusterInferencePolicy, InferencePolicy};
+use crate::engine::PolicySnapshot;
+
+use super::namespace::{add_name_label, name_label_only};
+use super::routes::RouteTable;
+use super::scope::{self, Scope};
+
+/// Service events waiting for the reconciler before the watch waits for it.
+pub const SERVICE_EVENT_BUFFER: usize = 1024;
+
+/// A change to a stored InferenceService, as the reconciler receives it.
+#[derive(Debug, Clone)]
+pub enum ServiceEvent {
+    /// Created or changed (or listed again after a watch restart).
+    Applied(Arc<InferenceService>),
+    /// Deleted.
+    Deleted(ObjectRef<InferenceService>),
+}
+
+/// Everything infergate reads from the cluster besides its children.
+#[derive(Debug)]
+pub struct ClusterState {
+    policies: ArcSwap<PolicySnapshot>,
+    namespaces: RwLock<HashMap<String, Arc<BTreeMap<String, String>>>>,
+    routes: RwLock<RouteTable>,
+    services: Store<InferenceService>,
+    services_writer: Mutex<Option<reflector::store::Writer<InferenceService>>>,
+    pending_syncs: watch::Sender<usize>,
+    watching: AtomicBool,
+    policy_changes: watch::Sender<u64>,
+    service_events: Mutex<Option<mpsc::Sender<ServiceEvent>>>,
+}
+
+impl Default for ClusterState {
+    fn default() -> Self {
+        Self::new(PolicySnapshot::default())
+    }
+}
+
+impl ClusterState {
+    /// A state holding `policies`, with no namespaces and no services, synced
+    /// (`--policy-file` before the watches start, tests).
+    #[must_use]
+    pub fn new(policies: PolicySnapshot) -> Self {
+        let (services, writer) = reflector::store();
+        ClusterState {
+            policies: ArcSwap::from_pointee(policies),
+            namespaces: RwLock::new(HashMap::new()),
+            routes: RwLock::new(RouteTable::default()),
+            services,
+            services_writer: Mutex::new(Some(writer)),
+            pending_syncs: watch::Sender::new(0),
+            watching: AtomicBool::new(false),
+            policy_changes: watch::Sender::new(0),
+            service_events: Mutex::new(None),
+        }
+    }
+
+    /// The policies now.
+    #[must_use]
+    pub fn policies(&self) -> Arc<PolicySnapshot> {
+        self.policies.load_full()
+    }
+
+    /// Replace the policies (tests, `--policy-file`).
+    pub fn set_policies(&self, policies: PolicySnapshot) {
+        self.policies.store(Arc::new(policies));
+        self.policy_changes.send_modify(|n| *n += 1);
+    }
+
+    /// Labels of `namespace`, always including `kubernetes.io/metadata.name`.
+    #[must_use]
+    pub fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
+        if let Ok(map) = self.namespaces.read()
+            && let Some(labels) = map.get(namespace)
+        {
+            return Arc::clone(labels);
+        }
+        Arc::new(name_label_only(namespace))
+    }
+
+    /// Set the labels of `namespace` (the watch, tests); whether they changed.
+    pub fn set_namespace_labels(
+        &self,
+        namespace: &str,
+        mut labels: BTreeMap<String, String>,
+    ) -> bool {
+        add_name_label(&mut labels, namespace);
+        let Ok(mut map) = self.namespaces.write() else {
+            return false;
+        };
+        let changed = map.get(namespace).is_none_or(|old| **old != labels);
+        if changed {
+            map.insert(namespace.to_owned(), Arc::new(labels));
+        }
+        changed
+    }
+
+    /// Run `f` with the route claims of every stored service.
+    pub fn with_routes<R>(&self, f: impl FnOnce(&RouteTable) -> R) -> R {
+        match self.routes.read() {
+            Ok(table) => f(&table),
+            // A writer panicked mid-update: the table is still a table.
+            Err(poisoned) => f(&poisoned.into_inner()),
+        }
+    }
+
+    /// Record a service's route claim as if the watch had delivered it (tests).
+    pub fn apply_service(&self, svc: &InferenceService) {
+        self.update_routes(|t| t.upsert(svc));
+    }
+
+    fn update_routes(&self, f: impl FnOnce(&mut RouteTable)) {
+        match self.routes.write() {
+            Ok(mut table) => f(&mut table),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        }
+    }
+
+    /// Every stored InferenceService (filled once the watches run).
+    #[must_use]
+    pub fn services(&self) -> Store<InferenceService> {
+        self.services.clone()
+    }
+
+    /// Whether every watch has delivered its initial list.
+    #[must_use]
+    pub fn is_synced(&self) -> bool {
+        *self.pending_syncs.borrow() == 0
+    }
+
+    /// Wait until every watch has delivered its initial list.
+    pub async fn synced(&self) {
+        let mut rx = self.pending_syncs.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// Whether the state is fed by watches.
+    #[must_use]
+    pub fn is_watching(&self) -> bool {
+        self.watching.load(Ordering::Acquire)
+    }
+
+    /// A counter that moves whenever a policy or a namespace's labels change
+    /// (every service's defaults and compliance may change with them).
+    #[must_use]
+    pub fn policy_changes(&self) -> watch::Receiver<u64> {
+        self.policy_changes.subscribe()
+    }
+
+    /// Receive every later service event. One receiver at a time: a new
+    /// subscription replaces the last one (the reconciler subscribes once
+    /// per leadership term). The watch waits while the receiver's buffer
+    /// ([`SERVICE_EVENT_BUFFER`]) is full, and forgets a dropped receiver.
+    pub fn subscribe_services(&self) -> mpsc::Receiver<ServiceEvent> {
+        let (tx, rx) = mpsc::channel(SERVICE_EVENT_BUFFER);
+        if let Ok(mut slot) = self.service_events.lock() {
+            *slot = Some(tx);
+        }
+        rx
+    }
+
+    async fn publish(&self, event: ServiceEvent) {
+        let tx = self.service_events.lock().ok().and_then(|s| s.clone());
+        if let Some(tx) = tx
+            && tx.send(event).await.is_err()
+            && let Ok(mut slot) = self.service_events.lock()
+            && slot.as_ref().is_some_and(|s| s.same_channel(&tx))
+        {
+            *slot = None;
+        }
+    }
+
+    /// Watch one policy kind into `writer`; rebuild the snapshot on every change.
+    fn spawn_policy_watch<K>(
+        self: &Arc<Self>,
+        stream: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+        mut writer: reflector::store::Writer<K>,
+        rebuild: Arc<dyn Fn() + Send + Sync>,
+        shutdown: &CancellationToken,
+    ) where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        tokio::spawn(run_watch(
+            Arc::clone(self),
+            stream,
+            shutdown.clone(),
+            move |event| {
+                writer.apply_watcher_event(&event);
+                if is_change(&event) {
+                    rebuild();
+                }
+                Vec::new()
+            },
+        ));
+    }
+
+    /// Start the watches; `watch_policies == false` when policies come from
+    /// files. Services and InferencePolicies are watched in `scope`;
+    /// ClusterInferencePolicies and namespaces cluster-wide. The state
+    /// reports synced once each watch has listed; the watches run until
+    /// `shutdown`. Calling it twice starts nothing new.
+    pub fn spawn_watches(
+        self: &Arc<Self>,
+        client: Client,
+        scope: &Scope,
+        watch_policies: bool,
+        shutdown: CancellationToken,
+    ) {
+        let Some(services_writer) = self.services_writer.lock().ok().and_then(|mut w| w.take())
+        else {
+            return;
+        };
+        self.watching.store(true, Ordering::Release);
+        self.pending_syncs
+            .send_modify(|n| *n += if watch_policies { 4 } else { 2 });
+        if watch_policies {
+            let (cluster, cluster_writer) = reflector::store::<ClusterInferencePolicy>();
+            let (namespaced, namespaced_writer) = reflector::store::<InferencePolicy>();
+            let rebuild: Arc<dyn Fn() + Send + Sync> = {
+                let state = Arc::clone(self);
+                let (cluster, namespaced) = (cluster.clone(), namespaced.clone());
+                Arc::new(move || {
+                    state.set_policies(PolicySnapshot {
+                        cluster: sorted(&cluster),
+                        namespaced: sorted(&namespaced),
+                    });
+                })
+            };
+            self.spawn_policy_watch(
+                watcher::watcher(
+                    Api::<ClusterInferencePolicy>::all(client.clone()),
+                    scope::list_in_pages(),
+                )
+                .boxed(),
+                cluster_writer,
+                Arc::clone(&rebuild),
+                &shutdown,
+            );
+            self.spawn_policy_watch(
+                scope.watch::<InferencePolicy>(&client, scope::list_in_pages()),
+                namespaced_writer,
+                rebuild,
+                &shutdown,
+            );
+        }
+
+        let state = Arc::clone(self);
+        tokio::spawn(run_watch(
+            Arc::clone(self),
+            watcher::watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+                scope::list_in_pages(),
+            )
+            .boxed(),
+            shutdown.clone(),
+            move |event| {
+                let changed = match &event {
+                    watcher::Event::Apply(ns) | watcher::Event::InitApply(ns) => {
+                        state.set_namespace_labels(&ns.name_any(), ns.labels().clone())
+                            && matches!(event, watcher::Event::Apply(_))
+                    }
+                    watcher::Event::Delete(ns) => {
+                        if let Ok(mut map) = state.namespaces.write() {
+                            map.remove(&ns.name_any());
+                        }
+                        false
+                    }
+                    _ => false,
+                };
+                if changed {
+                    state.policy_changes.send_modify(|n| *n += 1);
+                }
+                Vec::new()
+            },
+        ));
+
+        let state = Arc::clone(self);
+        let mut writer = services_writer;
+        let mut staging = RouteTable::default();
+        let mut relisted = Vec::new();
+        tokio::spawn(run_watch(
+            Arc::clone(self),
+            scope
+                .watch::<InferenceService>(&client, scope::list_in_pages())
+                // Nothing reads who manages which field; left out of the cache.
+                .modify(|svc| {
+                    svc.metadata.managed_fields = None;
+                })
+                .boxed(),
+            shutdown,
+            move |event| {
+                writer.apply_watcher_event(&event);
+                match event {
+                    watcher::Event::Apply(svc) => {
+                        state.apply_service(&svc);
+                        state
+                            .services
+                            .get(&ObjectRef::from_obj(&svc))
+                            .map(ServiceEvent::Applied)
+                            .into_iter()
+                            .collect()
+                    }
+                    watcher::Event::Delete(svc) => {
+                        let key = ObjectRef::from_obj(&svc);
+                        let ns = key.namespace.clone().unwrap_or_default();
+                        state.update_routes(|t| t.remove(&ns, &key.name));
+                        vec![ServiceEvent::Deleted(key)]
+                    }
+                    watcher::Event::Init => {
+                        staging = RouteTable::default();
+                        relisted.clear();
+                        Vec::new()
+                    }
+                    watcher::Event::InitApply(svc) => {
+                        staging.upsert(&svc);
+                        relisted.push(ObjectRef::from_obj(&svc));
+                        Vec::new()
+                    }
+                    watcher::Event::InitDone => {
+                        let table = std::mem::take(&mut staging);
+                        state.update_routes(|t| *t = table);
+                        // The store holds the new list now: hand each object on.
+                        relisted
+                            .drain(..)
+                            .filter_map(|key| state.services.get(&key))
+                            .map(ServiceEvent::Applied)
+                            .collect()
+                    }
+                }
+            },
+        ));
+    }
+}
+
+/// Whether a watch event changes what a store holds as a whole.
+fn is_change<K>(event: &watcher::Event<K>) -> bool {
+    matches!(
+        event,
+        watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)
+    )
+}
+
+fn sorted<K: Resource + Clone>(store: &Store<K>) -> Vec<K>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    let mut items: Vec<K> = store.state().iter().map(|k| (**k).clone()).collect();
+    items.sort_by(|a, b| {
+        (a.meta().namespace.as_deref(), a.meta().name.as_deref())
+            .cmp(&(b.meta().namespace.as_deref(), b.meta().name.as_deref()))
+    });
+    items
+}
+
+/// Drive one watch until `shutdown`: hand every event to `on_event` and
+/// publish the service events it returns, count the state synced after the
+/// first complete list, log failures (the watcher retries with backoff).
+async fn run_watch<K, F>(
+    state: Arc<ClusterState>,
+    stream: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
+    shutdown: CancellationToken,
+    mut on_event: F,
+) where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+    F: FnMut(watcher::Event<K>) -> Vec<ServiceEvent>,
+{
+    let kind = K::kind(&K::DynamicType::default()).into_owned();
+    let stream = stream.default_backoff();
+    futures::pin_mut!(stream);
+    let mut synced = false;
+    loop {
+        let event = tokio::select! {
+            () = shutdown.cancelled() => return,
+            ev = stream.next() => ev,
+        };
+        match event {
+            None => return,
+            Some(Ok(event)) => {
+                let init_done = matches!(event, watcher::Event::InitDone);
+                let published = on_event(event);
+                // The store is complete once the list is applied: synced
+                // before its objects are handed on, since the reconciler
+                // starts taking service events only once every cache is
+                // synced (a list longer than its buffer would otherwise
+                // wait for it forever).
+                if init_done && !synced {
+                    synced = true;
+                    state
+                        .pending_syncs
+                        .send_modify(|n| *n = n.saturating_sub(1));
+                    tracing::info!(kind = %kind, "cache synced");
+                }
+                for event in published {
+                    state.publish(event).await;
+                }
+            }
+            Some(Err(e)) => log_watch_error(&kind, &e, "watch"),
+        }
+    }
+}
+
+/// Whether a watch error is the API server saying the watch's revision has
+/// left its window (410 Expired/Gone): routine under a high write rate or
+/// after a long disconnection; the watcher lists again and carries on.
+#[must_use]
+fn watch_expired(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::WatchError(status) if status.code == 410)
+}
+
+/// Log a watch error of `kind` (`what`: which watch): an expired watch at
+/// info (the watcher lists again, nothing is lost), anything else as a
+/// warning.
+pub(crate) fn log_watch_error(kind: &str, error: &watcher::Error, what: &str) {
+    if watch_expired(error) {
+        tracing::info!(kind = %kind, error = %error, "{what} expired; listing again");
+    } else {
+        tracing::warn!(kind = %kind, error = %error, "{what} failed; retrying");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_list_longer_than_the_event_buffer_syncs_before_anyone_reads_its_events() {
+        let state = Arc::new(ClusterState::default());
+        state.pending_syncs.send_modify(|n| *n += 1);
+        // The reconciler subscribes first and reads only once every cache
+        // is synced.
+        let mut events = state.subscribe_services();
+        let n = SERVICE_EVENT_BUFFER + 10;
+        let list = std::iter::once(watcher::Event::Init)
+            .chain((0..n).map(|_| watcher::Event::InitApply(InferenceService::default())))
+            .chain(std::iter::once(watcher::Event::InitDone))
+            .map(Ok);
+        let stream = futures::stream::iter(list)
+            .chain(futures::stream::pending())
+            .boxed();
+        let shutdown = CancellationToken::new();
+        tokio::spawn(run_watch(
+            Arc::clone(&state),
+            stream,
+            shutdown.clone(),
+            move |event| match event {
+                watcher::Event::InitDone => (0..n)
+                    .map(|i| ServiceEvent::Deleted(ObjectRef::new(&format!("s{i}")).within("ns")))
+                    .collect(),
+                _ => Vec::new(),
+            },
+        ));
+        tokio::time::timeout(Duration::from_secs(5), state.synced())
+            .await
+            .expect("synced while the list's events wait for a reader");
+        // Every event still arrives, in order, once read.
+        for i in 0..n {
+            match events.recv().await {
+                Some(ServiceEvent::Deleted(key)) => assert_eq!(key.name, format!("s{i}")),
+                other => panic!("event {i}: {other:?}"),
+            }
+        }
+        shutdown.cancel();
+    }
+
+    #[test]
+    fn only_an_expired_watch_counts_as_routine() {
+        use kube::core::Status;
+        let status = |code: u16, reason: &str| {
+            watcher::Error::WatchError(Box::new(
+                Status::failure("too old resource version: 17176 (17182)", reason).with_code(code),
+            ))
+        };
+        assert!(watch_expired(&status(410, "Expired")));
+        assert!(watch_expired(&status(410, "Gone")));
+        assert!(!watch_expired(&status(403, "Forbidden")));
+        assert!(!watch_expired(&status(500, "InternalError")));
+        assert!(!watch_expired(&watcher::Error::NoResourceVersion));
+    }
+}
