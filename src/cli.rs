@@ -3,7 +3,7 @@
 //! Each subcommand's arguments are parsed here and turned into the plain
 //! options struct of the module that does the work ([`crate::app::Options`],
 //! [`crate::check::Options`], [`crate::webhook::tls::certs::Options`],
-//! [`crate::graph::cli::Options`]); nothing below this module sees clap.
+//! [`crate::check::graph::Options`]); nothing below this module sees clap.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::app;
 use crate::check::{self, OutputFormat};
 use crate::engine::ServerDefaults;
 use crate::telemetry::LogFormat;
 use crate::webhook::tls::certs;
-use crate::{app, graph};
 
 /// Admission, conversion and reconciliation for model-serving workloads on Kubernetes.
 #[derive(Debug, Parser)]
@@ -192,7 +192,7 @@ pub struct GraphArgs {
     /// The serving graph file (protobuf binary); `-` reads standard input.
     pub file: PathBuf,
     /// Route prefix of the generated Ray Serve application.
-    #[arg(long, default_value = graph::cli::DEFAULT_ROUTE_PREFIX)]
+    #[arg(long, default_value = check::graph::DEFAULT_ROUTE_PREFIX)]
     pub route_prefix: String,
     /// An InferenceService manifest: check that one of its workers can hold
     /// every deployment (num_gpus, num_cpus, memory), as the reconciler does.
@@ -303,9 +303,9 @@ impl From<CertsArgs> for certs::Options {
     }
 }
 
-impl From<GraphArgs> for graph::cli::Options {
+impl From<GraphArgs> for check::graph::Options {
     fn from(a: GraphArgs) -> Self {
-        graph::cli::Options {
+        check::graph::Options {
             file: a.file,
             route_prefix: a.route_prefix,
             service: a.service,
@@ -335,7 +335,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve(args) => app::run((*args).into()),
         Command::Check(args) => check::run(args.into()),
         Command::Certs(args) => certs::run(args.into()),
-        Command::Graph(args) => graph::cli::run(args.into()),
+        Command::Graph(args) => check::graph::run(args.into()),
     }
 }
 
@@ -404,10 +404,10 @@ mod tests {
         let Command::Graph(args) = parse(&["graph", "g.pb"]) else {
             panic!("graph expected");
         };
-        let got: graph::cli::Options = args.into();
+        let got: check::graph::Options = args.into();
         assert_eq!(
             got.route_prefix,
-            graph::cli::Options::default().route_prefix
+            check::graph::Options::default().route_prefix
         );
         let Command::Check(args) = parse(&["check", "-f", "x.yaml", "-o", "json"]) else {
             panic!("check expected");

@@ -9,11 +9,15 @@ use std::fmt::Write as _;
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use super::placement::{self, Worker};
-use super::proto::ServingGraph;
-use super::validate::Dag;
-use super::{decode, serve_config, validate};
 use std::path::PathBuf;
+
+use super::manifests;
+use crate::api::v1beta1::Backend;
+use crate::engine::ServerDefaults;
+use crate::graph::placement::{self, Worker};
+use crate::graph::proto::{Node, ServingGraph};
+use crate::graph::validate::Dag;
+use crate::graph::{decode, serve_config, validate};
 
 /// Graphs with more nodes than this print as a flat list.
 pub const MAX_TREE_NODES: usize = 256;
@@ -59,13 +63,13 @@ fn service_worker(args: &Options) -> Result<Option<(String, Worker)>, (u8, Strin
     let Some(path) = &args.service else {
         return Ok(None);
     };
-    let report = crate::check::check(&crate::check::Options {
+    let report = manifests::check(&manifests::Options {
         files: vec![path.clone()],
         policies: args.policies.clone(),
         namespace_labels: args.namespace_labels.clone(),
         output: None,
         explain: false,
-        server_defaults: crate::engine::ServerDefaults::default(),
+        server_defaults: ServerDefaults::default(),
     });
     if report.input_errors > 0 || report.violations > 0 {
         let mut text = format!("error: the service in {} is not valid:\n", path.display());
@@ -77,7 +81,7 @@ fn service_worker(args: &Options) -> Result<Option<(String, Worker)>, (u8, Strin
     let svc = report
         .services
         .iter()
-        .find(|s| s.spec.backend == Some(crate::api::v1beta1::Backend::RayService))
+        .find(|s| s.spec.backend == Some(Backend::RayService))
         .or(report.services.first())
         .ok_or_else(|| {
             (
@@ -223,7 +227,7 @@ pub fn render_dag(graph: &ServingGraph, dag: &Dag) -> String {
     out
 }
 
-fn describe(node: &super::proto::Node) -> String {
+fn describe(node: &Node) -> String {
     let mut parts = vec![node.import_path.clone()];
     if let Some(n) = node.num_replicas {
         parts.push(format!("replicas {n}"));
@@ -253,7 +257,6 @@ fn describe(node: &super::proto::Node) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::proto::Node;
     use super::*;
 
     fn node(name: &str, deps: &[&str]) -> Node {
@@ -296,14 +299,14 @@ router [app.router:router]
 
     #[test]
     fn exit_codes() {
-        let good = super::super::encode(&diamond());
+        let good = crate::graph::encode(&diamond());
         let out = report(&good, "/rag", None).expect("valid");
         assert!(out.contains("route_prefix: /rag"));
         assert!(out.contains("import_path: app.router:router"));
 
         let mut bad = diamond();
         bad.nodes[3].dependencies.push("router".into());
-        let (code, msg) = report(&super::super::encode(&bad), "/", None).unwrap_err();
+        let (code, msg) = report(&crate::graph::encode(&bad), "/", None).unwrap_err();
         assert_eq!(code, 1);
         assert!(msg.contains("dependency cycle: router -> retriever -> embedder -> router"));
 

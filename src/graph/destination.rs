@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use reqwest::Url;
 use url::Host;
 
-use super::GraphError;
+use super::error::GraphError;
 use crate::engine::graph_source::host_and_port;
 
 /// The resolver of one fetch's client: the checked addresses for its host,

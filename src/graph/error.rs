@@ -2,7 +2,8 @@
 //! distinct condition reason. Messages name the URL, the Secret and the key,
 //! never the token.
 
-use super::validate::Violations;
+use super::violation::Violations;
+use crate::engine::hosts::TOKEN_HOSTS_ANNOTATION;
 
 /// A failure fetching, decoding, validating or rendering a serving graph.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -57,7 +58,7 @@ pub enum GraphError {
     /// annotation is unreadable, or no entry matches.
     #[error(
         "secret {namespace}/{name} does not allow its token to be sent to {host}: {why}; the Secret's owner lists the hosts in its annotation {annotation} (for example {annotation}: \"{host}\")",
-        annotation = super::fetch::TOKEN_HOSTS_ANNOTATION
+        annotation = TOKEN_HOSTS_ANNOTATION
     )]
     SecretNotAllowed {
         /// The service's namespace.
@@ -187,7 +188,8 @@ pub enum GraphError {
 }
 
 impl GraphError {
-    /// The `GraphReady` condition reason (API.md section 7).
+    /// The `GraphReady` condition reason (the table in
+    /// `examples/graphs/README.md`, "Condition reasons").
     #[must_use]
     pub fn reason(&self) -> &'static str {
         match self {
@@ -244,7 +246,7 @@ impl GraphError {
 mod tests {
     use super::*;
 
-    /// The reasons API.md section 7 allows in `GraphReady`.
+    /// The reasons `GraphReady` may carry (`examples/graphs/README.md`).
     const API_REASONS: [&str; 12] = [
         "DestinationNotAllowed",
         "DNSFailure",

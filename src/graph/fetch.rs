@@ -22,9 +22,10 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use tracing::debug;
 
+use super::codec::decode;
 use super::destination::{Checked, destination};
+use super::error::GraphError;
 use super::proto::ServingGraph;
-use super::{GraphError, decode};
 use crate::engine::graph_source::{host_and_port, parse_graph_url};
 
 pub use super::token::{BearerToken, TOKEN_HOSTS_ANNOTATION, token_from_secret};

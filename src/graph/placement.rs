@@ -1,7 +1,7 @@
 //! Whether every deployment of a graph fits one worker of the group
-//! infergate makes for the service (API.md section 7): `num_gpus` at most
-//! the worker's GPUs, `num_cpus` at most its CPU, `memory` at most its
-//! memory. Ray schedules a replica on one node; a replica that asks more
+//! infergate makes for the service: `num_gpus` at most the worker's GPUs,
+//! `num_cpus` at most its CPU, `memory` at most its memory (the table in
+//! `examples/graphs/README.md`, "Fitting the workers"). Ray schedules a replica on one node; a replica that asks more
 //! than any worker has stays pending forever, so it is refused before
 //! anything is applied.
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::GraphError;
+use super::error::GraphError;
 use super::proto::{Node, ServingGraph};
 use super::validate::{self, Dag};
 

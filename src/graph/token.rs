@@ -11,10 +11,11 @@ use k8s_openapi::api::core::v1::Secret;
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
-use super::GraphError;
+use super::error::GraphError;
 use crate::api::v1beta1::SecretKeyRef;
 use crate::engine::graph_source::host_and_port;
 use crate::engine::hosts;
+pub use crate::engine::hosts::TOKEN_HOSTS_ANNOTATION;
 
 /// A bearer token read from a Secret, kept as its sensitive
 /// `Authorization` header value. Never printed.
@@ -56,10 +57,6 @@ impl fmt::Display for BearerToken {
         f.write_str("[redacted]")
     }
 }
-
-/// The annotation by which a Secret's owner lists the hosts its token may
-/// be sent to (comma-separated host patterns, see [`crate::engine::hosts`]).
-pub const TOKEN_HOSTS_ANNOTATION: &str = "infergate.dev/graph-token-hosts";
 
 /// The token under `r.key` of `secret` (in `namespace`, for messages), if
 /// the Secret allows it to be sent to `url`'s host: its

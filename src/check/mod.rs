@@ -1,0 +1,8 @@
+//! The offline commands: `infergate check` runs the engine over manifest
+//! files ([`manifests`]); `infergate graph` validates a serving graph and,
+//! with `--service`, checks it against a service's workers ([`graph`]).
+
+pub mod graph;
+pub mod manifests;
+
+pub use manifests::{Options, OutputFormat, Report, check, parse_labels, render_output, run};
