@@ -9,7 +9,7 @@ use kube_quantity::ParsedQuantity;
 
 use super::proto::ServingGraph;
 use crate::api::v1beta1::{AcceleratorType, InferenceService};
-use crate::engine;
+use crate::engine::resources::gpus_per_replica;
 
 /// What one worker of the service's worker group offers.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,7 +34,7 @@ impl Worker {
             .as_ref()
             .and_then(|a| a.r#type)
             .is_some_and(|t| t != AcceleratorType::None);
-        let gpus = u32::try_from(engine::gpus_per_replica(svc).max(0)).unwrap_or(0);
+        let gpus = u32::try_from(gpus_per_replica(svc).max(0)).unwrap_or(0);
         let par = svc.spec.parallelism.as_ref();
         let gpu_detail = if accelerated {
             format!(
