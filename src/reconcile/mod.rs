@@ -6,8 +6,12 @@
 //! namespace); only the holder runs the controller, and it stops the moment
 //! the lease is lost. Webhooks are served by every replica regardless.
 //!
-//! - [`controller`]: the children's watches, triggers from the shared
-//!   [`crate::state`], the reconcile flows, server-side apply, deletion, events;
+//! - `lease`: leader election ([`run`]), and the controller of each term;
+//! - [`controller`]: the kube-runtime Controller of one term, fed by
+//!   [`watches`] (every kind of [`kinds`], and the shared [`crate::state`]'s
+//!   service events), running [`flow`] with a [`context::Ctx`];
+//! - [`flow`]: one reconcile per backend (`progress` drives a rollout);
+//!   [`apply`] writes children, status and events;
 //! - [`children`]: the desired children as pure functions (Deployments,
 //!   Services, HPAs, and the HTTPRoute and RayService types infergate writes);
 //! - [`graph`]: from `spec.graph` to the desired RayService (Secret, fetch

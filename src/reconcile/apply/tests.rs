@@ -92,6 +92,13 @@ async fn expect(
     (request.method().clone(), uri, value)
 }
 
+/// The next request is a PATCH, answered with `applied`; its body.
+async fn expect_patch(server: &mut ApiServer, applied: Deployment) -> Value {
+    let (method, _, body) = expect(server, |_, _| reply(StatusCode::OK, &applied)).await;
+    assert_eq!(method, Method::PATCH);
+    body
+}
+
 /// No request is sent within a short while.
 async fn expect_none(server: &mut ApiServer) {
     let next = tokio::time::timeout(Duration::from_millis(100), server.next_request()).await;
@@ -229,11 +236,7 @@ async fn a_child_that_holds_what_the_service_wants_is_not_written_again() {
     // Somebody changed its spec since (a new generation): applied again.
     let moved = cache_of(&[applied_copy(&desired, "d-uid", 4)]);
     let api = async {
-        let (method, _, body) = expect(&mut server, |_, _| {
-            reply(StatusCode::OK, &deployment("d-uid", 5, "svc-uid"))
-        })
-        .await;
-        assert_eq!(method, Method::PATCH);
+        let body = expect_patch(&mut server, deployment("d-uid", 5, "svc-uid")).await;
         assert_eq!(
             body["metadata"]["annotations"][ANNOTATION_APPLIED],
             digest_of(&desired).expect("digest")
@@ -256,11 +259,7 @@ async fn a_child_that_holds_what_the_service_wants_is_not_written_again() {
         .insert("team".to_owned(), "a".to_owned());
     let now = cache_of(&[applied_copy(&desired, "d-uid", 5)]);
     let api = async {
-        let (method, _, body) = expect(&mut server, |_, _| {
-            reply(StatusCode::OK, &deployment("d-uid", 5, "svc-uid"))
-        })
-        .await;
-        assert_eq!(method, Method::PATCH);
+        let body = expect_patch(&mut server, deployment("d-uid", 5, "svc-uid")).await;
         assert_eq!(body["metadata"]["labels"]["team"], "a");
         expect_none(&mut server).await;
     };
@@ -285,11 +284,7 @@ async fn one_reconcile_makes_one_event_per_kind_of_change() {
     };
     let api = async {
         for uid in ["d-1", "d-2"] {
-            let (method, _, _) = expect(&mut server, |_, _| {
-                reply(StatusCode::OK, &deployment(uid, 1, "svc-uid"))
-            })
-            .await;
-            assert_eq!(method, Method::PATCH);
+            expect_patch(&mut server, deployment(uid, 1, "svc-uid")).await;
         }
         let (method, _, event) =
             expect(&mut server, |_, body| reply(StatusCode::CREATED, &body)).await;

@@ -1,6 +1,48 @@
 //! The engine Deployment of a track: arguments, resources, probes, pod template.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, HTTPGetAction, ImageVolumeSource, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::error::BuildError;
+use super::meta::{
+    LABEL_GPU_MEMORY, Track, child_meta, child_name, labels, sanitize_label_value, selector_labels,
+};
+use crate::api::AcceleratorType;
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::engine::builtin::{
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM,
+    DEFAULT_PORT, DEFAULT_REPLICAS,
+};
+
+/// Name of the engine container.
+pub const CONTAINER_NAME: &str = "engine";
+/// Name of the engine's container and Service port.
+pub const PORT_NAME: &str = "http";
+/// Name of the image volume holding the model weights (`spec.model.image`).
+pub const MODEL_VOLUME: &str = "model";
+/// Where the model image volume is mounted in the engine container.
+pub const MODEL_MOUNT_PATH: &str = "/model";
+/// How long the startup probe lets an engine load its model before liveness applies.
+pub const STARTUP_GRACE_SECONDS: i32 = 1800;
+
+/// The engine port after defaulting.
+#[must_use]
+pub fn engine_port(svc: &InferenceService) -> i32 {
+    svc.spec
+        .engine
+        .as_ref()
+        .and_then(|e| e.port)
+        .unwrap_or(DEFAULT_PORT)
+}
 
 /// Generated engine arguments followed by `spec.engine.args`.
 #[must_use]

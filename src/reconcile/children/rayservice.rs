@@ -18,7 +18,9 @@ use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{self as builders, BuildError, Track};
+use super::deployment::{MODEL_MOUNT_PATH, MODEL_VOLUME, resources};
+use super::error::BuildError;
+use super::meta::{LABEL_GPU_MEMORY, Track, labels, owner_reference, sanitize_label_value};
 use crate::api::AcceleratorType;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
@@ -240,12 +242,12 @@ pub fn desired_rayservice(
         .and_then(|e| e.image.clone())
         .filter(|i| !i.is_empty())
         .ok_or(BuildError::MissingEngineImage)?;
-    let labels = builders::labels(svc, Track::Primary);
+    let labels = labels(svc, Track::Primary);
     let meta = ObjectMeta {
         name: Some(name),
         namespace: svc.namespace(),
         labels: Some(labels.clone()),
-        owner_references: Some(vec![builders::owner_reference(svc)?]),
+        owner_references: Some(vec![owner_reference(svc)?]),
         ..ObjectMeta::default()
     };
 
@@ -257,7 +259,7 @@ pub fn desired_rayservice(
     if svc.spec.model.image.is_some() {
         env.push(EnvVar {
             name: ENV_MODEL_PATH.to_owned(),
-            value: Some(builders::MODEL_MOUNT_PATH.to_owned()),
+            value: Some(MODEL_MOUNT_PATH.to_owned()),
             value_from: None,
         });
     }
@@ -271,7 +273,7 @@ pub fn desired_rayservice(
     let (volumes, mounts) = match svc.spec.model.image.clone() {
         Some(reference) => (
             Some(vec![Volume {
-                name: builders::MODEL_VOLUME.to_owned(),
+                name: MODEL_VOLUME.to_owned(),
                 image: Some(ImageVolumeSource {
                     reference: Some(reference),
                     pull_policy: None,
@@ -279,8 +281,8 @@ pub fn desired_rayservice(
                 ..Volume::default()
             }]),
             Some(vec![VolumeMount {
-                name: builders::MODEL_VOLUME.to_owned(),
-                mount_path: builders::MODEL_MOUNT_PATH.to_owned(),
+                name: MODEL_VOLUME.to_owned(),
+                mount_path: MODEL_MOUNT_PATH.to_owned(),
                 read_only: Some(true),
                 ..VolumeMount::default()
             }]),
@@ -332,9 +334,9 @@ pub fn desired_rayservice(
         .as_ref()
         .and_then(|r| r.gpu_memory.as_ref())
     {
-        let value = builders::sanitize_label_value(&gm.0);
+        let value = sanitize_label_value(&gm.0);
         if !value.is_empty() {
-            worker_labels.insert(builders::LABEL_GPU_MEMORY.to_owned(), value);
+            worker_labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
         }
     }
     let worker = PodTemplateSpec {
@@ -347,7 +349,7 @@ pub fn desired_rayservice(
                 name: WORKER_CONTAINER.to_owned(),
                 image: Some(image),
                 env: Some(env),
-                resources: builders::resources(svc),
+                resources: resources(svc),
                 volume_mounts: mounts,
                 ..Container::default()
             }],

@@ -41,6 +41,18 @@ fn routed() -> Routing {
     }
 }
 
+/// What a reconcile that applied nothing observed at `generation`.
+fn not_applied(generation: i64, outcome: Outcome) -> Observation {
+    Observation {
+        generation: Some(generation),
+        outcome,
+        policy: PolicyResult::Compliant,
+        route_path: None,
+        request_timeout: None,
+        rollout: None,
+    }
+}
+
 fn cond<'a>(st: &'a InferenceServiceStatus, t: &str) -> &'a Condition {
     st.conditions.iter().find(|c| c.type_ == t).unwrap()
 }
@@ -163,14 +175,10 @@ fn routing_conditions_say_why() {
 #[test]
 fn invalid_spec_keeps_observed_numbers_and_flags_reconciled() {
     let st1 = compute(None, &applied(2, Some(1), routed()), ts(0));
-    let obs = Observation {
-        generation: Some(4),
-        outcome: Outcome::Invalid("spec.replicas: Invalid value: -1".into()),
-        policy: PolicyResult::Compliant,
-        route_path: None,
-        request_timeout: None,
-        rollout: None,
-    };
+    let obs = not_applied(
+        4,
+        Outcome::Invalid("spec.replicas: Invalid value: -1".into()),
+    );
     let st = compute(Some(&st1), &obs, ts(10));
     assert_eq!(st.observed_generation, Some(4));
     assert_eq!(st.replicas, Some(2));
@@ -188,14 +196,7 @@ fn invalid_spec_keeps_observed_numbers_and_flags_reconciled() {
 #[test]
 fn apply_failure_leaves_ready_alone() {
     let st1 = compute(None, &applied(2, None, routed()), ts(0));
-    let obs = Observation {
-        generation: Some(3),
-        outcome: Outcome::Failed("conflict".into()),
-        policy: PolicyResult::Compliant,
-        route_path: None,
-        request_timeout: None,
-        rollout: None,
-    };
+    let obs = not_applied(3, Outcome::Failed("conflict".into()));
     let st = compute(Some(&st1), &obs, ts(10));
     assert_eq!(cond(&st, READY).status, "True");
     assert_eq!(cond(&st, RECONCILED).reason, "ApplyFailed");

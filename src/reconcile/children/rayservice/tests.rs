@@ -8,6 +8,7 @@ use crate::api::v1beta1::{
     InferenceServiceSpec, ModelSpec, ParallelismSpec,
 };
 use crate::graph::proto::{ActorOptions, Node};
+use crate::reconcile::children as builders;
 
 fn svc() -> InferenceService {
     let mut s = InferenceService::new(
