@@ -3,6 +3,7 @@
 //! server's discovery and cached, and the preflight that tells a user how to
 //! install infergate's own CRDs.
 
+use std::borrow::Cow;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -20,8 +21,8 @@ const DISCOVERY_TTL_PRESENT: Duration = Duration::from_secs(300);
 
 /// Cached answer to "is this optional CRD (HTTPRoute, RayService, ...) served?".
 pub struct ApiDiscovery {
-    api_version: &'static str,
-    plural: &'static str,
+    api_version: Cow<'static, str>,
+    plural: Cow<'static, str>,
     state: Mutex<Option<(bool, Instant)>>,
 }
 
@@ -29,12 +30,24 @@ impl ApiDiscovery {
     /// Discovery of the resource `plural` in the group version `api_version`
     /// (an optional CRD's).
     #[must_use]
-    pub fn new(api_version: &'static str, plural: &'static str) -> Self {
+    pub fn new(api_version: Cow<'static, str>, plural: Cow<'static, str>) -> Self {
         Self {
             api_version,
             plural,
             state: Mutex::new(None),
         }
+    }
+
+    /// The group version asked about.
+    #[must_use]
+    pub fn api_version(&self) -> &str {
+        &self.api_version
+    }
+
+    /// The resource looked for in it.
+    #[must_use]
+    pub fn plural(&self) -> &str {
+        &self.plural
     }
 
     /// Whether the group version serves the resource (cached).
@@ -51,7 +64,7 @@ impl ApiDiscovery {
                 return Ok(known);
             }
         }
-        let known = match client.list_api_group_resources(self.api_version).await {
+        let known = match client.list_api_group_resources(&self.api_version).await {
             Ok(list) => list.resources.iter().any(|r| r.name == self.plural),
             Err(kube::Error::Api(s)) if status_not_found(&s) => false,
             Err(e) => return Err(e),

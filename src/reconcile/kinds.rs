@@ -3,8 +3,8 @@
 //! run time) its cache. The controller watches every kind of [`each_kind`],
 //! the writer asks a kind for its name and change signal.
 //!
-//! A new kind is a builder in [`super::children`], an entry here (its
-//! [`ChildKind`] and its line in [`each_kind`]) and its tests.
+//! A new kind is a builder in [`super::children`], a row of the table here
+//! and its tests.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -22,10 +22,10 @@ use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::children::httproute::{self, HTTPRoute};
-use super::children::inferencepool::{self, InferencePool};
-use super::children::podmonitor::{self, PodMonitor};
-use super::children::rayservice::{self, RayService};
+use super::children::httproute::HTTPRoute;
+use super::children::inferencepool::InferencePool;
+use super::children::podmonitor::PodMonitor;
+use super::children::rayservice::RayService;
 use super::discovery::ApiDiscovery;
 
 /// A namespaced Kubernetes object the reconciler can watch, apply and
@@ -65,91 +65,29 @@ pub enum Change {
     Uid,
 }
 
-/// An optional CRD: the child is made only where the cluster serves it.
+/// Whether the cluster serves a kind's API for certain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OptionalApi {
-    /// The group version infergate writes.
-    pub api_version: &'static str,
-    /// The resource name discovery lists.
-    pub plural: &'static str,
-    /// When the CRD appears, reconcile every service once (kinds most
-    /// services have; services waiting for the others requeue themselves).
-    pub reconcile_all_on_arrival: bool,
+pub enum Crd {
+    /// A built-in kind: always served.
+    BuiltIn,
+    /// An optional CRD: the child is made only where the cluster serves
+    /// it. `reconcile_all_on_arrival`: when the CRD appears, every service
+    /// is reconciled once (kinds most services have; a service waiting for
+    /// the others requeues itself).
+    Optional {
+        /// Reconcile every service once when the CRD appears.
+        reconcile_all_on_arrival: bool,
+    },
 }
 
-/// A kind of child the reconciler owns.
+/// A kind of child the reconciler owns: an entry of [`each_kind`].
 pub trait ChildKind: Child {
     /// The kind's name in keys, errors and events.
     const KIND: &'static str;
     /// How a change by someone else shows.
-    const CHANGE: Change = Change::Revision;
-    /// The CRD, when the cluster may not serve it.
-    const OPTIONAL: Option<OptionalApi> = None;
-}
-
-impl ChildKind for Deployment {
-    const KIND: &'static str = "Deployment";
-}
-
-impl ChildKind for Service {
-    const KIND: &'static str = "Service";
-}
-
-impl ChildKind for HorizontalPodAutoscaler {
-    const KIND: &'static str = "HorizontalPodAutoscaler";
-    const CHANGE: Change = Change::Uid;
-}
-
-impl ChildKind for HTTPRoute {
-    const KIND: &'static str = "HTTPRoute";
-    const OPTIONAL: Option<OptionalApi> = Some(OptionalApi {
-        api_version: httproute::API_VERSION,
-        plural: httproute::PLURAL,
-        reconcile_all_on_arrival: false,
-    });
-}
-
-impl ChildKind for RayService {
-    const KIND: &'static str = "RayService";
-    const OPTIONAL: Option<OptionalApi> = Some(OptionalApi {
-        api_version: rayservice::API_VERSION,
-        plural: rayservice::PLURAL,
-        reconcile_all_on_arrival: false,
-    });
-}
-
-impl ChildKind for PodMonitor {
-    const KIND: &'static str = "PodMonitor";
-    const OPTIONAL: Option<OptionalApi> = Some(OptionalApi {
-        api_version: podmonitor::API_VERSION,
-        plural: podmonitor::PLURAL,
-        reconcile_all_on_arrival: true,
-    });
-}
-
-impl ChildKind for InferencePool {
-    const KIND: &'static str = "InferencePool";
-    const OPTIONAL: Option<OptionalApi> = Some(OptionalApi {
-        api_version: inferencepool::API_VERSION,
-        plural: inferencepool::PLURAL,
-        reconcile_all_on_arrival: true,
-    });
-}
-
-impl ChildKind for ServiceAccount {
-    const KIND: &'static str = "ServiceAccount";
-}
-
-impl ChildKind for Role {
-    const KIND: &'static str = "Role";
-}
-
-impl ChildKind for RoleBinding {
-    const KIND: &'static str = "RoleBinding";
-}
-
-impl ChildKind for ConfigMap {
-    const KIND: &'static str = "ConfigMap";
+    const CHANGE: Change;
+    /// Whether its API may be missing.
+    const CRD: Crd;
 }
 
 /// Something done once per child kind.
@@ -158,22 +96,46 @@ pub trait KindVisitor {
     fn visit<K: ChildKind>(&mut self);
 }
 
-/// Every kind the reconciler owns, in the order they are watched: the
-/// engine's Deployments, Services and HPA, the optional HTTPRoute,
-/// RayService, PodMonitor and InferencePool, and the endpoint pickers' own
-/// objects.
-pub fn each_kind(visitor: &mut impl KindVisitor) {
-    visitor.visit::<Deployment>();
-    visitor.visit::<Service>();
-    visitor.visit::<HorizontalPodAutoscaler>();
-    visitor.visit::<HTTPRoute>();
-    visitor.visit::<RayService>();
-    visitor.visit::<PodMonitor>();
-    visitor.visit::<InferencePool>();
-    visitor.visit::<ServiceAccount>();
-    visitor.visit::<Role>();
-    visitor.visit::<RoleBinding>();
-    visitor.visit::<ConfigMap>();
+/// The table of child kinds: each row makes its type a [`ChildKind`] and
+/// a kind of [`each_kind`].
+macro_rules! child_kinds {
+    ($($kind:ident: $change:expr, $crd:expr;)*) => {
+        $(
+            impl ChildKind for $kind {
+                const KIND: &'static str = stringify!($kind);
+                const CHANGE: Change = $change;
+                const CRD: Crd = $crd;
+            }
+        )*
+
+        /// Every kind the reconciler owns, in the order they are watched:
+        /// the engine's Deployments, Services and HPA, the optional
+        /// HTTPRoute, RayService, PodMonitor and InferencePool, and the
+        /// endpoint pickers' own objects.
+        pub fn each_kind(visitor: &mut impl KindVisitor) {
+            $(visitor.visit::<$kind>();)*
+        }
+    };
+}
+
+child_kinds! {
+    Deployment: Change::Revision, Crd::BuiltIn;
+    Service: Change::Revision, Crd::BuiltIn;
+    HorizontalPodAutoscaler: Change::Uid, Crd::BuiltIn;
+    HTTPRoute: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false };
+    RayService: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false };
+    PodMonitor: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true };
+    InferencePool: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true };
+    ServiceAccount: Change::Revision, Crd::BuiltIn;
+    Role: Change::Revision, Crd::BuiltIn;
+    RoleBinding: Change::Revision, Crd::BuiltIn;
+    ConfigMap: Change::Revision, Crd::BuiltIn;
+}
+
+/// Discovery of whether the cluster serves `K`'s API.
+#[must_use]
+pub fn discovery<K: ChildKind>() -> ApiDiscovery {
+    ApiDiscovery::new(K::api_version(&()), K::plural(&()))
 }
 
 /// One kind's cache (its children's metadata, by infergate's label) and,
@@ -204,7 +166,7 @@ impl ChildCaches {
         self.by_kind
             .get(&TypeId::of::<K>())
             .and_then(|c| c.downcast_ref::<Cache<K>>())
-            .unwrap_or_else(|| panic!("{} is not an entry of each_kind", K::KIND))
+            .unwrap_or_else(|| panic!("no cache of {}: caches are filled over each_kind", K::KIND))
     }
 
     /// The cache of `K`'s children.
@@ -233,92 +195,74 @@ impl ChildCaches {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::children::{httproute, inferencepool, podmonitor, rayservice};
 
     /// Fills a [`ChildCaches`] with an empty store per kind, as the
     /// controller does with its watches.
     #[derive(Default)]
     struct Fill {
         caches: ChildCaches,
-        kinds: Vec<&'static str>,
+        kinds: Vec<(&'static str, Change, Crd)>,
     }
 
     impl KindVisitor for Fill {
         fn visit<K: ChildKind>(&mut self) {
             let (store, _writer) = kube::runtime::reflector::store::<PartialObjectMeta<K>>();
-            let api = K::OPTIONAL.map(|o| Arc::new(ApiDiscovery::new(o.api_version, o.plural)));
+            let api = matches!(K::CRD, Crd::Optional { .. }).then(|| Arc::new(discovery::<K>()));
             self.caches.insert::<K>(store, api);
-            self.kinds.push(K::KIND);
+            self.kinds.push((K::KIND, K::CHANGE, K::CRD));
+            // The name the API gives the kind.
+            assert_eq!(K::KIND, K::kind(&()));
         }
     }
 
     #[test]
-    fn every_kind_is_an_entry_once_and_names_itself_as_its_api_does() {
+    fn every_kind_is_a_row_once_with_its_change_signal_and_crd() {
         let mut fill = Fill::default();
         each_kind(&mut fill);
+        let optional = |all| Crd::Optional {
+            reconcile_all_on_arrival: all,
+        };
         assert_eq!(
             fill.kinds,
             [
-                "Deployment",
-                "Service",
-                "HorizontalPodAutoscaler",
-                "HTTPRoute",
-                "RayService",
-                "PodMonitor",
-                "InferencePool",
-                "ServiceAccount",
-                "Role",
-                "RoleBinding",
-                "ConfigMap",
+                ("Deployment", Change::Revision, Crd::BuiltIn),
+                ("Service", Change::Revision, Crd::BuiltIn),
+                ("HorizontalPodAutoscaler", Change::Uid, Crd::BuiltIn),
+                ("HTTPRoute", Change::Revision, optional(false)),
+                ("RayService", Change::Revision, optional(false)),
+                ("PodMonitor", Change::Revision, optional(true)),
+                ("InferencePool", Change::Revision, optional(true)),
+                ("ServiceAccount", Change::Revision, Crd::BuiltIn),
+                ("Role", Change::Revision, Crd::BuiltIn),
+                ("RoleBinding", Change::Revision, Crd::BuiltIn),
+                ("ConfigMap", Change::Revision, Crd::BuiltIn),
             ]
         );
         assert_eq!(fill.caches.by_kind.len(), fill.kinds.len());
-        struct Names;
-        impl KindVisitor for Names {
-            fn visit<K: ChildKind>(&mut self) {
-                assert_eq!(K::KIND, K::kind(&()));
-            }
-        }
-        each_kind(&mut Names);
         // Every cache is there to be asked for.
         assert!(fill.caches.store::<Deployment>().is_empty());
         assert!(fill.caches.store::<ConfigMap>().is_empty());
     }
 
     #[test]
-    fn optional_kinds_and_change_signals() {
-        #[derive(Default)]
-        struct Table(Vec<(&'static str, Option<bool>, Change)>);
-        impl KindVisitor for Table {
-            fn visit<K: ChildKind>(&mut self) {
-                self.0.push((
-                    K::KIND,
-                    K::OPTIONAL.map(|o| o.reconcile_all_on_arrival),
-                    K::CHANGE,
-                ));
-            }
-        }
-        let mut table = Table::default();
-        each_kind(&mut table);
-        let optional: Vec<_> = table
-            .0
+    fn an_optional_kind_is_discovered_at_the_version_infergate_writes() {
+        let discovered = [
+            discovery::<HTTPRoute>(),
+            discovery::<RayService>(),
+            discovery::<PodMonitor>(),
+            discovery::<InferencePool>(),
+        ];
+        let written = [
+            (httproute::API_VERSION, httproute::PLURAL),
+            (rayservice::API_VERSION, rayservice::PLURAL),
+            (podmonitor::API_VERSION, podmonitor::PLURAL),
+            (inferencepool::API_VERSION, inferencepool::PLURAL),
+        ];
+        let discovered: Vec<_> = discovered
             .iter()
-            .filter_map(|(k, o, _)| o.map(|all| (*k, all)))
+            .map(|d| (d.api_version(), d.plural()))
             .collect();
-        assert_eq!(
-            optional,
-            [
-                ("HTTPRoute", false),
-                ("RayService", false),
-                ("PodMonitor", true),
-                ("InferencePool", true),
-            ]
-        );
-        let uid_only: Vec<_> = table
-            .0
-            .iter()
-            .filter(|(_, _, c)| *c == Change::Uid)
-            .map(|(k, _, _)| *k)
-            .collect();
-        assert_eq!(uid_only, ["HorizontalPodAutoscaler"]);
+        assert_eq!(discovered, written);
     }
 }

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use super::children::{ANNOTATION_APPLIED, LABEL_MANAGED_BY};
 use super::discovery::{ApiDiscovery, DISCOVERY_TTL_MISSING};
 use super::graph as resolve;
-use super::kinds::{Child, ChildCaches, ChildKind, KindVisitor, each_kind};
+use super::kinds::{Child, ChildCaches, ChildKind, Crd, KindVisitor, discovery, each_kind};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
@@ -105,8 +105,8 @@ struct Starter<'a> {
 
 impl KindVisitor for Starter<'_> {
     fn visit<K: ChildKind>(&mut self) {
-        let (store, rx, api) = match K::OPTIONAL {
-            None => {
+        let (store, rx, api) = match K::CRD {
+            Crd::BuiltIn => {
                 let (store, rx) = child_reflector::<K>(self.tasks, self.client, self.scope);
                 let cache = store.clone();
                 self.synced.push(Box::pin(async move {
@@ -114,11 +114,11 @@ impl KindVisitor for Starter<'_> {
                 }));
                 (store, rx, None)
             }
-            Some(optional) => {
-                let api = Arc::new(ApiDiscovery::new(optional.api_version, optional.plural));
-                let appeared = optional
-                    .reconcile_all_on_arrival
-                    .then(|| self.crd_appeared.clone());
+            Crd::Optional {
+                reconcile_all_on_arrival,
+            } => {
+                let api = Arc::new(discovery::<K>());
+                let appeared = reconcile_all_on_arrival.then(|| self.crd_appeared.clone());
                 let (store, rx) = optional_reflector::<K>(
                     self.tasks,
                     self.client.clone(),
