@@ -154,6 +154,34 @@ pub fn probes(svc: &InferenceService) -> Result<(Probe, Probe, Probe), BuildErro
     Ok((probe.clone(), probe, startup))
 }
 
+/// The image volume holding the model weights (`spec.model.image`, or the
+/// canary's) and its read-only mount at [`MODEL_MOUNT_PATH`]; none without
+/// an image.
+#[must_use]
+pub(super) fn model_volume(
+    image: Option<String>,
+) -> (Option<Vec<Volume>>, Option<Vec<VolumeMount>>) {
+    match image {
+        Some(reference) => (
+            Some(vec![Volume {
+                name: MODEL_VOLUME.to_owned(),
+                image: Some(ImageVolumeSource {
+                    reference: Some(reference),
+                    pull_policy: None,
+                }),
+                ..Volume::default()
+            }]),
+            Some(vec![VolumeMount {
+                name: MODEL_VOLUME.to_owned(),
+                mount_path: MODEL_MOUNT_PATH.to_owned(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]),
+        ),
+        None => (None, None),
+    }
+}
+
 /// Deployment `S` or `S-canary`. An autoscaled primary leaves `replicas` to the HPA.
 pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, BuildError> {
     let engine_image = svc
@@ -214,25 +242,7 @@ pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, Bu
             pod_labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
         }
     }
-    let (volumes, mounts) = match model_image {
-        Some(reference) => (
-            Some(vec![Volume {
-                name: MODEL_VOLUME.to_owned(),
-                image: Some(ImageVolumeSource {
-                    reference: Some(reference),
-                    pull_policy: None,
-                }),
-                ..Volume::default()
-            }]),
-            Some(vec![VolumeMount {
-                name: MODEL_VOLUME.to_owned(),
-                mount_path: MODEL_MOUNT_PATH.to_owned(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }]),
-        ),
-        None => (None, None),
-    };
+    let (volumes, mounts) = model_volume(model_image);
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(image),

@@ -9,8 +9,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, ImageVolumeSource, PodSpec, PodTemplateSpec,
-    ResourceRequirements, Volume, VolumeMount,
+    Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -18,7 +17,7 @@ use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::deployment::{MODEL_MOUNT_PATH, MODEL_VOLUME, resources};
+use super::deployment::{MODEL_MOUNT_PATH, model_volume, resources};
 use super::error::BuildError;
 use super::meta::{LABEL_GPU_MEMORY, Track, labels, owner_reference, sanitize_label_value};
 use crate::api::AcceleratorType;
@@ -270,25 +269,7 @@ pub fn desired_rayservice(
             value_from: None,
         }));
     }
-    let (volumes, mounts) = match svc.spec.model.image.clone() {
-        Some(reference) => (
-            Some(vec![Volume {
-                name: MODEL_VOLUME.to_owned(),
-                image: Some(ImageVolumeSource {
-                    reference: Some(reference),
-                    pull_policy: None,
-                }),
-                ..Volume::default()
-            }]),
-            Some(vec![VolumeMount {
-                name: MODEL_VOLUME.to_owned(),
-                mount_path: MODEL_MOUNT_PATH.to_owned(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }]),
-        ),
-        None => (None, None),
-    };
+    let (volumes, mounts) = model_volume(svc.spec.model.image.clone());
 
     let port = |name: &str, port: i32| ContainerPort {
         name: Some(name.to_owned()),

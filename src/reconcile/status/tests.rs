@@ -41,6 +41,21 @@ fn routed() -> Routing {
     }
 }
 
+/// A service of two ready replicas routed at `/a` through `gateways/gw`,
+/// with what the gateway said.
+fn on_gateway(rejection: Option<String>, pools: Option<PoolReport>) -> Observation {
+    applied(
+        2,
+        None,
+        Routing::Applied {
+            gateway: "gateways/gw".into(),
+            path: "/a".into(),
+            rejection,
+            pools,
+        },
+    )
+}
+
 /// What a reconcile that applied nothing observed at `generation`.
 fn not_applied(generation: i64, outcome: Outcome) -> Observation {
     Observation {
@@ -155,16 +170,7 @@ fn routing_conditions_say_why() {
     assert!(c.message.contains("httproutes.gateway.networking.k8s.io"));
     let st = compute(
         None,
-        &applied(
-            2,
-            None,
-            Routing::Applied {
-                gateway: "gateways/gw".into(),
-                path: "/a".into(),
-                rejection: Some("NotAllowedByListeners".into()),
-                pools: None,
-            },
-        ),
+        &on_gateway(Some("NotAllowedByListeners".into()), None),
         ts(0),
     );
     assert_eq!(cond(&st, ROUTING_READY).reason, "RouteNotAccepted");
@@ -336,20 +342,7 @@ fn rayservice_status_maps_to_ready() {
 #[test]
 fn routing_ready_follows_what_gateways_say_about_the_pools() {
     let with_pools = |report: PoolReport| {
-        let st = compute(
-            None,
-            &applied(
-                2,
-                None,
-                Routing::Applied {
-                    gateway: "gateways/gw".into(),
-                    path: "/a".into(),
-                    rejection: None,
-                    pools: Some(report),
-                },
-            ),
-            ts(0),
-        );
+        let st = compute(None, &on_gateway(None, Some(report)), ts(0));
         let c = cond(&st, ROUTING_READY).clone();
         (c.status, c.reason, c.message)
     };
