@@ -12,9 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::error::BuildError;
-use super::meta::{
-    LABEL_GPU_MEMORY, Track, child_meta, child_name, labels, sanitize_label_value, selector_labels,
-};
+use super::meta::{Track, child_meta, child_name, label_gpu_memory, labels, selector_labels};
 use crate::api::AcceleratorType;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
@@ -231,17 +229,7 @@ pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, Bu
         })
         .unwrap_or_default();
     let mut pod_labels = labels(svc, track);
-    if let Some(gm) = svc
-        .spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.gpu_memory.as_ref())
-    {
-        let value = sanitize_label_value(&gm.0);
-        if !value.is_empty() {
-            pod_labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
-        }
-    }
+    label_gpu_memory(svc, &mut pod_labels);
     let (volumes, mounts) = model_volume(model_image);
     let container = Container {
         name: CONTAINER_NAME.to_owned(),

@@ -97,6 +97,22 @@ pub(super) fn child_meta(
     })
 }
 
+/// Label pods with `spec.resources.gpuMemory` (sanitised) for scheduling
+/// policies, when it is set.
+pub(super) fn label_gpu_memory(svc: &InferenceService, labels: &mut BTreeMap<String, String>) {
+    if let Some(gm) = svc
+        .spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.gpu_memory.as_ref())
+    {
+        let value = sanitize_label_value(&gm.0);
+        if !value.is_empty() {
+            labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
+        }
+    }
+}
+
 /// Turn a quantity into a label value: characters outside `[A-Za-z0-9._-]`
 /// become `-`, the ends are alphanumeric, at most 63 characters.
 #[must_use]

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::deployment::{MODEL_MOUNT_PATH, model_volume, resources};
 use super::error::BuildError;
-use super::meta::{LABEL_GPU_MEMORY, Track, labels, owner_reference, sanitize_label_value};
+use super::meta::{Track, label_gpu_memory, labels, owner_reference};
 use crate::api::AcceleratorType;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
@@ -309,17 +309,7 @@ pub fn desired_rayservice(
     };
 
     let mut worker_labels = labels;
-    if let Some(gm) = svc
-        .spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.gpu_memory.as_ref())
-    {
-        let value = sanitize_label_value(&gm.0);
-        if !value.is_empty() {
-            worker_labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
-        }
-    }
+    label_gpu_memory(svc, &mut worker_labels);
     let worker = PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(worker_labels),
