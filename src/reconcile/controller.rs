@@ -1,6 +1,6 @@
 //! The kube-runtime Controller on InferenceService for one leadership term:
-//! the context every reconcile shares, and the wiring from the watches to
-//! [`super::flow`].
+//! the watches of every child kind, the context every reconcile shares
+//! ([`Ctx`]), and the wiring from the watches to [`super::flow`].
 
 use std::sync::Arc;
 

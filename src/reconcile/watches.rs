@@ -1,6 +1,7 @@
-//! The watches of one leadership term: the children (by infergate's label,
-//! metadata only), optional children once their CRD is served, and the
-//! triggers taken from the shared state's service events.
+//! The watches of one leadership term: the children of every kind of
+//! [`each_kind`] (by infergate's label, metadata only; a kind of an optional
+//! CRD once it is served), and the triggers taken from the shared state's
+//! service events.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,4 +1,5 @@
-//! Every child of a `backend: Deployment` service but the route.
+//! The engine's children of a `backend: Deployment` service: each track's
+//! Deployment and Service, and the primary's HPA.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
