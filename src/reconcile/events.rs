@@ -11,8 +11,8 @@ const RECORDER_SHARDS: usize = 64;
 /// to every service with a recent event (quadratic when thousands of
 /// services are created at once). Spread over [`RECORDER_SHARDS`]
 /// recorders, a publish walks a 64th of it. One recorder per service would
-/// walk only its own events, but each keeps its own table: about 4 KB more
-/// per service (measured: +32 MB of peak RSS at 5,000 services).
+/// walk only its own events, but each keeps its own table, and the memory
+/// grows with every service (docs/performance.md, "Memory").
 pub(super) struct Recorders<R> {
     shards: Vec<R>,
 }

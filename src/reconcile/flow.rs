@@ -14,14 +14,17 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{Instrument, debug, info_span, warn};
 
-use super::Error;
 use super::children::httproute::HTTPRoute;
 use super::children::inferencepool::{self, InferencePool};
+use super::children::podmonitor::PodMonitor;
 use super::children::rayservice;
+use super::children::rayservice::RayService;
 use super::children::{self as builders, Desired, Track};
 use super::children::{endpoint_picker, podmonitor};
-use super::controller::{Ctx, GRAPH_BUSY_RETRY, OPTIONAL_API_RECHECK, RESYNC};
+use super::context::Ctx;
+use super::error::Error;
 use super::graph as resolve;
+use super::progress;
 use super::status::{Observation, Outcome, PolicyResult, PoolReport, Reason, Rollout, Routing};
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
@@ -29,6 +32,15 @@ use crate::graph::GraphError;
 use crate::graph::fetch::{FetchOptions, GraphFetcher};
 use crate::state::context::Watched;
 use crate::state::with_context;
+
+/// Periodic re-reconcile of every service (drift that no watch event reported).
+pub const RESYNC: Duration = Duration::from_secs(3600);
+/// Come back after a graph fetch was deferred because too many were in
+/// flight (for the namespace, or in all).
+pub const GRAPH_BUSY_RETRY: Duration = Duration::from_secs(5);
+/// Re-reconcile while waiting for an optional API (Gateway API, KubeRay)
+/// to be installed.
+pub const OPTIONAL_API_RECHECK: Duration = Duration::from_secs(30);
 
 pub(super) async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let start = Instant::now();
@@ -153,7 +165,7 @@ async fn prelude(
         intrinsic,
         policy,
         graph_internal_allowed,
-    } = ctx.evaluate(svc, ns);
+    } = evaluate(ctx, svc, ns);
     let mut obs = Observation {
         generation: svc.metadata.generation,
         outcome: Outcome::Invalid(String::new()),
@@ -180,7 +192,7 @@ async fn reconcile_deployment(
     // The rollout decides what each track runs and the canary's weight;
     // the children are built from that (the spec's version on the primary
     // at once with strategy Immediate).
-    let planned = ctx.plan_rollout(svc, defaulted).await?;
+    let planned = progress::plan_rollout(ctx, svc, defaulted).await?;
     let defaulted = &planned.effective;
     obs.rollout = Some(planned.status.clone());
     let gateway = builders::gateway(defaulted);
@@ -207,7 +219,7 @@ async fn reconcile_deployment(
         .as_ref()
         .map(|_| builders::request_timeout(defaulted));
 
-    match ctx.apply_all(svc, defaulted, desired).await {
+    match apply_all(ctx, svc, defaulted, desired).await {
         Ok(outcome) => {
             let waiting_for_gateway_api = matches!(
                 outcome,
@@ -268,7 +280,7 @@ async fn reconcile_rayservice(
         }
     };
     obs.route_path = Some(path.clone());
-    if !ctx.ray_api.installed(&ctx.client).await? {
+    if !ctx.installed::<RayService>().await? {
         obs.outcome = Outcome::RayServiceApiMissing;
         ctx.writer.write_status(svc, &obs).await?;
         return Ok(Action::requeue(OPTIONAL_API_RECHECK));
@@ -322,13 +334,9 @@ async fn reconcile_rayservice(
             return Ok(Action::requeue(wait + jitter(svc)));
         }
     };
-    match ctx
-        .writer
-        .apply_and_read(svc, &resolved.rayservice, &ctx.rayservices)
-        .await
-    {
+    match ctx.apply_and_read(svc, &resolved.rayservice).await {
         Ok(applied) => {
-            let workers = ctx.scale_ray_clusters(&applied, &resolved.rayservice).await;
+            let workers = scale_ray_clusters(ctx, &applied, &resolved.rayservice).await;
             obs.outcome = Outcome::RayServiceApplied {
                 observed: rayservice::observe(&applied),
                 nodes: resolved.graph.nodes.len(),
@@ -340,7 +348,7 @@ async fn reconcile_rayservice(
         Err(e) => {
             if e.is_not_found() {
                 // The CRD went away between discovery and apply.
-                ctx.ray_api.forget();
+                ctx.forget::<RayService>();
             }
             obs.outcome = Outcome::Failed(e.to_string());
             if let Err(se) = ctx.writer.write_status(svc, &obs).await {
@@ -377,320 +385,290 @@ fn rejection(route: &HTTPRoute) -> Option<String> {
     })
 }
 
-impl Ctx {
-    /// Give the worker group of the RayService's active and pending
-    /// RayClusters the replica counts infergate asks for (KubeRay copies
-    /// them only into a new cluster), and return `(ready, desired)` workers
-    /// of the first of them. A failure is logged, not fatal: the RayService
-    /// itself is applied, and the next reconcile tries again.
-    async fn scale_ray_clusters(
-        &self,
-        applied: &rayservice::RayService,
-        desired: &rayservice::RayService,
-    ) -> Option<(i32, i32)> {
-        use super::children::raycluster::{self, RayCluster};
-        let want = raycluster::wanted_group(desired)?;
-        let ns = applied.namespace()?;
-        let api: kube::Api<RayCluster> = kube::Api::namespaced(self.client.clone(), &ns);
-        let mut workers = None;
-        for name in raycluster::cluster_names(applied) {
-            let cluster = match api.get_opt(&name).await {
-                Ok(Some(c)) => c,
-                Ok(None) => continue,
-                Err(e) => {
-                    warn!(raycluster = %name, error = %e, "cannot read the RayCluster to scale it");
-                    continue;
-                }
-            };
-            if !raycluster::owned_by(&cluster, applied) {
+/// Give the worker group of the RayService's active and pending
+/// RayClusters the replica counts infergate asks for (KubeRay copies
+/// them only into a new cluster), and return `(ready, desired)` workers
+/// of the first of them. A failure is logged, not fatal: the RayService
+/// itself is applied, and the next reconcile tries again.
+async fn scale_ray_clusters(
+    ctx: &Ctx,
+    applied: &rayservice::RayService,
+    desired: &rayservice::RayService,
+) -> Option<(i32, i32)> {
+    use super::children::raycluster::{self, RayCluster};
+    let want = raycluster::wanted_group(desired)?;
+    let ns = applied.namespace()?;
+    let api: kube::Api<RayCluster> = kube::Api::namespaced(ctx.client.clone(), &ns);
+    let mut workers = None;
+    for name in raycluster::cluster_names(applied) {
+        let cluster = match api.get_opt(&name).await {
+            Ok(Some(c)) => c,
+            Ok(None) => continue,
+            Err(e) => {
+                warn!(raycluster = %name, error = %e, "cannot read the RayCluster to scale it");
                 continue;
             }
-            if let Some(patch) = raycluster::scale_patch(&cluster, want) {
-                let pp = kube::api::PatchParams::default();
-                match api
-                    .patch(&name, &pp, &kube::api::Patch::Json::<()>(patch))
-                    .await
-                {
-                    Ok(_) => {
-                        debug!(raycluster = %name, replicas = ?want.replicas, "scaled the worker group")
-                    }
-                    Err(e) => {
-                        warn!(raycluster = %name, error = %e, "cannot scale the RayCluster's worker group");
-                    }
+        };
+        if !raycluster::owned_by(&cluster, applied) {
+            continue;
+        }
+        if let Some(patch) = raycluster::scale_patch(&cluster, want) {
+            let pp = kube::api::PatchParams::default();
+            match api
+                .patch(&name, &pp, &kube::api::Patch::Json::<()>(patch))
+                .await
+            {
+                Ok(_) => {
+                    debug!(raycluster = %name, replicas = ?want.replicas, "scaled the worker group")
+                }
+                Err(e) => {
+                    warn!(raycluster = %name, error = %e, "cannot scale the RayCluster's worker group");
                 }
             }
-            if workers.is_none() {
-                workers = raycluster::workers(&cluster);
-            }
         }
-        workers
+        if workers.is_none() {
+            workers = raycluster::workers(&cluster);
+        }
     }
+    workers
+}
 
-    /// The InferencePool of each track and, with `endpointPicker.mode:
-    /// Owned`, its endpoint picker (removed with `mode: None`); what gateways
-    /// report about the pools. `None` when the InferencePool CRD is not served.
-    async fn apply_pools(
-        &self,
-        svc: &InferenceService,
-        defaulted: &InferenceService,
-    ) -> Result<Option<PoolReport>, Error> {
-        if !self.pool_api.installed(&self.client).await? {
-            return Ok(None);
+/// The InferencePool of each track and, with `endpointPicker.mode:
+/// Owned`, its endpoint picker (removed with `mode: None`); what gateways
+/// report about the pools. `None` when the InferencePool CRD is not served.
+async fn apply_pools(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+) -> Result<Option<PoolReport>, Error> {
+    if !ctx.installed::<InferencePool>().await? {
+        return Ok(None);
+    }
+    let mut report = PoolReport::default();
+    let mut tracks = vec![Track::Primary];
+    if defaulted.spec.canary.is_some() {
+        tracks.push(Track::Canary);
+    }
+    for track in tracks {
+        let pool = inferencepool::inference_pool(defaulted, track)?;
+        let name = builders::child_name(defaulted, track);
+        // The picker first: the pool names its Service.
+        if engine::names::owns_endpoint_pickers(defaulted) {
+            apply_endpoint_picker(ctx, svc, defaulted, track).await?;
+        } else {
+            delete_endpoint_picker(ctx, svc, &name).await?;
         }
-        let mut report = PoolReport::default();
-        let mut tracks = vec![Track::Primary];
-        if defaulted.spec.canary.is_some() {
-            tracks.push(Track::Canary);
-        }
-        for track in tracks {
-            let pool = inferencepool::inference_pool(defaulted, track)?;
-            let name = builders::child_name(defaulted, track);
-            // The picker first: the pool names its Service.
-            if engine::names::owns_endpoint_pickers(defaulted) {
-                self.apply_endpoint_picker(svc, defaulted, track).await?;
-            } else {
-                self.delete_endpoint_picker(svc, &name).await?;
+        match ctx.apply_and_read(svc, &pool).await {
+            Ok(applied) => {
+                let (reported, complaints) = inferencepool::parent_report(&applied);
+                report.reported |= reported;
+                report.complaints.extend(complaints);
+                report.names.push(name);
             }
-            match self.writer.apply_and_read(svc, &pool, &self.pools).await {
-                Ok(applied) => {
-                    let (reported, complaints) = inferencepool::parent_report(&applied);
-                    report.reported |= reported;
-                    report.complaints.extend(complaints);
-                    report.names.push(name);
-                }
+            Err(e) if e.is_not_found() => {
+                // The CRD went away between discovery and apply.
+                ctx.forget::<InferencePool>();
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(report))
+}
+
+/// The endpoint picker of `track`'s pool: identity and rights first,
+/// then its configuration, Deployment and Service.
+async fn apply_endpoint_picker(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    track: Track,
+) -> Result<(), Error> {
+    let epp = endpoint_picker::endpoint_picker(defaulted, track)?;
+    ctx.apply(svc, &epp.service_account).await?;
+    ctx.apply(svc, &epp.role).await?;
+    ctx.apply(svc, &epp.role_binding).await?;
+    ctx.apply(svc, &epp.config_map).await?;
+    ctx.apply(svc, &epp.deployment).await?;
+    ctx.apply(svc, &epp.service).await?;
+    Ok(())
+}
+
+/// Remove the endpoint picker of the pool `pool`, if there is one.
+async fn delete_endpoint_picker(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    pool: &str,
+) -> Result<(), Error> {
+    let name = engine::names::epp_name(pool);
+    ctx.delete::<Service>(svc, &name).await?;
+    ctx.delete::<Deployment>(svc, &name).await?;
+    ctx.delete::<ConfigMap>(svc, &name).await?;
+    ctx.delete::<RoleBinding>(svc, &name).await?;
+    ctx.delete::<Role>(svc, &name).await?;
+    ctx.delete::<ServiceAccount>(svc, &name).await?;
+    Ok(())
+}
+
+/// PodMonitor `S` where the Prometheus Operator's CRD is served; nothing
+/// (and no failure) where it is not.
+async fn apply_pod_monitor(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+) -> Result<(), Error> {
+    if !ctx.installed::<PodMonitor>().await? {
+        return Ok(());
+    }
+    let monitor = podmonitor::pod_monitor(defaulted)?;
+    match ctx.apply(svc, &monitor).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() => {
+            // The CRD went away between discovery and apply.
+            ctx.forget::<PodMonitor>();
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Default and validate (synchronous: the engine's context is not `Send`).
+fn evaluate(ctx: &Ctx, svc: &InferenceService, ns: &str) -> Evaluation {
+    let source = Watched {
+        state: &ctx.state,
+        server: &ctx.config.server,
+        reconciling: Some(svc),
+    };
+    with_context(&source, ns, |full_ctx| {
+        let defaulted = engine::default_service(svc, full_ctx).object;
+        let no_policies = PolicySnapshot::default();
+        let bare_ctx = engine::Context {
+            policies: &no_policies,
+            ..*full_ctx
+        };
+        let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
+        let full = engine::validate_service(&defaulted, None, full_ctx);
+        let policy = policy_result(&intrinsic, &full);
+        let graph_internal_allowed = defaulted
+            .spec
+            .graph
+            .as_ref()
+            .and_then(|g| engine::graph_source::parse_graph_url(&g.url).ok())
+            .is_some_and(|url| {
+                engine::graph_source::host_listed_literally(&engine::policy::layers(full_ctx), &url)
+            });
+        Evaluation {
+            defaulted,
+            intrinsic,
+            policy,
+            graph_internal_allowed,
+        }
+    })
+}
+
+async fn apply_all(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    desired: Desired,
+) -> Result<Outcome, Error> {
+    let primary = ctx.apply_and_read(svc, &desired.primary).await?;
+    ctx.apply(svc, &desired.primary_service).await?;
+    let canary_name = builders::child_name(defaulted, Track::Canary);
+    let canary = match desired.canary {
+        Some((deployment, service)) => {
+            let d = ctx.apply_and_read(svc, &deployment).await?;
+            ctx.apply(svc, &service).await?;
+            Some(Rollout::of(&d))
+        }
+        // Deleted below, once the route no longer names it.
+        None => None,
+    };
+    let primary_name = builders::child_name(defaulted, Track::Primary);
+    match desired.hpa {
+        Some(hpa) => {
+            ctx.apply(svc, &hpa).await?;
+        }
+        None => {
+            ctx.delete::<HorizontalPodAutoscaler>(svc, &primary_name)
+                .await?;
+        }
+    }
+    let routed = canary
+        .as_ref()
+        .map(|c| builders::routed_canary_weight(defaulted, c.ready));
+    let pools_wanted = inferencepool::routes_through_pools(defaulted);
+    let pools = if pools_wanted {
+        apply_pools(ctx, svc, defaulted).await?
+    } else {
+        None
+    };
+    let (routing, routed_weight) = match builders::gateway(defaulted) {
+        // Never a silent fallback to the Services: the route stays as it is.
+        _ if pools_wanted && pools.is_none() => (Routing::InferencePoolApiMissing, None),
+        None => {
+            ctx.delete::<HTTPRoute>(svc, &primary_name).await?;
+            (Routing::NoGateway, None)
+        }
+        Some(_) if !ctx.installed::<HTTPRoute>().await? => (
+            Routing::GatewayApiMissing {
+                gateway: gateway_display(defaulted),
+            },
+            None,
+        ),
+        Some(_) => {
+            let route = builders::http_route(defaulted, routed.unwrap_or(0))?
+                .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
+            match ctx.apply_and_read(svc, &route).await {
+                Ok(applied) => (
+                    Routing::Applied {
+                        gateway: gateway_display(defaulted),
+                        path: engine::render_route_path(defaulted)
+                            .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+                        rejection: rejection(&applied),
+                        pools: pools.clone(),
+                    },
+                    routed,
+                ),
                 Err(e) if e.is_not_found() => {
                     // The CRD went away between discovery and apply.
-                    self.pool_api.forget();
-                    return Ok(None);
+                    ctx.forget::<HTTPRoute>();
+                    (
+                        Routing::GatewayApiMissing {
+                            gateway: gateway_display(defaulted),
+                        },
+                        None,
+                    )
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(Some(report))
+    };
+    apply_pod_monitor(ctx, svc, defaulted).await?;
+    // Pools (and their pickers) the route no longer names go now that
+    // the API server holds the route without them.
+    let unwanted_pools: &[Track] = match (pools_wanted, canary.is_some()) {
+        (false, _) => &[Track::Primary, Track::Canary],
+        (true, false) => &[Track::Canary],
+        (true, true) => &[],
+    };
+    for track in unwanted_pools {
+        let pool = builders::child_name(defaulted, *track);
+        ctx.delete::<InferencePool>(svc, &pool).await?;
+        delete_endpoint_picker(ctx, svc, &pool).await?;
     }
-
-    /// The endpoint picker of `track`'s pool: identity and rights first,
-    /// then its configuration, Deployment and Service.
-    async fn apply_endpoint_picker(
-        &self,
-        svc: &InferenceService,
-        defaulted: &InferenceService,
-        track: Track,
-    ) -> Result<(), Error> {
-        let epp = endpoint_picker::endpoint_picker(defaulted, track)?;
-        let w = &self.writer;
-        w.apply(svc, &epp.service_account, &self.service_accounts)
-            .await?;
-        w.apply(svc, &epp.role, &self.roles).await?;
-        w.apply(svc, &epp.role_binding, &self.role_bindings).await?;
-        w.apply(svc, &epp.config_map, &self.config_maps).await?;
-        w.apply(svc, &epp.deployment, &self.deployments).await?;
-        w.apply(svc, &epp.service, &self.core_services).await?;
-        Ok(())
+    if canary.is_none() {
+        // A canary that goes away lets go of the route first: its
+        // Deployment and Service are deleted only now that the API
+        // server holds the route without it (an error above returned
+        // before this point, leaving them serving).
+        ctx.delete::<Deployment>(svc, &canary_name).await?;
+        ctx.delete::<Service>(svc, &canary_name).await?;
     }
-
-    /// Remove the endpoint picker of the pool `pool`, if there is one.
-    async fn delete_endpoint_picker(
-        &self,
-        svc: &InferenceService,
-        pool: &str,
-    ) -> Result<(), Error> {
-        let name = engine::names::epp_name(pool);
-        let w = &self.writer;
-        w.delete::<Service>(svc, &name, &self.core_services).await?;
-        w.delete::<Deployment>(svc, &name, &self.deployments)
-            .await?;
-        w.delete::<ConfigMap>(svc, &name, &self.config_maps).await?;
-        w.delete::<RoleBinding>(svc, &name, &self.role_bindings)
-            .await?;
-        w.delete::<Role>(svc, &name, &self.roles).await?;
-        w.delete::<ServiceAccount>(svc, &name, &self.service_accounts)
-            .await?;
-        Ok(())
-    }
-
-    /// PodMonitor `S` where the Prometheus Operator's CRD is served; nothing
-    /// (and no failure) where it is not.
-    async fn apply_pod_monitor(
-        &self,
-        svc: &InferenceService,
-        defaulted: &InferenceService,
-    ) -> Result<(), Error> {
-        if !self.monitor_api.installed(&self.client).await? {
-            return Ok(());
-        }
-        let monitor = podmonitor::pod_monitor(defaulted)?;
-        match self.writer.apply(svc, &monitor, &self.podmonitors).await {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => {
-                // The CRD went away between discovery and apply.
-                self.monitor_api.forget();
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Default and validate (synchronous: the engine's context is not `Send`).
-    fn evaluate(&self, svc: &InferenceService, ns: &str) -> Evaluation {
-        let source = Watched {
-            state: &self.state,
-            server: &self.config.server,
-            reconciling: Some(svc),
-        };
-        with_context(&source, ns, |full_ctx| {
-            let defaulted = engine::default_service(svc, full_ctx).object;
-            let no_policies = PolicySnapshot::default();
-            let bare_ctx = engine::Context {
-                policies: &no_policies,
-                ..*full_ctx
-            };
-            let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
-            let full = engine::validate_service(&defaulted, None, full_ctx);
-            let policy = policy_result(&intrinsic, &full);
-            let graph_internal_allowed = defaulted
-                .spec
-                .graph
-                .as_ref()
-                .and_then(|g| engine::graph_source::parse_graph_url(&g.url).ok())
-                .is_some_and(|url| {
-                    engine::graph_source::host_listed_literally(
-                        &engine::policy::layers(full_ctx),
-                        &url,
-                    )
-                });
-            Evaluation {
-                defaulted,
-                intrinsic,
-                policy,
-                graph_internal_allowed,
-            }
-        })
-    }
-
-    async fn apply_all(
-        &self,
-        svc: &InferenceService,
-        defaulted: &InferenceService,
-        desired: Desired,
-    ) -> Result<Outcome, Error> {
-        let primary = self
-            .writer
-            .apply_and_read(svc, &desired.primary, &self.deployments)
-            .await?;
-        self.writer
-            .apply(svc, &desired.primary_service, &self.core_services)
-            .await?;
-        let canary_name = builders::child_name(defaulted, Track::Canary);
-        let canary = match desired.canary {
-            Some((deployment, service)) => {
-                let d = self
-                    .writer
-                    .apply_and_read(svc, &deployment, &self.deployments)
-                    .await?;
-                self.writer
-                    .apply(svc, &service, &self.core_services)
-                    .await?;
-                Some(Rollout::of(&d))
-            }
-            // Deleted below, once the route no longer names it.
-            None => None,
-        };
-        let primary_name = builders::child_name(defaulted, Track::Primary);
-        match desired.hpa {
-            Some(hpa) => {
-                self.writer.apply(svc, &hpa, &self.hpas).await?;
-            }
-            None => {
-                self.writer
-                    .delete::<HorizontalPodAutoscaler>(svc, &primary_name, &self.hpas)
-                    .await?;
-            }
-        }
-        let routed = canary
-            .as_ref()
-            .map(|c| builders::routed_canary_weight(defaulted, c.ready));
-        let pools_wanted = inferencepool::routes_through_pools(defaulted);
-        let pools = if pools_wanted {
-            self.apply_pools(svc, defaulted).await?
-        } else {
-            None
-        };
-        let (routing, routed_weight) = match builders::gateway(defaulted) {
-            // Never a silent fallback to the Services: the route stays as it is.
-            _ if pools_wanted && pools.is_none() => (Routing::InferencePoolApiMissing, None),
-            None => {
-                self.writer
-                    .delete::<HTTPRoute>(svc, &primary_name, &self.routes)
-                    .await?;
-                (Routing::NoGateway, None)
-            }
-            Some(_) if !self.gateway_api.installed(&self.client).await? => (
-                Routing::GatewayApiMissing {
-                    gateway: gateway_display(defaulted),
-                },
-                None,
-            ),
-            Some(_) => {
-                let route = builders::http_route(defaulted, routed.unwrap_or(0))?
-                    .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
-                match self.writer.apply_and_read(svc, &route, &self.routes).await {
-                    Ok(applied) => (
-                        Routing::Applied {
-                            gateway: gateway_display(defaulted),
-                            path: engine::render_route_path(defaulted)
-                                .map_err(|e| builders::BuildError::Route(e.to_string()))?,
-                            rejection: rejection(&applied),
-                            pools: pools.clone(),
-                        },
-                        routed,
-                    ),
-                    Err(e) if e.is_not_found() => {
-                        // The CRD went away between discovery and apply.
-                        self.gateway_api.forget();
-                        (
-                            Routing::GatewayApiMissing {
-                                gateway: gateway_display(defaulted),
-                            },
-                            None,
-                        )
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-        };
-        self.apply_pod_monitor(svc, defaulted).await?;
-        // Pools (and their pickers) the route no longer names go now that
-        // the API server holds the route without them.
-        let unwanted_pools: &[Track] = match (pools_wanted, canary.is_some()) {
-            (false, _) => &[Track::Primary, Track::Canary],
-            (true, false) => &[Track::Canary],
-            (true, true) => &[],
-        };
-        for track in unwanted_pools {
-            let pool = builders::child_name(defaulted, *track);
-            self.writer
-                .delete::<InferencePool>(svc, &pool, &self.pools)
-                .await?;
-            self.delete_endpoint_picker(svc, &pool).await?;
-        }
-        if canary.is_none() {
-            // A canary that goes away lets go of the route first: its
-            // Deployment and Service are deleted only now that the API
-            // server holds the route without it (an error above returned
-            // before this point, leaving them serving).
-            self.writer
-                .delete::<Deployment>(svc, &canary_name, &self.deployments)
-                .await?;
-            self.writer
-                .delete::<Service>(svc, &canary_name, &self.core_services)
-                .await?;
-        }
-        Ok(Outcome::Applied {
-            primary: Rollout::of(&primary),
-            canary,
-            routing,
-            routed_weight,
-        })
-    }
+    Ok(Outcome::Applied {
+        primary: Rollout::of(&primary),
+        canary,
+        routing,
+        routed_weight,
+    })
 }

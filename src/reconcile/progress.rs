@@ -12,10 +12,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use super::Error;
 use super::analysis;
 use super::children::{self as builders, Track};
-use super::controller::Ctx;
+use super::context::Ctx;
+use super::error::Error;
 use super::rollout::{
     self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
 };
@@ -91,181 +91,179 @@ fn runs(d: &Deployment, want: &Deployment) -> bool {
     first(d).is_some() && first(d) == first(want)
 }
 
-impl Ctx {
-    /// The rollout's decision for this reconcile (strategy Immediate: the
-    /// spec's version is stable at once).
-    pub(super) async fn plan_rollout(
-        &self,
-        svc: &InferenceService,
-        defaulted: &InferenceService,
-    ) -> Result<Planned, Error> {
-        let desired = engine::rollout::version_of(defaulted);
-        let current = svc.status.as_ref().and_then(|s| s.rollout.as_ref());
-        if !engine::rollout::is_progressive(defaulted) {
-            let status = RolloutStatus {
-                phase: RolloutPhase::Stable,
-                stable: Some(desired.clone()),
-                last_action: current.and_then(|c| c.last_action.clone()),
-                reason: Some("Stable".into()),
-                message: Some(format!("{} is stable", desired.model.r#ref)),
-                ..RolloutStatus::default()
-            };
-            return Ok(Planned {
-                effective: defaulted.clone(),
-                status,
-                notes: Vec::new(),
-                requeue: None,
+/// The rollout's decision for this reconcile (strategy Immediate: the
+/// spec's version is stable at once).
+pub(super) async fn plan_rollout(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+) -> Result<Planned, Error> {
+    let desired = engine::rollout::version_of(defaulted);
+    let current = svc.status.as_ref().and_then(|s| s.rollout.as_ref());
+    if !engine::rollout::is_progressive(defaulted) {
+        let status = RolloutStatus {
+            phase: RolloutPhase::Stable,
+            stable: Some(desired.clone()),
+            last_action: current.and_then(|c| c.last_action.clone()),
+            reason: Some("Stable".into()),
+            message: Some(format!("{} is stable", desired.model.r#ref)),
+            ..RolloutStatus::default()
+        };
+        return Ok(Planned {
+            effective: defaulted.clone(),
+            status,
+            notes: Vec::new(),
+            requeue: None,
+        });
+    }
+    let plan = defaulted.spec.rollout.clone().unwrap_or_default();
+    let now = Timestamp::now();
+    let under_way = current
+        .is_some_and(|c| matches!(c.phase, RolloutPhase::Progressing | RolloutPhase::Paused));
+    let observed = if under_way {
+        observe_rollout(ctx, defaulted, current).await?
+    } else {
+        Observed::default()
+    };
+    let gate = match plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
+        Some(p) if machine::gate_due(&plan, current, now) => {
+            Some(evaluate_gate(ctx, defaulted, p).await)
+        }
+        _ => None,
+    };
+    let action = svc.annotations().get(ACTION_ANNOTATION).map(String::as_str);
+    let Decision {
+        status,
+        primary,
+        canary,
+        notes,
+        requeue,
+    } = machine::decide(&Input {
+        plan: &plan,
+        desired,
+        current,
+        observed,
+        gate,
+        action,
+        now,
+    });
+    Ok(Planned {
+        effective: with_versions(defaulted, &primary, canary.as_ref()),
+        status,
+        notes,
+        requeue,
+    })
+}
+
+/// The tracks as the cluster shows them: the canary's readiness (only
+/// once it runs the target), its restarts, and whether the primary runs
+/// what the last decision asked and is complete.
+async fn observe_rollout(
+    ctx: &Ctx,
+    defaulted: &InferenceService,
+    current: Option<&RolloutStatus>,
+) -> Result<Observed, Error> {
+    let Some(st) = current else {
+        return Ok(Observed::default());
+    };
+    let ns = defaulted.namespace().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
+    let stable = st
+        .stable
+        .clone()
+        .unwrap_or_else(|| engine::rollout::version_of(defaulted));
+    let target = st
+        .target
+        .clone()
+        .unwrap_or_else(|| engine::rollout::version_of(defaulted));
+    let weight = st.weight.unwrap_or(0);
+    let promoting = st
+        .step
+        .and_then(|s| usize::try_from(s).ok())
+        .is_some_and(|s| s >= defaulted.spec.rollout.as_ref().map_or(0, |r| r.steps.len()));
+    let primary_version = if promoting { &target } else { &stable };
+    let expected = with_versions(defaulted, primary_version, Some(&(target.clone(), weight)));
+    let mut observed = Observed::default();
+    if let Some(d) = api
+        .get_opt(&builders::child_name(defaulted, Track::Canary))
+        .await?
+    {
+        let want = builders::deployment(&expected, Track::Canary)?;
+        if runs(&d, &want) {
+            let r = Rollout::of(&d);
+            observed.canary = Some(Readiness {
+                ready: if r.complete() { r.ready } else { 0 },
+                desired: r.desired,
             });
         }
-        let plan = defaulted.spec.rollout.clone().unwrap_or_default();
-        let now = Timestamp::now();
-        let under_way = current
-            .is_some_and(|c| matches!(c.phase, RolloutPhase::Progressing | RolloutPhase::Paused));
-        let observed = if under_way {
-            self.observe_rollout(defaulted, current).await?
-        } else {
-            Observed::default()
-        };
-        let gate = match plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
-            Some(p) if machine::gate_due(&plan, current, now) => {
-                Some(self.evaluate_gate(defaulted, p).await)
-            }
-            _ => None,
-        };
-        let action = svc.annotations().get(ACTION_ANNOTATION).map(String::as_str);
-        let Decision {
-            status,
-            primary,
-            canary,
-            notes,
-            requeue,
-        } = machine::decide(&Input {
-            plan: &plan,
-            desired,
-            current,
-            observed,
-            gate,
-            action,
-            now,
-        });
-        Ok(Planned {
-            effective: with_versions(defaulted, &primary, canary.as_ref()),
-            status,
-            notes,
-            requeue,
-        })
     }
-
-    /// The tracks as the cluster shows them: the canary's readiness (only
-    /// once it runs the target), its restarts, and whether the primary runs
-    /// what the last decision asked and is complete.
-    async fn observe_rollout(
-        &self,
-        defaulted: &InferenceService,
-        current: Option<&RolloutStatus>,
-    ) -> Result<Observed, Error> {
-        let Some(st) = current else {
-            return Ok(Observed::default());
-        };
-        let ns = defaulted.namespace().unwrap_or_default();
-        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
-        let stable = st
-            .stable
-            .clone()
-            .unwrap_or_else(|| engine::rollout::version_of(defaulted));
-        let target = st
-            .target
-            .clone()
-            .unwrap_or_else(|| engine::rollout::version_of(defaulted));
-        let weight = st.weight.unwrap_or(0);
-        let promoting = st
-            .step
-            .and_then(|s| usize::try_from(s).ok())
-            .is_some_and(|s| s >= defaulted.spec.rollout.as_ref().map_or(0, |r| r.steps.len()));
-        let primary_version = if promoting { &target } else { &stable };
-        let expected = with_versions(defaulted, primary_version, Some(&(target.clone(), weight)));
-        let mut observed = Observed::default();
-        if let Some(d) = api
-            .get_opt(&builders::child_name(defaulted, Track::Canary))
-            .await?
-        {
-            let want = builders::deployment(&expected, Track::Canary)?;
-            if runs(&d, &want) {
-                let r = Rollout::of(&d);
-                observed.canary = Some(Readiness {
-                    ready: if r.complete() { r.ready } else { 0 },
-                    desired: r.desired,
-                });
-            }
-        }
-        if let Some(d) = api
-            .get_opt(&builders::child_name(defaulted, Track::Primary))
-            .await?
-        {
-            let want = builders::deployment(&expected, Track::Primary)?;
-            observed.primary_complete = promoting && runs(&d, &want) && Rollout::of(&d).complete();
-        }
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        let selector = builders::selector_labels(defaulted, Track::Canary)
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        observed.canary_restarts = pods
-            .list(&ListParams::default().labels(&selector))
-            .await?
-            .items
-            .iter()
-            .flat_map(|p| {
-                p.status
-                    .iter()
-                    .flat_map(|s| s.container_statuses.iter().flatten())
-            })
-            .map(|c| c.restart_count)
-            .sum();
-        Ok(observed)
+    if let Some(d) = api
+        .get_opt(&builders::child_name(defaulted, Track::Primary))
+        .await?
+    {
+        let want = builders::deployment(&expected, Track::Primary)?;
+        observed.primary_complete = promoting && runs(&d, &want) && Rollout::of(&d).complete();
     }
-
-    /// Run the gate's query at the Prometheus a ClusterInferencePolicy names
-    /// (or `serve --prometheus-url`); no address is a failed evaluation.
-    async fn evaluate_gate(
-        &self,
-        defaulted: &InferenceService,
-        gate: &crate::api::rollout::PrometheusGate,
-    ) -> Gate {
-        let ns = defaulted.namespace().unwrap_or_default();
-        let source = Watched {
-            state: &self.state,
-            server: &self.config.server,
-            reconciling: Some(defaulted),
-        };
-        let from_policy = with_context(&source, &ns, |ctx| {
-            engine::policy::layers(ctx)
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let selector = builders::selector_labels(defaulted, Track::Canary)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    observed.canary_restarts = pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+        .iter()
+        .flat_map(|p| {
+            p.status
                 .iter()
-                .filter(|l| l.kind == "ClusterInferencePolicy")
-                .find_map(|l| {
-                    l.defaults?
-                        .rollout
-                        .as_ref()?
-                        .analysis
-                        .as_ref()?
-                        .prometheus
-                        .as_ref()?
-                        .address
-                        .clone()
-                })
-        });
-        let Some(address) = from_policy.or_else(|| self.config.prometheus_url.clone()) else {
-            return Gate::Fail(
-                "no Prometheus address: set defaults.rollout.analysis.prometheus.address in a ClusterInferencePolicy or serve --prometheus-url".into(),
-            );
-        };
-        let query = analysis::render_query(
-            &gate.query,
-            &ns,
-            &defaulted.name_any(),
-            &builders::child_name(defaulted, Track::Canary),
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .map(|c| c.restart_count)
+        .sum();
+    Ok(observed)
+}
+
+/// Run the gate's query at the Prometheus a ClusterInferencePolicy names
+/// (or `serve --prometheus-url`); no address is a failed evaluation.
+async fn evaluate_gate(
+    ctx: &Ctx,
+    defaulted: &InferenceService,
+    gate: &crate::api::rollout::PrometheusGate,
+) -> Gate {
+    let ns = defaulted.namespace().unwrap_or_default();
+    let source = Watched {
+        state: &ctx.state,
+        server: &ctx.config.server,
+        reconciling: Some(defaulted),
+    };
+    let from_policy = with_context(&source, &ns, |engine_ctx| {
+        engine::policy::layers(engine_ctx)
+            .iter()
+            .filter(|l| l.kind == "ClusterInferencePolicy")
+            .find_map(|l| {
+                l.defaults?
+                    .rollout
+                    .as_ref()?
+                    .analysis
+                    .as_ref()?
+                    .prometheus
+                    .as_ref()?
+                    .address
+                    .clone()
+            })
+    });
+    let Some(address) = from_policy.or_else(|| ctx.config.prometheus_url.clone()) else {
+        return Gate::Fail(
+            "no Prometheus address: set defaults.rollout.analysis.prometheus.address in a ClusterInferencePolicy or serve --prometheus-url".into(),
         );
-        analysis::evaluate(&address, &query, gate).await
-    }
+    };
+    let query = analysis::render_query(
+        &gate.query,
+        &ns,
+        &defaulted.name_any(),
+        &builders::child_name(defaulted, Track::Canary),
+    );
+    analysis::evaluate(&address, &query, gate).await
 }

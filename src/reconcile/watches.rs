@@ -1,55 +1,150 @@
-//! The watches of one leadership term: the children (by infergate's label,
-//! metadata only), optional children once their CRD is served, and the
-//! triggers taken from the shared state's service events.
+//! The watches of one leadership term: the children of every kind of
+//! [`each_kind`] (by infergate's label, metadata only; a kind of an optional
+//! CRD once it is served), and the triggers taken from the shared state's
+//! service events.
 
 use std::collections::HashMap;
-use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use k8s_openapi::NamespaceResourceScope;
+use futures::future::BoxFuture;
+use kube::Client;
 use kube::api::{ObjectMeta, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::Event;
-use kube::runtime::{Predicate, WatchStreamExt, predicates};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::children::{ANNOTATION_APPLIED, LABEL_MANAGED_BY};
 use super::discovery::{ApiDiscovery, DISCOVERY_TTL_MISSING};
 use super::graph as resolve;
+use super::kinds::{Child, ChildCaches, ChildKind, Crd, KindVisitor, discovery, each_kind};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::state::{Scope, ServiceEvent};
 
 /// A child kind's cache and the stream of its touched objects.
-pub(super) type ChildWatch<K> = (
+type ChildWatch<K> = (
     Store<PartialObjectMeta<K>>,
     mpsc::UnboundedReceiver<PartialObjectMeta<K>>,
 );
+
+/// Adds one kind's owner triggers to the controller.
+type Trigger = Box<dyn FnOnce(Controller<InferenceService>) -> Controller<InferenceService> + Send>;
+
+/// The children of every kind of [`each_kind`], watched for one term.
+pub(super) struct ChildWatches {
+    /// Every kind's cache (and an optional CRD's discovery).
+    pub(super) caches: ChildCaches,
+    /// Ends once every cache the controller waits for holds its first list
+    /// (an optional kind's is not waited for).
+    pub(super) synced: BoxFuture<'static, ()>,
+    /// Every kind's stream of touched children, for the controller.
+    pub(super) triggers: Triggers,
+}
+
+impl ChildWatches {
+    /// Start the watches of every child kind, in the order of
+    /// [`each_kind`]. An optional CRD that reconciles every service on
+    /// arrival says so on `crd_appeared`.
+    pub(super) fn start(
+        tasks: &mut JoinSet<()>,
+        client: &Client,
+        scope: &Scope,
+        crd_appeared: mpsc::UnboundedSender<()>,
+    ) -> Self {
+        let mut starter = Starter {
+            tasks,
+            client,
+            scope,
+            crd_appeared,
+            caches: ChildCaches::default(),
+            synced: Vec::new(),
+            triggers: Vec::new(),
+        };
+        each_kind(&mut starter);
+        let synced = starter.synced;
+        ChildWatches {
+            caches: starter.caches,
+            synced: Box::pin(async move {
+                for cache in synced {
+                    cache.await;
+                }
+            }),
+            triggers: Triggers(starter.triggers),
+        }
+    }
+}
+
+/// Every kind's owner triggers.
+pub(super) struct Triggers(Vec<Trigger>);
+
+impl Triggers {
+    /// `controller`, triggered by every kind's children (a child touches
+    /// the service that owns it).
+    pub(super) fn attach(
+        self,
+        controller: Controller<InferenceService>,
+    ) -> Controller<InferenceService> {
+        self.0.into_iter().fold(controller, |c, add| add(c))
+    }
+}
+
+/// Starts one kind's watch at a time (see [`ChildWatches::start`]).
+struct Starter<'a> {
+    tasks: &'a mut JoinSet<()>,
+    client: &'a Client,
+    scope: &'a Scope,
+    crd_appeared: mpsc::UnboundedSender<()>,
+    caches: ChildCaches,
+    synced: Vec<BoxFuture<'static, ()>>,
+    triggers: Vec<Trigger>,
+}
+
+impl KindVisitor for Starter<'_> {
+    fn visit<K: ChildKind>(&mut self) {
+        let (store, rx, api) = match K::CRD {
+            Crd::BuiltIn => {
+                let (store, rx) = child_reflector::<K>(self.tasks, self.client, self.scope);
+                let cache = store.clone();
+                self.synced.push(Box::pin(async move {
+                    let _ = cache.wait_until_ready().await;
+                }));
+                (store, rx, None)
+            }
+            Crd::Optional {
+                reconcile_all_on_arrival,
+            } => {
+                let api = Arc::new(discovery::<K>());
+                let appeared = reconcile_all_on_arrival.then(|| self.crd_appeared.clone());
+                let (store, rx) = optional_reflector::<K>(
+                    self.tasks,
+                    self.client.clone(),
+                    self.scope.clone(),
+                    api.clone(),
+                    appeared,
+                );
+                (store, rx, Some(api))
+            }
+        };
+        self.caches.insert::<K>(store, api);
+        self.triggers
+            .push(Box::new(move |c| c.owns_stream(rx.map(Ok))));
+    }
+}
 
 /// Drive a metadata reflector for a child kind; forward every object touched
 /// after its first list (including deletions) to the controller as an owner
 /// trigger (the controller waits for this cache, then reconciles every
 /// service once).
-pub(super) fn child_reflector<K>(
+fn child_reflector<K: Child>(
     tasks: &mut JoinSet<()>,
     client: &Client,
     scope: &Scope,
-) -> ChildWatch<K>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) -> ChildWatch<K> {
     let (reader, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded();
     tasks.spawn(forward_children(
@@ -62,25 +157,17 @@ where
     (reader, rx)
 }
 
-/// Children of an optional CRD (HTTPRoute, RayService, PodMonitor) are
+/// Children of an optional CRD (HTTPRoute, RayService, PodMonitor,
+/// InferencePool) are
 /// watched once it is installed. A CRD that was missing and appears is
 /// announced on `appeared` (so every service can be reconciled once).
-pub(super) fn optional_reflector<K>(
+fn optional_reflector<K: Child>(
     tasks: &mut JoinSet<()>,
     client: Client,
     scope: Scope,
     discovery: Arc<ApiDiscovery>,
     appeared: Option<mpsc::UnboundedSender<()>>,
-) -> ChildWatch<K>
-where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) -> ChildWatch<K> {
     let (reader, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded();
     let kind = K::kind(&()).into_owned();
@@ -112,21 +199,13 @@ where
 /// into `writer`, and forward every touched object (deletions included) to
 /// the controller as an owner trigger, until the controller is gone; the
 /// first list's objects only when `first_list_triggers`.
-async fn forward_children<K>(
+async fn forward_children<K: Child>(
     client: Client,
     scope: Scope,
     writer: reflector::store::Writer<PartialObjectMeta<K>>,
     tx: mpsc::UnboundedSender<PartialObjectMeta<K>>,
     first_list_triggers: bool,
-) where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) {
     let kind = K::kind(&()).into_owned();
     let wc = crate::state::scope::list_in_pages().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
     let mut stream = std::pin::pin!(

@@ -1,6 +1,46 @@
 //! The engine Deployment of a track: arguments, resources, probes, pod template.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, HTTPGetAction, ImageVolumeSource, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::error::BuildError;
+use super::meta::{Track, child_meta, child_name, label_gpu_memory, labels, selector_labels};
+use crate::api::AcceleratorType;
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::engine::builtin::{
+    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM,
+    DEFAULT_PORT, DEFAULT_REPLICAS,
+};
+
+/// Name of the engine container.
+pub const CONTAINER_NAME: &str = "engine";
+/// Name of the engine's container and Service port.
+pub const PORT_NAME: &str = "http";
+/// Name of the image volume holding the model weights (`spec.model.image`).
+pub const MODEL_VOLUME: &str = "model";
+/// Where the model image volume is mounted in the engine container.
+pub const MODEL_MOUNT_PATH: &str = "/model";
+/// How long the startup probe lets an engine load its model before liveness applies.
+pub const STARTUP_GRACE_SECONDS: i32 = 1800;
+
+/// The engine port after defaulting.
+#[must_use]
+pub fn engine_port(svc: &InferenceService) -> i32 {
+    svc.spec
+        .engine
+        .as_ref()
+        .and_then(|e| e.port)
+        .unwrap_or(DEFAULT_PORT)
+}
 
 /// Generated engine arguments followed by `spec.engine.args`.
 #[must_use]
@@ -112,6 +152,34 @@ pub fn probes(svc: &InferenceService) -> Result<(Probe, Probe, Probe), BuildErro
     Ok((probe.clone(), probe, startup))
 }
 
+/// The image volume holding the model weights (`spec.model.image`, or the
+/// canary's) and its read-only mount at [`MODEL_MOUNT_PATH`]; none without
+/// an image.
+#[must_use]
+pub(super) fn model_volume(
+    image: Option<String>,
+) -> (Option<Vec<Volume>>, Option<Vec<VolumeMount>>) {
+    match image {
+        Some(reference) => (
+            Some(vec![Volume {
+                name: MODEL_VOLUME.to_owned(),
+                image: Some(ImageVolumeSource {
+                    reference: Some(reference),
+                    pull_policy: None,
+                }),
+                ..Volume::default()
+            }]),
+            Some(vec![VolumeMount {
+                name: MODEL_VOLUME.to_owned(),
+                mount_path: MODEL_MOUNT_PATH.to_owned(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            }]),
+        ),
+        None => (None, None),
+    }
+}
+
 /// Deployment `S` or `S-canary`. An autoscaled primary leaves `replicas` to the HPA.
 pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, BuildError> {
     let engine_image = svc
@@ -161,36 +229,8 @@ pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, Bu
         })
         .unwrap_or_default();
     let mut pod_labels = labels(svc, track);
-    if let Some(gm) = svc
-        .spec
-        .resources
-        .as_ref()
-        .and_then(|r| r.gpu_memory.as_ref())
-    {
-        let value = sanitize_label_value(&gm.0);
-        if !value.is_empty() {
-            pod_labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
-        }
-    }
-    let (volumes, mounts) = match model_image {
-        Some(reference) => (
-            Some(vec![Volume {
-                name: MODEL_VOLUME.to_owned(),
-                image: Some(ImageVolumeSource {
-                    reference: Some(reference),
-                    pull_policy: None,
-                }),
-                ..Volume::default()
-            }]),
-            Some(vec![VolumeMount {
-                name: MODEL_VOLUME.to_owned(),
-                mount_path: MODEL_MOUNT_PATH.to_owned(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }]),
-        ),
-        None => (None, None),
-    };
+    label_gpu_memory(svc, &mut pod_labels);
+    let (volumes, mounts) = model_volume(model_image);
     let container = Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(image),

@@ -19,10 +19,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
+use super::error::BuildError;
 use super::inferencepool::{EPP_GRPC_PORT, GROUP as POOL_GROUP, PLURAL as POOL_PLURAL};
-use super::{
-    BuildError, LABEL_MANAGED_BY, LABEL_NAME, LABEL_SERVICE, Track, child_meta, child_name,
-};
+use super::meta::{LABEL_MANAGED_BY, LABEL_NAME, LABEL_SERVICE, Track, child_meta, child_name};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::names::epp_name;

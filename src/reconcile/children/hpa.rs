@@ -1,6 +1,17 @@
 //! The HorizontalPodAutoscaler of the primary track.
 
-use super::*;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::{
+    CrossVersionObjectReference, HorizontalPodAutoscaler, HorizontalPodAutoscalerSpec, MetricSpec,
+    MetricTarget, ResourceMetricSource,
+};
+use kube::Resource;
+
+use super::error::BuildError;
+use super::meta::{Track, child_meta};
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::engine::builtin::DEFAULT_TARGET_CPU;
 
 /// HorizontalPodAutoscaler `S` (autoscaling/v2) on the primary Deployment.
 pub fn hpa(svc: &InferenceService) -> Result<Option<HorizontalPodAutoscaler>, BuildError> {

@@ -14,7 +14,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BuildError, Track, child_meta, child_name, engine_port, selector_labels};
+use super::deployment::engine_port;
+use super::error::BuildError;
+use super::meta::{Track, child_meta, child_name, selector_labels};
 use crate::api::v1beta1::InferenceService;
 use crate::api::{BackendKind, EndpointPickerMode, FailureMode};
 use crate::engine::names::epp_name;

@@ -13,7 +13,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BuildError, LABEL_SERVICE, LABEL_TRACK, Track, child_meta, engine_port};
+use super::deployment::engine_port;
+use super::error::BuildError;
+use super::meta::{LABEL_SERVICE, LABEL_TRACK, Track, child_meta};
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
 use crate::engine::builtin::{DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH};

@@ -3,7 +3,7 @@
 //! RayCluster (the autoscaler owns them once the cluster exists), so when
 //! `spec.replicas` changes infergate sets the worker group's `replicas`
 //! (and `minReplicas`/`maxReplicas`) on the RayService's active RayCluster,
-//! and on the pending one if KubeRay is building one (API.md section 7).
+//! and on the pending one if KubeRay is building one.
 //!
 //! [`RayCluster`] reads only what scaling needs; infergate never writes a
 //! whole RayCluster, only a JSON Patch that tests the group's name at the

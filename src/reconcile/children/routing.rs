@@ -1,6 +1,20 @@
 //! The HTTPRoute of a service: gateway, path, timeout, weighted backends.
 
-use super::*;
+use kube::ResourceExt;
+
+use super::deployment::engine_port;
+use super::error::BuildError;
+use super::httproute::{
+    GATEWAY_GROUP, HTTPBackendRef, HTTPPathMatch, HTTPPathModifier, HTTPRoute, HTTPRouteFilter,
+    HTTPRouteMatch, HTTPRouteRule, HTTPRouteSpec, HTTPRouteTimeouts, HTTPURLRewriteFilter,
+    ParentReference,
+};
+use super::inferencepool;
+use super::meta::{Track, child_meta};
+use crate::api::GatewayRef;
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::engine::builtin::DEFAULT_REQUEST_TIMEOUT;
 
 /// The canary weight to route now: `spec.canary.weight` once the canary has
 /// a ready replica, 0 before (and without a canary).

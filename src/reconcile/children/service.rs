@@ -1,6 +1,12 @@
 //! The Service in front of a track's engine pods.
 
-use super::*;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::deployment::{PORT_NAME, engine_port};
+use super::error::BuildError;
+use super::meta::{Track, child_meta, child_name, selector_labels};
+use crate::api::v1beta1::InferenceService;
 
 /// Service `S` or `S-canary`: ClusterIP on the engine port.
 pub fn service(svc: &InferenceService, track: Track) -> Result<Service, BuildError> {

@@ -1,10 +1,20 @@
 //! The builders of the `Deployment` backend on one defaulted service.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::httproute::GATEWAY_GROUP;
 use super::*;
+use crate::api::v1beta1::InferenceService;
 use crate::api::v1beta1::{
     AcceleratorSpec, AutoscalingSpec, CanarySpec, EngineSpec, EnvVar as SpecEnvVar,
     HealthCheckSpec, InferenceServiceSpec, ModelSpec, ParallelismSpec, ResourcesSpec, RoutingSpec,
 };
+use crate::api::{AcceleratorType, GatewayRef};
 
 /// A service as the mutating webhook stores it.
 fn svc() -> InferenceService {
@@ -539,6 +549,15 @@ fn pod_monitor_scrapes_both_engine_tracks_at_the_metrics_endpoint() {
     ));
 }
 
+/// The endpoint picker section of a service made [`with_pools`].
+fn picker_of(s: &mut InferenceService) -> &mut crate::api::EndpointPickerSpec {
+    s.spec
+        .routing
+        .as_mut()
+        .and_then(|r| r.endpoint_picker.as_mut())
+        .expect("a service with pools has an endpoint picker section")
+}
+
 fn with_pools(mut s: InferenceService, mode: crate::api::EndpointPickerMode) -> InferenceService {
     use crate::api::{BackendKind, EndpointPickerSpec, FailureMode};
     let r = s.spec.routing.as_mut().unwrap();
@@ -673,14 +692,7 @@ fn the_endpoint_picker_reads_only_what_it_needs_and_is_never_in_a_pool() {
             .all(|v| ["get", "list", "watch"].contains(&v.as_str()))
     }));
     // Leader election only with more than one replica.
-    s.spec
-        .routing
-        .as_mut()
-        .unwrap()
-        .endpoint_picker
-        .as_mut()
-        .unwrap()
-        .replicas = Some(2);
+    picker_of(&mut s).replicas = Some(2);
     let rules = endpoint_picker(&s, Track::Primary)
         .unwrap()
         .role
@@ -692,14 +704,7 @@ fn the_endpoint_picker_reads_only_what_it_needs_and_is_never_in_a_pool() {
             .any(|r| r.resources.as_deref() == Some(&["leases".to_owned()][..]))
     );
     // No image: an error, not a picker without one.
-    s.spec
-        .routing
-        .as_mut()
-        .unwrap()
-        .endpoint_picker
-        .as_mut()
-        .unwrap()
-        .image = None;
+    picker_of(&mut s).image = None;
     assert_eq!(
         endpoint_picker(&s, Track::Primary),
         Err(BuildError::MissingEndpointPickerImage)

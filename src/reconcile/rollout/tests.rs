@@ -72,6 +72,23 @@ fn stable_at(model: &str) -> RolloutStatus {
     .status
 }
 
+/// `plan` rolling v2 out over a stable v1: its status once started, and
+/// once a ready canary reached the first step.
+fn started_and_at_first_step(plan: &RolloutSpec) -> (RolloutStatus, RolloutStatus) {
+    let started = step(
+        plan,
+        "v2",
+        &stable_at("v1"),
+        Observed::default(),
+        None,
+        None,
+        0,
+    )
+    .status;
+    let at10 = step(plan, "v2", &started, READY, None, None, 10).status;
+    (started, at10)
+}
+
 #[test]
 fn the_first_version_is_stable_at_once() {
     let st = stable_at("v1");
@@ -136,17 +153,7 @@ fn a_full_promotion_walks_every_step_then_rolls_the_primary_first() {
 #[test]
 fn failures_roll_back_and_nothing_is_retried_until_the_spec_changes() {
     let p = plan();
-    let started = step(
-        &p,
-        "v2",
-        &stable_at("v1"),
-        Observed::default(),
-        None,
-        None,
-        0,
-    )
-    .status;
-    let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+    let (started, at10) = started_and_at_first_step(&p);
     // A crash-looping canary.
     let crashing = Observed {
         canary_restarts: 3,
@@ -192,17 +199,7 @@ fn the_gate_holds_below_the_failure_limit_and_fails_at_it() {
             on_no_data: None,
         }),
     });
-    let started = step(
-        &p,
-        "v2",
-        &stable_at("v1"),
-        Observed::default(),
-        None,
-        None,
-        0,
-    )
-    .status;
-    let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+    let (_, at10) = started_and_at_first_step(&p);
     assert!(!gate_due(&p, Some(&at10), t(69)));
     assert!(gate_due(&p, Some(&at10), t(70)));
     // Due but not evaluated: nothing moves.
@@ -248,17 +245,7 @@ fn the_gate_holds_below_the_failure_limit_and_fails_at_it() {
 #[test]
 fn actions_act_once_per_value() {
     let p = plan();
-    let started = step(
-        &p,
-        "v2",
-        &stable_at("v1"),
-        Observed::default(),
-        None,
-        None,
-        0,
-    )
-    .status;
-    let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+    let (_, at10) = started_and_at_first_step(&p);
     // pause: frozen past the interval.
     let paused = step(&p, "v2", &at10, READY, None, Some("pause/1"), 20).status;
     assert_eq!(paused.phase, RolloutPhase::Paused);
@@ -293,17 +280,7 @@ fn actions_act_once_per_value() {
 #[test]
 fn a_new_target_restarts_and_a_restart_of_infergate_resumes_where_it_was() {
     let p = plan();
-    let started = step(
-        &p,
-        "v2",
-        &stable_at("v1"),
-        Observed::default(),
-        None,
-        None,
-        0,
-    )
-    .status;
-    let at10 = step(&p, "v2", &started, READY, None, None, 10).status;
+    let (_, at10) = started_and_at_first_step(&p);
     let at30 = step(&p, "v2", &at10, READY, None, None, 70).status;
     // What a restarted infergate reads back from the API server.
     let stored: RolloutStatus =

@@ -41,6 +41,33 @@ fn routed() -> Routing {
     }
 }
 
+/// A service of two ready replicas routed at `/a` through `gateways/gw`,
+/// with what the gateway said.
+fn on_gateway(rejection: Option<String>, pools: Option<PoolReport>) -> Observation {
+    applied(
+        2,
+        None,
+        Routing::Applied {
+            gateway: "gateways/gw".into(),
+            path: "/a".into(),
+            rejection,
+            pools,
+        },
+    )
+}
+
+/// What a reconcile that applied nothing observed at `generation`.
+fn not_applied(generation: i64, outcome: Outcome) -> Observation {
+    Observation {
+        generation: Some(generation),
+        outcome,
+        policy: PolicyResult::Compliant,
+        route_path: None,
+        request_timeout: None,
+        rollout: None,
+    }
+}
+
 fn cond<'a>(st: &'a InferenceServiceStatus, t: &str) -> &'a Condition {
     st.conditions.iter().find(|c| c.type_ == t).unwrap()
 }
@@ -143,16 +170,7 @@ fn routing_conditions_say_why() {
     assert!(c.message.contains("httproutes.gateway.networking.k8s.io"));
     let st = compute(
         None,
-        &applied(
-            2,
-            None,
-            Routing::Applied {
-                gateway: "gateways/gw".into(),
-                path: "/a".into(),
-                rejection: Some("NotAllowedByListeners".into()),
-                pools: None,
-            },
-        ),
+        &on_gateway(Some("NotAllowedByListeners".into()), None),
         ts(0),
     );
     assert_eq!(cond(&st, ROUTING_READY).reason, "RouteNotAccepted");
@@ -163,14 +181,10 @@ fn routing_conditions_say_why() {
 #[test]
 fn invalid_spec_keeps_observed_numbers_and_flags_reconciled() {
     let st1 = compute(None, &applied(2, Some(1), routed()), ts(0));
-    let obs = Observation {
-        generation: Some(4),
-        outcome: Outcome::Invalid("spec.replicas: Invalid value: -1".into()),
-        policy: PolicyResult::Compliant,
-        route_path: None,
-        request_timeout: None,
-        rollout: None,
-    };
+    let obs = not_applied(
+        4,
+        Outcome::Invalid("spec.replicas: Invalid value: -1".into()),
+    );
     let st = compute(Some(&st1), &obs, ts(10));
     assert_eq!(st.observed_generation, Some(4));
     assert_eq!(st.replicas, Some(2));
@@ -188,14 +202,7 @@ fn invalid_spec_keeps_observed_numbers_and_flags_reconciled() {
 #[test]
 fn apply_failure_leaves_ready_alone() {
     let st1 = compute(None, &applied(2, None, routed()), ts(0));
-    let obs = Observation {
-        generation: Some(3),
-        outcome: Outcome::Failed("conflict".into()),
-        policy: PolicyResult::Compliant,
-        route_path: None,
-        request_timeout: None,
-        rollout: None,
-    };
+    let obs = not_applied(3, Outcome::Failed("conflict".into()));
     let st = compute(Some(&st1), &obs, ts(10));
     assert_eq!(cond(&st, READY).status, "True");
     assert_eq!(cond(&st, RECONCILED).reason, "ApplyFailed");
@@ -335,20 +342,7 @@ fn rayservice_status_maps_to_ready() {
 #[test]
 fn routing_ready_follows_what_gateways_say_about_the_pools() {
     let with_pools = |report: PoolReport| {
-        let st = compute(
-            None,
-            &applied(
-                2,
-                None,
-                Routing::Applied {
-                    gateway: "gateways/gw".into(),
-                    path: "/a".into(),
-                    rejection: None,
-                    pools: Some(report),
-                },
-            ),
-            ts(0),
-        );
+        let st = compute(None, &on_gateway(None, Some(report)), ts(0));
         let c = cond(&st, ROUTING_READY).clone();
         (c.status, c.reason, c.message)
     };

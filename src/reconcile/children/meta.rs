@@ -1,0 +1,134 @@
+//! What every child carries: its name, labels, track and controller
+//! owner reference.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+
+use super::error::BuildError;
+use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+
+/// `app.kubernetes.io/name: S` on every child.
+pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+/// `app.kubernetes.io/managed-by: infergate` on every child.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// `infergate.dev/service: S` on every child.
+pub const LABEL_SERVICE: &str = "infergate.dev/service";
+/// `infergate.dev/track: primary|canary` on every child.
+pub const LABEL_TRACK: &str = "infergate.dev/track";
+/// Annotation on every child: a digest of the object infergate last applied
+/// (the desired object without this annotation). A child whose digest
+/// matches what the service wants now is not written again.
+pub const ANNOTATION_APPLIED: &str = "infergate.dev/applied-digest";
+/// Pod label recording `spec.resources.gpuMemory` (sanitised) for scheduling policies.
+pub const LABEL_GPU_MEMORY: &str = "infergate.dev/gpu-memory";
+/// Which track a child belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Track {
+    /// The primary model.
+    Primary,
+    /// The canary model.
+    Canary,
+}
+
+impl Track {
+    /// The `infergate.dev/track` label value.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Primary => "primary",
+            Self::Canary => "canary",
+        }
+    }
+}
+
+/// The name of a track's Deployment and Service.
+#[must_use]
+pub fn child_name(svc: &InferenceService, track: Track) -> String {
+    match track {
+        Track::Primary => engine::primary_name(svc),
+        Track::Canary => engine::canary_name(svc),
+    }
+}
+
+/// The four labels every child carries.
+#[must_use]
+pub fn labels(svc: &InferenceService, track: Track) -> BTreeMap<String, String> {
+    let name = svc.name_any();
+    BTreeMap::from([
+        (LABEL_NAME.to_owned(), name.clone()),
+        (LABEL_MANAGED_BY.to_owned(), MANAGER.to_owned()),
+        (LABEL_SERVICE.to_owned(), name),
+        (LABEL_TRACK.to_owned(), track.as_str().to_owned()),
+    ])
+}
+
+/// The pod selector of a track (a stable subset of [`labels`]).
+#[must_use]
+pub fn selector_labels(svc: &InferenceService, track: Track) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_SERVICE.to_owned(), svc.name_any()),
+        (LABEL_TRACK.to_owned(), track.as_str().to_owned()),
+    ])
+}
+
+/// The controller owner reference to the service.
+pub fn owner_reference(svc: &InferenceService) -> Result<OwnerReference, BuildError> {
+    let mut owner = svc.controller_owner_ref(&()).ok_or(BuildError::NoOwner)?;
+    // Foreground deletion of the service waits for its children.
+    owner.block_owner_deletion = Some(true);
+    Ok(owner)
+}
+
+pub(super) fn child_meta(
+    svc: &InferenceService,
+    name: String,
+    track: Track,
+) -> Result<ObjectMeta, BuildError> {
+    Ok(ObjectMeta {
+        name: Some(name),
+        namespace: svc.namespace(),
+        labels: Some(labels(svc, track)),
+        owner_references: Some(vec![owner_reference(svc)?]),
+        ..ObjectMeta::default()
+    })
+}
+
+/// Label pods with `spec.resources.gpuMemory` (sanitised) for scheduling
+/// policies, when it is set.
+pub(super) fn label_gpu_memory(svc: &InferenceService, labels: &mut BTreeMap<String, String>) {
+    if let Some(gm) = svc
+        .spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.gpu_memory.as_ref())
+    {
+        let value = sanitize_label_value(&gm.0);
+        if !value.is_empty() {
+            labels.insert(LABEL_GPU_MEMORY.to_owned(), value);
+        }
+    }
+}
+
+/// Turn a quantity into a label value: characters outside `[A-Za-z0-9._-]`
+/// become `-`, the ends are alphanumeric, at most 63 characters.
+#[must_use]
+pub fn sanitize_label_value(raw: &str) -> String {
+    let mapped: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    mapped
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
+}
