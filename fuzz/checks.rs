@@ -11,7 +11,7 @@ use infergate::metrics::{Metrics, Webhook};
 use infergate::state::ClusterState;
 use infergate::state::files;
 use infergate::webhook::admission::Admission;
-use infergate::webhook::{conversion, review, scan};
+use infergate::webhook::{conversion, review};
 
 fn admission() -> &'static Admission {
     static ADMISSION: OnceLock<Admission> = OnceLock::new();
@@ -90,8 +90,7 @@ struct SentRequest {
 /// exactly when serde_json does.
 pub fn conversion(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let scanned = scan::value_end(text, 0)
-            .is_ok_and(|end| scan::skip_ws(text.as_bytes(), end) == text.len());
+        let scanned = conversion::is_json(text);
         let parsed = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
         // serde_json skips any depth; the scanner stops at Go's limit,
         // which no input of the fuzzer's length reaches.

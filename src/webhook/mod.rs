@@ -7,7 +7,6 @@
 //! - [`review`]: the one decode of an AdmissionReview and the one encoder
 //!   of its answer;
 //! - [`admission`] and [`conversion`]: what the handlers do, on typed reviews;
-//! - [`scan`]: the validating JSON scanner conversion reads reviews with;
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
 //!   self-signed Secret and caBundle injection).
@@ -18,6 +17,5 @@ pub mod limits;
 pub mod listener;
 pub mod patch;
 pub mod review;
-pub mod scan;
 pub mod server;
 pub mod tls;

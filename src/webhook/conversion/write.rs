@@ -4,9 +4,19 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::{Converted, Metadata, ObjectIn, Part, RawMap};
-use crate::api::CONVERSION_DATA_ANNOTATION;
+use super::metadata::{Metadata, RawMap};
+use super::object::{ObjectIn, Part};
 use crate::api::conversion::{ConversionError, V1ALPHA1, V1BETA1};
+use crate::api::{CONVERSION_DATA_ANNOTATION, v1alpha1, v1beta1};
+
+/// An object converted, typed, with the light metadata the conversion saw.
+// One at a time, on the stack for the length of one object's write: a box
+// would cost an allocation per object.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Converted {
+    V1beta1(v1beta1::InferenceService),
+    V1alpha1(v1alpha1::InferenceService),
+}
 
 impl Converted {
     pub(super) fn metadata(&self) -> &ObjectMeta {

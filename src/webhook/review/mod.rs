@@ -297,12 +297,10 @@ impl From<ServiceIn> for InferenceService {
 ///
 /// Why the one pass: reading by slices reads each object twice (once to find
 /// its end, once to decode it), and the objects are most of a review's
-/// bytes. With slices alone, `/mutate` serves 59% of the fixed-bytes ceiling
-/// in the load bench, against 62-63% with the one pass (`LOAD_RATE_FRACTION=0
-/// cargo bench --bench load -- fixed mutate validate`, 2-core VM); in process
-/// (`cargo bench --bench engine -- handle`) a kubectl-shaped `/mutate` takes
-/// 10.3 µs by slices and 9.6 µs with the one pass, `/validate` 9.2 µs and
-/// 7.3 µs.
+/// bytes. The one pass serves more `/mutate` requests in the load bench
+/// (`LOAD_RATE_FRACTION=0 cargo bench --bench load -- fixed mutate
+/// validate`) and answers both webhooks sooner in process (`cargo bench
+/// --bench engine -- handle`).
 pub fn decode(body: &[u8]) -> Result<Review, BadReview> {
     decode_service(body).map_or_else(|| decode_by_slices(body), Ok)
 }
