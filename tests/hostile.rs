@@ -74,16 +74,8 @@ impl Server {
             }
             None => std::process::Command::new(binary()),
         };
-        cmd.args(["serve", "--no-reconcile", "--listen"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--probe-listen")
-            .arg(format!("127.0.0.1:{probe}"))
-            .arg("--tls-cert-file")
-            .arg(dir.path().join("tls.crt"))
-            .arg("--tls-key-file")
-            .arg(dir.path().join("tls.key"))
-            .arg("--policy-file")
-            .arg(&policy)
+        let serve = support::serve_command_line(port, probe, dir.path(), &policy);
+        cmd.args(serve)
             .arg("--memory-limit")
             .arg(MEMORY_LIMIT.to_string())
             .args(["--drain-period", "0s"])

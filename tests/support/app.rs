@@ -84,6 +84,31 @@ pub fn serve_args(
     }
 }
 
+/// The command line of `infergate serve` without a cluster: TLS on
+/// 127.0.0.1:`port` with `tls.crt`/`tls.key` from `cert_dir`, probes on
+/// 127.0.0.1:`probe`, policies from `policy_file`, no reconciler.
+pub fn serve_command_line(
+    port: u16,
+    probe: u16,
+    cert_dir: &Path,
+    policy_file: &Path,
+) -> Vec<std::ffi::OsString> {
+    vec![
+        "serve".into(),
+        "--no-reconcile".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}").into(),
+        "--probe-listen".into(),
+        format!("127.0.0.1:{probe}").into(),
+        "--tls-cert-file".into(),
+        cert_dir.join("tls.crt").into(),
+        "--tls-key-file".into(),
+        cert_dir.join("tls.key").into(),
+        "--policy-file".into(),
+        policy_file.into(),
+    ]
+}
+
 /// `infergate serve` in process, on its own thread and runtime (it outlives
 /// the runtime of any one test).
 pub struct Serve {

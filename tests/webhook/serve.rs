@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::support::{
     ENGINE_IMAGE, Serve, apply_patch, binary, client_config, connect, decode_patch, free_port,
     http_get, install_crypto_provider, pki, readyz_within, review_fixture, send, send_with_headers,
-    serve_args, wait_readyz, write_pair,
+    serve_args, serve_command_line, wait_readyz, write_pair,
 };
 
 #[test]
@@ -117,17 +117,9 @@ fn the_binary_drains_and_exits_zero_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let (port, probe) = (free_port().unwrap(), free_port().unwrap());
     let ca = write_serve_files(dir.path());
+    let policy = dir.path().join("policy.yaml");
     let mut child = std::process::Command::new(binary())
-        .args(["serve", "--no-reconcile", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--probe-listen")
-        .arg(format!("127.0.0.1:{probe}"))
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
-        .arg("--policy-file")
-        .arg(dir.path().join("policy.yaml"))
+        .args(serve_command_line(port, probe, dir.path(), &policy))
         .args(["--drain-period", "2s"])
         .stderr(std::process::Stdio::piped())
         .spawn()
