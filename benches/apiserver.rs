@@ -105,17 +105,17 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::convert::Infallible;
+mod common;
+
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -138,15 +138,9 @@ const CONCURRENCY: usize = 16;
 const SETTLE: Duration = Duration::from_secs(2);
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        // `cargo bench -- --list` / test discovery: nothing to list.
+    let Some(rt) = common::run::bench_runtime() else {
         return;
-    }
-    support::install_crypto_provider();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    };
     rt.block_on(run());
 }
 
@@ -310,7 +304,7 @@ struct Noop {
     mutate: Arc<AtomicU64>,
     validate: Arc<AtomicU64>,
     /// Its thread's id (for its CPU time).
-    tid: Arc<AtomicI32>,
+    tid: i32,
     stop: CancellationToken,
 }
 
@@ -359,55 +353,17 @@ impl Noop {
         let mutate = Arc::new(AtomicU64::new(0));
         let validate = Arc::new(AtomicU64::new(0));
         let stop = CancellationToken::new();
-        let tid = Arc::new(AtomicI32::new(0));
-        let (m, v, stopped, t) = (mutate.clone(), validate.clone(), stop.clone(), tid.clone());
         let thread = if patch.is_some() {
             "fixed-webhook"
         } else {
             "noop-webhook"
         };
+        let (m, v) = (mutate.clone(), validate.clone());
         let patch: Arc<Option<String>> = Arc::new(patch);
-        std::thread::Builder::new()
-            .name(thread.into())
-            .spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                t.store(unsafe { libc::gettid() }, Ordering::Relaxed);
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("no-op webhook runtime");
-                rt.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                    loop {
-                        let tcp = tokio::select! {
-                            () = stopped.cancelled() => return,
-                            accepted = listener.accept() => match accepted {
-                                Ok((tcp, _)) => tcp,
-                                Err(_) => continue,
-                            },
-                        };
-                        let _ = tcp.set_nodelay(true);
-                        let (acceptor, m, v, p) =
-                            (acceptor.clone(), m.clone(), v.clone(), patch.clone());
-                        tokio::spawn(async move {
-                            let Ok(tls) = acceptor.accept(tcp).await else {
-                                return;
-                            };
-                            let service = hyper::service::service_fn(move |req| {
-                                let (m, v, p) = (m.clone(), v.clone(), p.clone());
-                                async move {
-                                    Ok::<_, Infallible>(allow(req, &m, &v, p.as_deref()).await)
-                                }
-                            });
-                            let _ =
-                                hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                                    .serve_connection(TokioIo::new(tls), service)
-                                    .await;
-                        });
-                    }
-                });
-            })
-            .expect("spawning the no-op webhook");
+        let tid = support::serve_https(thread, listener, acceptor, stop.clone(), move |req| {
+            let (m, v, p) = (m.clone(), v.clone(), patch.clone());
+            async move { allow(req, &m, &v, p.as_deref()).await }
+        });
         Self {
             port,
             ca_pem,
@@ -558,12 +514,7 @@ impl Servers {
     fn noop_cpu_ms(&self) -> u64 {
         [&self.noop, &self.fixed]
             .iter()
-            .map(|n| {
-                cpu_ms(&format!(
-                    "/proc/self/task/{}/stat",
-                    n.tid.load(Ordering::Relaxed)
-                ))
-            })
+            .map(|n| cpu_ms(&format!("/proc/self/task/{}/stat", n.tid)))
             .sum()
     }
 

@@ -41,6 +41,8 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -72,15 +74,9 @@ const CONCURRENCY: usize = 16;
 const RECONCILER_USER: &str = "system:serviceaccount:infergate-system:infergate";
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        // `cargo bench -- --list` / test discovery: nothing to list.
+    let Some(rt) = common::run::bench_runtime() else {
         return;
-    }
-    support::install_crypto_provider();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    };
     match std::env::var(CHILD_ENV) {
         Ok(kubeconfig) => rt.block_on(child(kubeconfig.into())),
         Err(_) => rt.block_on(parent()),

@@ -17,14 +17,14 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
-use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
+use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, merge_patch, wait_gone};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -154,14 +154,13 @@ async fn a_removed_canary_leaves_the_route_before_its_backends_go() {
         watch::<Service>(&client, &ns, &from, Arc::clone(&timeline), |_| Vec::new()),
     ];
 
-    services
-        .patch(
-            "chat",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"canary": null}})),
-        )
-        .await
-        .expect("remove the canary");
+    merge_patch(
+        &services,
+        "chat",
+        json!({"spec": {"canary": null}}),
+        "remove the canary",
+    )
+    .await;
     wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
     wait_gone::<Service>(&client, &ns, "chat-canary", WAIT).await;
     // Let the watches deliver what the API server has already sent.

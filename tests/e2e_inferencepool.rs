@@ -29,7 +29,8 @@ use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::children::inferencepool::InferencePool;
 use support::{
-    Reconciler, WAIT, eventually, get, spawn_logged, wait_condition, wait_exists, wait_gone,
+    Reconciler, WAIT, eventually, get, merge_patch, spawn_logged, wait_condition, wait_exists,
+    wait_gone,
 };
 
 /// The discovery cache's "not installed" answer lasts 30 s; a minute more
@@ -67,6 +68,13 @@ async fn wait_backends(client: &Client, ns: &str, want: &[(&str, &str, i32)]) {
         (got == want).then_some(()).ok_or(format!("{got:?}"))
     })
     .await;
+}
+
+/// Wait until the RoutingReady condition of `chat` is `status` for
+/// `reason`; its message.
+async fn routing_ready(client: &Client, ns: &str, status: &str, reason: &str) -> String {
+    let s = wait_condition(client, ns, "chat", "RoutingReady", status, reason, WAIT).await;
+    support::condition(&s, "RoutingReady").unwrap().message
 }
 
 /// Play the kubelet: every live pod of the track Running and Ready, with an
@@ -114,12 +122,7 @@ async fn pods_up(client: &Client, ns: &str, track: &str, want: usize) -> Vec<Str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_route_through_inference_pools_with_their_own_endpoint_pickers() {
-    support::init_tracing();
-    let cp = support::control_plane().await;
-    cp.install_crds().await;
-    cp.install_crd_file(support::httproute_crd()).await;
-    let client = cp.client().await;
-    let sa_kubeconfig = cp.deployed_service_account().await;
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::httproute_crd()]).await;
     let ns = cp.fresh_namespace("pools").await;
     let _reconciler = Reconciler::start(sa_kubeconfig, support::reconcile_config("pools-e2e"));
 
@@ -148,17 +151,7 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
 
     // Without the InferencePool CRD: the workload, no route to Services
     // (never a silent fallback), and RoutingReady names the CRD.
-    let s = wait_condition(
-        &client,
-        &ns,
-        "chat",
-        "RoutingReady",
-        "False",
-        "InferencePoolNotInstalled",
-        WAIT,
-    )
-    .await;
-    let message = support::condition(&s, "RoutingReady").unwrap().message;
+    let message = routing_ready(&client, &ns, "False", "InferencePoolNotInstalled").await;
     assert!(
         message.contains("inferencepools.inference.networking.k8s.io"),
         "{message}"
@@ -203,17 +196,7 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
     wait_exists::<Deployment>(&client, &ns, "chat-epp").await;
     wait_exists::<Service>(&client, &ns, "chat-epp").await;
     wait_backends(&client, &ns, &[("InferencePool", "chat", 100)]).await;
-    let s = wait_condition(
-        &client,
-        &ns,
-        "chat",
-        "RoutingReady",
-        "True",
-        "RouteApplied",
-        WAIT,
-    )
-    .await;
-    let message = support::condition(&s, "RoutingReady").unwrap().message;
+    let message = routing_ready(&client, &ns, "True", "RouteApplied").await;
     assert!(
         message.contains("no gateway controller has reported"),
         "{message}"
@@ -280,16 +263,13 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
 
     // A canary gets its own pool and picker; the route names its pool only
     // once a canary pod is ready.
-    services
-        .patch(
-            "chat",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"canary": {"model": {"ref": "llama3-8b-v2"}, "weight": 20}}}),
-            ),
-        )
-        .await
-        .expect("add canary");
+    merge_patch(
+        &services,
+        "chat",
+        json!({"spec": {"canary": {"model": {"ref": "llama3-8b-v2"}, "weight": 20}}}),
+        "add canary",
+    )
+    .await;
     wait_exists::<InferencePool>(&client, &ns, "chat-canary").await;
     wait_exists::<Deployment>(&client, &ns, "chat-canary-epp").await;
     assert_eq!(
@@ -326,29 +306,18 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
         )
         .await
         .expect("pool status");
-    let s = wait_condition(
-        &client,
-        &ns,
-        "chat",
-        "RoutingReady",
-        "False",
-        "InferencePoolNotAccepted",
-        WAIT,
-    )
-    .await;
-    let message = support::condition(&s, "RoutingReady").unwrap().message;
+    let message = routing_ready(&client, &ns, "False", "InferencePoolNotAccepted").await;
     assert!(message.contains("InvalidExtensionRef"), "{message}");
 
     // Removing the canary: the route lets go of its pool first, then the
     // pool and its picker go.
-    services
-        .patch(
-            "chat",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"canary": null}})),
-        )
-        .await
-        .expect("remove canary");
+    merge_patch(
+        &services,
+        "chat",
+        json!({"spec": {"canary": null}}),
+        "remove canary",
+    )
+    .await;
     wait_backends(&client, &ns, &[("InferencePool", "chat", 100)]).await;
     wait_gone::<InferencePool>(&client, &ns, "chat-canary", WAIT).await;
     wait_gone::<Deployment>(&client, &ns, "chat-canary-epp", WAIT).await;
@@ -356,14 +325,13 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
 
     // Back to Services: the route points at the Services, and every pool
     // and picker object goes.
-    services
-        .patch(
-            "chat",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"routing": {"backendKind": "Service"}}})),
-        )
-        .await
-        .expect("switch back");
+    merge_patch(
+        &services,
+        "chat",
+        json!({"spec": {"routing": {"backendKind": "Service"}}}),
+        "switch back",
+    )
+    .await;
     wait_backends(&client, &ns, &[("Service", "chat", 100)]).await;
     wait_gone::<InferencePool>(&client, &ns, "chat", WAIT).await;
     for gone in ["chat-epp"] {
@@ -374,14 +342,5 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
         wait_gone::<RoleBinding>(&client, &ns, gone, WAIT).await;
         wait_gone::<ConfigMap>(&client, &ns, gone, WAIT).await;
     }
-    wait_condition(
-        &client,
-        &ns,
-        "chat",
-        "RoutingReady",
-        "True",
-        "RouteApplied",
-        WAIT,
-    )
-    .await;
+    routing_ready(&client, &ns, "True", "RouteApplied").await;
 }

@@ -27,9 +27,7 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{
-    Api, ApiResource, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectMeta, PostParams};
 use serde_json::{Value, json};
 
 use infergate::api::v1beta1::InferenceService;
@@ -38,7 +36,9 @@ use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::raycluster::RayCluster;
 use infergate::reconcile::children::rayservice::{RayService, WORKER_GROUP};
-use support::{GRAPH_TOKEN, GraphServer, Reconciler, condition, eventually, read_fixture};
+use support::{
+    GRAPH_TOKEN, GraphServer, Reconciler, condition, eventually, merge_patch, read_fixture,
+};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -57,24 +57,21 @@ fn counts(cluster: &RayCluster) -> Option<(i32, i32, i32)> {
 /// policy, with a token whose Secret allows it and a RoleBinding that lets
 /// infergate read it), and the reconciler as deploy/'s ServiceAccount.
 struct Setup {
-    /// The tests take turns: each runs its own reconciler, and only the
-    /// Lease holder reconciles.
-    _turn: tokio::sync::MutexGuard<'static, ()>,
-    client: kube::Client,
-    ns: String,
-    server: GraphServer,
-    _kuberay: support::KubeRay,
     _reconciler: Reconciler,
+    kuberay: support::KubeRay,
+    server: GraphServer,
+    ns: String,
+    client: kube::Client,
+    /// The tests take turns: each runs its own reconciler, and only the
+    /// Lease holder reconciles. Declared last, so dropped last: the turn
+    /// passes on once the rest has stopped.
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
 async fn setup(prefix: &str) -> Setup {
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let turn = TURN.lock().await;
-    support::init_tracing();
-    let cp = support::control_plane().await;
-    cp.install_crds().await;
-    let client = cp.client().await;
-    let sa_kubeconfig = cp.deployed_service_account().await;
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[]).await;
     let ns = cp.fresh_namespace(prefix).await;
     let kuberay = cp.start_kuberay(&ns);
 
@@ -133,21 +130,15 @@ async fn setup(prefix: &str) -> Setup {
         client,
         ns,
         server,
-        _kuberay: kuberay,
+        kuberay,
         _reconciler,
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_reaches_the_ray_cluster_kuberay_built_without_a_new_one() {
-    let Setup {
-        _turn,
-        client,
-        ns,
-        server,
-        _kuberay,
-        _reconciler,
-    } = setup("kuberay").await;
+    let s = setup("kuberay").await;
+    let (client, ns, server) = (s.client.clone(), s.ns.clone(), &s.server);
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
     let mut svc = server.service("rag");
     svc.spec.replicas = Some(2);
@@ -183,14 +174,13 @@ async fn scaling_reaches_the_ray_cluster_kuberay_built_without_a_new_one() {
 
     // 2 -> 3 -> 1 reaches that cluster's worker group; no other cluster.
     for replicas in [3, 1] {
-        services
-            .patch(
-                "rag",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-            )
-            .await
-            .expect("scale");
+        merge_patch(
+            &services,
+            "rag",
+            json!({"spec": {"replicas": replicas}}),
+            "scale",
+        )
+        .await;
         eventually(&format!("{replicas} workers on {name}"), WAIT, async || {
             let c = clusters.get(&name).await.map_err(|e| e.to_string())?;
             (counts(&c) == Some((replicas, replicas, replicas)))
@@ -249,14 +239,8 @@ fn at<'v>(value: &'v Value, pointer: &str) -> &'v Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph() {
-    let Setup {
-        _turn,
-        client,
-        ns,
-        server,
-        _kuberay,
-        _reconciler,
-    } = setup("kuberay-graph").await;
+    let s = setup("kuberay-graph").await;
+    let (client, ns, server) = (s.client.clone(), s.ns.clone(), &s.server);
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
     services
         .create(&PostParams::default(), &server.service("rag"))
@@ -372,7 +356,7 @@ async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph
     // there: Ready=False (Initializing), the same cluster pending, none active.
     let before = rs.metadata.generation.unwrap_or_default();
     let waits = |log: &str| log.matches("The head Pod is not ready, requeue").count();
-    let waits_before = waits(&std::fs::read_to_string(&_kuberay.log).unwrap_or_default());
+    let waits_before = waits(&std::fs::read_to_string(&s.kuberay.log).unwrap_or_default());
     server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
     let written = eventually("infergate to write the new graph", WAIT, async || {
         let rs = rayservices.get("rag").await.map_err(|e| e.to_string())?;
@@ -389,7 +373,7 @@ async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph
     // cluster's head (it writes the RayService's status, observedGeneration
     // included, only once the head is ready).
     eventually("KubeRay to reconcile the update", WAIT, async || {
-        let log = std::fs::read_to_string(&_kuberay.log).map_err(|e| e.to_string())?;
+        let log = std::fs::read_to_string(&s.kuberay.log).map_err(|e| e.to_string())?;
         (waits(&log) > waits_before + 1)
             .then_some(())
             .ok_or_else(|| "no new reconcile in KubeRay's log".to_owned())

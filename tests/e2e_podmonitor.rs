@@ -45,11 +45,7 @@ fn endpoint(m: &PodMonitor) -> Option<(i32, String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn podmonitors_appear_with_the_crd_and_follow_the_spec() {
-    support::init_tracing();
-    let cp = support::control_plane().await;
-    cp.install_crds().await;
-    let client = cp.client().await;
-    let sa_kubeconfig = cp.deployed_service_account().await;
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[]).await;
     let ns = cp.fresh_namespace("metrics").await;
     assert!(
         !podmonitors_served(&client).await,

@@ -85,12 +85,7 @@ async fn set_token(secrets: &Api<Secret>, value: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
-    support::init_tracing();
-    let cp = support::control_plane().await;
-    cp.install_crds().await;
-    cp.install_crd_file(support::rayservice_crd()).await;
-    let client = cp.client().await;
-    let sa_kubeconfig = cp.deployed_service_account().await;
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
     let ns = cp.fresh_namespace("ray").await;
 
     let server = GraphServer::start();

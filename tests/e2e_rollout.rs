@@ -122,12 +122,7 @@ fn reconciler(kubeconfig: std::path::PathBuf, prometheus: &str, id: &str) -> Rec
 async fn setup(prefix: &str) -> Setup {
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let turn = TURN.lock().await;
-    support::init_tracing();
-    let cp = support::control_plane().await;
-    cp.install_crds().await;
-    cp.install_crd_file(support::httproute_crd()).await;
-    let client = cp.client().await;
-    let kubeconfig = cp.deployed_service_account().await;
+    let (cp, client, kubeconfig) = support::reconciler_setup(&[support::httproute_crd()]).await;
     let ns = cp.fresh_namespace(prefix).await;
     let prometheus = FakePrometheus::start().await;
     let reconciler = reconciler(kubeconfig.clone(), &prometheus.url, &format!("{prefix}-0"));
@@ -293,6 +288,15 @@ async fn canary_ready(client: &Client, ns: &str) {
     track_complete(client, ns, "canary").await;
 }
 
+/// Once `v1` is stable, move the service to model `v2` and play the kubelet
+/// for the canary until the route gives it the first step's 10%.
+async fn canary_at_the_first_step(client: &Client, ns: &str) {
+    wait_rollout(client, ns, "v1 stable", |r| r.phase == RolloutPhase::Stable).await;
+    set_model(client, ns, "v2").await;
+    canary_ready(client, ns).await;
+    wait_route(client, ns, &[("chat", 90), ("chat-canary", 10)]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_model_walks_every_step_and_becomes_stable() {
     let s = setup("rollout").await;
@@ -362,13 +366,7 @@ async fn a_crash_looping_canary_is_rolled_back_and_not_retried() {
     let s = setup("rollback").await;
     let (client, ns) = (s.client.clone(), s.ns.clone());
     create(&client, &ns, &[10, 30, 60], "30s", json!({})).await;
-    wait_rollout(&client, &ns, "v1 stable", |r| {
-        r.phase == RolloutPhase::Stable
-    })
-    .await;
-    set_model(&client, &ns, "v2").await;
-    canary_ready(&client, &ns).await;
-    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    canary_at_the_first_step(&client, &ns).await;
     // The canary's container restarts more than maxRestarts (2) times.
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for p in pods
@@ -424,14 +422,8 @@ async fn a_failing_prometheus_gate_rolls_back() {
         json!({"analysis": {"prometheus": {"query": query, "threshold": {"max": 1.0}, "failureLimit": 2}}}),
     )
     .await;
-    wait_rollout(&client, &ns, "v1 stable", |r| {
-        r.phase == RolloutPhase::Stable
-    })
-    .await;
     prometheus.set(&ns, 5.0);
-    set_model(&client, &ns, "v2").await;
-    canary_ready(&client, &ns).await;
-    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    canary_at_the_first_step(&client, &ns).await;
     let st = wait_rollout(&client, &ns, "rolled back by the gate", |r| {
         r.phase == RolloutPhase::RolledBack
     })
@@ -461,13 +453,7 @@ async fn actions_pause_resume_and_abort_once_per_value() {
     let s = setup("actions").await;
     let (client, ns) = (s.client.clone(), s.ns.clone());
     create(&client, &ns, &[10, 30, 60], "2s", json!({})).await;
-    wait_rollout(&client, &ns, "v1 stable", |r| {
-        r.phase == RolloutPhase::Stable
-    })
-    .await;
-    set_model(&client, &ns, "v2").await;
-    canary_ready(&client, &ns).await;
-    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    canary_at_the_first_step(&client, &ns).await;
     act(&client, &ns, "pause/1").await;
     let st = wait_rollout(&client, &ns, "paused", |r| r.phase == RolloutPhase::Paused).await;
     let weight = st.weight;

@@ -22,9 +22,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use infergate::api::v1beta1::{
-    Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
-};
+use infergate::api::v1beta1::{GraphSpec, InferenceService};
 use support::{Reconciler, WAIT, condition, wait_for};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
@@ -76,37 +74,17 @@ impl Tarpit {
 }
 
 fn service(name: &str, graph_url: Option<String>) -> InferenceService {
-    InferenceService::new(
-        name,
-        InferenceServiceSpec {
-            model: ModelSpec {
-                r#ref: "llama3-8b".into(),
-                image: None,
-            },
-            engine: Some(EngineSpec {
-                image: Some(ENGINE.into()),
-                ..EngineSpec::default()
-            }),
-            backend: graph_url.as_ref().map(|_| Backend::RayService),
-            replicas: Some(1),
-            graph: graph_url.map(|url| GraphSpec {
-                url,
-                bearer_token_secret_ref: None,
-            }),
-            ..InferenceServiceSpec::default()
-        },
-    )
+    let graph = graph_url.map(|url| GraphSpec {
+        url,
+        bearer_token_secret_ref: None,
+    });
+    support::llama_service(name, ENGINE, graph)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tarpit_graph_host_does_not_hold_up_other_tenants() {
     let _serial = ONE_AT_A_TIME.lock().await;
-    support::init_tracing();
-    let cp = support::control_plane().await;
-    cp.install_crds().await;
-    cp.install_crd_file(support::rayservice_crd()).await;
-    let client = cp.client().await;
-    let sa_kubeconfig = cp.deployed_service_account().await;
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
     let slow = cp.fresh_namespace("tarpit").await;
     let other = cp.fresh_namespace("tenant").await;
     let tarpit = Tarpit::start();

@@ -18,8 +18,8 @@ use infergate::webhook::tls::certs::PemPair;
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use support::{
-    binary, client_config, connect, free_port, http_get, install_crypto_provider, pki, send,
-    send_with_headers, write_pair,
+    binary, client_config, connect, free_port, http_get, install_crypto_provider, pki,
+    readyz_within, send, send_with_headers, write_pair,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -74,16 +74,8 @@ impl Server {
             }
             None => std::process::Command::new(binary()),
         };
-        cmd.args(["serve", "--no-reconcile", "--listen"])
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--probe-listen")
-            .arg(format!("127.0.0.1:{probe}"))
-            .arg("--tls-cert-file")
-            .arg(dir.path().join("tls.crt"))
-            .arg("--tls-key-file")
-            .arg(dir.path().join("tls.key"))
-            .arg("--policy-file")
-            .arg(&policy)
+        let serve = support::serve_command_line(port, probe, dir.path(), &policy);
+        cmd.args(serve)
             .arg("--memory-limit")
             .arg(MEMORY_LIMIT.to_string())
             .args(["--drain-period", "0s"])
@@ -99,15 +91,7 @@ impl Server {
             _dir: dir,
         };
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let ready = rt.block_on(async {
-            for _ in 0..400 {
-                if let Ok((200, _)) = http_get(probe, "/readyz").await {
-                    return true;
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-            false
-        });
+        let ready = rt.block_on(readyz_within(probe, Duration::from_secs(10)));
         assert!(ready, "not ready: {}", server.log());
         server
     }

@@ -1,3 +1,5 @@
-//! Shared by the benches (each bench is its own crate and includes this).
+//! Shared by the benches (each bench is its own crate and includes this,
+//! beside `tests/support` as `support`).
 
 pub mod reviews;
+pub mod run;

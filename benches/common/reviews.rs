@@ -30,12 +30,20 @@ pub fn service_object(i: usize, defaulted: bool) -> Value {
         spec["healthCheck"] = json!({"path": "/healthz", "interval": "10s", "timeout": "1s"});
         spec["routing"] = json!({"pathTemplate": "/{.metadata.namespace}/{.metadata.name}", "requestTimeout": "10m", "gateway": {"name": "inference-gw", "namespace": "gateways"}});
     }
+    let spec_fields = json!({".": {}, "f:model": {}, "f:replicas": {}, "f:autoscaling": {}, "f:resources": {}, "f:canary": {}});
+    as_kubectl_sends(i, "infergate.dev/v1beta1", spec, spec_fields)
+}
+
+/// The service `chat-{i}` of `api_version` with `spec` as kubectl sends it:
+/// the last-applied annotation, labels, and managed fields that own the
+/// `spec_fields`.
+fn as_kubectl_sends(i: usize, api_version: &str, spec: Value, spec_fields: Value) -> Value {
     let name = format!("chat-{i}");
-    let last_applied = json!({"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+    let last_applied = json!({"apiVersion": api_version, "kind": "InferenceService",
         "metadata": {"name": name, "namespace": "team-a"}, "spec": spec.clone()})
     .to_string();
     json!({
-        "apiVersion": "infergate.dev/v1beta1",
+        "apiVersion": api_version,
         "kind": "InferenceService",
         "metadata": {
             "name": name, "namespace": "team-a",
@@ -45,9 +53,9 @@ pub fn service_object(i: usize, defaulted: bool) -> Value {
             "labels": {"app.kubernetes.io/part-of": "chat", "team": "a"},
             "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied},
             "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
-                "apiVersion": "infergate.dev/v1beta1", "time": "2026-11-21T12:00:00Z", "fieldsType": "FieldsV1",
+                "apiVersion": api_version, "time": "2026-11-21T12:00:00Z", "fieldsType": "FieldsV1",
                 "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}, "f:labels": {}},
-                             "f:spec": {".": {}, "f:model": {}, "f:replicas": {}, "f:autoscaling": {}, "f:resources": {}, "f:canary": {}}}}]
+                             "f:spec": spec_fields}}]
         },
         "spec": spec
     })
@@ -135,29 +143,11 @@ pub fn alpha_service_object(i: usize) -> Value {
         "canary": {"modelRef": "llama3-8b-instruct-q5", "weight": 10},
         "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"}
     });
-    let name = format!("chat-{i}");
-    let last_applied = json!({"apiVersion": "infergate.dev/v1alpha1", "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": "team-a"}, "spec": spec.clone()})
-    .to_string();
-    json!({
-        "apiVersion": "infergate.dev/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {
-            "name": name, "namespace": "team-a",
-            "uid": format!("6f1e2a3b-0000-4000-8000-{i:012}"),
-            "resourceVersion": format!("{}", 1000 + i), "generation": 1,
-            "creationTimestamp": "2026-11-21T12:00:00Z",
-            "labels": {"app.kubernetes.io/part-of": "chat", "team": "a"},
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied},
-            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
-                "apiVersion": "infergate.dev/v1alpha1", "time": "2026-11-21T12:00:00Z", "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kubectl.kubernetes.io/last-applied-configuration": {}}, "f:labels": {}},
-                             "f:spec": {".": {}, "f:modelRef": {}, "f:replicas": {}, "f:minReplicas": {}, "f:maxReplicas": {},
-                                        "f:resources": {}, "f:canary": {}, "f:healthCheck": {}}}}]
-        },
-        "spec": spec,
-        "status": {"ready": true, "replicas": 2, "message": "2/2 replicas ready"}
-    })
+    let spec_fields = json!({".": {}, "f:modelRef": {}, "f:replicas": {}, "f:minReplicas": {}, "f:maxReplicas": {},
+                             "f:resources": {}, "f:canary": {}, "f:healthCheck": {}});
+    let mut object = as_kubectl_sends(i, "infergate.dev/v1alpha1", spec, spec_fields);
+    object["status"] = json!({"ready": true, "replicas": 2, "message": "2/2 replicas ready"});
+    object
 }
 
 /// A ConversionReview of `n` [`alpha_service_object`]s to v1beta1.

@@ -23,7 +23,7 @@ use infergate::webhook::admission::Admission;
 use infergate::webhook::server::AppState;
 use infergate::webhook::tls::CertResolver;
 
-use super::control_plane::{ControlPlane, SYSTEM_NAMESPACE, client_from};
+use super::control_plane::{ControlPlane, SYSTEM_NAMESPACE, client_from, control_plane};
 use super::process::{spawn_logged, tail};
 use super::servers::{free_port, http_get};
 use super::wait::{WAIT, eventually, wait_conversion_active, wait_webhooks_active};
@@ -82,6 +82,31 @@ pub fn serve_args(
         drain_period: Duration::ZERO,
         ..app::Options::default()
     }
+}
+
+/// The command line of `infergate serve` without a cluster: TLS on
+/// 127.0.0.1:`port` with `tls.crt`/`tls.key` from `cert_dir`, probes on
+/// 127.0.0.1:`probe`, policies from `policy_file`, no reconciler.
+pub fn serve_command_line(
+    port: u16,
+    probe: u16,
+    cert_dir: &Path,
+    policy_file: &Path,
+) -> Vec<std::ffi::OsString> {
+    vec![
+        "serve".into(),
+        "--no-reconcile".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}").into(),
+        "--probe-listen".into(),
+        format!("127.0.0.1:{probe}").into(),
+        "--tls-cert-file".into(),
+        cert_dir.join("tls.crt").into(),
+        "--tls-key-file".into(),
+        cert_dir.join("tls.key").into(),
+        "--policy-file".into(),
+        policy_file.into(),
+    ]
 }
 
 /// `infergate serve` in process, on its own thread and runtime (it outlives
@@ -154,6 +179,23 @@ impl Drop for Serve {
 }
 
 // --------------------------------------------------------------- reconciler
+
+/// The shared control plane ready for a reconciler test (tracing on):
+/// infergate's CRDs and the CRD files `crds` installed; with an admin client
+/// and the kubeconfig of the ServiceAccount `deploy/` gives the reconciler.
+pub async fn reconciler_setup(
+    crds: &[&'static str],
+) -> (&'static ControlPlane, kube::Client, PathBuf) {
+    init_tracing();
+    let cp = control_plane().await;
+    cp.install_crds().await;
+    for crd in crds {
+        cp.install_crd_file(crd).await;
+    }
+    let client = cp.client().await;
+    let sa_kubeconfig = cp.deployed_service_account().await;
+    (cp, client, sa_kubeconfig)
+}
 
 /// The reconciler's configuration: built-in defaults, fresh metrics, the
 /// Lease in [`SYSTEM_NAMESPACE`] under `identity`.

@@ -9,16 +9,12 @@
 #   INFERGATE_K8S_VERSION    Kubernetes release (default below)
 #   INFERGATE_ETCD_VERSION   etcd release (default below)
 #   INFERGATE_CACHE_DIR      cache root (default ~/.cache/infergate)
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 K8S_VERSION="${INFERGATE_K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${INFERGATE_ETCD_VERSION:-v3.6.8}"
-CACHE_ROOT="${INFERGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infergate}"
 DEST="$CACHE_ROOT/control-plane/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
 BIN="$DEST/bin"
-
-log() { echo "build-control-plane: $*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kubectl" && -x "$BIN/etcd" ]]; then
   echo "$BIN"

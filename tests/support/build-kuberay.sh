@@ -10,15 +10,11 @@
 # Environment:
 #   INFERGATE_KUBERAY_VERSION   KubeRay release (default below)
 #   INFERGATE_CACHE_DIR         cache root (default ~/.cache/infergate)
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 VERSION="${INFERGATE_KUBERAY_VERSION:-v1.4.2}"
-CACHE_ROOT="${INFERGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infergate}"
 DEST="$CACHE_ROOT/kuberay/${VERSION}"
 MODULE="github.com/ray-project/kuberay/ray-operator"
-
-log() { echo "build-kuberay: $*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 if [[ -x "$DEST/bin/ray-operator" && -f "$DEST/crd/ray.io_rayclusters.yaml" && -f "$DEST/crd/ray.io_rayservices.yaml" ]]; then
   echo "$DEST"
@@ -29,11 +25,9 @@ command -v go >/dev/null || die "Go is required to build the KubeRay operator (h
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 start=$(date +%s)
 mkdir -p "$DEST/bin" "$DEST/crd"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 log "fetching ${MODULE}@${VERSION}"
-dir=$(cd "$work" && go mod init infergate.dev/kuberay-build >/dev/null 2>&1 && go mod download -json "${MODULE}@${VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+dir=$(module_dir "$MODULE" "$VERSION")
 [[ -d "$dir" ]] || die "could not download ${MODULE}@${VERSION} (is the Go module proxy reachable?)"
 for crd in ray.io_rayclusters.yaml ray.io_rayservices.yaml; do
   cp "$dir/config/crd/bases/$crd" "$DEST/crd/$crd" || die "no $crd in ${MODULE}@${VERSION}"

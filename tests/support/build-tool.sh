@@ -10,12 +10,7 @@
 #   INFERGATE_HELM_VERSION               Helm release (default below)
 #   INFERGATE_INFERENCE_EXTENSION_VERSION  sigs.k8s.io/gateway-api-inference-extension release (default below)
 #   INFERGATE_CACHE_DIR                  cache root (default ~/.cache/infergate)
-set -euo pipefail
-
-CACHE_ROOT="${INFERGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infergate}"
-
-log() { echo "build-tool: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 case "${1:-}" in
   helm)
@@ -48,9 +43,7 @@ log "building ${PACKAGE}@${VERSION} (a few minutes on a cold cache)"
 # Built inside its own module (its go.mod and go.sum), so nothing but that
 # exact version is asked of the proxy (`go install pkg@version` also lists
 # the module's versions, which a proxy may refuse).
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-dir=$(cd "$work" && go mod init infergate.dev/tool-build >/dev/null 2>&1 && go mod download -json "${MODULE}@${VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+dir=$(module_dir "$MODULE" "$VERSION")
 [[ -d "$dir" ]] || die "could not download ${MODULE}@${VERSION} (is the Go module proxy reachable?)"
 (cd "$dir" && GOWORK=off GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$BIN" "./${PACKAGE#"$MODULE"/}") \
   || die "building ${PACKAGE}@${VERSION} failed (see above)"

@@ -5,11 +5,14 @@
 
 use std::collections::BTreeSet;
 
+use infergate::api::v1beta1::{
+    Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use super::control_plane::ControlPlane;
-use super::process::text;
+use super::process::{cached_by_script, text};
 
 /// infergate's CRDs as committed (a unit test keeps them equal to `infergate crds`).
 pub const INFERGATE_CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/infergate.dev.yaml");
@@ -71,23 +74,12 @@ pub fn inferencepool_crd() -> &'static str {
 /// The directory `fetch-upstream-crds.sh PROJECT` fetches into (or the one
 /// the environment variable `env` names).
 fn upstream_dir(project: &str, env: &str) -> std::path::PathBuf {
-    if let Ok(dir) = std::env::var(env) {
-        return dir.into();
-    }
-    let script = super::fixtures::root().join("tests/support/fetch-upstream-crds.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(project)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} {project} failed ({}): it fetches the CRDs from the Go module proxy",
-        script.display(),
-        out.status
-    );
-    String::from_utf8_lossy(&out.stdout).trim().into()
+    cached_by_script(
+        env,
+        "fetch-upstream-crds.sh",
+        &[project],
+        "it fetches the CRDs from the Go module proxy",
+    )
 }
 
 /// The CRD files installed so far by this test binary.
@@ -165,6 +157,28 @@ pub fn conversion_ca_bundle(crd: CustomResourceDefinition) -> Option<ByteString>
 pub fn service_yaml(ns: &str, name: &str, spec: &str) -> String {
     format!(
         "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{spec}"
+    )
+}
+
+/// The service `name` serving the model `llama3-8b` with the engine `image`
+/// on one replica; with a `graph`, `backend: RayService` serving it.
+pub fn llama_service(name: &str, image: &str, graph: Option<GraphSpec>) -> InferenceService {
+    InferenceService::new(
+        name,
+        InferenceServiceSpec {
+            model: ModelSpec {
+                r#ref: "llama3-8b".into(),
+                image: None,
+            },
+            engine: Some(EngineSpec {
+                image: Some(image.into()),
+                ..EngineSpec::default()
+            }),
+            backend: graph.as_ref().map(|_| Backend::RayService),
+            replicas: Some(1),
+            graph,
+            ..InferenceServiceSpec::default()
+        },
     )
 }
 

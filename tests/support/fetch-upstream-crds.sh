@@ -14,15 +14,11 @@
 #   INFERGATE_PROMETHEUS_OPERATOR_VERSION  Prometheus Operator release (default below)
 #   INFERGATE_INFERENCE_EXTENSION_VERSION  Gateway API Inference Extension release (default below)
 #   INFERGATE_CACHE_DIR                    cache root (default ~/.cache/infergate)
-set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 GATEWAY_API_VERSION="${INFERGATE_GATEWAY_API_VERSION:-v1.4.1}"
 PROMETHEUS_OPERATOR_VERSION="${INFERGATE_PROMETHEUS_OPERATOR_VERSION:-v0.85.0}"
 INFERENCE_EXTENSION_VERSION="${INFERGATE_INFERENCE_EXTENSION_VERSION:-v1.6.0}"
-CACHE_ROOT="${INFERGATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infergate}"
-
-log() { echo "fetch-upstream-crds: $*" >&2; }
-die() { log "error: $*"; exit 1; }
 
 # fetch NAME MODULE VERSION SUBDIR MARKER: copy SUBDIR/*.yaml of MODULE@VERSION
 # into the cache unless MARKER is already there; print the directory.
@@ -34,13 +30,9 @@ fetch() {
     return
   fi
   command -v go >/dev/null || die "Go is required to fetch the $name CRDs from the Go module proxy"
-  local work dir
-  work=$(mktemp -d)
+  local dir
   log "fetching ${module}@${version}"
-  dir=$(cd "$work" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod init infergate.dev/crd-fetch >/dev/null 2>&1 \
-    && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "${module}@${version}" \
-    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-  rm -rf "$work"
+  dir=$(module_dir "$module" "$version")
   [[ -f "$dir/$subdir/$marker" ]] || die "could not download ${module}@${version} (is the Go module proxy reachable?)"
   mkdir -p "$dest"
   cp "$dir/$subdir"/*.yaml "$dest/"

@@ -4,31 +4,20 @@
 //! one namespace.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use super::control_plane::ControlPlane;
-use super::fixtures::root;
-use super::process::spawn_logged;
+use super::process::{cached_by_script, spawn_logged};
 
 /// The directory holding `bin/ray-operator` and `crd/*.yaml` (built when
 /// missing; `INFERGATE_KUBERAY_DIR` names one built elsewhere).
 pub fn kuberay_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("INFERGATE_KUBERAY_DIR") {
-        return PathBuf::from(dir);
-    }
-    let script = root().join("tests/support/build-kuberay.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed ({}): it builds the KubeRay operator from its Go module and needs Go and the Go module proxy",
-        script.display(),
-        out.status
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    cached_by_script(
+        "INFERGATE_KUBERAY_DIR",
+        "build-kuberay.sh",
+        &[],
+        "it builds the KubeRay operator from its Go module and needs Go and the Go module proxy",
+    )
 }
 
 /// The running operator; killed when dropped (and with the test binary).

@@ -7,6 +7,8 @@
 //! - [`crds`]: infergate's CRDs and the published HTTPRoute, RayService and PodMonitor CRDs;
 //! - [`wait`]: [`eventually`] and the waits built on it;
 //! - [`servers`]: ports, certificates, TLS server and client, the graph server;
+//! - [`router`]: the webhook's router in process: review fixtures, requests,
+//!   answers and patches;
 //! - [`app`]: infergate in process (webhook state, `serve`, reconciler) and as
 //!   the built binary;
 //! - [`webhooks`]: its webhooks registered with the apiserver by URL;
@@ -20,6 +22,7 @@ pub mod crds;
 pub mod fixtures;
 pub mod kuberay;
 pub mod process;
+pub mod router;
 pub mod servers;
 pub mod wait;
 pub mod webhooks;
@@ -37,6 +40,8 @@ pub use fixtures::*;
 pub use kuberay::*;
 #[allow(unused_imports)]
 pub use process::*;
+#[allow(unused_imports)]
+pub use router::*;
 #[allow(unused_imports)]
 pub use servers::*;
 #[allow(unused_imports)]

@@ -119,27 +119,44 @@ pub fn spawn_logged(cmd: Command, log: &Path) -> std::io::Result<Child> {
         .map_err(|_| std::io::Error::other("supervisor thread is gone"))?
 }
 
+/// What a script of `tests/support` builds or fetches into the cache, as the
+/// path it prints: the path the environment variable `env` holds when set
+/// (made elsewhere); else `bash tests/support/SCRIPT ARGS` (built when
+/// missing, its progress on stderr), which must succeed (`does` says what it
+/// does and needs).
+pub fn cached_by_script(env: &str, script: &str, args: &[&str], does: &str) -> PathBuf {
+    if let Ok(path) = std::env::var(env) {
+        return path.into();
+    }
+    let script = super::fixtures::root().join("tests/support").join(script);
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    let run = std::iter::once(script.display().to_string())
+        .chain(args.iter().map(|a| (*a).to_owned()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        out.status.success(),
+        "{run} failed ({}): {does}",
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).trim().into()
+}
+
 /// A Go tool built by `tests/support/build-tool.sh NAME` (helm, lwepp) from
 /// its Go module into the cache, built when missing; `INFERGATE_<NAME>`
 /// names one built elsewhere.
 pub fn go_tool(name: &str) -> PathBuf {
-    if let Ok(path) = std::env::var(format!("INFERGATE_{}", name.to_uppercase())) {
-        return path.into();
-    }
-    let script = super::fixtures::root().join("tests/support/build-tool.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(name)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} {name} failed ({}): it builds {name} from its Go module",
-        script.display(),
-        out.status
-    );
-    String::from_utf8_lossy(&out.stdout).trim().into()
+    cached_by_script(
+        &format!("INFERGATE_{}", name.to_uppercase()),
+        "build-tool.sh",
+        &[name],
+        &format!("it builds {name} from its Go module"),
+    )
 }
 
 /// The Gateway API Inference Extension's minimal endpoint picker.

@@ -14,14 +14,15 @@ use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate::api::v1beta1::{
-    AcceleratorSpec, AcceleratorType, Backend, EngineSpec, GraphSpec, InferenceService,
-    InferenceServiceSpec, ModelSpec, ParallelismSpec, SecretKeyRef,
+    AcceleratorSpec, AcceleratorType, GraphSpec, InferenceService, ParallelismSpec, SecretKeyRef,
 };
 
 use infergate::webhook::tls::certs::{self, PemPair};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_util::sync::CancellationToken;
+
+use super::crds::llama_service;
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> std::io::Result<u16> {
@@ -197,6 +198,66 @@ pub async fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
     Ok((code, body))
 }
 
+/// Serve HTTPS (h2 and HTTP/1.1 through `acceptor`) on the non-blocking
+/// `listener` from a thread `name` with a runtime of its own (it outlives the
+/// runtime of any one test or bench) until `stop` is cancelled, each request
+/// answered by `handle`, each connection with TCP_NODELAY. Returns the
+/// thread's id (its CPU time is in `/proc/self/task/ID/stat`).
+pub fn serve_https<H, F, B>(
+    name: &str,
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    stop: CancellationToken,
+    handle: H,
+) -> i32
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            let _ = tid_tx.send(unsafe { libc::gettid() });
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("HTTPS server runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                loop {
+                    let tcp = tokio::select! {
+                        () = stop.cancelled() => return,
+                        accepted = listener.accept() => match accepted {
+                            Ok((tcp, _)) => tcp,
+                            Err(_) => continue,
+                        },
+                    };
+                    let _ = tcp.set_nodelay(true);
+                    let (acceptor, handle) = (acceptor.clone(), handle.clone());
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let service = hyper::service::service_fn(move |req| {
+                            let answer = handle(req);
+                            async move { Ok::<_, Infallible>(answer.await) }
+                        });
+                        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                            .serve_connection(TokioIo::new(tls), service)
+                            .await;
+                    });
+                }
+            });
+        })
+        .unwrap_or_else(|e| panic!("spawning {name}: {e}"));
+    tid_rx.recv().expect("the HTTPS server thread's id")
+}
+
 // ------------------------------------------------------------ graph server
 
 /// The bearer token the graph server accepts.
@@ -262,42 +323,17 @@ impl GraphServer {
             via_localhost: AtomicUsize::new(0),
         });
         let stop = CancellationToken::new();
-        let (st, stopped) = (Arc::clone(&state), stop.clone());
-        std::thread::Builder::new()
-            .name("graph-server".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("graph server runtime");
-                rt.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-                    loop {
-                        let tcp = tokio::select! {
-                            () = stopped.cancelled() => return,
-                            accepted = listener.accept() => match accepted {
-                                Ok((tcp, _)) => tcp,
-                                Err(_) => return,
-                            },
-                        };
-                        let (acceptor, st) = (acceptor.clone(), Arc::clone(&st));
-                        tokio::spawn(async move {
-                            let Ok(tls) = acceptor.accept(tcp).await else {
-                                return;
-                            };
-                            let service = hyper::service::service_fn(move |req| {
-                                let st = Arc::clone(&st);
-                                async move { Ok::<_, Infallible>(handle(&st, addr, req).await) }
-                            });
-                            let _ =
-                                hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                                    .serve_connection(TokioIo::new(tls), service)
-                                    .await;
-                        });
-                    }
-                });
-            })
-            .expect("spawning the graph server");
+        let st = Arc::clone(&state);
+        serve_https(
+            "graph-server",
+            listener,
+            acceptor,
+            stop.clone(),
+            move |req| {
+                let st = Arc::clone(&st);
+                async move { handle(&st, addr, req).await }
+            },
+        );
         GraphServer {
             addr,
             ca: CertificateDer::from_pem_slice(ca_pem.as_bytes()).expect("CA DER"),
@@ -315,37 +351,23 @@ impl GraphServer {
     /// The service `name` with `backend: RayService` whose graph is this
     /// server's `/graph`, read with the token in Secret `graph-token`, key `token`.
     pub fn service(&self, name: &str) -> InferenceService {
-        InferenceService::new(
-            name,
-            InferenceServiceSpec {
-                model: ModelSpec {
-                    r#ref: "llama3-8b".into(),
-                    image: None,
-                },
-                engine: Some(EngineSpec {
-                    image: Some("registry.example.com/ray-vllm:2.40".into()),
-                    ..EngineSpec::default()
-                }),
-                backend: Some(Backend::RayService),
-                replicas: Some(1),
-                // 8 GPUs per worker: the generator of graph/rag.pb asks 8.
-                accelerator: Some(AcceleratorSpec {
-                    r#type: Some(AcceleratorType::Nvidia),
-                }),
-                parallelism: Some(ParallelismSpec {
-                    tensor: Some(8),
-                    pipeline: Some(1),
-                }),
-                graph: Some(GraphSpec {
-                    url: self.url("/graph"),
-                    bearer_token_secret_ref: Some(SecretKeyRef {
-                        name: "graph-token".into(),
-                        key: "token".into(),
-                    }),
-                }),
-                ..InferenceServiceSpec::default()
-            },
-        )
+        let graph = GraphSpec {
+            url: self.url("/graph"),
+            bearer_token_secret_ref: Some(SecretKeyRef {
+                name: "graph-token".into(),
+                key: "token".into(),
+            }),
+        };
+        let mut svc = llama_service(name, "registry.example.com/ray-vllm:2.40", Some(graph));
+        // 8 GPUs per worker: the generator of graph/rag.pb asks 8.
+        svc.spec.accelerator = Some(AcceleratorSpec {
+            r#type: Some(AcceleratorType::Nvidia),
+        });
+        svc.spec.parallelism = Some(ParallelismSpec {
+            tensor: Some(8),
+            pipeline: Some(1),
+        });
+        svc
     }
 
     /// Serve `bytes` at `/graph` with ETag `etag`.

@@ -1,7 +1,7 @@
 //! Waiting for what a controller or the apiserver does in its own time: one
 //! polling loop, [`eventually`], and the waits built on it (objects to exist,
 //! to be deleted, to satisfy a condition; servers to be ready; webhooks to be
-//! called).
+//! called); reading and merge-patching one object.
 
 use std::fmt::Display;
 use std::time::{Duration, Instant};
@@ -102,6 +102,17 @@ pub async fn get<K: Namespaced>(client: &Client, ns: &str, name: &str) -> Option
         .unwrap_or_else(|e| panic!("get {ns}/{name}: {e}"))
 }
 
+/// Merge-patch the object `name` with `patch`; panics with `what` when the
+/// API server refuses.
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: serde_json::Value, what: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect(what);
+}
+
 /// Wait (up to [`WAIT`]) until `ns/name` exists; return it.
 pub async fn wait_exists<K: Namespaced>(client: &Client, ns: &str, name: &str) -> K {
     let kind = K::kind(&()).into_owned();
@@ -188,6 +199,21 @@ pub async fn wait_readyz(port: u16, timeout: Duration) {
         },
     )
     .await;
+}
+
+/// Whether the plain-HTTP probe port on 127.0.0.1 answers `/readyz` with
+/// 200 within `timeout` (asked every 25 ms).
+pub async fn readyz_within(port: u16, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok((200, _)) = http_get(port, "/readyz").await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }
 
 /// Wait until the apiserver converts through the webhook: a server-side dry run

@@ -1,0 +1,19 @@
+//! The webhook server without a cluster: AdmissionReview and ConversionReview
+//! fixtures sent through the router in process, the probe endpoints, and the
+//! TLS listener over 127.0.0.1 with rcgen certificates, including rotation
+//! under load and graceful shutdown. One test binary, a module per concern.
+
+#[path = "../../benches/common/reviews.rs"]
+mod reviews;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod answers;
+mod bad_input;
+mod convert;
+mod mutate;
+mod probes;
+mod registrations;
+mod serve;
+mod tls;
+mod validate;
