@@ -17,6 +17,10 @@
 //!   folder: one that leaves the repository is an error, whether it exists or
 //!   not.
 //!
+//! A code span that reads as a module path of the crate (`state::files`,
+//! `crate::webhook::review::decode`) must name modules of `src/` down to a
+//! part that the last module's file names (an item or a re-export).
+//!
 //! Not paths: URLs, absolute paths (the API server's `/apis/...`, `/proc`),
 //! paths in the home folder, and words such as `apps/v1` or
 //! `infergate.dev/track` whose first part is no entry of the repository.
@@ -480,6 +484,85 @@ fn problems() -> Vec<String> {
     out
 }
 
+/// Code spans (`` `...` ``) of a line.
+fn code_spans(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// The file of module `parts` (`["a", "b"]`): `src/<a>/<b>.rs` or
+/// `src/<a>/<b>/mod.rs`.
+fn module_file(parts: &[&str]) -> Option<PathBuf> {
+    let base = root().join("src").join(parts.join("/"));
+    [base.with_extension("rs"), base.join("mod.rs")]
+        .into_iter()
+        .find(|f| f.is_file())
+}
+
+/// Whether `word` occurs in `text` as a whole identifier.
+fn has_ident(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && !ident(after)
+    })
+}
+
+/// What is wrong with a module path such as `webhook::review::decode`, if its
+/// first part is a module of the crate: each part is a module below the
+/// previous one, until one that the last module's file names (an item, a
+/// re-export or an inline module; what follows it is not checked).
+fn check_module_path(span: &str) -> Option<String> {
+    let path = span.strip_prefix("crate::").unwrap_or(span);
+    let parts: Vec<&str> = path.split("::").collect();
+    let ident = |p: &&str| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_');
+    if parts.len() < 2 || !parts.iter().all(ident) || matches!(parts[0], "main" | "lib") {
+        return None;
+    }
+    module_file(&parts[..1])?;
+    for i in 1..parts.len() {
+        if module_file(&parts[..=i]).is_some() {
+            continue;
+        }
+        let file = module_file(&parts[..i]).expect("checked on the way down");
+        let text = std::fs::read_to_string(&file).expect("read");
+        if has_ident(&text, parts[i]) {
+            return None;
+        }
+        return Some(format!(
+            "`{span}`: `{}` is no module or item of `{}`",
+            parts[i],
+            parts[..i].join("::")
+        ));
+    }
+    None
+}
+
+fn module_problems() -> Vec<String> {
+    let mut out = Vec::new();
+    for p in prose() {
+        let found: BTreeSet<String> = code_spans(&p.text)
+            .into_iter()
+            .filter_map(check_module_path)
+            .collect();
+        for f in found {
+            out.push(format!("{}:{}: {f}", p.file.display(), p.line));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_path_the_docs_and_comments_name_exists() {
+    let problems = module_problems();
+    assert!(
+        problems.is_empty(),
+        "{} module path(s) named in README.md, docs/ or comments are not in the crate:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
 #[test]
 fn every_path_the_docs_and_comments_name_exists() {
     let problems = problems();
@@ -526,6 +609,15 @@ fn the_recogniser_tells_paths_from_other_words() {
     assert!(check_link(file, "x/no-such.md").is_some());
     assert!(check_link(file, "../../x.md").is_some());
     assert!(link_targets("`[a-z]([-a-z]*)?` and [b](limits.md)") == ["limits.md"]);
+}
+
+#[test]
+fn module_paths_are_read_down_the_crate() {
+    assert!(check_module_path("webhook::review::decode").is_none());
+    assert!(check_module_path("crate::state::files").is_none());
+    assert!(check_module_path("serde_json::Value").is_none());
+    assert!(check_module_path("webhook::no_such_module").is_some());
+    assert!(check_module_path("engine::no_such_item::Thing").is_some());
 }
 
 #[test]
