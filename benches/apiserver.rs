@@ -81,26 +81,8 @@
 //! Nothing is asserted about the figures; the output starts with the command,
 //! the commit and the machine, and ends with a table.
 //!
-//! The latest results, with their commits, are in `docs/performance.md`
-//! ("Admission and conversion through the API server"). The first ones
-//! (2 cores, AMD EPYC, Kubernetes 1.36.3 test control plane on the
-//! same machine with other builds and benches running, load average 3-9;
-//! `cargo bench --locked --bench apiserver`, 6 rounds x 150, two runs):
-//!
-//! | p50, ms | none | noop | infergate | infergate / noop |
-//! |---|---|---|---|---|
-//! | create, small spec | 3.02 / 2.64 | 4.64 / 4.01 | 5.74 / 5.40 | 1.24x / 1.35x |
-//! | create, pre-defaulted spec | 3.77 / 3.40 | 5.49 / 4.80 | 5.70 / 5.38 | 1.04x / 1.12x |
-//! | metadata-only update | 4.69 / 3.98 | 4.81 / 4.36 | 5.11 / 4.62 | (0 requests reach either server) |
-//!
-//! The small spec's create costs more under infergate partly because the
-//! object stored is the defaulted one (about 1 KB instead of 100 bytes:
-//! under `none` the pre-defaulted create is 0.75 ms slower than the small
-//! one); infergate's handler takes 0.05 ms per request. Reads of 10,000
-//! services: `kubectl get -A -o json` takes the same time in both versions
-//! (0.91x / 1.17x; no ConversionReview: each version's watch cache holds
-//! converted objects); a read from etcd sends one ConversionReview per
-//! object (10,000), v1alpha1 / v1beta1 2.80x / 1.97x (7.9 s / 9.2 s).
+//! Results, with the command, commit and machine of each run, are in
+//! `docs/performance.md` ("API-server bench").
 
 #[path = "../tests/support/mod.rs"]
 mod support;

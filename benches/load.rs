@@ -53,9 +53,8 @@
 //! median.
 //!
 //! **Soak** (`-- soak`, nothing else runs but the stall probe): an open loop
-//! at `LOAD_SOAK_RATE` requests/s (default 5,000, the target; on the 2-core
-//! VM, with other builds running, 12,500 held a minute without an error and
-//! 15,000 did not) for `LOAD_SOAK_SECS` (600) over `LOAD_CONNECTIONS`
+//! at `LOAD_SOAK_RATE` requests/s (default 5,000, the target) for
+//! `LOAD_SOAK_SECS` (600) over `LOAD_CONNECTIONS`
 //! connections, each request at a fixed time; a mix of 4 in 10 `mutate`, 4
 //! in 10 `validate` and 2 in 10 ConversionReviews of 1..10 objects (half
 //! v1beta1 to v1alpha1, half back). The server runs in a
@@ -94,6 +93,9 @@
 //! LOAD_DRIVER_CPUS=1` pins them apart instead (the server then gets one
 //! connection worker per CPU in its list unless `LOAD_SERVER_THREADS` says
 //! otherwise).
+//!
+//! Results, with the command, commit and machine of each run, are in
+//! `docs/performance.md`.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
