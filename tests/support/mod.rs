@@ -20,6 +20,7 @@ pub mod crds;
 pub mod fixtures;
 pub mod kuberay;
 pub mod process;
+pub mod scheduler;
 pub mod servers;
 pub mod wait;
 pub mod webhooks;
