@@ -7,10 +7,10 @@ help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
 	@echo "make test           lint, unit, fixture, TLS and end-to-end tests (what CI runs)"
 	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
-	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kubectl, etcd into the cache"
+	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
 	@echo "make upstream-crds  fetch the Gateway API and Prometheus Operator CRDs into the cache"
-	@echo "make tools          build helm and the inference extension's endpoint picker into the cache"
+	@echo "make tools          build helm, the inference extension's endpoint picker and kwok into the cache"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
@@ -42,6 +42,7 @@ upstream-crds:
 tools:
 	@tests/support/build-tool.sh helm >/dev/null
 	@tests/support/build-tool.sh lwepp >/dev/null
+	@tests/support/build-tool.sh kwok >/dev/null
 
 bench:
 	$(CARGO) bench --locked

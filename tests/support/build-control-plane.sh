@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test control plane (kube-apiserver, kube-controller-manager,
-# kubectl and etcd) from their Go modules at pinned versions, into a cache
+# kube-scheduler, kubectl and etcd) from their Go modules at pinned versions, into a cache
 # outside the repository. Does nothing when the binaries are already there.
 #
 #   tests/support/build-control-plane.sh          # build if missing, print the bin dir
@@ -16,7 +16,7 @@ ETCD_VERSION="${INFERGATE_ETCD_VERSION:-v3.6.8}"
 DEST="$CACHE_ROOT/control-plane/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}"
 BIN="$DEST/bin"
 
-if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kubectl" && -x "$BIN/etcd" ]]; then
+if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/kube-scheduler" && -x "$BIN/kubectl" && -x "$BIN/etcd" ]]; then
   echo "$BIN"
   exit 0
 fi
@@ -29,7 +29,7 @@ WORK="$DEST/src"
 start=$(date +%s)
 
 # --- Kubernetes -------------------------------------------------------------
-if [[ ! -x "$BIN/kube-apiserver" || ! -x "$BIN/kube-controller-manager" || ! -x "$BIN/kubectl" ]]; then
+if [[ ! -x "$BIN/kube-apiserver" || ! -x "$BIN/kube-controller-manager" || ! -x "$BIN/kube-scheduler" || ! -x "$BIN/kubectl" ]]; then
   minor="${K8S_VERSION#v1.}"            # 36.3
   staging_version="v0.${minor}"          # v0.36.3
   mod="$WORK/kubernetes"
@@ -53,13 +53,14 @@ if [[ ! -x "$BIN/kube-apiserver" || ! -x "$BIN/kube-controller-manager" || ! -x 
     for m in "${staging[@]}"; do echo "	$m => $m ${staging_version}"; done
     echo ")"
   } > "$mod/go.mod"
-  log "building kube-apiserver, kube-controller-manager, kubectl ${K8S_VERSION} (${#staging[@]} staging modules replaced; several minutes on a cold cache)"
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ${K8S_VERSION} (${#staging[@]} staging modules replaced; several minutes on a cold cache)"
   pkg=k8s.io/component-base/version
   ldflags="-s -w -X ${pkg}.gitVersion=${K8S_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor%%.*} -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
   ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=${K8S_VERSION} -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=${minor%%.*}"
   (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$BIN/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler \
       k8s.io/kubernetes/cmd/kubectl) || die "go build of Kubernetes ${K8S_VERSION} failed (see above)"
 fi
 

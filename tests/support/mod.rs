@@ -23,6 +23,7 @@ pub mod fixtures;
 pub mod kuberay;
 pub mod process;
 pub mod router;
+pub mod scheduler;
 pub mod servers;
 pub mod wait;
 pub mod webhooks;
