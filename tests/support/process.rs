@@ -1,6 +1,6 @@
 //! Child processes: the built `infergate` binary, commands fed on stdin,
-//! their output as text, and long-running processes that die with the test
-//! binary.
+//! their output as text, long-running processes that die with the test
+//! binary, and what the scripts of `tests/support` build into the cache.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;

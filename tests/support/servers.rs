@@ -1,6 +1,7 @@
 //! Servers and clients on 127.0.0.1: free ports, rcgen certificates, a TLS
-//! acceptor and client, HTTP/1.1 over TLS, plain-HTTP probes, and the HTTPS
-//! serving-graph server (bearer check, ETag, failure modes).
+//! acceptor and client, HTTP/1.1 over TLS, plain-HTTP probes, an HTTPS
+//! server on a thread of its own, and the HTTPS serving-graph server (bearer
+//! check, ETag, failure modes).
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
