@@ -121,7 +121,7 @@ pub fn spawn_logged(cmd: Command, log: &Path) -> std::io::Result<Child> {
 
 /// What a script of `tests/support` builds or fetches into the cache, as the
 /// path it prints: the path the environment variable `env` holds when set
-/// (made elsewhere); else `bash tests/support/SCRIPT ARGS` (built when
+/// (made elsewhere); else `bash tests/support/<script> ARGS` (built when
 /// missing, its progress on stderr), which must succeed (`does` says what it
 /// does and needs).
 pub fn cached_by_script(env: &str, script: &str, args: &[&str], does: &str) -> PathBuf {
