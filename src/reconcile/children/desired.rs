@@ -13,7 +13,7 @@ use super::service::service;
 use crate::api::v1beta1::InferenceService;
 
 /// The children of one service, except the HTTPRoute (which depends on
-/// observed canary readiness, see [`http_route`]).
+/// observed canary readiness, see [`http_route`](super::routing::http_route)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     /// Deployment `S`.

@@ -375,7 +375,7 @@ fn serving_problem(
     settings: &Settings,
     now: i64,
 ) -> Option<String> {
-    if super::parse_pem_pair(cert.as_bytes(), key.as_bytes()).is_err() {
+    if super::serving::parse_pem_pair(cert.as_bytes(), key.as_bytes()).is_err() {
         return Some("the key does not belong to the certificate".to_owned());
     }
     let signed = match (parsed(&info.der), parsed(&ca.der)) {
@@ -465,7 +465,7 @@ mod tests {
         assert_eq!(r.stored.ca, s.ca, "the CA is kept");
         assert!(signed_by(&r.stored.serving.cert, &s.ca.cert));
         assert!(
-            super::super::parse_pem_pair(
+            super::super::serving::parse_pem_pair(
                 r.stored.serving.cert.as_bytes(),
                 r.stored.serving.key.as_bytes()
             )

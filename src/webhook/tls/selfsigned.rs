@@ -28,7 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{CertificateKind, Metrics};
 use crate::webhook::tls::certs;
-use crate::webhook::tls::{self, CertResolver, rotation};
+use crate::webhook::tls::rotation;
+use crate::webhook::tls::serving::{self, CertResolver};
 
 /// Name of the Secret holding `ca.crt`, `ca.key`, `tls.crt`, `tls.key`.
 pub const SECRET_NAME: &str = "infergate-webhook-tls";
@@ -308,14 +309,14 @@ pub async fn inject_ca_bundle(
 }
 
 fn apply_bundle(bundle: &Bundle, resolver: &CertResolver, metrics: &Metrics) -> Result<(), Error> {
-    let sc = tls::parse_pem_pair(
+    let sc = serving::parse_pem_pair(
         bundle.serving.cert.as_bytes(),
         bundle.serving.key.as_bytes(),
     )
     .map_err(|e| Error::BadSecret(SECRET_NAME.to_owned(), e.to_string()))?;
     resolver.set(sc.key);
     metrics.set_certificate_expiry(CertificateKind::Serving, sc.not_after);
-    if let Ok((_, ca_after)) = tls::pem_validity(bundle.ca.cert.as_bytes()) {
+    if let Ok((_, ca_after)) = serving::pem_validity(bundle.ca.cert.as_bytes()) {
         metrics.set_certificate_expiry(CertificateKind::Ca, ca_after);
     }
     Ok(())
