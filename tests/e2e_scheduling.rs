@@ -30,13 +30,14 @@ struct Nodes {
 
 static NODES: OnceCell<Nodes> = OnceCell::const_new();
 
-/// What every test runs against.
-struct Env {
-    cp: &'static ControlPlane,
-    client: Client,
-    sched: &'static Scheduling,
-    nodes: &'static Nodes,
-}
+/// What every test runs against: the control plane, a client, the scheduler
+/// and kwok, and the two Nodes.
+type Env = (
+    &'static ControlPlane,
+    Client,
+    &'static Scheduling,
+    &'static Nodes,
+);
 
 /// The control plane, the scheduler and kwok, and the two Nodes.
 async fn setup() -> Env {
@@ -80,12 +81,7 @@ async fn setup() -> Env {
             }
         })
         .await;
-    Env {
-        cp,
-        client,
-        sched,
-        nodes,
-    }
+    (cp, client, sched, nodes)
 }
 
 /// A pod asking for one GPU; with the GPU toleration and an H100 node selector when `tolerate`.
@@ -148,9 +144,7 @@ async fn wait_running(sched: &Scheduling, pods: &Api<Pod>, name: &str) -> Pod {
 /// and the GPU Node's taint repels it. The scheduler says so on the pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpu_pod_without_toleration_is_unschedulable() {
-    let Env {
-        cp, client, sched, ..
-    } = setup().await;
+    let (cp, client, sched, _) = setup().await;
     let ns = cp.fresh_namespace("sched-taint").await;
     let pods = create_pod(&client, &ns, &gpu_pod("no-toleration", false)).await;
 
@@ -186,12 +180,7 @@ async fn gpu_pod_without_toleration_is_unschedulable() {
 /// lands on the GPU Node and kwok runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gpu_pod_with_toleration_runs_on_the_gpu_node() {
-    let Env {
-        cp,
-        client,
-        sched,
-        nodes,
-    } = setup().await;
+    let (cp, client, sched, nodes) = setup().await;
     let ns = cp.fresh_namespace("sched-gpu").await;
     let pods = create_pod(&client, &ns, &gpu_pod("tolerates", true)).await;
 
@@ -220,12 +209,7 @@ async fn gpu_pod_with_toleration_runs_on_the_gpu_node() {
 /// GPU) and run by kwok.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inference_service_becomes_ready_on_scheduled_pods() {
-    let Env {
-        cp,
-        client,
-        sched,
-        nodes,
-    } = setup().await;
+    let (cp, client, sched, nodes) = setup().await;
     cp.install_crds().await;
     cp.ensure_namespace(SYSTEM_NAMESPACE).await;
     let _reconciler = Reconciler::start(
