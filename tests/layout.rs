@@ -137,3 +137,62 @@ fn the_edges_import_only_what_lies_below_them() {
         "check runs the engine offline, without the edges",
     );
 }
+
+#[test]
+fn no_source_file_is_over_800_lines_and_conversion_files_are_under_400() {
+    let mut found = Vec::new();
+    for (path, text) in sources("src") {
+        let lines = text.lines().count();
+        let name = path.to_string_lossy();
+        let limit = if name.contains("src/webhook/conversion/") {
+            400
+        } else {
+            800
+        };
+        if lines > limit {
+            found.push(format!("{}: {lines} lines (limit {limit})", path.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "split these by concern, their tests beside them:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_folders_mod_rs_only_declares_and_re_exports() {
+    let definitions = [
+        "struct ",
+        "enum ",
+        "trait ",
+        "fn ",
+        "impl ",
+        "impl<",
+        "const ",
+        "static ",
+        "type ",
+        "macro_rules!",
+    ];
+    let mut found = Vec::new();
+    for (path, text) in sources("src") {
+        if path.file_name().is_none_or(|f| f != "mod.rs") {
+            continue;
+        }
+        for (n, line) in code_lines(&text) {
+            let item = line
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub ")
+                .trim_start_matches("async ");
+            if definitions.iter().any(|d| item.starts_with(d)) {
+                found.push(format!("{}:{n}: {line}", path.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a folder's mod.rs declares its modules and re-exports; its types and functions live in files of their own:\n{}",
+        found.join("\n")
+    );
+}
