@@ -50,6 +50,7 @@ fn bench(c: &mut Criterion) {
         namespace: "team-a",
         namespace_labels: &labels,
         policies: &policies,
+        classes: &infergate::engine::AcceleratorClasses::new(),
         server: &server,
         routes: &NoRoutes,
     };

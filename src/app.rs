@@ -302,7 +302,10 @@ pub async fn serve(
     let cluster = Arc::new(if args.policy_files.is_empty() {
         ClusterState::default()
     } else {
-        ClusterState::new(crate::state::files::load_policies(&args.policy_files)?)
+        let (policies, classes) = crate::state::files::load_policies(&args.policy_files)?;
+        let state = ClusterState::new(policies);
+        state.set_classes(classes);
+        state
     });
     if let Some(client) = &client {
         cluster.spawn_watches(

@@ -501,6 +501,7 @@ fn ctx_run<R>(
         namespace: "team-a",
         namespace_labels: labels,
         policies,
+            classes: &infergate::engine::AcceleratorClasses::new(),
         server: &server,
         routes,
     };

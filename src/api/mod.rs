@@ -1,6 +1,7 @@
 //! The custom resource types, one module per version, and conversion
 //! between the `InferenceService` versions as pure functions.
 
+pub mod accelerator;
 pub mod common;
 pub mod conditions;
 pub mod conversion;
@@ -10,4 +11,5 @@ pub mod v1alpha1;
 pub mod v1beta1;
 
 pub use common::*;
+pub use accelerator::{AcceleratorClass, AcceleratorClassSpec};
 pub use policy::{ClusterInferencePolicy, InferencePolicy};

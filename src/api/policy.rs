@@ -108,9 +108,15 @@ pub enum Enforcement {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyDefaults {
-    /// Engine image and port.
+    /// Engine image, port and `/dev/shm` size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineDefaults>,
+    /// The accelerator class of services that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<AcceleratorDefaults>,
+    /// Placement of the engine pods, field by field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<super::v1beta1::PlacementSpec>,
     /// Replicas of the primary track.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
@@ -145,6 +151,19 @@ pub struct EngineDefaults {
     /// Engine port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
+    /// Size of the in-memory `/dev/shm`, for every service the policy applies to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", length(min = 1, max = 64))]
+    pub shm_size: Option<Quantity>,
+}
+
+/// Accelerator defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct AcceleratorDefaults {
+    /// The AcceleratorClass of services that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub class: Option<String>,
 }
 
 /// Autoscaling defaults.
@@ -225,6 +244,10 @@ pub struct PolicyLimits {
     /// Accelerator types services may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_accelerators: Option<Vec<AcceleratorType>>,
+    /// AcceleratorClasses services may name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 253)))]
+    pub allowed_accelerator_classes: Option<Vec<String>>,
     /// Hosts `spec.graph.url` may name (`graphs.example.com`,
     /// `graph-api.ml.svc:8443`, `*.ml.example.com`); a literal entry also
     /// lets the fetcher reach an internal address.

@@ -3,6 +3,10 @@
 // attributes to clippy; they are distinct columns.
 #![allow(clippy::duplicated_attributes)]
 
+use std::collections::BTreeMap;
+
+pub use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, LocalObjectReference, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -82,6 +86,19 @@ pub struct InferenceServiceSpec {
     /// Tensor and pipeline parallelism; GPUs per replica = tensor x pipeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallelism: Option<ParallelismSpec>,
+    /// Where the engine pods run, merged after the accelerator class's own
+    /// constraints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementSpec>,
+    /// The ServiceAccount of the engine pods (the namespace's `default` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')").message("spec.serviceAccountName must be a lowercase RFC 1123 subdomain"))]
+    pub service_account_name: Option<String>,
+    /// Secrets of the namespace the engine's images are pulled with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
     /// A second model served beside the primary with a share of the traffic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanarySpec>,
@@ -119,20 +136,22 @@ pub struct EngineSpec {
     /// Extra arguments appended to the generated ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
-    /// Extra environment variables.
+    /// Extra environment variables (core/v1 EnvVar: a value, or one from a
+    /// Secret, a ConfigMap, a field or a resource).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
     pub env: Vec<EnvVar>,
-}
-
-/// An environment variable of the engine container.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvVar {
-    /// Variable name.
-    pub name: String,
-    /// Variable value.
+    /// Whole Secrets and ConfigMaps as environment variables (core/v1 EnvFromSource).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub env_from: Vec<EnvFromSource>,
+    /// Size of the in-memory `/dev/shm` (tensor- and pipeline-parallel
+    /// engines share tensors through it); defaulted to 2Gi when GPUs per
+    /// replica > 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
+    #[schemars(with = "Option<String>", length(min = 1, max = 64))]
+    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.engine.shmSize must be a positive quantity such as 8Gi"))]
+    pub shm_size: Option<Quantity>,
 }
 
 /// Which workload runs the service.
@@ -177,13 +196,67 @@ pub struct AutoscalingSpec {
     pub target_cpu_utilization_percent: Option<i32>,
 }
 
-/// The accelerator family.
+/// The accelerator family, and the node pool's class.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AcceleratorSpec {
-    /// `nvidia`, `amd`, `intel-gaudi`, `google-tpu` or `none` (default).
+    /// `nvidia`, `amd`, `intel-gaudi`, `google-tpu` or `none` (default);
+    /// with a class, the class's vendor.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub r#type: Option<AcceleratorType>,
+    /// The AcceleratorClass whose nodes the engine pods run on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub class: Option<String>,
+}
+
+/// Where the engine pods run, beyond what the accelerator class requires.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementSpec {
+    /// Node labels the pods select, besides the class's (a key the class
+    /// sets to another value is denied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Taints the pods tolerate, besides the class's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// The pods' PriorityClass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub priority_class_name: Option<String>,
+    /// Spread a track's pods across `node`s or `zone`s (a topology spread
+    /// constraint, ScheduleAnyway), or `none`; default `node` when a track
+    /// can have more than one replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_across: Option<SpreadAcross>,
+}
+
+/// The topology a track's pods are spread across.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SpreadAcross {
+    /// `kubernetes.io/hostname`.
+    #[default]
+    #[serde(rename = "node")]
+    Node,
+    /// `topology.kubernetes.io/zone`.
+    #[serde(rename = "zone")]
+    Zone,
+    /// No spread constraint.
+    #[serde(rename = "none")]
+    None,
+}
+
+impl SpreadAcross {
+    /// The node label of the topology, `None` for `none`.
+    #[must_use]
+    pub fn topology_key(self) -> Option<&'static str> {
+        match self {
+            Self::Node => Some("kubernetes.io/hostname"),
+            Self::Zone => Some("topology.kubernetes.io/zone"),
+            Self::None => None,
+        }
+    }
 }
 
 /// Model parallelism.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::api::{DEFAULTED_FROM_ANNOTATION, v1beta1::InferenceService};
-use crate::engine::{self, PolicySnapshot, ServerDefaults};
+use crate::engine::{self, AcceleratorClasses, PolicySnapshot, ServerDefaults};
 use crate::state::context::Files;
 use crate::state::files::{
     Document, Object, Origin, classify, expand_paths, kind_label, read_documents,
@@ -121,8 +121,9 @@ pub fn check(args: &Options) -> Report {
         ..Files::default()
     };
 
-    // Policies from --policy.
+    // Policies (and AcceleratorClasses) from --policy.
     let mut snapshot = PolicySnapshot::default();
+    let mut classes = AcceleratorClasses::new();
     let policy_docs = read_all(&args.policies, &mut r);
     let mut policy_objects = Vec::new();
     for d in &policy_docs {
@@ -138,6 +139,9 @@ pub fn check(args: &Options) -> Report {
             Ok((label, Object::Namespaced(p))) => {
                 policy_objects.push((d.origin.clone(), label.clone()));
                 snapshot.namespaced.push(*p);
+            }
+            Ok((label, Object::Class(c))) => {
+                add_class(&mut r, &mut classes, &d.origin, &label, *c);
             }
             Ok((label, Object::Invalid(e))) => {
                 r.lines.push(format!("{} {label}: {e}", d.origin));
@@ -191,8 +195,16 @@ pub fn check(args: &Options) -> Report {
     snapshot.namespaced = keep_ns;
     files.policies = Arc::new(snapshot);
 
-    // Manifests from -f.
+    // Manifests from -f; the AcceleratorClasses among them first, so a
+    // service is judged against every class given, wherever it stands.
     let docs = read_all(&args.files, &mut r);
+    let classified: Vec<_> = docs.iter().map(classify).collect();
+    for (d, c) in docs.iter().zip(&classified) {
+        if let Ok((label, Object::Class(c))) = c {
+            add_class(&mut r, &mut classes, &d.origin, label, (**c).clone());
+        }
+    }
+    files.classes = Arc::new(classes);
 
     // Default every service first, so routes collide across the input.
     struct Pending {
@@ -203,8 +215,8 @@ pub fn check(args: &Options) -> Report {
         warnings: Vec<String>,
     }
     let mut pending = Vec::new();
-    for d in &docs {
-        let (label, obj) = match classify(d) {
+    for (d, classified) in docs.iter().zip(classified) {
+        let (label, obj) = match classified {
             Ok(x) => x,
             Err(e) => {
                 r.lines.push(format!("error: {e}"));
@@ -215,6 +227,8 @@ pub fn check(args: &Options) -> Report {
         let line = |msg: &str| format!("{} {label}: {msg}", d.origin);
         match obj {
             Object::Skipped(why) => r.lines.push(line(&why)),
+            // Judged above, before any service.
+            Object::Class(_) => {}
             Object::Invalid(e) => {
                 r.lines.push(line(&e));
                 r.violations += 1;
@@ -269,6 +283,23 @@ pub fn check(args: &Options) -> Report {
             .push("warning: no documents found in the given files".to_owned());
     }
     r
+}
+
+/// Validate an AcceleratorClass as the API server's schema would, report
+/// it, and keep it when valid.
+fn add_class(
+    r: &mut Report,
+    classes: &mut AcceleratorClasses,
+    origin: &Origin,
+    label: &str,
+    class: crate::api::AcceleratorClass,
+) {
+    let v = engine::validate_accelerator_class(&class.spec);
+    r.violations += v.errors.len();
+    emit(&mut r.lines, origin, label, &v);
+    if v.allowed() {
+        classes.insert(class.metadata.name.unwrap_or_default(), class.spec);
+    }
 }
 
 /// Every document in `paths`; what cannot be read is an input error in `r`.

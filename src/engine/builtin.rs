@@ -33,3 +33,5 @@ pub const DEFAULT_METRICS_INTERVAL: &str = "30s";
 pub const DEFAULT_PATH_TEMPLATE: &str = "/{.metadata.namespace}/{.metadata.name}";
 /// `spec.routing.requestTimeout` (a GEP-2257 duration).
 pub const DEFAULT_REQUEST_TIMEOUT: &str = "5m";
+/// `spec.engine.shmSize` when GPUs per replica > 1 and no policy sets one.
+pub const DEFAULT_SHM_SIZE: &str = "2Gi";

@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::api::{ClusterInferencePolicy, GatewayRef, InferencePolicy};
+use crate::api::{AcceleratorClassSpec, ClusterInferencePolicy, GatewayRef, InferencePolicy};
+
+/// Every AcceleratorClass known, by name.
+pub type AcceleratorClasses = BTreeMap<String, AcceleratorClassSpec>;
 
 /// Values from server flags (`--default-engine-image`, `--default-replicas`).
 #[derive(Clone, Debug, Default)]
@@ -55,6 +58,8 @@ pub struct Context<'a> {
     pub namespace_labels: &'a BTreeMap<String, String>,
     /// Every policy known.
     pub policies: &'a PolicySnapshot,
+    /// Every AcceleratorClass known.
+    pub classes: &'a AcceleratorClasses,
     /// Server flag defaults.
     pub server: &'a ServerDefaults,
     /// Rendered routes of other services.
@@ -67,6 +72,7 @@ impl fmt::Debug for Context<'_> {
             .field("namespace", &self.namespace)
             .field("namespace_labels", &self.namespace_labels)
             .field("policies", &self.policies)
+            .field("classes", &self.classes.keys())
             .field("server", &self.server)
             .finish_non_exhaustive()
     }

@@ -14,18 +14,23 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
 use crate::api::{
-    BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode, EndpointPickerSpec, FailureMode,
-    HealthCheckSpec, MetricsSpec, ResourcesSpec,
+    AcceleratorType, BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode,
+    EndpointPickerSpec, FailureMode, HealthCheckSpec, MetricsSpec, ResourcesSpec,
     policy::PolicyDefaults,
-    v1beta1::{AcceleratorSpec, EngineSpec, InferenceService, ParallelismSpec, RoutingSpec},
+    v1beta1::{
+        AcceleratorSpec, EngineSpec, InferenceService, InferenceServiceSpec, ParallelismSpec,
+        PlacementSpec, RoutingSpec, SpreadAcross,
+    },
 };
 
 use super::builtin::{
     DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH,
     DEFAULT_HEALTH_TIMEOUT, DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH, DEFAULT_PARALLELISM,
     DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_TARGET_CPU,
+    DEFAULT_SHM_SIZE, DEFAULT_TARGET_CPU,
 };
 use super::context::Context;
 use super::defaulted::{Defaulted, Provenance};
@@ -72,6 +77,78 @@ impl<'a> Filler<'_, 'a> {
                 value,
             });
         }
+    }
+
+    /// Record that `field` was filled with `value` from `source` (a value
+    /// that comes from neither a policy nor a built-in).
+    fn record<T: serde::Serialize>(&mut self, field: &'static str, source: String, value: &T) {
+        self.filled.push(Provenance {
+            field,
+            source: Cow::Owned(source),
+            value: serde_json::to_string(value).ok(),
+        });
+    }
+}
+
+/// `spec.placement.*` (field by field from the policies; `spreadAcross`
+/// `node` when a track can have more than one replica) and
+/// `spec.engine.shmSize` (a policy's, else 2Gi when GPUs per replica > 1).
+/// Runs after the accelerator and parallelism are defaulted.
+fn placement_defaults(f: &mut Filler<'_, '_>, spec: &mut InferenceServiceSpec, layers: &[Layer<'_>]) {
+    let had_placement = spec.placement.is_some();
+    let many = spec.replicas.is_some_and(|r| r > 1)
+        || spec.autoscaling.as_ref().is_some_and(|a| a.max_replicas > 1);
+    let p = spec.placement.get_or_insert_with(PlacementSpec::default);
+    let placed = |d: &PolicyDefaults| d.placement.clone();
+    f.fill(
+        &mut p.node_selector,
+        "spec.placement.nodeSelector",
+        |d| placed(d)?.node_selector,
+        None,
+    );
+    f.fill(
+        &mut p.tolerations,
+        "spec.placement.tolerations",
+        |d| placed(d)?.tolerations,
+        None,
+    );
+    f.fill(
+        &mut p.priority_class_name,
+        "spec.placement.priorityClassName",
+        |d| placed(d)?.priority_class_name,
+        None,
+    );
+    let policy_spread = layers
+        .iter()
+        .any(|l| l.defaults.is_some_and(|d| d.placement.as_ref().is_some_and(|p| p.spread_across.is_some())));
+    if many || policy_spread {
+        f.fill(
+            &mut p.spread_across,
+            "spec.placement.spreadAcross",
+            |d| placed(d)?.spread_across,
+            many.then_some((SpreadAcross::Node, SOURCE_BUILT_IN)),
+        );
+    }
+    if !had_placement && *p == PlacementSpec::default() {
+        spec.placement = None;
+    }
+
+    let accel = spec.accelerator.as_ref().and_then(|a| a.r#type).unwrap_or_default();
+    let par = spec.parallelism.as_ref();
+    let devices = i64::from(par.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM))
+        * i64::from(par.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM));
+    let multi_gpu = accel != AcceleratorType::None && devices > 1;
+    let policy_shm = layers
+        .iter()
+        .any(|l| l.defaults.is_some_and(|d| d.engine.as_ref().is_some_and(|e| e.shm_size.is_some())));
+    if multi_gpu || policy_shm {
+        let engine = spec.engine.get_or_insert_with(EngineSpec::default);
+        f.fill(
+            &mut engine.shm_size,
+            "spec.engine.shmSize",
+            |d| d.engine.as_ref()?.shm_size.clone(),
+            multi_gpu.then(|| (Quantity(DEFAULT_SHM_SIZE.to_owned()), SOURCE_BUILT_IN)),
+        );
     }
 }
 
@@ -159,6 +236,25 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
             .accelerator
             .get_or_insert_with(AcceleratorSpec::default);
         f.fill(
+            &mut acc.class,
+            "spec.accelerator.class",
+            |d| d.accelerator.as_ref()?.class.clone(),
+            None,
+        );
+        // With a class, the type is the class's vendor (a class that does
+        // not exist is denied by validation, and defaults nothing).
+        if let Some(name) = acc.class.as_deref()
+            && let Some(class) = ctx.classes.get(name)
+            && acc.r#type.is_none()
+        {
+            acc.r#type = Some(class.vendor);
+            f.record(
+                "spec.accelerator.type",
+                format!("AcceleratorClass/{name}"),
+                &class.vendor,
+            );
+        }
+        f.fill(
             &mut acc.r#type,
             "spec.accelerator.type",
             |_| None,
@@ -182,6 +278,7 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
             Some((DEFAULT_PARALLELISM, SOURCE_BUILT_IN)),
         );
     }
+    placement_defaults(&mut f, spec, &layers);
     {
         let hc = spec
             .health_check
@@ -382,6 +479,7 @@ mod tests {
             namespace: "team-a",
             namespace_labels: &labels,
             policies,
+            classes: &crate::engine::AcceleratorClasses::new(),
             server,
             routes: &NoRoutes,
         };

@@ -18,6 +18,8 @@ pub enum FieldErrorReason {
     NotSupported,
     /// `FieldValueDuplicate`
     Duplicate,
+    /// `FieldValueNotFound`
+    NotFound,
 }
 
 impl FieldErrorReason {
@@ -31,6 +33,7 @@ impl FieldErrorReason {
             Self::TooLong => "FieldValueTooLong",
             Self::NotSupported => "FieldValueNotSupported",
             Self::Duplicate => "FieldValueDuplicate",
+            Self::NotFound => "FieldValueNotFound",
         }
     }
 }
@@ -111,6 +114,16 @@ impl FieldError {
             field: field.into(),
             reason: FieldErrorReason::NotSupported,
             message: format!("Unsupported value: \"{value}\": supported values: {list}{suffix}"),
+        }
+    }
+
+    /// `field: Not found: <value>`.
+    #[must_use]
+    pub fn not_found(field: impl Into<String>, value: impl fmt::Display) -> Self {
+        Self {
+            field: field.into(),
+            reason: FieldErrorReason::NotFound,
+            message: format!("Not found: {value}"),
         }
     }
 

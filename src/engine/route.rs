@@ -370,7 +370,9 @@ fn sample_with_spec(mut s: InferenceService) -> InferenceService {
     });
     s.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(crate::api::AcceleratorType::Nvidia),
+        class: Some("accelerator-class".to_owned()),
     });
+    s.spec.service_account_name = Some("service-account".to_owned());
     s.spec.parallelism = Some(ParallelismSpec {
         tensor: Some(DEFAULT_PARALLELISM),
         pipeline: Some(DEFAULT_PARALLELISM),

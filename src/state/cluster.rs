@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::v1beta1::InferenceService;
-use crate::api::{ClusterInferencePolicy, InferencePolicy};
-use crate::engine::PolicySnapshot;
+use crate::api::{AcceleratorClass, ClusterInferencePolicy, InferencePolicy};
+use crate::engine::{AcceleratorClasses, PolicySnapshot};
 
 use super::namespace::{add_name_label, name_label_only};
 use super::routes::RouteTable;
@@ -40,6 +40,7 @@ pub enum ServiceEvent {
 #[derive(Debug)]
 pub struct ClusterState {
     policies: ArcSwap<PolicySnapshot>,
+    classes: ArcSwap<AcceleratorClasses>,
     namespaces: RwLock<HashMap<String, Arc<BTreeMap<String, String>>>>,
     routes: RwLock<RouteTable>,
     services: Store<InferenceService>,
@@ -64,6 +65,7 @@ impl ClusterState {
         let (services, writer) = reflector::store();
         ClusterState {
             policies: ArcSwap::from_pointee(policies),
+            classes: ArcSwap::from_pointee(AcceleratorClasses::new()),
             namespaces: RwLock::new(HashMap::new()),
             routes: RwLock::new(RouteTable::default()),
             services,
@@ -84,6 +86,19 @@ impl ClusterState {
     /// Replace the policies (tests, `--policy-file`).
     pub fn set_policies(&self, policies: PolicySnapshot) {
         self.policies.store(Arc::new(policies));
+        self.policy_changes.send_modify(|n| *n += 1);
+    }
+
+    /// The AcceleratorClasses now.
+    #[must_use]
+    pub fn classes(&self) -> Arc<AcceleratorClasses> {
+        self.classes.load_full()
+    }
+
+    /// Replace the AcceleratorClasses; every service is reconciled again
+    /// (a class gone or changed changes its services' pods or status).
+    pub fn set_classes(&self, classes: AcceleratorClasses) {
+        self.classes.store(Arc::new(classes));
         self.policy_changes.send_modify(|n| *n += 1);
     }
 
@@ -190,7 +205,8 @@ impl ClusterState {
         }
     }
 
-    /// Watch one policy kind into `writer`; rebuild the snapshot on every change.
+    /// Watch one policy kind (or the AcceleratorClasses) into `writer`;
+    /// rebuild the snapshot on every change.
     fn spawn_policy_watch<K>(
         self: &Arc<Self>,
         stream: BoxStream<'static, watcher::Result<watcher::Event<K>>>,
@@ -222,7 +238,7 @@ impl ClusterState {
 
     /// Start the watches; `watch_policies == false` when policies come from
     /// files. Services and InferencePolicies are watched in `scope`;
-    /// ClusterInferencePolicies and namespaces cluster-wide. The state
+    /// ClusterInferencePolicies, AcceleratorClasses and namespaces cluster-wide. The state
     /// reports synced once each watch has listed; the watches run until
     /// `shutdown`. Calling it twice starts nothing new.
     pub fn spawn_watches(
@@ -238,7 +254,7 @@ impl ClusterState {
         };
         self.watching.store(true, Ordering::Release);
         self.pending_syncs
-            .send_modify(|n| *n += if watch_policies { 4 } else { 2 });
+            .send_modify(|n| *n += if watch_policies { 5 } else { 2 });
         if watch_policies {
             let (cluster, cluster_writer) = reflector::store::<ClusterInferencePolicy>();
             let (namespaced, namespaced_writer) = reflector::store::<InferencePolicy>();
@@ -266,6 +282,18 @@ impl ClusterState {
                 scope.watch::<InferencePolicy>(&client, scope::list_in_pages()),
                 namespaced_writer,
                 rebuild,
+                &shutdown,
+            );
+            let (classes, classes_writer) = reflector::store::<AcceleratorClass>();
+            let state = Arc::clone(self);
+            self.spawn_policy_watch(
+                watcher::watcher(
+                    Api::<AcceleratorClass>::all(client.clone()),
+                    scope::list_in_pages(),
+                )
+                .boxed(),
+                classes_writer,
+                Arc::new(move || state.set_classes(class_map(&classes))),
                 &shutdown,
             );
         }
@@ -364,6 +392,15 @@ fn is_change<K>(event: &watcher::Event<K>) -> bool {
         event,
         watcher::Event::InitDone | watcher::Event::Apply(_) | watcher::Event::Delete(_)
     )
+}
+
+/// The classes of `store` by name.
+fn class_map(store: &Store<AcceleratorClass>) -> AcceleratorClasses {
+    store
+        .state()
+        .iter()
+        .map(|c| (c.name_any(), c.spec.clone()))
+        .collect()
 }
 
 fn sorted<K: Resource + Clone>(store: &Store<K>) -> Vec<K>

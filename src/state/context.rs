@@ -11,12 +11,14 @@ use super::cluster::ClusterState;
 use super::namespace::add_name_label;
 use super::routes::{OlderClaims, RouteTable};
 use crate::api::v1beta1::InferenceService;
-use crate::engine::{Context, PolicySnapshot, RouteIndex, ServerDefaults};
+use crate::engine::{AcceleratorClasses, Context, PolicySnapshot, RouteIndex, ServerDefaults};
 
 /// What the engine reads besides the object itself.
 pub trait ContextSource {
     /// The policies known now.
     fn policies(&self) -> Arc<PolicySnapshot>;
+    /// The AcceleratorClasses known now.
+    fn classes(&self) -> Arc<AcceleratorClasses>;
     /// Labels of `namespace`, including `kubernetes.io/metadata.name`.
     fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>>;
     /// Defaults from server flags.
@@ -32,12 +34,14 @@ pub fn with_context<S: ContextSource + ?Sized, R>(
     f: impl FnOnce(&Context) -> R,
 ) -> R {
     let policies = source.policies();
+    let classes = source.classes();
     let labels = source.namespace_labels(namespace);
     source.with_routes(|routes| {
         f(&Context {
             namespace,
             namespace_labels: &labels,
             policies: &policies,
+            classes: &classes,
             server: source.server_defaults(),
             routes,
         })
@@ -60,6 +64,9 @@ impl ContextSource for Watched<'_> {
     fn policies(&self) -> Arc<PolicySnapshot> {
         self.state.policies()
     }
+    fn classes(&self) -> Arc<AcceleratorClasses> {
+        self.state.classes()
+    }
     fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
         self.state.namespace_labels(namespace)
     }
@@ -81,6 +88,8 @@ impl ContextSource for Watched<'_> {
 pub struct Files {
     /// The policies read.
     pub policies: Arc<PolicySnapshot>,
+    /// The AcceleratorClasses read.
+    pub classes: Arc<AcceleratorClasses>,
     /// Labels every namespace gets (`--namespace-labels`), besides its name label.
     pub namespace_labels: BTreeMap<String, String>,
     /// Defaults from flags.
@@ -92,6 +101,9 @@ pub struct Files {
 impl ContextSource for Files {
     fn policies(&self) -> Arc<PolicySnapshot> {
         Arc::clone(&self.policies)
+    }
+    fn classes(&self) -> Arc<AcceleratorClasses> {
+        Arc::clone(&self.classes)
     }
     fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
         let mut labels = self.namespace_labels.clone();

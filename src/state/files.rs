@@ -13,9 +13,10 @@ use serde_json::Value;
 
 use crate::api::conversion::{V1ALPHA1, V1BETA1, to_v1beta1};
 use crate::api::{
-    ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1, v1beta1::InferenceService,
+    AcceleratorClass, ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1,
+    v1beta1::InferenceService,
 };
-use crate::engine::PolicySnapshot;
+use crate::engine::{AcceleratorClasses, PolicySnapshot};
 
 /// Where a document came from.
 #[derive(Clone, Debug)]
@@ -255,6 +256,8 @@ pub enum Object {
     Cluster(Box<ClusterInferencePolicy>),
     /// An InferencePolicy (namespace `default` when the manifest names none).
     Namespaced(Box<InferencePolicy>),
+    /// An AcceleratorClass.
+    Class(Box<AcceleratorClass>),
     /// Not an infergate object, or one this reader does not take; why.
     Skipped(String),
     /// An infergate object that does not decode; the field error.
@@ -329,6 +332,10 @@ pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
             Ok(p) => Object::Cluster(Box::new(p)),
             Err(e) => Object::Invalid(e),
         },
+        (V1BETA1, "AcceleratorClass") => match decode::<AcceleratorClass>(v) {
+            Ok(c) => Object::Class(Box::new(c)),
+            Err(e) => Object::Invalid(e),
+        },
         (V1BETA1, "InferencePolicy") => {
             let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
             let o = match decode::<InferencePolicy>(v) {
@@ -343,7 +350,7 @@ pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
             return Ok((label, o));
         }
         _ if group == GROUP => Object::Skipped(format!(
-            "unknown kind {kind} in {api_version}; infergate knows InferenceService ({V1ALPHA1}, {V1BETA1}), ClusterInferencePolicy and InferencePolicy ({V1BETA1}); skipped"
+            "unknown kind {kind} in {api_version}; infergate knows InferenceService ({V1ALPHA1}, {V1BETA1}), ClusterInferencePolicy, InferencePolicy and AcceleratorClass ({V1BETA1}); skipped"
         )),
         _ => Object::Skipped(format!(
             "not an infergate object ({api_version} {kind}); skipped"
@@ -370,11 +377,15 @@ pub enum PolicyFileError {
     },
 }
 
-/// Read every policy in `paths` (files or directories), as `serve
-/// --policy-file` and `check --policy` both do. Anything that is not a
-/// well-formed ClusterInferencePolicy or InferencePolicy is an error.
-pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySnapshot, PolicyFileError> {
+/// Read every policy and AcceleratorClass in `paths` (files or
+/// directories), as `serve --policy-file` does. Anything that is not a
+/// well-formed ClusterInferencePolicy, InferencePolicy or AcceleratorClass
+/// is an error.
+pub fn load_policies(
+    paths: &[PathBuf],
+) -> Result<(PolicySnapshot, AcceleratorClasses), PolicyFileError> {
     let mut snapshot = PolicySnapshot::default();
+    let mut classes = AcceleratorClasses::new();
     for file in expand_paths(paths)? {
         for doc in read_documents(&file)? {
             let (label, object) = classify(&doc)?;
@@ -387,9 +398,13 @@ pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySnapshot, PolicyFileErro
                     snapshot.namespaced.push(*p);
                     continue;
                 }
+                Object::Class(c) => {
+                    classes.insert(c.metadata.name.clone().unwrap_or_default(), c.spec);
+                    continue;
+                }
                 Object::Invalid(e) => e,
                 Object::Skipped(_) | Object::Service(..) => {
-                    "not a ClusterInferencePolicy or InferencePolicy".to_owned()
+                    "not a ClusterInferencePolicy, InferencePolicy or AcceleratorClass".to_owned()
                 }
             };
             return Err(PolicyFileError::NotAPolicy {
@@ -399,5 +414,5 @@ pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySnapshot, PolicyFileErro
             });
         }
     }
-    Ok(snapshot)
+    Ok((snapshot, classes))
 }

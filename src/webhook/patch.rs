@@ -318,6 +318,7 @@ mod tests {
             namespace: "team-a",
             namespace_labels: &labels,
             policies,
+            classes: &crate::engine::AcceleratorClasses::new(),
             server: &server,
             routes: &NoRoutes,
         };

@@ -5,8 +5,10 @@
 //! policy with `enforcement: Warn` become warnings instead.
 
 mod fields;
+mod placement;
 mod policy;
 mod service;
 
+pub use placement::validate_accelerator_class;
 pub use policy::{validate_cluster_policy, validate_namespaced_policy};
 pub use service::validate_service;

@@ -176,6 +176,8 @@ pub fn validate_service(
         }
     }
 
+    super::placement::placement_errors(errs, svc, ctx);
+
     // Canary.
     if let Some(c) = &s.canary {
         check_model_ref(errs, "spec.canary.model.ref", &c.model);
@@ -313,6 +315,9 @@ pub fn validate_service(
     }
     if accel != AcceleratorType::None {
         lim.accelerator(accel);
+    }
+    if let Some(class) = s.accelerator.as_ref().and_then(|a| a.class.as_deref()) {
+        lim.accelerator_class(class);
     }
     let mut images: Vec<(&str, &str)> = Vec::new();
     if let Some(img) = engine_image {
@@ -486,6 +491,28 @@ impl Limits<'_, '_, '_> {
                 let e = FieldError::not_supported(
                     "spec.accelerator.type",
                     accel,
+                    &supported,
+                    &format!(" ({})", l.display()),
+                );
+                self.report(l.enforcement, e);
+            }
+        }
+    }
+
+    fn accelerator_class(&mut self, class: &str) {
+        let layers = self.layers;
+        for l in layers {
+            let Some(list) = l
+                .limits
+                .and_then(|x| x.allowed_accelerator_classes.as_ref())
+            else {
+                continue;
+            };
+            if !list.iter().any(|c| c == class) {
+                let supported: Vec<&str> = list.iter().map(String::as_str).collect();
+                let e = FieldError::not_supported(
+                    "spec.accelerator.class",
+                    class,
                     &supported,
                     &format!(" ({})", l.display()),
                 );
