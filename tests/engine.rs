@@ -10,9 +10,10 @@ use infergate::api::policy::{
     PolicyLimits, ResourceDefaults, RoutingDefaults,
 };
 use infergate::api::v1beta1::{
-    self, AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec, EnvVar,
-    GraphSpec, InferenceService, InferenceServiceSpec, InferenceServiceStatus, ModelSpec,
-    ParallelismSpec, RoutingSpec, SecretKeyRef,
+    self, AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec,
+    EnvFromSource, EnvVar, GraphSpec, InferenceService, InferenceServiceSpec,
+    InferenceServiceStatus, LocalObjectReference, ModelSpec, ParallelismSpec, PlacementSpec,
+    RoutingSpec, SecretKeyRef, SpreadAcross, Toleration,
 };
 use infergate::api::{
     AcceleratorType, CONVERSION_DATA_ANNOTATION, ClusterInferencePolicy, GatewayRef,
@@ -21,6 +22,7 @@ use infergate::api::{
 use infergate::engine::{
     self, Context, NoRoutes, PolicySnapshot, RouteIndex, ServerDefaults, Verdict,
 };
+use k8s_openapi::api::core::v1::{EnvVarSource, SecretEnvSource, SecretKeySelector};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     Condition, LabelSelector, LabelSelectorRequirement, Time,
@@ -240,16 +242,83 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
         opt(1i32..65535),
         prop::collection::vec("--[a-z]{1,6}", 0..3),
         prop::collection::vec(
-            ("[A-Z]{1,6}", opt("[a-z]{0,5}")).prop_map(|(name, value)| EnvVar { name, value }),
+            (
+                "[A-Z]{1,6}",
+                opt("[a-z]{0,5}"),
+                opt(("[a-z]{1,5}", "[a-z]{1,5}")),
+            )
+                .prop_map(|(name, value, secret)| EnvVar {
+                    name,
+                    value: if secret.is_some() { None } else { value },
+                    value_from: secret.map(|(name, key)| EnvVarSource {
+                        secret_key_ref: Some(SecretKeySelector {
+                            name,
+                            key,
+                            optional: None,
+                        }),
+                        ..EnvVarSource::default()
+                    }),
+                }),
             0..2,
         ),
+        prop::collection::vec(
+            "[a-z]{1,5}".prop_map(|name| EnvFromSource {
+                secret_ref: Some(SecretEnvSource {
+                    name,
+                    optional: None,
+                }),
+                ..EnvFromSource::default()
+            }),
+            0..2,
+        ),
+        opt(prop_oneof![Just("2Gi"), Just("512Mi")].prop_map(|q| Quantity(q.to_owned()))),
     )
-        .prop_map(|(image, port, args, env)| EngineSpec {
+        .prop_map(|(image, port, args, env, env_from, shm_size)| EngineSpec {
             image,
             port,
             args,
             env,
+            env_from,
+            shm_size,
         });
+    let placement = (
+        opt(prop::collection::btree_map(
+            "[a-z]{1,5}",
+            "[a-z]{1,5}",
+            0..2,
+        )),
+        opt(prop::collection::vec(
+            "[a-z]{1,5}".prop_map(|key| Toleration {
+                key: Some(key),
+                operator: Some("Exists".to_owned()),
+                effect: Some("NoSchedule".to_owned()),
+                ..Toleration::default()
+            }),
+            0..2,
+        )),
+        opt("[a-z]{1,8}"),
+        opt(prop_oneof![
+            Just(SpreadAcross::Node),
+            Just(SpreadAcross::Zone),
+            Just(SpreadAcross::None)
+        ]),
+    )
+        .prop_map(
+            |(node_selector, tolerations, priority_class_name, spread_across)| PlacementSpec {
+                node_selector,
+                tolerations,
+                priority_class_name,
+                spread_across,
+            },
+        );
+    let identity = (
+        opt(placement),
+        opt("[a-z]{1,8}"),
+        prop::collection::vec(
+            "[a-z]{1,8}".prop_map(|name| LocalObjectReference { name }),
+            0..2,
+        ),
+    );
     let autoscaling =
         (1i32..5, 0i32..5, opt(1i32..100)).prop_map(|(min, extra, t)| AutoscalingSpec {
             min_replicas: min,
@@ -314,7 +383,8 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
         ),
         (
             opt(resources()),
-            opt(opt(accelerator()).prop_map(|r#type| AcceleratorSpec { r#type })),
+            opt((opt(accelerator()), opt("[a-z]{1,8}"))
+                .prop_map(|(r#type, class)| AcceleratorSpec { r#type, class })),
             opt((opt(1i32..4), opt(1i32..4))
                 .prop_map(|(tensor, pipeline)| ParallelismSpec { tensor, pipeline })),
             opt(canary),
@@ -322,11 +392,13 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
             opt(routing),
             opt(metrics()),
         ),
+        identity,
     )
         .prop_map(
             |(
                 (model, engine, (backend, graph), replicas, autoscaling),
                 (resources, accelerator, parallelism, canary, health_check, routing, metrics),
+                (placement, service_account_name, image_pull_secrets),
             )| InferenceServiceSpec {
                 model,
                 engine,
@@ -336,6 +408,9 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
                 resources,
                 accelerator,
                 parallelism,
+                placement,
+                service_account_name,
+                image_pull_secrets,
                 canary,
                 health_check,
                 routing,
@@ -410,8 +485,13 @@ fn alpha_service() -> impl Strategy<Value = v1alpha1::InferenceService> {
 
 fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
     (
-        opt((opt(image()), opt(1i32..65535))
-            .prop_map(|(image, port)| EngineDefaults { image, port })),
+        opt(
+            (opt(image()), opt(1i32..65535)).prop_map(|(image, port)| EngineDefaults {
+                image,
+                port,
+                shm_size: None,
+            }),
+        ),
         opt(0i32..10),
         opt((opt(quantity()), opt(quantity()))
             .prop_map(|(cpu, memory)| ResourceDefaults { cpu, memory })),
@@ -437,6 +517,8 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
             |(engine, replicas, resources, health_check, routing, target, metrics)| {
                 PolicyDefaults {
                     engine,
+                    accelerator: None,
+                    placement: None,
                     replicas,
                     autoscaling: target.map(|t| infergate::api::policy::AutoscalingDefaults {
                         target_cpu_utilization_percent: Some(t),
@@ -501,7 +583,7 @@ fn ctx_run<R>(
         namespace: "team-a",
         namespace_labels: labels,
         policies,
-            classes: &infergate::engine::AcceleratorClasses::new(),
+        classes: &infergate::engine::AcceleratorClasses::new(),
         server: &server,
         routes,
     };
@@ -833,6 +915,7 @@ fn edits_through_the_old_version_are_kept() {
     });
     b.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(AcceleratorType::Nvidia),
+        class: None,
     });
     let mut a = conversion::to_v1alpha1(&b).unwrap();
     // a v1alpha1 client changes the weight and the model
@@ -1069,6 +1152,7 @@ fn list_limits_apply_from_every_policy() {
     let mut s = valid_service();
     s.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(AcceleratorType::Amd),
+        class: None,
     });
     let snap = PolicySnapshot {
         cluster: vec![cluster(
@@ -1204,6 +1288,7 @@ fn policy_defaults_are_layered_by_priority_then_name() {
                     engine: Some(EngineDefaults {
                         image: None,
                         port: Some(port),
+                        shm_size: None,
                     }),
                     ..Default::default()
                 }),
@@ -1297,6 +1382,7 @@ fn cluster_policy_validation() {
         engine: Some(EngineDefaults {
             image: Some("docker.io/x:1".to_owned()),
             port: Some(0),
+            shm_size: None,
         }),
         health_check: Some(HealthCheckSpec {
             path: None,
@@ -1454,10 +1540,12 @@ fn all_violations_are_reported_at_once() {
         EnvVar {
             name: "A".to_owned(),
             value: None,
+            value_from: None,
         },
         EnvVar {
             name: "A".to_owned(),
             value: None,
+            value_from: None,
         },
     ];
     let v = validate(&s, &PolicySnapshot::default());
@@ -1497,6 +1585,7 @@ fn gpu_helpers() {
     assert_eq!(engine::gpus_per_replica(&s), 0, "no accelerator, no GPUs");
     s.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(AcceleratorType::IntelGaudi),
+        class: None,
     });
     assert_eq!(engine::gpus_per_replica(&s), 6);
     s.spec.replicas = Some(3);

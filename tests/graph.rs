@@ -665,6 +665,7 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     let access = infergate::reconcile::graph::Access {
         internal_allowed: true,
         service_account: "infergate-system:infergate",
+        class: None,
     };
     let key = format!("{ns}/rag");
     // A failed fetch backs the service off; the test waits it out.

@@ -48,7 +48,8 @@ fn serve_and_check_read_a_policy_file_alike() {
     std::fs::write(&service, SERVICE).expect("write service");
 
     // What `serve --policy-file` loads, answered as admission would.
-    let snapshot = load_policies(std::slice::from_ref(&policies)).expect("policies load");
+    let (snapshot, _classes) =
+        load_policies(std::slice::from_ref(&policies)).expect("policies load");
     assert_eq!(snapshot.cluster.len(), 1);
     assert_eq!(snapshot.namespaced.len(), 1);
     let state = ClusterState::new(snapshot);

@@ -6,18 +6,20 @@
 //! field from another channel or version) fails here, not on a cluster.
 //!
 //! The objects are built from services that exercise every optional part
-//! (canary, gateway, timeouts; model image volume, env, GPUs, autoscaling).
+//! (canary, gateway, timeouts; model image volume, env from values and
+//! Secrets, GPUs of an AcceleratorClass with every constraint, placement,
+//! ServiceAccount, pull secrets, `/dev/shm`, autoscaling).
 
 mod support;
 
 use serde_json::Value;
 
-use infergate::api::MetricsSpec;
 use infergate::api::v1beta1::{
     AcceleratorSpec, AcceleratorType, AutoscalingSpec, Backend, CanarySpec, EngineSpec, EnvVar,
-    GatewayRef, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec, ParallelismSpec,
-    ResourcesSpec, RoutingSpec,
+    GatewayRef, GraphSpec, InferenceService, InferenceServiceSpec, LocalObjectReference, ModelSpec,
+    ParallelismSpec, ResourcesSpec, RoutingSpec,
 };
+use infergate::api::{AcceleratorClassSpec, MetricsSpec};
 use infergate::reconcile::children::{Track, http_route, inferencepool, podmonitor, rayservice};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -88,16 +90,32 @@ fn service(backend: Backend) -> InferenceService {
             },
             engine: Some(EngineSpec {
                 image: Some("registry.example.com/vllm:0.9".into()),
-                env: vec![EnvVar {
-                    name: "HF_HOME".into(),
-                    value: Some("/cache".into()),
-                }],
+                env: vec![
+                    EnvVar {
+                        name: "HF_HOME".into(),
+                        value: Some("/cache".into()),
+                        value_from: None,
+                    },
+                    serde_json::from_value(serde_json::json!({
+                        "name": "HF_TOKEN",
+                        "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}
+                    }))
+                    .expect("env"),
+                ],
+                env_from: vec![
+                    serde_json::from_value(
+                        serde_json::json!({"configMapRef": {"name": "engine-config"}}),
+                    )
+                    .expect("envFrom"),
+                ],
+                shm_size: Some(Quantity("8Gi".into())),
                 ..EngineSpec::default()
             }),
             backend: Some(backend),
             replicas: Some(2),
             accelerator: Some(AcceleratorSpec {
                 r#type: Some(AcceleratorType::Nvidia),
+                class: None,
             }),
             parallelism: Some(ParallelismSpec {
                 tensor: Some(8),
@@ -122,7 +140,39 @@ fn service(backend: Backend) -> InferenceService {
     );
     s.metadata.namespace = Some("team-a".into());
     s.metadata.uid = Some("6a0c4f1e-2b3d-4c5e-8f70-112233445566".into());
+    // Every pod field of the placement section.
+    s.spec.placement = Some(
+        serde_json::from_value(serde_json::json!({
+            "nodeSelector": {"pool": "inference"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "inference",
+                             "effect": "NoSchedule"}],
+            "priorityClassName": "inference-high",
+            "spreadAcross": "zone"
+        }))
+        .expect("placement"),
+    );
+    s.spec.service_account_name = Some("chat-engine".into());
+    s.spec.image_pull_secrets = vec![LocalObjectReference {
+        name: "registry-creds".into(),
+    }];
     s
+}
+
+/// An AcceleratorClass with every scheduling constraint it can carry.
+fn class() -> AcceleratorClassSpec {
+    serde_json::from_value(serde_json::json!({
+        "vendor": "nvidia",
+        "resourceName": "nvidia.com/mig-3g.40gb",
+        "memoryPerDevice": "40Gi",
+        "devicesPerNode": 8,
+        "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "cloud.google.com/gke-spot", "operator": "DoesNotExist"}]}
+        ]}},
+        "runtimeClassName": "nvidia"
+    }))
+    .expect("class")
 }
 
 #[test]
@@ -220,7 +270,8 @@ fn the_rayservice_infergate_writes_fits_the_kuberay_schema() {
         url: "https://graphs.example.com/rag".into(),
         bearer_token_secret_ref: None,
     });
-    let fixed = rayservice::desired_rayservice(&svc, &graph, "/team-a/chat").expect("builds");
+    let fixed = rayservice::desired_rayservice(&svc, &graph, "/team-a/chat", Some(&class()))
+        .expect("builds");
     check(
         &fixed,
         support::rayservice_crd(),
@@ -231,7 +282,8 @@ fn the_rayservice_infergate_writes_fits_the_kuberay_schema() {
         max_replicas: 4,
         target_cpu_utilization_percent: None,
     });
-    let scaled = rayservice::desired_rayservice(&svc, &graph, "/team-a/chat").expect("builds");
+    let scaled = rayservice::desired_rayservice(&svc, &graph, "/team-a/chat", Some(&class()))
+        .expect("builds");
     check(
         &scaled,
         support::rayservice_crd(),
@@ -260,7 +312,7 @@ fn the_check_finds_a_field_upstream_does_not_have() {
         infergate::graph::decode(&support::read_fixture("graph/rag.pb")).expect("graph fixture");
     let mut svc = service(Backend::RayService);
     svc.spec.routing = None;
-    let rs = rayservice::desired_rayservice(&svc, &graph, "/r").expect("builds");
+    let rs = rayservice::desired_rayservice(&svc, &graph, "/r", Some(&class())).expect("builds");
     let mut value = serde_json::to_value(&rs).expect("JSON");
     value["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
         ["resource"] = Value::from("typo");

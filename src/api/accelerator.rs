@@ -28,7 +28,11 @@ use super::common::AcceleratorType;
     derive = "Default",
     printcolumn(name = "Vendor", type_ = "string", json_path = ".spec.vendor"),
     printcolumn(name = "Memory", type_ = "string", json_path = ".spec.memoryPerDevice"),
-    printcolumn(name = "Devices", type_ = "integer", json_path = ".spec.devicesPerNode"),
+    printcolumn(
+        name = "Devices",
+        type_ = "integer",
+        json_path = ".spec.devicesPerNode"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",

@@ -10,6 +10,6 @@ pub mod rollout;
 pub mod v1alpha1;
 pub mod v1beta1;
 
-pub use common::*;
 pub use accelerator::{AcceleratorClass, AcceleratorClassSpec};
+pub use common::*;
 pub use policy::{ClusterInferencePolicy, InferencePolicy};

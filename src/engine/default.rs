@@ -94,10 +94,17 @@ impl<'a> Filler<'_, 'a> {
 /// `node` when a track can have more than one replica) and
 /// `spec.engine.shmSize` (a policy's, else 2Gi when GPUs per replica > 1).
 /// Runs after the accelerator and parallelism are defaulted.
-fn placement_defaults(f: &mut Filler<'_, '_>, spec: &mut InferenceServiceSpec, layers: &[Layer<'_>]) {
+fn placement_defaults(
+    f: &mut Filler<'_, '_>,
+    spec: &mut InferenceServiceSpec,
+    layers: &[Layer<'_>],
+) {
     let had_placement = spec.placement.is_some();
     let many = spec.replicas.is_some_and(|r| r > 1)
-        || spec.autoscaling.as_ref().is_some_and(|a| a.max_replicas > 1);
+        || spec
+            .autoscaling
+            .as_ref()
+            .is_some_and(|a| a.max_replicas > 1);
     let p = spec.placement.get_or_insert_with(PlacementSpec::default);
     let placed = |d: &PolicyDefaults| d.placement.clone();
     f.fill(
@@ -118,9 +125,13 @@ fn placement_defaults(f: &mut Filler<'_, '_>, spec: &mut InferenceServiceSpec, l
         |d| placed(d)?.priority_class_name,
         None,
     );
-    let policy_spread = layers
-        .iter()
-        .any(|l| l.defaults.is_some_and(|d| d.placement.as_ref().is_some_and(|p| p.spread_across.is_some())));
+    let policy_spread = layers.iter().any(|l| {
+        l.defaults.is_some_and(|d| {
+            d.placement
+                .as_ref()
+                .is_some_and(|p| p.spread_across.is_some())
+        })
+    });
     if many || policy_spread {
         f.fill(
             &mut p.spread_across,
@@ -133,14 +144,19 @@ fn placement_defaults(f: &mut Filler<'_, '_>, spec: &mut InferenceServiceSpec, l
         spec.placement = None;
     }
 
-    let accel = spec.accelerator.as_ref().and_then(|a| a.r#type).unwrap_or_default();
+    let accel = spec
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.r#type)
+        .unwrap_or_default();
     let par = spec.parallelism.as_ref();
     let devices = i64::from(par.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM))
         * i64::from(par.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM));
     let multi_gpu = accel != AcceleratorType::None && devices > 1;
-    let policy_shm = layers
-        .iter()
-        .any(|l| l.defaults.is_some_and(|d| d.engine.as_ref().is_some_and(|e| e.shm_size.is_some())));
+    let policy_shm = layers.iter().any(|l| {
+        l.defaults
+            .is_some_and(|d| d.engine.as_ref().is_some_and(|e| e.shm_size.is_some()))
+    });
     if multi_gpu || policy_shm {
         let engine = spec.engine.get_or_insert_with(EngineSpec::default);
         f.fill(
@@ -495,6 +511,7 @@ mod tests {
                     engine: Some(EngineDefaults {
                         image: Some(image.to_owned()),
                         port: None,
+                        shm_size: None,
                     }),
                     ..Default::default()
                 }),
@@ -514,6 +531,7 @@ mod tests {
                     engine: Some(EngineDefaults {
                         image: Some(image.to_owned()),
                         port: Some(9000),
+                        shm_size: None,
                     }),
                     replicas: Some(3),
                     ..Default::default()

@@ -19,7 +19,9 @@ pub mod selector;
 pub mod validate;
 pub mod verdict;
 
-pub use context::{AcceleratorClasses, Context, NoRoutes, PolicySnapshot, RouteIndex, ServerDefaults};
+pub use context::{
+    AcceleratorClasses, Context, NoRoutes, PolicySnapshot, RouteIndex, ServerDefaults,
+};
 pub use default::default_service;
 pub use defaulted::{Defaulted, Provenance};
 pub use duration::{
@@ -30,5 +32,7 @@ pub use names::{canary_name, primary_name};
 pub use resources::{canary_replicas, gpus_per_replica};
 pub use route::{render_route_path, route_claim};
 pub use validate::{
-    validate_accelerator_class, validate_cluster_policy, validate_namespaced_policy, validate_service};
+    validate_accelerator_class, validate_cluster_policy, validate_namespaced_policy,
+    validate_service,
+};
 pub use verdict::Verdict;

@@ -113,6 +113,7 @@ mod tests {
         let mut s = InferenceService::new("rag", Default::default());
         s.spec.accelerator = Some(AcceleratorSpec {
             r#type: Some(AcceleratorType::Nvidia),
+            class: None,
         });
         s.spec.parallelism = Some(ParallelismSpec {
             tensor: Some(tensor),

@@ -26,6 +26,7 @@ use super::error::Error;
 use super::graph as resolve;
 use super::progress;
 use super::status::{Observation, Outcome, PolicyResult, PoolReport, Reason, Rollout, Routing};
+use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::GraphError;
@@ -142,24 +143,47 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
         }
         return Ok(Action::await_change());
     }
-    let Some((defaulted, internal, obs)) = prelude(svc, ctx, &ns).await? else {
+    let Some(Prelude {
+        defaulted,
+        graph_internal_allowed,
+        obs,
+        class,
+    }) = prelude(svc, ctx, &ns).await?
+    else {
         return Ok(Action::await_change());
     };
     if svc.spec.backend == Some(Backend::RayService) {
-        reconcile_rayservice(svc, ctx, &defaulted, internal, obs).await
+        reconcile_rayservice(
+            svc,
+            ctx,
+            &defaulted,
+            graph_internal_allowed,
+            class.as_ref(),
+            obs,
+        )
+        .await
     } else {
-        reconcile_deployment(svc, ctx, &defaulted, obs).await
+        reconcile_deployment(svc, ctx, &defaulted, class.as_ref(), obs).await
     }
 }
 
+/// What the backends build from, once the service is known to be valid.
+struct Prelude {
+    /// The service, defaulted in memory.
+    defaulted: InferenceService,
+    /// An applicable policy lists the graph URL's host literally.
+    graph_internal_allowed: bool,
+    /// The status so far.
+    obs: Observation,
+    /// The AcceleratorClass the engine pods run on.
+    class: Option<AcceleratorClassSpec>,
+}
+
 /// What both backends do first: default and validate the service (on its
-/// own and against the policies). An invalid service gets its status and
-/// no children: `None`.
-async fn prelude(
-    svc: &InferenceService,
-    ctx: &Ctx,
-    ns: &str,
-) -> Result<Option<(InferenceService, bool, Observation)>, Error> {
+/// own and against the policies) and find its AcceleratorClass. An invalid
+/// service, or one whose class is gone, gets its status and no change to
+/// its children: `None`.
+async fn prelude(svc: &InferenceService, ctx: &Ctx, ns: &str) -> Result<Option<Prelude>, Error> {
     let Evaluation {
         defaulted,
         intrinsic,
@@ -174,12 +198,33 @@ async fn prelude(
         request_timeout: None,
         rollout: None,
     };
+    let class = match defaulted
+        .spec
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.class.as_deref())
+    {
+        None => None,
+        Some(name) => match ctx.state.classes().get(name) {
+            Some(c) => Some(c.clone()),
+            None => {
+                obs.outcome = Outcome::AcceleratorClassNotFound(name.to_owned());
+                ctx.writer.write_status(svc, &obs).await?;
+                return Ok(None);
+            }
+        },
+    };
     if !intrinsic.allowed() {
         obs.outcome = Outcome::Invalid(intrinsic.message());
         ctx.writer.write_status(svc, &obs).await?;
         return Ok(None);
     }
-    Ok(Some((defaulted, graph_internal_allowed, obs)))
+    Ok(Some(Prelude {
+        defaulted,
+        graph_internal_allowed,
+        obs,
+        class,
+    }))
 }
 
 /// `backend: Deployment`: Deployments, Services, HPA and HTTPRoute.
@@ -187,16 +232,17 @@ async fn reconcile_deployment(
     svc: &InferenceService,
     ctx: &Ctx,
     defaulted: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
     mut obs: Observation,
 ) -> Result<Action, Error> {
     // The rollout decides what each track runs and the canary's weight;
     // the children are built from that (the spec's version on the primary
     // at once with strategy Immediate).
-    let planned = progress::plan_rollout(ctx, svc, defaulted).await?;
+    let planned = progress::plan_rollout(ctx, svc, defaulted, class).await?;
     let defaulted = &planned.effective;
     obs.rollout = Some(planned.status.clone());
     let gateway = builders::gateway(defaulted);
-    let built = builders::desired(defaulted).and_then(|d| {
+    let built = builders::desired(defaulted, class).and_then(|d| {
         let path = match gateway {
             Some(_) => Some(
                 engine::render_route_path(defaulted)
@@ -269,6 +315,7 @@ async fn reconcile_rayservice(
     ctx: &Ctx,
     defaulted: &InferenceService,
     graph_internal_allowed: bool,
+    class: Option<&AcceleratorClassSpec>,
     mut obs: Observation,
 ) -> Result<Action, Error> {
     let path = match engine::render_route_path(defaulted) {
@@ -298,6 +345,7 @@ async fn reconcile_rayservice(
     let access = resolve::Access {
         internal_allowed: graph_internal_allowed,
         service_account: &ctx.config.service_account,
+        class,
     };
     let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &path, access)
         .await

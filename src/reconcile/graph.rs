@@ -10,6 +10,7 @@ use super::children::rayservice::{RayService, RayServiceError, desired_rayservic
 use crate::graph::GraphError;
 use k8s_openapi::api::core::v1::Secret;
 
+use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 use crate::api::v1beta1::SecretKeyRef;
 use crate::graph::fetch::{BearerToken, FetchRequest, GraphSource, check_url, token_from_secret};
@@ -53,6 +54,8 @@ pub struct Access<'a> {
     /// infergate's ServiceAccount, `namespace:name`, for the RoleBinding
     /// command a `SecretForbidden` message gives.
     pub service_account: &'a str,
+    /// The AcceleratorClass the workers run on.
+    pub class: Option<&'a AcceleratorClassSpec>,
 }
 
 /// Read the bearer token from the service's namespace (only if the Secret
@@ -91,7 +94,7 @@ pub async fn resolve(
                 internal_allowed: access.internal_allowed,
             })
             .await?;
-        let rayservice = desired_rayservice(svc, &fetched.graph, route_path)?;
+        let rayservice = desired_rayservice(svc, &fetched.graph, route_path, access.class)?;
         tracing::debug!(
             not_modified = fetched.not_modified,
             nodes = fetched.graph.nodes.len(),

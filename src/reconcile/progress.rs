@@ -20,6 +20,7 @@ use super::rollout::{
     self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
 };
 use super::status::Rollout;
+use crate::api::AcceleratorClassSpec;
 use crate::api::rollout::{RolloutPhase, RolloutStatus, VersionRef};
 use crate::api::v1beta1::{CanarySpec, EngineSpec, InferenceService};
 use crate::engine;
@@ -97,6 +98,7 @@ pub(super) async fn plan_rollout(
     ctx: &Ctx,
     svc: &InferenceService,
     defaulted: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
 ) -> Result<Planned, Error> {
     let desired = engine::rollout::version_of(defaulted);
     let current = svc.status.as_ref().and_then(|s| s.rollout.as_ref());
@@ -121,7 +123,7 @@ pub(super) async fn plan_rollout(
     let under_way = current
         .is_some_and(|c| matches!(c.phase, RolloutPhase::Progressing | RolloutPhase::Paused));
     let observed = if under_way {
-        observe_rollout(ctx, defaulted, current).await?
+        observe_rollout(ctx, defaulted, current, class).await?
     } else {
         Observed::default()
     };
@@ -162,6 +164,7 @@ async fn observe_rollout(
     ctx: &Ctx,
     defaulted: &InferenceService,
     current: Option<&RolloutStatus>,
+    class: Option<&AcceleratorClassSpec>,
 ) -> Result<Observed, Error> {
     let Some(st) = current else {
         return Ok(Observed::default());
@@ -188,7 +191,7 @@ async fn observe_rollout(
         .get_opt(&builders::child_name(defaulted, Track::Canary))
         .await?
     {
-        let want = builders::deployment(&expected, Track::Canary)?;
+        let want = builders::deployment(&expected, Track::Canary, class)?;
         if runs(&d, &want) {
             let r = Rollout::of(&d);
             observed.canary = Some(Readiness {
@@ -201,7 +204,7 @@ async fn observe_rollout(
         .get_opt(&builders::child_name(defaulted, Track::Primary))
         .await?
     {
-        let want = builders::deployment(&expected, Track::Primary)?;
+        let want = builders::deployment(&expected, Track::Primary, class)?;
         observed.primary_complete = promoting && runs(&d, &want) && Rollout::of(&d).complete();
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);

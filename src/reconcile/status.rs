@@ -134,6 +134,9 @@ pub enum Outcome {
     },
     /// The `ray.io/v1` RayService CRD is not installed.
     RayServiceApiMissing,
+    /// `spec.accelerator.class` names an AcceleratorClass that does not
+    /// exist (deleted after admission): the children are left as they are.
+    AcceleratorClassNotFound(String),
 }
 
 /// Everything [`compute`] needs.
@@ -218,6 +221,8 @@ pub enum Reason {
     Deleted,
     /// Event: the service became ready.
     Ready,
+    /// The service's AcceleratorClass does not exist.
+    AcceleratorClassNotFound,
 }
 
 impl Reason {
@@ -249,6 +254,7 @@ impl Reason {
             Reason::Updated => "Updated",
             Reason::Deleted => "Deleted",
             Reason::Ready => "Ready",
+            Reason::AcceleratorClassNotFound => "AcceleratorClassNotFound",
         }
     }
 
@@ -266,6 +272,7 @@ impl Reason {
                 | Reason::InferencePoolNotAccepted
                 | Reason::RouteNotAccepted
                 | Reason::RayServiceNotInstalled
+                | Reason::AcceleratorClassNotFound
                 | Reason::Graph(_)
         )
     }
@@ -522,6 +529,23 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 format!(
                     "the RayService is left as it is: the serving graph is not usable ({reason}, see GraphReady)"
                 ),
+            ));
+        }
+        Outcome::AcceleratorClassNotFound(name) => {
+            let msg = format!(
+                "AcceleratorClass {name:?} does not exist; the children are left as they are until it does or spec.accelerator.class names another"
+            );
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::AcceleratorClassNotFound,
+                msg.clone(),
+            ));
+            out.push(Cond::new(
+                READY,
+                false,
+                Reason::AcceleratorClassNotFound,
+                msg,
             ));
         }
         Outcome::RayServiceApiMissing => {

@@ -300,6 +300,7 @@ mod tests {
                         engine: Some(EngineDefaults {
                             image: Some("reg/img".to_owned()),
                             port: Some(9000),
+                            shm_size: None,
                         }),
                         replicas: Some(3),
                         ..Default::default()

@@ -363,6 +363,7 @@ impl GraphServer {
         // 8 GPUs per worker: the generator of graph/rag.pb asks 8.
         svc.spec.accelerator = Some(AcceleratorSpec {
             r#type: Some(AcceleratorType::Nvidia),
+            class: None,
         });
         svc.spec.parallelism = Some(ParallelismSpec {
             tensor: Some(8),

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, HTTPGetAction, ImageVolumeSource, PodSpec, PodTemplateSpec,
-    Probe, ResourceRequirements, Volume, VolumeMount,
+    Container, ContainerPort, HTTPGetAction, ImageVolumeSource, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -13,8 +13,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::error::BuildError;
 use super::meta::{Track, child_meta, child_name, label_gpu_memory, labels, selector_labels};
-use crate::api::AcceleratorType;
+use super::pod::{Role, dress, engine_env};
 use crate::api::v1beta1::InferenceService;
+use crate::api::{AcceleratorClassSpec, AcceleratorType};
 use crate::engine;
 use crate::engine::builtin::{
     DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM,
@@ -79,9 +80,13 @@ pub fn engine_args(svc: &InferenceService, track: Track) -> Vec<String> {
     args
 }
 
-/// Requests and limits: cpu, memory, and the accelerator's resource = tensor x pipeline.
+/// Requests and limits: cpu, memory, and the accelerator's resource (the
+/// class's, else the type's) = tensor x pipeline.
 #[must_use]
-pub fn resources(svc: &InferenceService) -> Option<ResourceRequirements> {
+pub fn resources(
+    svc: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+) -> Option<ResourceRequirements> {
     let mut amounts = BTreeMap::new();
     if let Some(r) = svc.spec.resources.as_ref() {
         if let Some(cpu) = r.cpu.as_ref() {
@@ -98,7 +103,11 @@ pub fn resources(svc: &InferenceService) -> Option<ResourceRequirements> {
         .and_then(|a| a.r#type)
         .unwrap_or(AcceleratorType::None);
     let gpus = engine::gpus_per_replica(svc);
-    if let Some(resource) = accelerator.resource_name()
+    let resource = match class {
+        Some(c) if c.vendor == accelerator => Some(c.resource()),
+        _ => accelerator.resource_name(),
+    };
+    if let Some(resource) = resource
         && gpus > 0
     {
         amounts.insert(resource.to_owned(), Quantity(gpus.to_string()));
@@ -180,8 +189,13 @@ pub(super) fn model_volume(
     }
 }
 
-/// Deployment `S` or `S-canary`. An autoscaled primary leaves `replicas` to the HPA.
-pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, BuildError> {
+/// Deployment `S` or `S-canary` on the nodes of `class`. An autoscaled
+/// primary leaves `replicas` to the HPA.
+pub fn deployment(
+    svc: &InferenceService,
+    track: Track,
+    class: Option<&AcceleratorClassSpec>,
+) -> Result<Deployment, BuildError> {
     let engine_image = svc
         .spec
         .engine
@@ -213,21 +227,7 @@ pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, Bu
         }
     };
     let (liveness, readiness, startup) = probes(svc)?;
-    let env: Vec<EnvVar> = svc
-        .spec
-        .engine
-        .as_ref()
-        .map(|e| {
-            e.env
-                .iter()
-                .map(|v| EnvVar {
-                    name: v.name.clone(),
-                    value: v.value.clone(),
-                    value_from: None,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let (env, env_from) = engine_env(svc, Vec::new());
     let mut pod_labels = labels(svc, track);
     label_gpu_memory(svc, &mut pod_labels);
     let (volumes, mounts) = model_volume(model_image);
@@ -235,20 +235,33 @@ pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, Bu
         name: CONTAINER_NAME.to_owned(),
         image: Some(image),
         args: Some(engine_args(svc, track)),
-        env: if env.is_empty() { None } else { Some(env) },
+        env,
+        env_from,
         ports: Some(vec![ContainerPort {
             name: Some(PORT_NAME.to_owned()),
             container_port: engine_port(svc),
             protocol: Some("TCP".to_owned()),
             ..ContainerPort::default()
         }]),
-        resources: resources(svc),
+        resources: resources(svc, class),
         liveness_probe: Some(liveness),
         readiness_probe: Some(readiness),
         startup_probe: Some(startup),
         volume_mounts: mounts,
         ..Container::default()
     };
+    let mut pod = PodSpec {
+        containers: vec![container],
+        volumes,
+        ..PodSpec::default()
+    };
+    dress(
+        &mut pod,
+        svc,
+        class,
+        Role::Accelerated,
+        &selector_labels(svc, track),
+    );
     Ok(Deployment {
         metadata: child_meta(svc, child_name(svc, track), track)?,
         spec: Some(DeploymentSpec {
@@ -262,11 +275,7 @@ pub fn deployment(svc: &InferenceService, track: Track) -> Result<Deployment, Bu
                     labels: Some(pod_labels),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    volumes,
-                    ..PodSpec::default()
-                }),
+                spec: Some(pod),
             },
             ..DeploymentSpec::default()
         }),

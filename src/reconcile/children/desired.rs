@@ -10,6 +10,7 @@ use super::error::BuildError;
 use super::hpa::hpa;
 use super::meta::Track;
 use super::service::service;
+use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 
 /// The children of one service, except the HTTPRoute (which depends on
@@ -26,18 +27,21 @@ pub struct Desired {
     pub hpa: Option<HorizontalPodAutoscaler>,
 }
 
-/// Build every child but the route.
-pub fn desired(svc: &InferenceService) -> Result<Desired, BuildError> {
+/// Build every child but the route, the engine pods on the nodes of `class`.
+pub fn desired(
+    svc: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+) -> Result<Desired, BuildError> {
     let canary = if svc.spec.canary.is_some() {
         Some((
-            deployment(svc, Track::Canary)?,
+            deployment(svc, Track::Canary, class)?,
             service(svc, Track::Canary)?,
         ))
     } else {
         None
     };
     Ok(Desired {
-        primary: deployment(svc, Track::Primary)?,
+        primary: deployment(svc, Track::Primary, class)?,
         primary_service: service(svc, Track::Primary)?,
         canary,
         hpa: hpa(svc)?,

@@ -18,6 +18,7 @@ mod hpa;
 pub mod httproute;
 pub mod inferencepool;
 mod meta;
+pub mod pod;
 pub mod podmonitor;
 pub mod raycluster;
 pub mod rayservice;

@@ -19,9 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use super::deployment::{MODEL_MOUNT_PATH, model_volume, resources};
 use super::error::BuildError;
-use super::meta::{Track, label_gpu_memory, labels, owner_reference};
-use crate::api::AcceleratorType;
+use super::meta::{LABEL_SERVICE, Track, label_gpu_memory, labels, owner_reference};
+use super::pod::{Role, dress, engine_env};
 use crate::api::v1beta1::InferenceService;
+use crate::api::{AcceleratorClassSpec, AcceleratorType};
 use crate::engine;
 use crate::graph::GraphError;
 use crate::graph::proto::ServingGraph;
@@ -196,6 +197,15 @@ impl RayServiceError {
     }
 }
 
+/// The labels a spread constraint counts a Ray pod's peers by: the
+/// service's pods of one node type (KubeRay labels each pod with its type).
+fn ray_spread(svc: &InferenceService, node_type: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_SERVICE.to_owned(), svc.name_any()),
+        ("ray.io/node-type".to_owned(), node_type.to_owned()),
+    ])
+}
+
 /// Worker replicas and bounds: `(replicas, min, max, autoscaling)`.
 #[must_use]
 pub fn worker_scale(svc: &InferenceService) -> (i32, i32, i32, bool) {
@@ -221,6 +231,7 @@ pub fn desired_rayservice(
     svc: &InferenceService,
     graph: &ServingGraph,
     route_path: &str,
+    class: Option<&AcceleratorClassSpec>,
 ) -> Result<RayService, RayServiceError> {
     let name = engine::primary_name(svc);
     let config = serve_config::generate(graph, &name, route_path)?;
@@ -250,25 +261,19 @@ pub fn desired_rayservice(
         ..ObjectMeta::default()
     };
 
-    let mut env = vec![EnvVar {
+    let mut first = vec![EnvVar {
         name: ENV_MODEL_REF.to_owned(),
         value: Some(svc.spec.model.r#ref.clone()),
         value_from: None,
     }];
     if svc.spec.model.image.is_some() {
-        env.push(EnvVar {
+        first.push(EnvVar {
             name: ENV_MODEL_PATH.to_owned(),
             value: Some(MODEL_MOUNT_PATH.to_owned()),
             value_from: None,
         });
     }
-    if let Some(e) = svc.spec.engine.as_ref() {
-        env.extend(e.env.iter().map(|v| EnvVar {
-            name: v.name.clone(),
-            value: v.value.clone(),
-            value_from: None,
-        }));
-    }
+    let (env, env_from) = engine_env(svc, first);
     let (volumes, mounts) = model_volume(svc.spec.model.image.clone());
 
     let port = |name: &str, port: i32| ContainerPort {
@@ -281,52 +286,70 @@ pub fn desired_rayservice(
         ("cpu".to_owned(), Quantity(HEAD_CPU.to_owned())),
         ("memory".to_owned(), Quantity(HEAD_MEMORY.to_owned())),
     ]);
+    let mut head_pod = PodSpec {
+        containers: vec![Container {
+            name: HEAD_CONTAINER.to_owned(),
+            image: Some(image.clone()),
+            env: env.clone(),
+            env_from: env_from.clone(),
+            ports: Some(vec![
+                port("gcs-server", 6379),
+                port("dashboard", 8265),
+                port("client", 10001),
+                port("serve", SERVE_PORT),
+            ]),
+            resources: Some(ResourceRequirements {
+                requests: Some(head_amounts.clone()),
+                limits: Some(head_amounts),
+                ..ResourceRequirements::default()
+            }),
+            ..Container::default()
+        }],
+        ..PodSpec::default()
+    };
+    dress(
+        &mut head_pod,
+        svc,
+        class,
+        Role::Head,
+        &ray_spread(svc, "head"),
+    );
     let head = PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(labels.clone()),
             ..ObjectMeta::default()
         }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: HEAD_CONTAINER.to_owned(),
-                image: Some(image.clone()),
-                env: Some(env.clone()),
-                ports: Some(vec![
-                    port("gcs-server", 6379),
-                    port("dashboard", 8265),
-                    port("client", 10001),
-                    port("serve", SERVE_PORT),
-                ]),
-                resources: Some(ResourceRequirements {
-                    requests: Some(head_amounts.clone()),
-                    limits: Some(head_amounts),
-                    ..ResourceRequirements::default()
-                }),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
+        spec: Some(head_pod),
     };
 
     let mut worker_labels = labels;
     label_gpu_memory(svc, &mut worker_labels);
+    let mut worker_pod = PodSpec {
+        containers: vec![Container {
+            name: WORKER_CONTAINER.to_owned(),
+            image: Some(image),
+            env,
+            env_from,
+            resources: resources(svc, class),
+            volume_mounts: mounts,
+            ..Container::default()
+        }],
+        volumes,
+        ..PodSpec::default()
+    };
+    dress(
+        &mut worker_pod,
+        svc,
+        class,
+        Role::Accelerated,
+        &ray_spread(svc, "worker"),
+    );
     let worker = PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(worker_labels),
             ..ObjectMeta::default()
         }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: WORKER_CONTAINER.to_owned(),
-                image: Some(image),
-                env: Some(env),
-                resources: resources(svc),
-                volume_mounts: mounts,
-                ..Container::default()
-            }],
-            volumes,
-            ..PodSpec::default()
-        }),
+        spec: Some(worker_pod),
     };
 
     let accelerator = svc

@@ -32,7 +32,9 @@ fn svc() -> InferenceService {
                 env: vec![SpecEnvVar {
                     name: "HF_HOME".into(),
                     value: Some("/cache".into()),
+                    value_from: None,
                 }],
+                ..EngineSpec::default()
             }),
             replicas: Some(2),
             resources: Some(ResourcesSpec {
@@ -42,6 +44,7 @@ fn svc() -> InferenceService {
             }),
             accelerator: Some(AcceleratorSpec {
                 r#type: Some(AcceleratorType::Nvidia),
+                class: None,
             }),
             parallelism: Some(ParallelismSpec {
                 tensor: Some(2),
@@ -110,7 +113,7 @@ fn every_child_carries_the_labels_and_a_controller_owner_reference() {
         10,
         None,
     );
-    let d = desired(&s).unwrap();
+    let d = desired(&s, None).unwrap();
     let route = http_route(&s, 10).unwrap().unwrap();
     let (cd, cs) = d.canary.clone().unwrap();
     let metas = [
@@ -144,12 +147,12 @@ fn every_child_carries_the_labels_and_a_controller_owner_reference() {
 fn no_uid_means_no_children() {
     let mut s = svc();
     s.metadata.uid = None;
-    assert_eq!(desired(&s).unwrap_err(), BuildError::NoOwner);
+    assert_eq!(desired(&s, None).unwrap_err(), BuildError::NoOwner);
 }
 
 #[test]
 fn engine_container_has_image_port_args_env() {
-    let d = deployment(&svc(), Track::Primary).unwrap();
+    let d = deployment(&svc(), Track::Primary, None).unwrap();
     let c = engine_container(&d);
     assert_eq!(c.name, "engine");
     assert_eq!(c.image.as_deref(), Some("registry.example.com/vllm:0.9"));
@@ -189,7 +192,7 @@ fn parallel_sizes_only_when_above_one() {
 fn model_image_is_mounted_as_an_image_volume() {
     let mut s = svc();
     s.spec.model.image = Some("registry.example.com/models/llama3:8b".into());
-    let d = deployment(&s, Track::Primary).unwrap();
+    let d = deployment(&s, Track::Primary, None).unwrap();
     let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
     let vol = &pod.volumes.as_ref().unwrap()[0];
     assert_eq!(
@@ -203,13 +206,13 @@ fn model_image_is_mounted_as_an_image_volume() {
         &["--model", "/model", "--served-model-name", "llama3-8b-q4"]
     );
     // Without a model image there is no volume.
-    let d = deployment(&svc(), Track::Primary).unwrap();
+    let d = deployment(&svc(), Track::Primary, None).unwrap();
     assert!(d.spec.unwrap().template.spec.unwrap().volumes.is_none());
 }
 
 #[test]
 fn resources_requests_equal_limits_with_gpus_tensor_times_pipeline() {
-    let d = deployment(&svc(), Track::Primary).unwrap();
+    let d = deployment(&svc(), Track::Primary, None).unwrap();
     let r = engine_container(&d).resources.clone().unwrap();
     let req = r.requests.unwrap();
     assert_eq!(req["cpu"], Quantity("4".into()));
@@ -229,8 +232,9 @@ fn gpu_resource_name_follows_the_accelerator() {
         let mut s = svc();
         s.spec.accelerator = Some(AcceleratorSpec {
             r#type: Some(accel),
+            class: None,
         });
-        let limits = resources(&s).unwrap().limits.unwrap();
+        let limits = resources(&s, None).unwrap().limits.unwrap();
         let gpu_keys: Vec<_> = limits
             .keys()
             .filter(|k| *k != "cpu" && *k != "memory")
@@ -244,14 +248,14 @@ fn gpu_resource_name_follows_the_accelerator() {
     let mut s = svc();
     s.spec.resources = None;
     s.spec.accelerator = None;
-    assert!(resources(&s).is_none());
+    assert!(resources(&s, None).is_none());
 }
 
 #[test]
 fn gpu_memory_becomes_a_sanitised_pod_label() {
     let mut s = svc();
     s.spec.resources.as_mut().unwrap().gpu_memory = Some(Quantity("1.5Gi".into()));
-    let d = deployment(&s, Track::Primary).unwrap();
+    let d = deployment(&s, Track::Primary, None).unwrap();
     let l = d.spec.unwrap().template.metadata.unwrap().labels.unwrap();
     assert_eq!(l[LABEL_GPU_MEMORY], "1.5Gi");
     assert_eq!(l[LABEL_TRACK], "primary");
@@ -261,7 +265,7 @@ fn gpu_memory_becomes_a_sanitised_pod_label() {
 
 #[test]
 fn probes_come_from_health_check() {
-    let d = deployment(&svc(), Track::Primary).unwrap();
+    let d = deployment(&svc(), Track::Primary, None).unwrap();
     let c = engine_container(&d);
     for p in [c.liveness_probe.as_ref(), c.readiness_probe.as_ref()] {
         let p = p.unwrap();
@@ -281,7 +285,7 @@ fn bad_health_check_duration_is_an_error_not_a_panic() {
     let mut s = svc();
     s.spec.health_check.as_mut().unwrap().interval = Some("soon".into());
     assert!(matches!(
-        deployment(&s, Track::Primary),
+        deployment(&s, Track::Primary, None),
         Err(BuildError::Duration {
             field: "spec.healthCheck.interval",
             ..
@@ -292,19 +296,19 @@ fn bad_health_check_duration_is_an_error_not_a_panic() {
 #[test]
 fn replicas_are_set_unless_autoscaled() {
     let mut s = svc();
-    let d = deployment(&s, Track::Primary).unwrap();
+    let d = deployment(&s, Track::Primary, None).unwrap();
     assert_eq!(d.spec.unwrap().replicas, Some(2));
     s.spec.replicas = Some(0);
-    let d = deployment(&s, Track::Primary).unwrap();
+    let d = deployment(&s, Track::Primary, None).unwrap();
     assert_eq!(d.spec.unwrap().replicas, Some(0), "0 is honoured");
     s.spec.autoscaling = Some(AutoscalingSpec {
         min_replicas: 2,
         max_replicas: 5,
         target_cpu_utilization_percent: Some(70),
     });
-    let d = deployment(&s, Track::Primary).unwrap();
+    let d = deployment(&s, Track::Primary, None).unwrap();
     assert_eq!(d.spec.unwrap().replicas, None);
-    let json = serde_json::to_value(deployment(&s, Track::Primary).unwrap()).unwrap();
+    let json = serde_json::to_value(deployment(&s, Track::Primary, None).unwrap()).unwrap();
     assert!(json["spec"].get("replicas").is_none());
 }
 
@@ -335,7 +339,7 @@ fn hpa_targets_the_primary_with_bounds_and_cpu_target() {
     assert_eq!(r.target.average_utilization, Some(70));
     // The canary keeps explicit replicas even when the primary is autoscaled.
     let s = with_canary(s, 20, None);
-    let d = deployment(&s, Track::Canary).unwrap();
+    let d = deployment(&s, Track::Canary, None).unwrap();
     assert_eq!(d.spec.unwrap().replicas, Some(1));
 }
 
@@ -343,7 +347,7 @@ fn hpa_targets_the_primary_with_bounds_and_cpu_target() {
 fn canary_uses_its_model_image_and_replica_rule() {
     let mut s = with_canary(svc(), 30, None);
     s.spec.replicas = Some(5);
-    let d = deployment(&s, Track::Canary).unwrap();
+    let d = deployment(&s, Track::Canary, None).unwrap();
     let spec = d.spec.as_ref().unwrap();
     // ceil(5 * 30 / 100) = 2
     assert_eq!(spec.replicas, Some(2));
@@ -364,14 +368,14 @@ fn canary_uses_its_model_image_and_replica_rule() {
     );
     s.spec.canary.as_mut().unwrap().engine_image = Some("registry.example.com/vllm:1.0".into());
     s.spec.canary.as_mut().unwrap().replicas = Some(3);
-    let d = deployment(&s, Track::Canary).unwrap();
+    let d = deployment(&s, Track::Canary, None).unwrap();
     assert_eq!(d.spec.as_ref().unwrap().replicas, Some(3));
     assert_eq!(
         engine_container(&d).image.as_deref(),
         Some("registry.example.com/vllm:1.0")
     );
     assert_eq!(
-        deployment(&svc(), Track::Canary).unwrap_err(),
+        deployment(&svc(), Track::Canary, None).unwrap_err(),
         BuildError::NoCanary
     );
 }
@@ -381,7 +385,7 @@ fn missing_engine_image_is_an_error() {
     let mut s = svc();
     s.spec.engine.as_mut().unwrap().image = None;
     assert_eq!(
-        deployment(&s, Track::Primary).unwrap_err(),
+        deployment(&s, Track::Primary, None).unwrap_err(),
         BuildError::MissingEngineImage
     );
 }
@@ -397,7 +401,7 @@ fn services_select_their_track_on_the_engine_port() {
         assert_eq!(p.port, 8000);
         assert_eq!(p.target_port, Some(IntOrString::String("http".into())));
         // The Deployment's pods carry the Service's selector.
-        let d = deployment(&s, track).unwrap();
+        let d = deployment(&s, track, None).unwrap();
         let pod_labels = d.spec.unwrap().template.metadata.unwrap().labels.unwrap();
         for (k, v) in selector_labels(&s, track) {
             assert_eq!(pod_labels[&k], v);
@@ -516,7 +520,7 @@ fn pod_monitor_scrapes_both_engine_tracks_at_the_metrics_endpoint() {
             })
     };
     for track in [Track::Primary, Track::Canary] {
-        let d = deployment(&s, track).unwrap();
+        let d = deployment(&s, track, None).unwrap();
         let pod = d.spec.unwrap().template.metadata.unwrap().labels.unwrap();
         assert!(matches(&pod), "{track:?} pods are scraped");
     }

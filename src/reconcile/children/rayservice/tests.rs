@@ -23,6 +23,7 @@ fn svc() -> InferenceService {
                 env: vec![SpecEnv {
                     name: "HF_HOME".into(),
                     value: Some("/cache".into()),
+                    value_from: None,
                 }],
                 ..EngineSpec::default()
             }),
@@ -30,6 +31,7 @@ fn svc() -> InferenceService {
             replicas: Some(2),
             accelerator: Some(AcceleratorSpec {
                 r#type: Some(AcceleratorType::Nvidia),
+                class: None,
             }),
             parallelism: Some(ParallelismSpec {
                 tensor: Some(4),
@@ -88,7 +90,7 @@ fn worker(rs: &RayService) -> &Container {
 
 #[test]
 fn serve_config_comes_from_the_graph_with_the_route_path() {
-    let rs = desired_rayservice(&svc(), &graph(), "/team-a/rag").expect("builds");
+    let rs = desired_rayservice(&svc(), &graph(), "/team-a/rag", None).expect("builds");
     let config: serve_config::ServeConfig =
         serde_saphyr::from_str(&rs.spec.serve_config_v2).expect("yaml");
     let app = &config.applications[0];
@@ -100,7 +102,7 @@ fn serve_config_comes_from_the_graph_with_the_route_path() {
 
 #[test]
 fn metadata_is_owned_and_labelled() {
-    let rs = desired_rayservice(&svc(), &graph(), "/team-a/rag").expect("builds");
+    let rs = desired_rayservice(&svc(), &graph(), "/team-a/rag", None).expect("builds");
     assert_eq!(rs.metadata.name.as_deref(), Some("rag"));
     assert_eq!(rs.metadata.namespace.as_deref(), Some("team-a"));
     let owner = &rs.metadata.owner_references.as_ref().expect("owner")[0];
@@ -118,7 +120,7 @@ fn metadata_is_owned_and_labelled() {
 
 #[test]
 fn workers_run_the_engine_image_with_gpus_by_accelerator() {
-    let rs = desired_rayservice(&svc(), &graph(), "/r").expect("builds");
+    let rs = desired_rayservice(&svc(), &graph(), "/r", None).expect("builds");
     let group = &rs.spec.ray_cluster_config.worker_group_specs[0];
     assert_eq!(group.ray_start_params["num-gpus"], "8");
     let c = worker(&rs);
@@ -172,8 +174,9 @@ fn workers_run_the_engine_image_with_gpus_by_accelerator() {
     let mut amd = svc();
     amd.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(AcceleratorType::Amd),
+        class: None,
     });
-    let rs = desired_rayservice(&amd, &graph(), "/r").expect("builds");
+    let rs = desired_rayservice(&amd, &graph(), "/r", None).expect("builds");
     let limits = worker(&rs)
         .resources
         .as_ref()
@@ -184,8 +187,9 @@ fn workers_run_the_engine_image_with_gpus_by_accelerator() {
     let mut tpu = svc();
     tpu.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(AcceleratorType::GoogleTpu),
+        class: None,
     });
-    let rs = desired_rayservice(&tpu, &graph(), "/r").expect("builds");
+    let rs = desired_rayservice(&tpu, &graph(), "/r", None).expect("builds");
     let group = &rs.spec.ray_cluster_config.worker_group_specs[0];
     assert!(!group.ray_start_params.contains_key("num-gpus"));
     let limits = worker(&rs)
@@ -198,7 +202,7 @@ fn workers_run_the_engine_image_with_gpus_by_accelerator() {
     let mut cpu_only = svc();
     cpu_only.spec.accelerator = None;
     // A GPU deployment on CPU-only workers could never be placed.
-    let e = desired_rayservice(&cpu_only, &graph(), "/r").unwrap_err();
+    let e = desired_rayservice(&cpu_only, &graph(), "/r", None).unwrap_err();
     assert_eq!(e.reason(), "Unschedulable");
     assert!(
         e.to_string().contains("deployment \"llm\" asks num_gpus 8"),
@@ -206,7 +210,7 @@ fn workers_run_the_engine_image_with_gpus_by_accelerator() {
     );
     let mut cpu_graph = graph();
     cpu_graph.nodes[1].actor_options = None;
-    let rs = desired_rayservice(&cpu_only, &cpu_graph, "/r").expect("builds");
+    let rs = desired_rayservice(&cpu_only, &cpu_graph, "/r", None).expect("builds");
     let limits = worker(&rs)
         .resources
         .as_ref()
@@ -217,7 +221,7 @@ fn workers_run_the_engine_image_with_gpus_by_accelerator() {
 
 #[test]
 fn worker_replicas_follow_replicas_or_autoscaling() {
-    let rs = desired_rayservice(&svc(), &graph(), "/r").expect("builds");
+    let rs = desired_rayservice(&svc(), &graph(), "/r", None).expect("builds");
     let g = &rs.spec.ray_cluster_config.worker_group_specs[0];
     assert_eq!(
         (g.replicas, g.min_replicas, g.max_replicas),
@@ -227,7 +231,7 @@ fn worker_replicas_follow_replicas_or_autoscaling() {
 
     let mut zero = svc();
     zero.spec.replicas = Some(0);
-    let rs = desired_rayservice(&zero, &graph(), "/r").expect("builds");
+    let rs = desired_rayservice(&zero, &graph(), "/r", None).expect("builds");
     assert_eq!(
         rs.spec.ray_cluster_config.worker_group_specs[0].replicas,
         Some(0)
@@ -239,7 +243,7 @@ fn worker_replicas_follow_replicas_or_autoscaling() {
         max_replicas: 6,
         target_cpu_utilization_percent: None,
     });
-    let rs = desired_rayservice(&auto, &graph(), "/r").expect("builds");
+    let rs = desired_rayservice(&auto, &graph(), "/r", None).expect("builds");
     let g = &rs.spec.ray_cluster_config.worker_group_specs[0];
     assert_eq!(
         (g.replicas, g.min_replicas, g.max_replicas),
@@ -255,7 +259,7 @@ fn worker_replicas_follow_replicas_or_autoscaling() {
 fn model_image_is_mounted_on_workers() {
     let mut s = svc();
     s.spec.model.image = Some("registry.example.com/models/llama3:70b".into());
-    let rs = desired_rayservice(&s, &graph(), "/r").expect("builds");
+    let rs = desired_rayservice(&s, &graph(), "/r", None).expect("builds");
     let pod = rs.spec.ray_cluster_config.worker_group_specs[0]
         .template
         .spec
@@ -284,18 +288,18 @@ fn model_image_is_mounted_on_workers() {
 fn invalid_graph_or_service_is_an_error_with_a_reason() {
     let mut g = graph();
     g.nodes[1].dependencies.push("router".into());
-    let e = desired_rayservice(&svc(), &g, "/r").unwrap_err();
+    let e = desired_rayservice(&svc(), &g, "/r", None).unwrap_err();
     assert_eq!(e.reason(), "InvalidGraph");
-    let e = desired_rayservice(&svc(), &graph(), "/r/").unwrap_err();
+    let e = desired_rayservice(&svc(), &graph(), "/r/", None).unwrap_err();
     assert_eq!(e.reason(), "InvalidGraph", "route prefix rules apply");
 
     let mut no_image = svc();
     no_image.spec.engine = None;
-    let e = desired_rayservice(&no_image, &graph(), "/r").unwrap_err();
+    let e = desired_rayservice(&no_image, &graph(), "/r", None).unwrap_err();
     assert_eq!(e, RayServiceError::Build(BuildError::MissingEngineImage));
     let mut no_uid = svc();
     no_uid.metadata.uid = None;
-    let e = desired_rayservice(&no_uid, &graph(), "/r").unwrap_err();
+    let e = desired_rayservice(&no_uid, &graph(), "/r", None).unwrap_err();
     assert_eq!(e, RayServiceError::Build(BuildError::NoOwner));
 }
 
@@ -304,7 +308,7 @@ fn oversized_serve_config_is_refused() {
     let mut g = graph();
     g.nodes[1].user_config_json =
         serde_json::json!({ "blob": "x".repeat(MAX_SERVE_CONFIG_BYTES) }).to_string();
-    let e = desired_rayservice(&svc(), &g, "/r").unwrap_err();
+    let e = desired_rayservice(&svc(), &g, "/r", None).unwrap_err();
     assert_eq!(e.reason(), "InvalidGraph");
     assert!(e.to_string().contains("the limit is 1048576"), "{e}");
 }
