@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::api::{ClusterInferencePolicy, InferencePolicy, v1alpha1, v1beta1};
+use crate::api::{AcceleratorClass, ClusterInferencePolicy, InferencePolicy, v1alpha1, v1beta1};
 
 /// Namespace of the in-cluster webhook Service the committed CRD points at.
 pub const SERVICE_NAMESPACE: &str = "infergate-system";
@@ -63,6 +63,7 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, Error> {
         inference_service()?,
         ClusterInferencePolicy::crd(),
         InferencePolicy::crd(),
+        AcceleratorClass::crd(),
     ])
 }
 
