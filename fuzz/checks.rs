@@ -22,6 +22,7 @@ fn admission() -> &'static Admission {
             replicas: None,
         },
         metrics: Metrics::new(),
+        access: infergate::webhook::access::AccessReviewer::default(),
     })
 }
 

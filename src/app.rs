@@ -324,7 +324,8 @@ pub async fn serve(
             metrics.clone(),
             Arc::clone(&resolver),
         )
-        .with_budget(budget),
+        .with_budget(budget)
+        .with_access(crate::webhook::access::AccessReviewer::new(client.clone())),
     );
     {
         let state = Arc::clone(&state);

@@ -12,6 +12,7 @@ pub mod graph_source;
 pub mod hosts;
 pub mod names;
 pub mod policy;
+pub mod references;
 pub mod resources;
 pub mod rollout;
 pub mod route;

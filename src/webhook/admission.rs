@@ -3,7 +3,10 @@
 //! reads from the body; the [`Response`] goes back through
 //! [`review::encode`]. Everything here is synchronous and makes no API
 //! call: policies, namespace labels and routes come from the watched
-//! [`ClusterState`].
+//! [`ClusterState`]. The one exception is asynchronous and comes after:
+//! a service write that adds a reference to a Secret, a ConfigMap or a
+//! ServiceAccount leaves a [`PendingAccess`] that [`Admission::finish`]
+//! settles with access reviews ([`crate::webhook::access`]).
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -14,7 +17,9 @@ use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 
 use crate::api::GROUP;
 use crate::api::v1beta1::InferenceService;
+use crate::engine::references::{self, Reference};
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
+use crate::webhook::access::AccessReviewer;
 use crate::metrics::{Metrics, Webhook};
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
@@ -36,6 +41,8 @@ pub struct Admission {
     pub server: ServerDefaults,
     /// Metrics.
     pub metrics: Metrics,
+    /// Asks the API server whether requesters may use what they reference.
+    pub access: AccessReviewer,
 }
 
 /// The answer to one review plus what the trace records.
@@ -47,6 +54,20 @@ pub struct Answer {
     pub allowed: bool,
     /// Whether a patch was returned.
     pub mutated: bool,
+    /// References whose use by the requester is still to be reviewed
+    /// (the answer is allowed until [`Admission::finish`] says otherwise).
+    pub pending: Option<PendingAccess>,
+}
+
+/// A validated service write waiting for its access reviews.
+#[derive(Debug)]
+pub struct PendingAccess {
+    /// The request without its objects (what a denial names).
+    head: Review,
+    /// What to ask about.
+    refs: Vec<Reference>,
+    /// When the request arrived.
+    start: Instant,
 }
 
 impl Answer {
@@ -62,15 +83,53 @@ impl Admission {
     pub fn handle(&self, webhook: Webhook, body: &[u8]) -> Result<Answer, BadReview> {
         let start = Instant::now();
         let review = review::decode(body)?;
-        let response = match webhook {
-            Webhook::Mutate => self.mutate(&review),
-            Webhook::Validate => self.validate(&review),
+        let (response, pending) = match webhook {
+            Webhook::Mutate => (self.mutate(&review), None),
+            Webhook::Validate => self.validate_pending(&review),
         };
-        let allowed = response.allowed;
-        let mutated = response.patch.is_some();
+        let pending = pending.map(|(head, refs)| PendingAccess { head, refs, start });
+        let answer = Answer {
+            allowed: response.allowed,
+            mutated: response.patch.is_some(),
+            response,
+            pending,
+        };
+        if answer.pending.is_none() {
+            self.record(webhook, &review, &answer, start);
+        }
+        Ok(answer)
+    }
+
+    /// Settle an answer's access reviews (a no-op without any): a
+    /// reference the requester may not use turns the answer into a denial
+    /// naming the field, the object and the verb.
+    pub async fn finish(&self, mut answer: Answer) -> Answer {
+        let Some(pending) = answer.pending.take() else {
+            return answer;
+        };
+        let head = &pending.head;
+        let errors = self
+            .access
+            .review(&head.user_info, head.namespace(), &pending.refs)
+            .await;
+        if !errors.is_empty() {
+            let verdict = Verdict {
+                errors,
+                warnings: Vec::new(),
+            };
+            let allowed = std::mem::take(&mut answer.response);
+            answer.response = verdict_response(head, allowed, &verdict, Vec::new());
+            answer.allowed = false;
+        }
+        self.record(Webhook::Validate, head, &answer, pending.start);
+        answer
+    }
+
+    fn record(&self, webhook: Webhook, review: &Review, answer: &Answer, start: Instant) {
         let elapsed = start.elapsed();
         let operation = operation_str(&review.operation);
-        self.metrics.admission(webhook, operation, allowed, elapsed);
+        self.metrics
+            .admission(webhook, operation, answer.allowed, elapsed);
         tracing::debug!(
             webhook = webhook.as_str(),
             uid = %Bounded(&review.uid),
@@ -79,16 +138,11 @@ impl Admission {
             name = %Bounded(&review.name),
             operation,
             dry_run = review.dry_run,
-            allowed,
-            mutated,
+            allowed = answer.allowed,
+            mutated = answer.mutated,
             elapsed_us = elapsed.as_micros() as u64,
             "admission"
         );
-        Ok(Answer {
-            response,
-            allowed,
-            mutated,
-        })
     }
 
     /// The mutating webhook: fill in defaults (v1beta1 InferenceService only).
@@ -144,21 +198,50 @@ impl Admission {
         with_warnings(resp, warnings)
     }
 
-    /// The validating webhook: every rule of the engine, all errors at once.
+    /// The validating webhook: every rule of the engine, all errors at
+    /// once. References that still need an access review are denied here
+    /// (this answer is for callers that cannot wait: see [`Admission::handle`]).
     #[must_use]
     pub fn validate(&self, review: &Review) -> Response {
+        match self.validate_pending(review) {
+            (resp, None) => resp,
+            (resp, Some((head, refs))) => {
+                let errors = refs
+                    .iter()
+                    .map(|r| {
+                        FieldError::forbidden(
+                            r.field.clone(),
+                            &format!(
+                                "{} {:?} needs an access review this caller cannot wait for; denied",
+                                r.kind, r.name
+                            ),
+                        )
+                    })
+                    .collect();
+                let verdict = Verdict {
+                    errors,
+                    warnings: Vec::new(),
+                };
+                verdict_response(&head, resp, &verdict, Vec::new())
+            }
+        }
+    }
+
+    /// The validating webhook's answer, and the references whose access
+    /// review it waits for (with the request they belong to).
+    fn validate_pending(&self, review: &Review) -> (Response, Option<(Review, Vec<Reference>)>) {
         let resp = Response::allow(review);
         if !matches!(review.operation, Operation::Create | Operation::Update)
             || review.kind.group != GROUP
         {
-            return resp;
+            return (resp, None);
         }
         let Some(object) = review.object.as_ref() else {
-            return bad_object(resp, review, "no object in request");
+            return (bad_object(resp, review, "no object in request"), None);
         };
-        match object {
+        let resp = match object {
             Object::Service(_) | Object::ServiceV1alpha1(_) => {
-                self.validate_service(review, resp, object)
+                return self.validate_service(review, resp, object);
             }
             Object::ClusterPolicy(p) => verdict_response(
                 review,
@@ -181,31 +264,54 @@ impl Admission {
                 with_warnings(bad_object(resp, review, e), warnings)
             }
             Object::Other => resp,
-        }
+        };
+        (resp, None)
     }
 
     /// Validate an InferenceService (v1beta1, or v1alpha1 converted) against
-    /// the stored one on UPDATE, and answer.
-    fn validate_service(&self, review: &Review, resp: Response, object: &Object) -> Response {
+    /// the stored one on UPDATE, and answer; a valid one that adds
+    /// references also returns those still to review.
+    fn validate_service(
+        &self,
+        review: &Review,
+        resp: Response,
+        object: &Object,
+    ) -> (Response, Option<(Review, Vec<Reference>)>) {
         let mut warnings = Vec::new();
         if deprecated_version(review) {
             warnings.push(V1ALPHA1_WARNING.to_owned());
         }
         let svc = match service(object) {
             Ok(s) => s,
-            Err(e) => return with_warnings(bad_object(resp, review, &e), warnings),
+            Err(e) => return (with_warnings(bad_object(resp, review, &e), warnings), None),
         };
         let old = match (&review.operation, review.old_object.as_ref()) {
             (Operation::Update, Some(o)) => match service(o) {
                 Ok(s) => Some(s),
-                Err(e) => return with_warnings(bad_object(resp, review, &e), warnings),
+                Err(e) => return (with_warnings(bad_object(resp, review, &e), warnings), None),
             },
             _ => None,
         };
-        let verdict = self.with_context(review, |ctx| {
+        let mut verdict = self.with_context(review, |ctx| {
             crate::engine::validate_service(&svc, old.as_deref(), ctx)
         });
-        verdict_response(review, resp, &verdict, warnings)
+        if !verdict.allowed() {
+            return (verdict_response(review, resp, &verdict, warnings), None);
+        }
+        // The references this write adds: answers already known first.
+        let refs = references::new_references(&svc, old.as_deref());
+        if refs.is_empty() {
+            return (verdict_response(review, resp, &verdict, warnings), None);
+        }
+        let (denied, ask) = self
+            .access
+            .from_cache(&review.user_info, review.namespace(), refs);
+        verdict.errors.extend(denied);
+        let resp = verdict_response(review, resp, &verdict, warnings);
+        if !verdict.allowed() || ask.is_empty() {
+            return (resp, None);
+        }
+        (resp, Some((review.head(), ask)))
     }
 
     /// Run `f` with the engine's view of the review's namespace, the

@@ -7,10 +7,12 @@
 //! - [`review`]: the one decode of an AdmissionReview and the one encoder
 //!   of its answer;
 //! - [`admission`] and [`conversion`]: what the handlers do, on typed reviews;
+//! - [`access`]: the access reviews of what a service makes its pods use;
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
 //!   self-signed Secret and caBundle injection).
 
+pub mod access;
 pub mod admission;
 pub mod conversion;
 pub mod limits;

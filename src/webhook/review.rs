@@ -5,14 +5,15 @@
 //! One set of wire types, read with serde_json: the request's fields, and
 //! each object decoded once, straight into the type of the request's kind
 //! (no `serde_json::Value` is built and nothing of the body is copied).
-//! Fields no admission rule reads are skipped unparsed: `userInfo`,
-//! `options`, and of an InferenceService its `managedFields` and `status`
+//! Fields no admission rule reads are skipped unparsed: `options`, and of
+//! an InferenceService its `managedFields` and `status`
 //! (which do not exist at admission: see the route templates in
 //! `docs/api-reference.md`). See [`decode`] for the one-pass reading of the
 //! common review.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::Operation;
 use kube::core::{GroupVersionKind, GroupVersionResource, Status};
@@ -49,7 +50,7 @@ pub enum BadReview {
 }
 
 /// One admission request, typed: the request's fields (as kube-core names
-/// them, less `userInfo` and `options`) and its objects decoded by kind.
+/// them, less `options`) and its objects decoded by kind.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Review {
     /// Echoed in the response.
@@ -74,6 +75,8 @@ pub struct Review {
     pub operation: Operation,
     /// Whether the request is a dry run.
     pub dry_run: bool,
+    /// Who sent the request (the access reviews ask about this user).
+    pub user_info: UserInfo,
     /// The object, when the request has one.
     pub object: Option<Object>,
     /// The stored object on UPDATE (admission reads it on UPDATE only, so
@@ -138,6 +141,28 @@ impl Object {
 }
 
 impl Review {
+    /// This request without its objects: what an answer that comes later
+    /// needs (uid, kind, name, namespace, user).
+    #[must_use]
+    pub fn head(&self) -> Review {
+        Review {
+            uid: self.uid.clone(),
+            kind: self.kind.clone(),
+            resource: self.resource.clone(),
+            sub_resource: self.sub_resource.clone(),
+            request_kind: self.request_kind.clone(),
+            request_resource: self.request_resource.clone(),
+            request_sub_resource: self.request_sub_resource.clone(),
+            name: self.name.clone(),
+            namespace: Some(self.namespace().to_owned()),
+            operation: self.operation.clone(),
+            dry_run: self.dry_run,
+            user_info: self.user_info.clone(),
+            object: None,
+            old_object: None,
+        }
+    }
+
     /// The namespace of the request, or of the object when the request
     /// names none; empty for cluster-scoped objects.
     #[must_use]
@@ -188,6 +213,8 @@ struct RequestIn<O> {
     old_object: Option<O>,
     #[serde(default)]
     dry_run: bool,
+    #[serde(default)]
+    user_info: UserInfo,
 }
 
 impl<O> RequestIn<O> {
@@ -211,6 +238,7 @@ impl<O> RequestIn<O> {
             namespace: self.namespace,
             operation: self.operation,
             dry_run: self.dry_run,
+            user_info: self.user_info,
             object,
             old_object,
         }

@@ -25,7 +25,7 @@ use axum::routing::{get, post};
 
 use crate::metrics::Webhook;
 use crate::telemetry::Bounded;
-use crate::webhook::admission::{Admission, BadReview};
+use crate::webhook::admission::{Admission, Answer, BadReview};
 use crate::webhook::limits::{self, Admitted, BodyError, Budget, Offload, Refused};
 use crate::webhook::tls::CertResolver;
 
@@ -66,6 +66,7 @@ impl AppState {
                 state,
                 server,
                 metrics,
+                access: crate::webhook::access::AccessReviewer::default(),
             },
             resolver,
             tls_bound: AtomicBool::new(false),
@@ -79,6 +80,14 @@ impl AppState {
     #[must_use]
     pub fn with_budget(mut self, budget: Budget) -> Self {
         self.budget = budget;
+        self
+    }
+
+    /// This state asking `access` about references (the default has no
+    /// API server to ask, and denies every reference).
+    #[must_use]
+    pub fn with_access(mut self, access: crate::webhook::access::AccessReviewer) -> Self {
+        self.admission.access = access;
         self
     }
 
@@ -169,37 +178,49 @@ impl http_body::Body for Held {
     }
 }
 
-/// Work out the answer to `body` (synchronous: inline or in the pool), in
-/// pieces to be sent in order.
-fn answer(state: &AppState, endpoint: Endpoint, body: &[u8]) -> (StatusCode, Vec<Vec<u8>>) {
+/// What the synchronous part of a request worked out.
+enum Worked {
+    /// The answer, in pieces to be sent in order.
+    Done(StatusCode, Vec<Vec<u8>>),
+    /// An admission answer that waits for access reviews.
+    Pending(Box<Answer>),
+}
+
+/// Work out the answer to `body` (synchronous: inline or in the pool).
+fn answer(state: &AppState, endpoint: Endpoint, body: &[u8]) -> Worked {
     let webhook = match endpoint {
         Endpoint::Mutate => Webhook::Mutate,
         Endpoint::Validate => Webhook::Validate,
         Endpoint::Convert => {
-            return (
+            return Worked::Done(
                 StatusCode::OK,
                 crate::webhook::conversion::convert_review_pieces(body, &state.admission.metrics),
             );
         }
     };
-    let (status, bytes) = admission_answer(state, webhook, body);
-    (status, vec![bytes])
-}
-
-fn admission_answer(state: &AppState, webhook: Webhook, body: &[u8]) -> (StatusCode, Vec<u8>) {
     match state.admission.handle(webhook, body) {
-        Ok(answer) => match answer.to_json() {
-            Ok(bytes) => (StatusCode::OK, bytes),
-            Err(e) => error_bytes(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("failed to serialize response: {e}"),
-            ),
-        },
+        Ok(answer) if answer.pending.is_some() => Worked::Pending(Box::new(answer)),
+        Ok(answer) => {
+            let (status, bytes) = encode_answer(&answer);
+            Worked::Done(status, vec![bytes])
+        }
         Err(e @ (BadReview::Decode(_) | BadReview::WrongType { .. } | BadReview::NoRequest)) => {
             let message = e.to_string();
             tracing::info!(webhook = webhook.as_str(), error = %Bounded(&message), "rejected malformed admission request");
-            error_bytes(StatusCode::BAD_REQUEST, &Bounded(&message).to_string())
+            let (status, bytes) =
+                error_bytes(StatusCode::BAD_REQUEST, &Bounded(&message).to_string());
+            Worked::Done(status, vec![bytes])
         }
+    }
+}
+
+fn encode_answer(answer: &Answer) -> (StatusCode, Vec<u8>) {
+    match answer.to_json() {
+        Ok(bytes) => (StatusCode::OK, bytes),
+        Err(e) => error_bytes(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("failed to serialize response: {e}"),
+        ),
     }
 }
 
@@ -266,14 +287,22 @@ async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> 
     let job_state = Arc::clone(&state);
     let len = body.len();
     let job = move || {
-        let (status, bytes) = answer(&job_state, endpoint, &body);
+        let worked = answer(&job_state, endpoint, &body);
         drop(body);
-        (status, bytes, room)
+        (worked, room)
     };
-    let (status, bytes, room) = match state.offload.run(len, job).await {
+    let (worked, room) = match state.offload.run(len, job).await {
         Ok(done) => done,
         Err(e) => {
             return json_error(StatusCode::INTERNAL_SERVER_ERROR, e);
+        }
+    };
+    let (status, bytes) = match worked {
+        Worked::Done(status, bytes) => (status, bytes),
+        Worked::Pending(pending) => {
+            let answer = state.admission.finish(*pending).await;
+            let (status, bytes) = encode_answer(&answer);
+            (status, vec![bytes])
         }
     };
     let held = Held {

@@ -57,6 +57,7 @@ pub fn admission(state: ClusterState, server: ServerDefaults) -> Admission {
         state: Arc::new(state),
         server,
         metrics: Metrics::new(),
+        access: infergate::webhook::access::AccessReviewer::default(),
     }
 }
 

@@ -1,0 +1,290 @@
+//! No privilege through infergate: a requester may make infergate's pods use
+//! only what the requester could use directly. For every Secret, ConfigMap
+//! or ServiceAccount a CREATE or UPDATE adds or changes a reference to
+//! ([`crate::engine::references`]), the validating webhook asks the API
+//! server with a SubjectAccessReview for the request's whole `userInfo`:
+//! `get` on the Secret or ConfigMap, `create` on `serviceaccounts/token`
+//! for the ServiceAccount. Answers are kept [`CACHE_TTL`] per user and
+//! object; a review that fails or takes over [`REVIEW_TIMEOUT`] denies.
+//! This is the only API call on the admission path.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::authentication::v1::UserInfo;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+
+use crate::engine::FieldError;
+use crate::engine::references::Reference;
+
+/// How long an answer is kept, per user and object.
+pub const CACHE_TTL: Duration = Duration::from_secs(60);
+/// How long the reviews of one admission may take before it is denied.
+pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(2);
+/// Answers kept at most (users x objects); the oldest go first.
+pub const CACHE_ENTRIES: u64 = 16_384;
+/// Reviews of one admission sent at once.
+const CONCURRENT_REVIEWS: usize = 8;
+
+/// One question: may this user do this to this object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    /// A digest of the whole `userInfo` (username, uid, groups, extra).
+    user: u64,
+    namespace: String,
+    kind: crate::engine::references::ReferenceKind,
+    name: String,
+}
+
+/// What the API server said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Decision {
+    Allowed,
+    /// Denied, with the authorizer's reason when it gave one.
+    Denied(String),
+}
+
+/// Asks the API server whether requesters may use what they reference.
+#[derive(Clone)]
+pub struct AccessReviewer {
+    client: Option<kube::Client>,
+    cache: moka::sync::Cache<Key, Decision>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for AccessReviewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessReviewer")
+            .field("client", &self.client.is_some())
+            .field("cached", &self.cache.entry_count())
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Default for AccessReviewer {
+    /// A reviewer with no API server to ask: every reference is denied.
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+impl AccessReviewer {
+    /// A reviewer asking through `client` (none: every reference is denied,
+    /// saying why).
+    #[must_use]
+    pub fn new(client: Option<kube::Client>) -> Self {
+        Self {
+            client,
+            cache: moka::sync::Cache::builder()
+                .max_capacity(CACHE_ENTRIES)
+                .time_to_live(CACHE_TTL)
+                .build(),
+            timeout: REVIEW_TIMEOUT,
+        }
+    }
+
+    /// This reviewer with another deadline (tests).
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Split `refs` into the field errors of answers already known (denied)
+    /// and the references still to ask about.
+    #[must_use]
+    pub fn from_cache(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        refs: Vec<Reference>,
+    ) -> (Vec<FieldError>, Vec<Reference>) {
+        let digest = user_digest(user);
+        let mut denied = Vec::new();
+        let mut ask = Vec::new();
+        for r in refs {
+            match self.cache.get(&key(digest, namespace, &r)) {
+                Some(Decision::Allowed) => {}
+                Some(Decision::Denied(reason)) => denied.push(denial(user, namespace, &r, &reason)),
+                None => ask.push(r),
+            }
+        }
+        (denied, ask)
+    }
+
+    /// Ask about every reference of `refs` (concurrently, within the
+    /// deadline); the field errors of those the user may not use, or of
+    /// every reference when the reviews could not be made.
+    pub async fn review(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        refs: &[Reference],
+    ) -> Vec<FieldError> {
+        let Some(client) = self.client.clone() else {
+            return refs
+                .iter()
+                .map(|r| {
+                    unchecked(
+                        user,
+                        namespace,
+                        r,
+                        "infergate has no connection to the API server",
+                    )
+                })
+                .collect();
+        };
+        let digest = user_digest(user);
+        let api: Api<SubjectAccessReview> = Api::all(client);
+        let asked = futures::stream::iter(refs.iter().cloned().map(|r| {
+            let api = api.clone();
+            async move {
+                let answer = ask(&api, user, namespace, &r).await;
+                (r, answer)
+            }
+        }))
+        .buffer_unordered(CONCURRENT_REVIEWS)
+        .collect::<Vec<_>>();
+        let answers = match tokio::time::timeout(self.timeout, asked).await {
+            Ok(answers) => answers,
+            Err(_) => {
+                let why = format!(
+                    "the access review did not answer within {}s",
+                    self.timeout.as_secs_f64()
+                );
+                tracing::warn!(namespace, "{why}; denied");
+                return refs
+                    .iter()
+                    .map(|r| unchecked(user, namespace, r, &why))
+                    .collect();
+            }
+        };
+        let mut errors = Vec::new();
+        for (r, answer) in answers {
+            match answer {
+                Ok(decision) => {
+                    if let Decision::Denied(reason) = &decision {
+                        errors.push(denial(user, namespace, &r, reason));
+                    }
+                    self.cache.insert(key(digest, namespace, &r), decision);
+                }
+                Err(e) => {
+                    tracing::warn!(namespace, object = %r.name, error = %e, "access review failed; denied");
+                    errors.push(unchecked(
+                        user,
+                        namespace,
+                        &r,
+                        &format!("the access review failed: {e}"),
+                    ));
+                }
+            }
+        }
+        // Errors in the order of the spec's fields, whatever order the answers came in.
+        errors.sort_by_key(|e| refs.iter().position(|r| r.field == e.field));
+        errors
+    }
+}
+
+async fn ask(
+    api: &Api<SubjectAccessReview>,
+    user: &UserInfo,
+    namespace: &str,
+    r: &Reference,
+) -> Result<Decision, kube::Error> {
+    let (verb, resource, subresource) = r.kind.access();
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            uid: user.uid.clone(),
+            groups: user.groups.clone(),
+            extra: user.extra.clone(),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.to_owned()),
+                verb: Some(verb.to_owned()),
+                group: Some(String::new()),
+                resource: Some(resource.to_owned()),
+                subresource: (!subresource.is_empty()).then(|| subresource.to_owned()),
+                name: Some(r.name.clone()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let answer = api.create(&PostParams::default(), &review).await?;
+    let status = answer.status.unwrap_or_default();
+    Ok(if status.allowed && status.denied != Some(true) {
+        Decision::Allowed
+    } else {
+        Decision::Denied(status.reason.unwrap_or_default())
+    })
+}
+
+fn key(user: u64, namespace: &str, r: &Reference) -> Key {
+    Key {
+        user,
+        namespace: namespace.to_owned(),
+        kind: r.kind,
+        name: r.name.clone(),
+    }
+}
+
+/// A digest of everything the authorizer decides on: username, uid,
+/// groups and extra.
+fn user_digest(user: &UserInfo) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    user.username.hash(&mut h);
+    user.uid.hash(&mut h);
+    user.groups.hash(&mut h);
+    user.extra
+        .as_ref()
+        .unwrap_or(&BTreeMap::new())
+        .hash(&mut h);
+    h.finish()
+}
+
+fn who(user: &UserInfo) -> String {
+    format!("{:?}", user.username.as_deref().unwrap_or("<anonymous>"))
+}
+
+fn what(r: &Reference, namespace: &str) -> String {
+    let (verb, resource, subresource) = r.kind.access();
+    let on = if subresource.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}/{subresource}")
+    };
+    format!(
+        "{verb} {on} for {} {:?} in namespace {namespace:?}",
+        r.kind, r.name
+    )
+}
+
+fn denial(user: &UserInfo, namespace: &str, r: &Reference, reason: &str) -> FieldError {
+    let mut detail = format!(
+        "user {} may not {}: infergate's pods may use only what the requester may use",
+        who(user),
+        what(r, namespace)
+    );
+    if !reason.is_empty() {
+        detail.push_str(&format!(" ({reason})"));
+    }
+    FieldError::forbidden(r.field.clone(), &detail)
+}
+
+fn unchecked(user: &UserInfo, namespace: &str, r: &Reference, why: &str) -> FieldError {
+    FieldError::forbidden(
+        r.field.clone(),
+        &format!(
+            "could not check whether user {} may {}: {why}; denied (infergate fails closed)",
+            who(user),
+            what(r, namespace)
+        ),
+    )
+}
