@@ -18,13 +18,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 The rules of the reconciler's children and of the services it watches, held
 by the ClusterRole (every namespace) or by a Role in each managed namespace.
-`cluster` adds clusterinferencepolicies (read cluster-wide in both modes).
+`cluster` adds clusterinferencepolicies and acceleratorclasses (read
+cluster-wide in both modes) and the access reviews.
 */}}
 {{- define "infergate.workloadRules" -}}
-# Webhook caches and the reconciler's watch of services and policies.
+# Webhook caches and the reconciler's watch of services, policies and
+# AcceleratorClasses.
 - apiGroups: ["infergate.dev"]
-  resources: {{ if .cluster }}["inferenceservices", "clusterinferencepolicies", "inferencepolicies"]{{ else }}["inferenceservices", "inferencepolicies"]{{ end }}
+  resources: {{ if .cluster }}["inferenceservices", "clusterinferencepolicies", "inferencepolicies", "acceleratorclasses"]{{ else }}["inferenceservices", "inferencepolicies"]{{ end }}
   verbs: ["get", "list", "watch"]
+{{- if .cluster }}
+# Access reviews: may the requester use the Secrets, ConfigMaps and
+# ServiceAccount a service write references (admission's only API call).
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["subjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
 - apiGroups: ["infergate.dev"]
   resources: ["inferenceservices/status"]
   verbs: ["get", "patch", "update"]
