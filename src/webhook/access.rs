@@ -242,10 +242,7 @@ fn user_digest(user: &UserInfo) -> u64 {
     user.username.hash(&mut h);
     user.uid.hash(&mut h);
     user.groups.hash(&mut h);
-    user.extra
-        .as_ref()
-        .unwrap_or(&BTreeMap::new())
-        .hash(&mut h);
+    user.extra.as_ref().unwrap_or(&BTreeMap::new()).hash(&mut h);
     h.finish()
 }
 

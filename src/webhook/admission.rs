@@ -19,10 +19,10 @@ use crate::api::GROUP;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::references::{self, Reference};
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
-use crate::webhook::access::AccessReviewer;
 use crate::metrics::{Metrics, Webhook};
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
+use crate::webhook::access::AccessReviewer;
 use crate::webhook::patch;
 use crate::webhook::review::{self, Object, Response, Review};
 
