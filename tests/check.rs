@@ -51,6 +51,7 @@ fn good_examples_pass() {
         "team-a/rag-pipeline:",
         "team-a/legacy:",
         "team-a/embed:",
+        "team-a/chat-27b:",
     ] {
         assert!(
             err.lines().any(|l| l.contains(name) && l.ends_with(": ok")),
