@@ -1,4 +1,4 @@
-//! Placement (API.md section 11) without a cluster: what defaulting fills
+//! Placement (the AcceleratorClass section of `docs/gpu-node-pools.md`) without a cluster: what defaulting fills
 //! in from an AcceleratorClass and the policies, what validation denies,
 //! and what the engine pods carry (both tracks of a Deployment-backed
 //! service, the Ray head and workers, never the endpoint picker).
