@@ -325,7 +325,10 @@ pub async fn serve(
             Arc::clone(&resolver),
         )
         .with_budget(budget)
-        .with_access(crate::webhook::access::AccessReviewer::new(client.clone())),
+        .with_access(crate::webhook::access::AccessReviewer::new(
+            client.clone(),
+            metrics.clone(),
+        )),
     );
     {
         let state = Arc::clone(&state);

@@ -12,6 +12,9 @@
 //! - `infergate_reconcile_total{result}`
 //! - `infergate_reconcile_duration_seconds` (histogram)
 //! - `infergate_certificate_expiry_timestamp_seconds{certificate}`
+//! - `infergate_access_reviews_total{result}`: SubjectAccessReviews of the
+//!   references a service write adds (`allowed`, `denied`, `failed`,
+//!   `timeout`), and answers taken from the cache (`cached`)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,6 +91,11 @@ struct ReconcileLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AccessLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CertificateLabels {
     certificate: &'static str,
 }
@@ -107,6 +115,7 @@ struct Inner {
     reconcile_total: Family<ReconcileLabels, Counter>,
     reconcile_duration: Histogram,
     certificate_expiry: Family<CertificateLabels, Gauge>,
+    access_reviews: Family<AccessLabels, Counter>,
 }
 
 /// All of infergate's metrics and the registry that renders them.
@@ -193,6 +202,12 @@ impl Metrics {
             "Expiry (notAfter) of the certificates in use, as a Unix timestamp",
             certificate_expiry.clone(),
         );
+        let access_reviews = Family::<AccessLabels, Counter>::default();
+        registry.register(
+            "infergate_access_reviews",
+            "Access reviews of the Secrets, ConfigMaps and ServiceAccounts service writes reference, by result (cached: answered from the cache)",
+            access_reviews.clone(),
+        );
         // Start the common series at zero so rates work from the first scrape.
         reconcile_total
             .get_or_create(&ReconcileLabels {
@@ -208,8 +223,21 @@ impl Metrics {
                 reconcile_total,
                 reconcile_duration,
                 certificate_expiry,
+                access_reviews,
             }),
         }
+    }
+
+    /// Count `n` access reviews with `result` (`allowed`, `denied`,
+    /// `failed`, `timeout` or `cached`).
+    pub fn access_reviews(&self, result: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.inner
+            .access_reviews
+            .get_or_create(&AccessLabels { result })
+            .inc_by(n);
     }
 
     /// Record one answered admission request. `operation` is the

@@ -526,6 +526,7 @@ async fn short_names_collide_with_no_other_resource() {
         ("inferenceservices", "infsvc"),
         ("clusterinferencepolicies", "cip"),
         ("inferencepolicies", "infpol"),
+        ("acceleratorclasses", "accel"),
     ];
     for (resource, name) in expected {
         let (names, categories) = ours
@@ -546,6 +547,7 @@ async fn short_names_collide_with_no_other_resource() {
     assert_eq!(
         members,
         [
+            "acceleratorclasses.infergate.dev",
             "clusterinferencepolicies.infergate.dev",
             "inferencepolicies.infergate.dev",
             "inferenceservices.infergate.dev",
@@ -560,4 +562,68 @@ async fn short_names_collide_with_no_other_resource() {
         short.contains_key("ip"),
         "the built-in short name ip is served (Kubernetes 1.33+)"
     );
+}
+
+/// An AcceleratorClass: stored as written, shown with its printer columns
+/// under its short name, and refused by the apiserver's own CEL rules when a
+/// quantity, the vendor, the devices or the cost is wrong (no webhook).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accelerator_classes_install_and_their_cel_rules_hold() {
+    let cp = control_plane().await;
+    cp.install_crds().await;
+    let run = std::process::id();
+    let class = |name: &str, body: &str| {
+        format!(
+            "apiVersion: infergate.dev/v1beta1\nkind: AcceleratorClass\nmetadata:\n  name: {name}-{run}\nspec:\n{body}"
+        )
+    };
+    let good = class(
+        "h100",
+        "  vendor: nvidia\n  memoryPerDevice: 80Gi\n  devicesPerNode: 8\n  nodeSelector: {cloud.google.com/gke-accelerator: nvidia-h100-80gb}\n  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n  costPerDeviceHour: \"4.10\"\n",
+    );
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &good);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = cp.kubectl(&["get", "accel", &format!("h100-{run}")]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    let header = shown.lines().next().unwrap_or_default();
+    for column in ["NAME", "VENDOR", "MEMORY", "DEVICES", "AGE"] {
+        assert!(header.contains(column), "{header}");
+    }
+    let row = shown.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.contains("nvidia") && row.contains("80Gi") && row.contains(" 8 "),
+        "{row}"
+    );
+
+    for (name, body, message) in [
+        (
+            "no-vendor",
+            "  vendor: none\n  memoryPerDevice: 80Gi\n  devicesPerNode: 8\n",
+            "spec.vendor must be nvidia, amd, intel-gaudi or google-tpu",
+        ),
+        (
+            "no-devices",
+            "  vendor: amd\n  memoryPerDevice: 192Gi\n  devicesPerNode: 0\n",
+            "spec.devicesPerNode must be at least 1",
+        ),
+        (
+            "bad-memory",
+            "  vendor: nvidia\n  memoryPerDevice: lots\n  devicesPerNode: 1\n",
+            "spec.memoryPerDevice must be a positive quantity such as 80Gi",
+        ),
+        (
+            "zero-memory",
+            "  vendor: nvidia\n  memoryPerDevice: \"0\"\n  devicesPerNode: 1\n",
+            "spec.memoryPerDevice must be a positive quantity such as 80Gi",
+        ),
+        (
+            "bad-cost",
+            "  vendor: nvidia\n  memoryPerDevice: 24Gi\n  devicesPerNode: 1\n  costPerDeviceHour: \"4,10\"\n",
+            "spec.costPerDeviceHour must be a decimal such as 4.10",
+        ),
+    ] {
+        assert_rejected(cp, &class(name, body), message);
+    }
+    let _ = cp.kubectl(&["delete", "accel", &format!("h100-{run}")]);
 }

@@ -9,6 +9,9 @@
 
 mod support;
 
+#[path = "e2e_webhook/access.rs"]
+mod access;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Output;
@@ -42,6 +45,8 @@ const ENGINE_IMAGE: &str = "registry.example.com/vllm:0.9";
 /// The webhook server shared by the tests of this binary.
 struct Webhook {
     port: u16,
+    /// The plain-HTTP port of `/healthz`, `/readyz` and `/metrics`.
+    probe: u16,
     cert_dir: PathBuf,
     ca: PemPair,
     _serve: Serve,
@@ -72,6 +77,7 @@ async fn webhook() -> &'static Webhook {
             support::wait_webhooks_active(cp, "default").await;
             Webhook {
                 port,
+                probe,
                 cert_dir,
                 ca,
                 _serve: serve,

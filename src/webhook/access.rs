@@ -20,6 +20,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 
 use crate::engine::FieldError;
+use crate::metrics::Metrics;
 use crate::engine::references::Reference;
 
 /// How long an answer is kept, per user and object.
@@ -53,6 +54,7 @@ enum Decision {
 #[derive(Clone)]
 pub struct AccessReviewer {
     client: Option<kube::Client>,
+    metrics: Metrics,
     cache: moka::sync::Cache<Key, Decision>,
     timeout: Duration,
 }
@@ -70,17 +72,18 @@ impl std::fmt::Debug for AccessReviewer {
 impl Default for AccessReviewer {
     /// A reviewer with no API server to ask: every reference is denied.
     fn default() -> Self {
-        Self::new(None)
+        Self::new(None, Metrics::new())
     }
 }
 
 impl AccessReviewer {
     /// A reviewer asking through `client` (none: every reference is denied,
-    /// saying why).
+    /// saying why), counting its reviews in `metrics`.
     #[must_use]
-    pub fn new(client: Option<kube::Client>) -> Self {
+    pub fn new(client: Option<kube::Client>, metrics: Metrics) -> Self {
         Self {
             client,
+            metrics,
             cache: moka::sync::Cache::builder()
                 .max_capacity(CACHE_ENTRIES)
                 .time_to_live(CACHE_TTL)
@@ -106,6 +109,7 @@ impl AccessReviewer {
         refs: Vec<Reference>,
     ) -> (Vec<FieldError>, Vec<Reference>) {
         let digest = user_digest(user);
+        let total = refs.len();
         let mut denied = Vec::new();
         let mut ask = Vec::new();
         for r in refs {
@@ -115,6 +119,10 @@ impl AccessReviewer {
                 None => ask.push(r),
             }
         }
+        self.metrics.access_reviews(
+            "cached",
+            u64::try_from(total - ask.len()).unwrap_or(u64::MAX),
+        );
         (denied, ask)
     }
 
@@ -159,6 +167,8 @@ impl AccessReviewer {
                     self.timeout.as_secs_f64()
                 );
                 tracing::warn!(namespace, "{why}; denied");
+                self.metrics
+                    .access_reviews("timeout", u64::try_from(refs.len()).unwrap_or(u64::MAX));
                 return refs
                     .iter()
                     .map(|r| unchecked(user, namespace, r, &why))
@@ -171,10 +181,14 @@ impl AccessReviewer {
                 Ok(decision) => {
                     if let Decision::Denied(reason) = &decision {
                         errors.push(denial(user, namespace, &r, reason));
+                        self.metrics.access_reviews("denied", 1);
+                    } else {
+                        self.metrics.access_reviews("allowed", 1);
                     }
                     self.cache.insert(key(digest, namespace, &r), decision);
                 }
                 Err(e) => {
+                    self.metrics.access_reviews("failed", 1);
                     tracing::warn!(namespace, object = %r.name, error = %e, "access review failed; denied");
                     errors.push(unchecked(
                         user,

@@ -1,0 +1,208 @@
+//! No privilege through infergate, against the real API server's RBAC:
+//! users impersonated with `kubectl --as` (and `--as-group`) write services
+//! that reference a Secret, a ConfigMap and a ServiceAccount. A user who
+//! may not read them (or act as the ServiceAccount) is denied, each denial
+//! naming the field, the object and the verb; a user who may (through a
+//! group) is admitted; an update that leaves the references alone makes no
+//! review and is admitted for anyone who may write the service.
+
+use super::*;
+
+/// RBAC of the scene in `ns`: `writer` may write InferenceServices (users
+/// alice and bob); `reader` may read Secret `hf` and ConfigMap
+/// `engine-config` and act as ServiceAccount `chat-engine` (group
+/// `ml-leads` only).
+fn scene(ns: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: hf, namespace: {ns}}}
+stringData: {{token: not-a-real-token}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: engine-config, namespace: {ns}}}
+data: {{MODE: fast}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: chat-engine, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: writer, namespace: {ns}}}
+rules:
+  - apiGroups: ["infergate.dev"]
+    resources: ["inferenceservices"]
+    verbs: ["get", "list", "create", "update", "patch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: writer, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: writer}}
+subjects:
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}}
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: reader, namespace: {ns}}}
+rules:
+  - apiGroups: [""]
+    resources: ["secrets"]
+    resourceNames: ["hf"]
+    verbs: ["get"]
+  - apiGroups: [""]
+    resources: ["configmaps"]
+    resourceNames: ["engine-config"]
+    verbs: ["get"]
+  - apiGroups: [""]
+    resources: ["serviceaccounts/token"]
+    resourceNames: ["chat-engine"]
+    verbs: ["create"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: reader, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}}
+subjects:
+  - {{apiGroup: rbac.authorization.k8s.io, kind: Group, name: ml-leads}}
+"#
+    )
+}
+
+const USES_ALL: &str = "  model: {ref: llama3-8b}\n  serviceAccountName: chat-engine\n  engine:\n    env:\n      - name: HF_TOKEN\n        valueFrom: {secretKeyRef: {name: hf, key: token}}\n    envFrom:\n      - configMapRef: {name: engine-config}\n";
+
+fn apply_as(cp: &ControlPlane, user: &[&str], manifest: &str) -> Output {
+    let mut args = vec!["apply", "-f", "-"];
+    args.extend_from_slice(user);
+    cp.kubectl_stdin(&args, manifest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requester_makes_the_pods_use_only_what_the_requester_may_use() {
+    let hook = webhook().await;
+    let cp = control_plane().await;
+    let ns = cp.fresh_namespace("access").await;
+    apply_image_policy(cp, &ns).await;
+    must_apply(cp, &scene(&ns));
+    // RBAC takes effect at once for SubjectAccessReviews, but the policy
+    // cache may still be catching up: wait for a plain service to pass.
+    dry_run_until(
+        cp,
+        &service_yaml(&ns, "probe", "  model: {ref: m}\n"),
+        "policies cached",
+        |v, _| {
+            (v["spec"]["engine"]["image"] == ENGINE_IMAGE)
+                .then_some(())
+                .ok_or_else(|| v["spec"].to_string())
+        },
+    )
+    .await;
+
+    // alice may write services but read none of the three.
+    let alice = ["--as", "alice"];
+    let out = apply_as(cp, &alice, &service_yaml(&ns, "chat", USES_ALL));
+    let said = text(&out);
+    assert!(!out.status.success(), "alice was admitted: {said}");
+    assert!(
+        said.contains(&format!(
+            "The InferenceService \"chat\" is invalid"
+        )),
+        "{said}"
+    );
+    for (field, object) in [
+        (
+            "spec.engine.env[0].valueFrom.secretKeyRef.name",
+            format!("get secrets for Secret \"hf\" in namespace \"{ns}\""),
+        ),
+        (
+            "spec.engine.envFrom[0].configMapRef.name",
+            format!("get configmaps for ConfigMap \"engine-config\" in namespace \"{ns}\""),
+        ),
+        (
+            "spec.serviceAccountName",
+            format!(
+                "create serviceaccounts/token for ServiceAccount \"chat-engine\" in namespace \"{ns}\""
+            ),
+        ),
+    ] {
+        assert!(
+            said.contains(&format!("{field}: Forbidden: user \"alice\" may not {object}")),
+            "the denial names {field}, the object and the verb: {said}"
+        );
+    }
+
+    // bob may, through his group: admitted (the review carries the groups).
+    let bob = ["--as", "bob", "--as-group", "ml-leads"];
+    let out = apply_as(cp, &bob, &service_yaml(&ns, "chat", USES_ALL));
+    assert!(out.status.success(), "bob was denied: {}", text(&out));
+    // Without the group bob is nobody special.
+    let out = apply_as(
+        cp,
+        &["--as", "bob"],
+        &service_yaml(
+            &ns,
+            "chat-2",
+            "  model: {ref: m}\n  imagePullSecrets: [{name: hf}]\n",
+        ),
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("spec.imagePullSecrets[0].name: Forbidden: user \"bob\" may not get secrets for Secret \"hf\""),
+        "{}",
+        text(&out)
+    );
+
+    // alice changes bob's service without touching its references: no
+    // review, admitted.
+    let out = cp.kubectl(&[
+        "patch",
+        "-n",
+        &ns,
+        "infsvc",
+        "chat",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":2}}"#,
+        "--as",
+        "alice",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    // ... but a reference she adds is reviewed.
+    let out = cp.kubectl(&[
+        "patch",
+        "-n",
+        &ns,
+        "infsvc",
+        "chat",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"imagePullSecrets":[{"name":"registry"}]}}"#,
+        "--as",
+        "alice",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("spec.imagePullSecrets[0].name: Forbidden: user \"alice\" may not get secrets for Secret \"registry\""),
+        "{}",
+        text(&out)
+    );
+
+    // The server asked the API server: its access reviews are counted.
+    let metrics = reqwest_metrics(hook).await;
+    assert!(
+        metrics.contains("infergate_access_reviews_total"),
+        "{metrics}"
+    );
+}
+
+/// The webhook server's `/metrics` text.
+async fn reqwest_metrics(hook: &Webhook) -> String {
+    let url = format!("http://127.0.0.1:{}/metrics", hook.probe);
+    let out = std::process::Command::new("curl")
+        .args(["-s", &url])
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
