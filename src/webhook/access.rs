@@ -20,8 +20,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 
 use crate::engine::FieldError;
-use crate::metrics::Metrics;
 use crate::engine::references::Reference;
+use crate::metrics::Metrics;
 
 /// How long an answer is kept, per user and object.
 pub const CACHE_TTL: Duration = Duration::from_secs(60);
@@ -299,3 +299,6 @@ fn unchecked(user: &UserInfo, namespace: &str, r: &Reference, why: &str) -> Fiel
         ),
     )
 }
+
+#[cfg(test)]
+mod tests;

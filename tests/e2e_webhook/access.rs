@@ -106,9 +106,7 @@ async fn a_requester_makes_the_pods_use_only_what_the_requester_may_use() {
     let said = text(&out);
     assert!(!out.status.success(), "alice was admitted: {said}");
     assert!(
-        said.contains(&format!(
-            "The InferenceService \"chat\" is invalid"
-        )),
+        said.contains(&format!("The InferenceService \"chat\" is invalid")),
         "{said}"
     );
     for (field, object) in [
@@ -128,7 +126,9 @@ async fn a_requester_makes_the_pods_use_only_what_the_requester_may_use() {
         ),
     ] {
         assert!(
-            said.contains(&format!("{field}: Forbidden: user \"alice\" may not {object}")),
+            said.contains(&format!(
+                "{field}: Forbidden: user \"alice\" may not {object}"
+            )),
             "the denial names {field}, the object and the verb: {said}"
         );
     }

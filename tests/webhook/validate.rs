@@ -251,3 +251,41 @@ async fn a_new_version_mid_rollout_is_admitted_with_a_restart_warning() {
     assert_eq!(resp["allowed"], true, "{resp}");
     assert!(resp["warnings"].is_null(), "{resp}");
 }
+
+/// A service write that adds a reference to a Secret waits for its access
+/// review, through the router as the API server calls it: a server without
+/// an API server to ask denies it (fails closed) with the field named, and
+/// only after every other rule passed; the same service without the
+/// reference is admitted without a review.
+#[tokio::test]
+async fn a_reference_the_server_cannot_review_is_denied_with_its_field() {
+    let st = webhook_state();
+    let mut req = review_fixture("mutate-create-minimal.json");
+    req["request"]["userInfo"] = json!({"username": "alice", "groups": ["team-a"]});
+    let object = &mut req["request"]["object"]["spec"];
+    object["engine"]["image"] = json!(ENGINE_IMAGE);
+    let plain = req.clone();
+    req["request"]["object"]["spec"]["engine"]["env"] = json!([
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    ]);
+    let resp = review(&st, "/validate", &req).await;
+    assert_eq!(resp["allowed"], false, "{resp}");
+    assert_eq!(resp["status"]["code"], 422, "{resp}");
+    assert_eq!(
+        causes(&resp),
+        ["spec.engine.env[0].valueFrom.secretKeyRef.name"]
+    );
+    let message = resp["status"]["message"].as_str().unwrap();
+    assert!(
+        message
+            .contains("could not check whether user \"alice\" may get secrets for Secret \"hf\"")
+            && message.contains("infergate fails closed"),
+        "{message}"
+    );
+    assert_eq!(
+        resp["status"]["details"]["causes"][0]["reason"],
+        "FieldValueForbidden"
+    );
+    let resp = review(&st, "/validate", &plain).await;
+    assert_eq!(resp["allowed"], true, "{resp}");
+}
