@@ -1,19 +1,24 @@
 //! End-to-end with a real scheduler: kube-apiserver, kube-scheduler and kwok
-//! (which plays the kubelet of fake Nodes). One CPU Node and one GPU Node
-//! (tainted `nvidia.com/gpu=present:NoSchedule`, eight `nvidia.com/gpu`)
-//! serve every test of this binary; each test takes a fresh namespace. No
-//! test writes a pod's status: the scheduler binds, kwok runs.
+//! (which plays the kubelet of fake Nodes). A CPU pool and two GPU pools,
+//! each tainted `nvidia.com/gpu=present:NoSchedule` and labelled with its
+//! accelerator (an H100 Node with eight `nvidia.com/gpu`, an L4 Node with
+//! one), described by two AcceleratorClasses, serve every test of this
+//! binary, with one reconciler; each test takes a fresh namespace. The
+//! scheduler binds, kwok runs; only the image-pull and crash-loop test
+//! writes container statuses, as a kubelet would, on pods kwok has run.
 
 mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
+use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
 use support::scheduler::{RUN_WAIT, Scheduling, kwok_node, pod_condition, scheduling};
 use support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, eventually};
@@ -21,17 +26,29 @@ use support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, e
 const GPU_TAINT: &str = "nvidia.com/gpu";
 const ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
 const H100: &str = "nvidia-h100-80gb";
+const L4: &str = "nvidia-l4";
 
-/// The two Nodes of this run (names unique to the test process).
+/// The Nodes and AcceleratorClasses of this run (names unique to the test process).
 struct Nodes {
     cpu: String,
     gpu: String,
+    /// The AcceleratorClass of the H100 pool (8 devices per node).
+    h100_class: String,
+    /// The AcceleratorClass of the L4 pool. It claims 2 devices per node
+    /// while its Node offers 1 (as when a device plugin reports fewer GPUs
+    /// than the machine type has): admission lets a 2-GPU replica through
+    /// and only the scheduler can say that it fits nowhere.
+    l4_class: String,
 }
 
 static NODES: OnceCell<Nodes> = OnceCell::const_new();
 
+/// The one reconciler of this binary (a test that started its own would
+/// share the Lease with the others and wait for its term).
+static RECONCILER: OnceCell<Reconciler> = OnceCell::const_new();
+
 /// What every test runs against: the control plane, a client, the scheduler
-/// and kwok, and the two Nodes.
+/// and kwok, and the Nodes and classes.
 type Env = (
     &'static ControlPlane,
     Client,
@@ -39,7 +56,32 @@ type Env = (
     &'static Nodes,
 );
 
-/// The control plane, the scheduler and kwok, and the two Nodes.
+/// The GPU pools' taint, as GKE sets it.
+fn gpu_taint() -> Taint {
+    Taint {
+        key: GPU_TAINT.into(),
+        value: Some("present".into()),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    }
+}
+
+/// The AcceleratorClass `name` of the pool labelled `label`.
+fn class(name: &str, label: &str, devices: i32) -> AcceleratorClass {
+    serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "AcceleratorClass",
+        "metadata": {"name": name},
+        "spec": {
+            "vendor": "nvidia", "memoryPerDevice": "80Gi", "devicesPerNode": devices,
+            "nodeSelector": {ACCELERATOR_LABEL: label},
+            "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+        }
+    }))
+    .expect("class json")
+}
+
+/// The control plane, the scheduler and kwok, the Nodes and classes, and
+/// the reconciler.
 async fn setup() -> Env {
     support::init_tracing();
     let cp = control_plane().await;
@@ -60,12 +102,7 @@ async fn setup() -> Env {
                     kwok_node(
                         &format!("gpu-h100-{run}"),
                         &[(ACCELERATOR_LABEL, H100)],
-                        vec![Taint {
-                            key: GPU_TAINT.into(),
-                            value: Some("present".into()),
-                            effect: "NoSchedule".into(),
-                            ..Taint::default()
-                        }],
+                        vec![gpu_taint()],
                         &[("nvidia.com/gpu", "8")],
                     ),
                 )
@@ -75,10 +112,42 @@ async fn setup() -> Env {
                 "8",
                 "kwok keeps the allocatable the Node was written with"
             );
+            sched
+                .create_node(
+                    &client,
+                    kwok_node(
+                        &format!("gpu-l4-{run}"),
+                        &[(ACCELERATOR_LABEL, L4)],
+                        vec![gpu_taint()],
+                        &[("nvidia.com/gpu", "1")],
+                    ),
+                )
+                .await;
+            cp.install_crds().await;
+            let h100_class = format!("h100-{run}");
+            let l4_class = format!("l4-{run}");
+            let classes: Api<AcceleratorClass> = Api::all(client.clone());
+            for c in [class(&h100_class, H100, 8), class(&l4_class, L4, 2)] {
+                classes
+                    .create(&PostParams::default(), &c)
+                    .await
+                    .unwrap_or_else(|e| panic!("creating AcceleratorClass {}: {e}", c.name_any()));
+            }
             Nodes {
                 cpu: cpu.name_any(),
                 gpu: gpu.name_any(),
+                h100_class,
+                l4_class,
             }
+        })
+        .await;
+    RECONCILER
+        .get_or_init(|| async {
+            cp.ensure_namespace(SYSTEM_NAMESPACE).await;
+            Reconciler::start(
+                cp.kubeconfig().to_path_buf(),
+                support::reconcile_config("scheduling-reconciler"),
+            )
         })
         .await;
     (cp, client, sched, nodes)
@@ -210,12 +279,6 @@ async fn gpu_pod_with_toleration_runs_on_the_gpu_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inference_service_becomes_ready_on_scheduled_pods() {
     let (cp, client, sched, nodes) = setup().await;
-    cp.install_crds().await;
-    cp.ensure_namespace(SYSTEM_NAMESPACE).await;
-    let _reconciler = Reconciler::start(
-        cp.kubeconfig().to_path_buf(),
-        support::reconcile_config("scheduling-reconciler"),
-    );
     let ns = cp.fresh_namespace("sched-service").await;
     let svc: InferenceService = serde_json::from_value(json!({
         "apiVersion": "infergate.dev/v1beta1",
@@ -283,4 +346,258 @@ async fn inference_service_becomes_ready_on_scheduled_pods() {
             .iter()
             .any(|t| t.key == GPU_TAINT)
     );
+}
+
+/// Create the InferenceService `chat` in `ns` with `spec` (model and engine added).
+async fn create_service(client: &Client, ns: &str, mut spec: serde_json::Value) {
+    spec["model"] = json!({"ref": "llama3-70b"});
+    if spec["engine"]["image"].is_null() {
+        spec["engine"]["image"] = json!("registry.example.com/vllm:0.9");
+    }
+    let svc: InferenceService = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": ns},
+        "spec": spec,
+    }))
+    .expect("service json");
+    Api::<InferenceService>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap_or_else(|e| panic!("creating {ns}/chat: {e}"));
+}
+
+/// Wait until service `chat`'s Ready condition has `reason`; return it as
+/// `kubectl get infsvc -o yaml` shows it (what a user reads).
+async fn ready_reason(
+    cp: &ControlPlane,
+    sched: &Scheduling,
+    ns: &str,
+    reason: &str,
+) -> serde_json::Value {
+    eventually(
+        &format!("service {ns}/chat Ready with reason {reason}"),
+        RUN_WAIT,
+        async || {
+            sched.ensure_running();
+            let out = cp.kubectl(&["get", "-n", ns, "infsvc", "chat", "-o", "yaml"]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let svc: serde_json::Value =
+                serde_saphyr::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+            let ready = svc["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+                .cloned()
+                .ok_or_else(|| format!("no Ready condition yet: {text}"))?;
+            if ready["reason"] == reason {
+                Ok(ready)
+            } else {
+                Err(format!("Ready {ready}; {}", sched.logs(5)))
+            }
+        },
+    )
+    .await
+}
+
+/// The pods of `chat` in `ns`.
+async fn service_pods(client: &Client, ns: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels("infergate.dev/service=chat"))
+        .await
+        .expect("listing pods")
+        .items
+}
+
+/// A tensor-parallel service on the H100 class: the real scheduler puts
+/// its pod on the H100 Node (the class's toleration and selector), kwok
+/// runs it, and the service becomes Ready; the pod carries /dev/shm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tensor_parallel_service_runs_on_its_gpu_pool() {
+    let (cp, client, sched, nodes) = setup().await;
+    let ns = cp.fresh_namespace("sched-h100").await;
+    create_service(
+        &client,
+        &ns,
+        json!({"accelerator": {"class": nodes.h100_class}, "parallelism": {"tensor": 2}}),
+    )
+    .await;
+    let ready = ready_reason(cp, sched, &ns, "Available").await;
+    assert_eq!(ready["status"], "True", "{ready}");
+
+    let pods = service_pods(&client, &ns).await;
+    assert_eq!(pods.len(), 1, "{pods:#?}");
+    let pod = &pods[0];
+    let spec = pod.spec.as_ref().expect("spec");
+    assert_eq!(spec.node_name.as_deref(), Some(nodes.gpu.as_str()));
+    assert_eq!(
+        spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .limits
+            .as_ref()
+            .unwrap()["nvidia.com/gpu"]
+            .0,
+        "2"
+    );
+    let shm = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "dshm")
+        .expect("a /dev/shm volume");
+    assert_eq!(
+        shm.empty_dir.as_ref().and_then(|e| e.medium.as_deref()),
+        Some("Memory")
+    );
+}
+
+/// The same service on the L4 class fits no Node: its pod stays Pending
+/// and the service's Ready condition carries the scheduler's own message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_no_node_can_hold_says_why_in_its_status() {
+    let (cp, client, sched, nodes) = setup().await;
+    let ns = cp.fresh_namespace("sched-l4").await;
+    create_service(
+        &client,
+        &ns,
+        json!({"accelerator": {"class": nodes.l4_class}, "parallelism": {"tensor": 2}}),
+    )
+    .await;
+    let ready = ready_reason(cp, sched, &ns, "Unschedulable").await;
+    assert_eq!(ready["status"], "False", "{ready}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("0/") && message.contains("nodes are available"),
+        "the scheduler's message: {message}"
+    );
+    assert!(
+        message.contains("Insufficient nvidia.com/gpu"),
+        "the L4 Node has one GPU: {message}"
+    );
+    let pods = service_pods(&client, &ns).await;
+    assert!(
+        pods.iter()
+            .all(|p| p.spec.as_ref().unwrap().node_name.is_none()),
+        "nothing was bound: {pods:#?}"
+    );
+    let (_, reason, scheduler) = pod_condition(&pods[0], "PodScheduled").expect("PodScheduled");
+    assert_eq!(reason, "Unschedulable");
+    assert!(
+        message.contains(
+            scheduler
+                .trim_end_matches('.')
+                .split(" preemption")
+                .next()
+                .unwrap()
+        ),
+        "the status repeats the pod's message verbatim:\n{message}\n{scheduler}"
+    );
+}
+
+/// Write what a kubelet writes when a running engine's image can no longer
+/// be pulled (`ImagePullBackOff`) or it keeps crashing (`CrashLoopBackOff`),
+/// on the pods kwok runs; the service names the image, or the exit code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_pull_failures_and_crash_loops_are_named() {
+    let (cp, client, sched, _) = setup().await;
+    let ns = cp.fresh_namespace("sched-broken").await;
+    create_service(
+        &client,
+        &ns,
+        json!({"engine": {"image": "registry.example.com/vllm:gone"}, "resources": {"cpu": "1"}}),
+    )
+    .await;
+    ready_reason(cp, sched, &ns, "Available").await;
+    let pods = service_pods(&client, &ns).await;
+    let name = pods[0].name_any();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let now = "2026-11-26T12:00:00Z";
+    let write = |waiting: serde_json::Value, last: serde_json::Value| {
+        json!({"status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
+                {"type": "ContainersReady", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                {"type": "Initialized", "status": "True", "lastTransitionTime": now}
+            ],
+            "containerStatuses": [{
+                "name": "engine", "image": "registry.example.com/vllm:gone", "imageID": "",
+                "ready": false, "restartCount": 4,
+                "state": {"waiting": waiting}, "lastState": last
+            }]
+        }})
+    };
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(write(
+            json!({"reason": "ImagePullBackOff",
+                   "message": "Back-off pulling image \"registry.example.com/vllm:gone\""}),
+            json!({}),
+        )),
+    )
+    .await
+    .expect("writing the pull failure");
+    let ready = ready_reason(cp, sched, &ns, "ImagePullFailed").await;
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("registry.example.com/vllm:gone"),
+        "names the image: {message}"
+    );
+
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(write(
+            json!({"reason": "CrashLoopBackOff",
+                   "message": "back-off 40s restarting failed container=engine"}),
+            json!({"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                                  "startedAt": now, "finishedAt": now}}),
+        )),
+    )
+    .await
+    .expect("writing the crash loop");
+    let ready = ready_reason(cp, sched, &ns, "CrashLooping").await;
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("137") && message.contains("OOMKilled"),
+        "names the exit code and reason: {message}"
+    );
+}
+
+/// A class deleted under a running service: Ready=False with reason
+/// AcceleratorClassNotFound, and the Deployment is left exactly as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_class_leaves_the_children_as_they_are() {
+    let (cp, client, sched, _) = setup().await;
+    let ns = cp.fresh_namespace("sched-gone").await;
+    let name = format!("short-lived-{}", std::process::id());
+    let classes: Api<AcceleratorClass> = Api::all(client.clone());
+    classes
+        .create(&PostParams::default(), &class(&name, H100, 8))
+        .await
+        .expect("class");
+    create_service(&client, &ns, json!({"accelerator": {"class": name}})).await;
+    ready_reason(cp, sched, &ns, "Available").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let before = deployments.get("chat").await.expect("deployment");
+
+    classes
+        .delete(&name, &Default::default())
+        .await
+        .expect("deleting the class");
+    let ready = ready_reason(cp, sched, &ns, "AcceleratorClassNotFound").await;
+    assert_eq!(ready["status"], "False");
+    assert!(
+        ready["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&name),
+        "{ready}"
+    );
+    let after = deployments.get("chat").await.expect("deployment");
+    assert_eq!(after.metadata.generation, before.metadata.generation);
+    assert_eq!(after.spec, before.spec, "the Deployment is left as it was");
 }

@@ -106,7 +106,7 @@ async fn a_requester_makes_the_pods_use_only_what_the_requester_may_use() {
     let said = text(&out);
     assert!(!out.status.success(), "alice was admitted: {said}");
     assert!(
-        said.contains(&format!("The InferenceService \"chat\" is invalid")),
+        said.contains("The InferenceService \"chat\" is invalid"),
         "{said}"
     );
     for (field, object) in [
