@@ -14,7 +14,7 @@ help:
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
-dev: control-plane kuberay upstream-crds
+dev: control-plane kuberay upstream-crds tools
 	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 

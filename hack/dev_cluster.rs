@@ -7,7 +7,10 @@
 //! `infergate certs`, registers the webhooks by URL, applies the example
 //! policies and one service of each backend (the RayService's graph from a
 //! local HTTPS server), and shows a denied spec, a defaulted one with its
-//! provenance, and the children the reconciler made. It stays up until
+//! provenance, and the children the reconciler made. GPU node pools are
+//! kwok Nodes under the real kube-scheduler: the example AcceleratorClasses,
+//! a tensor-parallel service scheduled onto its pool, and one that no Node
+//! can hold, with the scheduler's reason in its status. It stays up until
 //! Ctrl-C, then tears everything down.
 //!
 //! Built as a cargo example so it shares the end-to-end tests' harness.
@@ -68,6 +71,109 @@ async fn main() -> ExitCode {
 /// platform policy (whose graph hosts are `graphs.example.com`) does not
 /// apply, and its own policy allows the local graph server.
 const RAY_NAMESPACE: &str = "ml-dev";
+
+/// GPU node pools as a cloud has them: kwok Nodes (an H100 pool of one
+/// 8-GPU Node and an L4 pool, both tainted and labelled like GKE's) under
+/// the real kube-scheduler, the example AcceleratorClasses, the example
+/// service scheduled onto the H100 pool, and one that no Node can hold,
+/// with the scheduler's reason in its status.
+async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
+    use support::scheduler::kwok_node;
+    say("GPU node pools: kube-scheduler and kwok Nodes (an H100 pool, an L4 pool, both tainted)");
+    let sched = support::scheduler::scheduling(cp).await;
+    let client = cp.client().await;
+    let taint = || k8s_openapi::api::core::v1::Taint {
+        key: "nvidia.com/gpu".into(),
+        value: Some("present".into()),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
+    sched
+        .create_node(
+            &client,
+            kwok_node(
+                "gke-h100-serving-0",
+                &[
+                    ("cloud.google.com/gke-accelerator", "nvidia-h100-80gb"),
+                    ("cloud.google.com/gke-nodepool", "h100-serving"),
+                    ("topology.kubernetes.io/zone", "us-central1-a"),
+                ],
+                vec![taint()],
+                &[("nvidia.com/gpu", "8")],
+            ),
+        )
+        .await;
+    sched
+        .create_node(
+            &client,
+            kwok_node(
+                "gke-l4-pool-0",
+                &[
+                    ("cloud.google.com/gke-accelerator", "nvidia-l4"),
+                    ("cloud.google.com/gke-nodepool", "l4-pool"),
+                    ("topology.kubernetes.io/zone", "us-central1-b"),
+                ],
+                vec![taint()],
+                &[("nvidia.com/gpu", "1")],
+            ),
+        )
+        .await;
+    show(&cp.kubectl(&["get", "nodes", "-L", "cloud.google.com/gke-accelerator"]));
+    let classes = repo("examples/good/accelerator-classes.yaml");
+    eprintln!("$ kubectl apply -f {}", classes.display());
+    show(&cp.kubectl(&["apply", "-f", &classes.to_string_lossy()]));
+    // What the example service refers to: its PriorityClass and Secrets.
+    show(&cp.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: inference-high}}\nvalue: 100000\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: hf-token, namespace: {NAMESPACE}}}\nstringData: {{token: not-a-real-token}}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: registry-creds, namespace: {NAMESPACE}}}\ntype: kubernetes.io/dockerconfigjson\nstringData: {{.dockerconfigjson: '{{\"auths\":{{}}}}'}}\n"
+        ),
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    say("a tensor-parallel service on the H100 class: scheduled onto the H100 pool");
+    let example = repo("examples/good/gpu-node-pool.yaml");
+    eprintln!("$ kubectl apply -f {}", example.display());
+    show(&cp.kubectl(&["apply", "-f", &example.to_string_lossy()]));
+    let ready = wait_ready_reason(cp, "chat-27b", &["Available"]).await;
+    eprintln!("chat-27b: Ready {ready}");
+
+    say("one that no Node can hold: 8 GPUs per replica where 4 are left");
+    let big = format!(
+        "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata: {{name: chat-405b, namespace: {NAMESPACE}}}\nspec:\n  model: {{ref: meta-llama/llama-3.1-405b-instruct-fp8}}\n  engine: {{image: registry.example.com/vllm:0.9}}\n  accelerator: {{class: h100-80gb}}\n  parallelism: {{tensor: 8}}\n"
+    );
+    show(&cp.kubectl_stdin(&["apply", "-f", "-"], &big));
+    let ready = wait_ready_reason(cp, "chat-405b", &["Unschedulable"]).await;
+    eprintln!("$ kubectl get infsvc chat-405b -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")]}}'");
+    eprintln!("{ready}");
+    Ok(())
+}
+
+/// The Ready condition of `name` once its reason is one of `reasons` (or
+/// whatever it is after a minute), as JSON.
+async fn wait_ready_reason(cp: &support::ControlPlane, name: &str, reasons: &[&str]) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = cp.kubectl(&[
+            "get",
+            "infsvc",
+            name,
+            "-n",
+            NAMESPACE,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")]}",
+        ]);
+        let ready = String::from_utf8_lossy(&out.stdout).into_owned();
+        let reason = serde_json::from_str::<serde_json::Value>(&ready)
+            .ok()
+            .and_then(|v| v["reason"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        if reasons.contains(&reason.as_str()) || std::time::Instant::now() > deadline {
+            return ready;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
 
 async fn run() -> Result<(), String> {
     let infergate = infergate_binary()?;
@@ -131,6 +237,8 @@ async fn run() -> Result<(), String> {
     eprintln!("$ kubectl get infsvc chat -n {NAMESPACE} -o yaml");
     show(&cp.kubectl(&["get", "infsvc", "chat", "-n", NAMESPACE, "-o", "yaml"]));
 
+    gpu_pools(&cp).await?;
+
     say(&format!(
         "backend RayService: examples/good/rayservice.yaml in {RAY_NAMESPACE}, its graph served locally"
     ));
@@ -181,6 +289,7 @@ async fn run() -> Result<(), String> {
             "app.kubernetes.io/managed-by=infergate",
         ],
         vec!["get", "rayservice,raycluster", "-n", RAY_NAMESPACE],
+        vec!["get", "pods", "-n", NAMESPACE, "-o", "wide"],
     ] {
         eprintln!("$ kubectl {}", args.join(" "));
         show(&cp.kubectl(&args));
@@ -203,6 +312,12 @@ async fn run() -> Result<(), String> {
     );
     eprintln!(
         "  kubectl describe infsvc rag-pipeline -n {RAY_NAMESPACE}       # GraphReady and the events"
+    );
+    eprintln!(
+        "  kubectl get accel,nodes                                    # the GPU pools and their classes"
+    );
+    eprintln!(
+        "  kubectl get infsvc chat-405b -n {NAMESPACE} -o yaml          # Ready=False, Unschedulable, the scheduler's words"
     );
     eprintln!("  kubectl apply -f examples/good/canary.yaml");
     eprintln!("  curl -s http://127.0.0.1:{probe}/metrics | grep infergate_");
