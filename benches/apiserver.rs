@@ -55,6 +55,14 @@
 //! the no-op's thread per operation, and infergate's own handling time per
 //! request (`infergate_admission_duration_seconds`).
 //!
+//! **C. Access reviews** (run between A and B). With infergate's webhooks
+//! registered, `INFERGATE_APISERVER_OPS` creates of each, alternating: the
+//! small spec; the small spec with `engine.env` taking a value from a Secret
+//! no create named before (one SubjectAccessReview each); and from the same
+//! Secret every time (answered from the 60 s cache). Reported: p50/p90/p99
+//! of each, the p50s over the plain create, and the reviews infergate sent
+//! and answered from its cache (`infergate_access_reviews_total`).
+//!
 //! **B. Conversion at scale.** With infergate's webhooks registered,
 //! `INFERGATE_APISERVER_SERVICES` (10,000) v1beta1 services (the small spec,
 //! defaulted by the mutating webhook) are created, 16 at a time, across 5
@@ -540,6 +548,79 @@ fn small_service(ns: &str, name: &str) -> InferenceService {
         }
     }))
     .expect("service")
+}
+
+/// Part C: creates of the small spec with no reference, with a reference
+/// to a Secret no create named before (one SubjectAccessReview each), and
+/// with the same Secret again (answered from the cache), alternating; their
+/// latencies and the reviews infergate made, from its own counters.
+async fn access_reviews(servers: &Servers, api: &Api<InferenceService>, ns: &str, ops: usize) {
+    const KINDS: [&str; 3] = ["no reference", "new Secret", "same Secret"];
+    let mut latency: [Vec<u64>; 3] = Default::default();
+    let before = scrape(servers.infergate.probe_port).await;
+    for i in 0..ops + WARMUP {
+        for (k, samples) in latency.iter_mut().enumerate() {
+            let mut svc = small_service(ns, &format!("access-{k}-{i}"));
+            let secret = match k {
+                0 => None,
+                1 => Some(format!("token-{i}")),
+                _ => Some("shared".to_owned()),
+            };
+            if let (Some(name), Some(engine)) = (secret, svc.spec.engine.as_mut()) {
+                engine.env = vec![
+                    serde_json::from_value(json!({
+                        "name": "HF_TOKEN",
+                        "valueFrom": {"secretKeyRef": {"name": name, "key": "token"}}
+                    }))
+                    .expect("env"),
+                ];
+            }
+            let t = Instant::now();
+            api.create(&PostParams::default(), &svc)
+                .await
+                .unwrap_or_else(|e| panic!("create access-{k}-{i}: {e}"));
+            if i >= WARMUP {
+                samples.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+            }
+        }
+    }
+    let after = scrape(servers.infergate.probe_port).await;
+    let count = |result: &str| {
+        let label = format!("result=\"{result}\"");
+        metric_sum(&after, "infergate_access_reviews_total", &[&label])
+            - metric_sum(&before, "infergate_access_reviews_total", &[&label])
+    };
+    let creates = (ops + WARMUP) as f64;
+    for (k, samples) in latency.iter_mut().enumerate() {
+        samples.sort_unstable();
+        println!(
+            "C {:<13} p50 {:6.2} ms  p90 {:6.2} ms  p99 {:6.2} ms",
+            KINDS[k],
+            pct(samples, 0.5),
+            pct(samples, 0.9),
+            pct(samples, 0.99)
+        );
+    }
+    let base = pct(&latency[0], 0.5);
+    println!(
+        "C p50 over no reference: new Secret {:+.2} ms ({:.2}x), same Secret {:+.2} ms ({:.2}x)",
+        pct(&latency[1], 0.5) - base,
+        pct(&latency[1], 0.5) / base,
+        pct(&latency[2], 0.5) - base,
+        pct(&latency[2], 0.5) / base
+    );
+    println!(
+        "C access reviews sent: {:.0} (allowed {:.0}, denied {:.0}, failed {:.0}, timeout {:.0}) for {creates:.0} creates with a new Secret; answered from the cache: {:.0} for {creates:.0} with the same one",
+        count("allowed") + count("denied") + count("failed") + count("timeout"),
+        count("allowed"),
+        count("denied"),
+        count("failed"),
+        count("timeout"),
+        count("cached")
+    );
+    let _ = api
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
 }
 
 async fn delete_if_present<K>(api: Api<K>)
@@ -1187,6 +1268,14 @@ async fn run() {
             v.sort_unstable();
         }
     }
+
+    // ------------------------------------------------------------- C
+    println!(
+        "\n-- C: access reviews, {} creates of each kind (alternating, one client, infergate's webhooks)",
+        s.ops
+    );
+    switch(cp, &servers, &client, &ns, Hooks::Infergate, None).await;
+    access_reviews(&servers, &api, &ns, s.ops).await;
 
     // ------------------------------------------------------------- B
     println!("\n-- B: conversion at scale, {} services", s.services);
