@@ -49,6 +49,11 @@ by the ClusterRole (every namespace) or by a Role in each managed namespace.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Why a track's engine pods do not start (the Ready condition): a watch
+# on them, metadata and status; the canary's restarts for the rollout.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
