@@ -1,5 +1,6 @@
 //! What every reconcile of one leadership term shares: the client, the
-//! configuration, the writer, the shared state and the children's caches.
+//! configuration, the writer, the shared state, the children's caches and
+//! the states of the engine pods.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,6 +12,7 @@ use super::apply::{Applied, Writer};
 use super::config::Config;
 use super::error::Error;
 use super::kinds::{ChildCaches, ChildKind};
+use super::pods::PodStates;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::state::ClusterState;
@@ -25,6 +27,8 @@ pub struct Ctx {
     pub(super) state: Arc<ClusterState>,
     /// Every child kind's cache and, for an optional CRD, its discovery.
     pub(super) children: ChildCaches,
+    /// Why the not-ready engine pods of each service's tracks are not ready.
+    pub(super) pods: Arc<PodStates>,
     /// Built on first use (Deployment-only clusters never load the roots).
     pub(super) graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     /// Consecutive failures per service, for backoff.
@@ -39,6 +43,7 @@ impl Ctx {
         writer: Writer,
         state: Arc<ClusterState>,
         children: ChildCaches,
+        pods: Arc<PodStates>,
         graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     ) -> Self {
         Self {
@@ -47,6 +52,7 @@ impl Ctx {
             writer,
             state,
             children,
+            pods,
             graph_fetcher,
             failures: Mutex::new(HashMap::new()),
         }

@@ -1,6 +1,7 @@
 //! The kube-runtime Controller on InferenceService for one leadership term:
-//! the watches of every child kind, the context every reconcile shares
-//! ([`Ctx`]), and the wiring from the watches to [`super::flow`].
+//! the watches of every child kind and of the engine pods, the context
+//! every reconcile shares ([`Ctx`]), and the wiring from the watches to
+//! [`super::flow`].
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use super::config::Config;
 use super::context::Ctx;
 use super::error::Error;
 use super::flow::{error_policy, reconcile};
+use super::pods::{self, PodStates};
 use super::watches::{ChildWatches, service_triggers};
 use crate::api::MANAGER;
 use crate::state::ClusterState;
@@ -50,6 +52,10 @@ pub async fn run_controller(
         synced,
         triggers,
     } = ChildWatches::start(&mut tasks, &client, &config.scope, crd_tx);
+    // Not waited for: a service whose pods' summary the first list changes
+    // is reconciled again.
+    let pod_states = Arc::new(PodStates::default());
+    let pod_changes = pods::watch::start(&mut tasks, &client, &config.scope, pod_states.clone());
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
         let _ = graph_fetcher.set(f);
@@ -89,6 +95,7 @@ pub async fn run_controller(
         writer,
         state,
         caches,
+        pod_states,
         graph_fetcher,
     ));
 
@@ -108,6 +115,7 @@ pub async fn run_controller(
     triggers
         .attach(controller)
         .reconcile_all_on(reconcile_all)
+        .reconcile_on(pod_changes)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

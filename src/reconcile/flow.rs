@@ -620,6 +620,9 @@ async fn apply_all(
     defaulted: &InferenceService,
     desired: Desired,
 ) -> Result<Outcome, Error> {
+    // Why a track's pods are not ready, from the watch on the engine pods.
+    let ns = svc.namespace().unwrap_or_default();
+    let blocker = |track| ctx.pods.worst(&ns, &svc.name_any(), track);
     let primary = ctx.apply_and_read(svc, &desired.primary).await?;
     ctx.apply(svc, &desired.primary_service).await?;
     let canary_name = builders::child_name(defaulted, Track::Canary);
@@ -627,7 +630,7 @@ async fn apply_all(
         Some((deployment, service)) => {
             let d = ctx.apply_and_read(svc, &deployment).await?;
             ctx.apply(svc, &service).await?;
-            Some(Rollout::of(&d))
+            Some(Rollout::of(&d).with_blocker(blocker(Track::Canary)))
         }
         // Deleted below, once the route no longer names it.
         None => None,
@@ -714,7 +717,7 @@ async fn apply_all(
         ctx.delete::<Service>(svc, &canary_name).await?;
     }
     Ok(Outcome::Applied {
-        primary: Rollout::of(&primary),
+        primary: Rollout::of(&primary).with_blocker(blocker(Track::Primary)),
         canary,
         routing,
         routed_weight,

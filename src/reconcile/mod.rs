@@ -12,6 +12,8 @@
 //!   service events), running [`flow`] with a [`context::Ctx`];
 //! - [`flow`]: one reconcile per backend (`progress` drives a rollout);
 //!   [`apply`] writes children, status and events;
+//! - [`pods`]: why an engine pod does not start, from a watch on the
+//!   engine pods, for the `Ready` condition;
 //! - [`children`]: the desired children as pure functions (Deployments,
 //!   Services, HPAs, and the HTTPRoute and RayService types infergate writes);
 //! - [`graph`]: from `spec.graph` to the desired RayService (Secret, fetch
@@ -31,6 +33,7 @@ pub mod flow;
 pub mod graph;
 pub mod kinds;
 mod lease;
+pub mod pods;
 mod progress;
 pub mod rollout;
 pub mod status;

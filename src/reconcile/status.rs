@@ -9,6 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::v1beta1::{CanaryStatus, InferenceServiceStatus};
+use crate::reconcile::children::Track;
+use crate::reconcile::pods::PodState;
 
 /// The service serves: every wanted replica of every track is ready and up to date.
 pub const READY: &str = "Ready";
@@ -21,8 +23,9 @@ pub const POLICY_COMPLIANT: &str = "PolicyCompliant";
 /// The serving graph was fetched, decoded and validated (`backend: RayService`).
 pub const GRAPH_READY: &str = "GraphReady";
 
-/// What a Deployment reports about its rollout.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a Deployment reports about its rollout, and why its pods are not
+/// ready.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rollout {
     /// `spec.replicas` (after the HPA, when it manages the Deployment).
     pub desired: i32,
@@ -32,6 +35,10 @@ pub struct Rollout {
     pub updated: i32,
     /// The deployment controller has seen the current spec.
     pub observed: bool,
+    /// The most telling state among the track's not-ready pods (from the
+    /// watch on the engine pods); `None` when none is known. Boxed: most
+    /// tracks have none, and an outcome carries two tracks.
+    pub blocker: Option<Box<PodState>>,
 }
 
 impl Rollout {
@@ -51,7 +58,28 @@ impl Rollout {
             ready: st.ready_replicas.unwrap_or(0),
             updated: st.updated_replicas.unwrap_or(0),
             observed,
+            blocker: None,
         }
+    }
+
+    /// The same rollout, with why its pods are not ready.
+    #[must_use]
+    pub fn with_blocker(self, blocker: Option<PodState>) -> Self {
+        Self {
+            blocker: blocker.map(Box::new),
+            ..self
+        }
+    }
+
+    /// Why the track serves fewer replicas than it wants, when its pods say:
+    /// the rollout is not complete, fewer replicas are ready than desired,
+    /// and a pod of the track is not ready.
+    #[must_use]
+    pub fn blocked(&self) -> Option<&PodState> {
+        if self.complete() || self.ready >= self.desired {
+            return None;
+        }
+        self.blocker.as_deref().filter(|b| b.rank().is_some())
     }
 
     /// Every wanted replica is ready and runs the current template.
@@ -223,6 +251,14 @@ pub enum Reason {
     Ready,
     /// The service's AcceleratorClass does not exist.
     AcceleratorClassNotFound,
+    /// A track's pods find no node (the scheduler's message).
+    Unschedulable,
+    /// A track's pods cannot pull their image.
+    ImagePullFailed,
+    /// A track's engine container keeps exiting.
+    CrashLooping,
+    /// A track's pods are placed and not ready yet.
+    Starting,
 }
 
 impl Reason {
@@ -255,6 +291,10 @@ impl Reason {
             Reason::Deleted => "Deleted",
             Reason::Ready => "Ready",
             Reason::AcceleratorClassNotFound => "AcceleratorClassNotFound",
+            Reason::Unschedulable => "Unschedulable",
+            Reason::ImagePullFailed => "ImagePullFailed",
+            Reason::CrashLooping => "CrashLooping",
+            Reason::Starting => "Starting",
         }
     }
 
@@ -273,6 +313,9 @@ impl Reason {
                 | Reason::RouteNotAccepted
                 | Reason::RayServiceNotInstalled
                 | Reason::AcceleratorClassNotFound
+                | Reason::Unschedulable
+                | Reason::ImagePullFailed
+                | Reason::CrashLooping
                 | Reason::Graph(_)
         )
     }
@@ -361,6 +404,64 @@ fn rollout_message(primary: &Rollout, canary: Option<&Rollout>) -> String {
     msg
 }
 
+/// `Ready=False` for the most telling pod state among the tracks that are
+/// short of ready replicas (the primary's on a tie); `None` when no such
+/// track's pods say why.
+fn blocked_ready(primary: &Rollout, canary: Option<&Rollout>) -> Option<Cond> {
+    let tracks = [(Track::Primary, Some(primary)), (Track::Canary, canary)];
+    let (track, rollout, state) = tracks
+        .into_iter()
+        .filter_map(|(t, r)| {
+            let r = r?;
+            let state = r.blocked()?;
+            Some((state.rank()?, (t, r, state)))
+        })
+        .min_by_key(|(rank, _)| *rank)?
+        .1;
+    let counts = format!(
+        "{}: {}/{} replicas ready",
+        track.as_str(),
+        rollout.ready,
+        rollout.desired
+    );
+    let (reason, message) = match state {
+        PodState::Ready => return None,
+        PodState::Unschedulable { message } if message.is_empty() => (
+            Reason::Unschedulable,
+            format!("{counts}: the scheduler finds no node for the pods"),
+        ),
+        PodState::Unschedulable { message } => {
+            (Reason::Unschedulable, format!("{counts}: {message}"))
+        }
+        PodState::ImagePullFailed { image, message, .. } => (
+            Reason::ImagePullFailed,
+            if message.is_empty() {
+                format!("{counts}: image {image:?} cannot be pulled")
+            } else {
+                format!("{counts}: image {image:?} cannot be pulled: {message}")
+            },
+        ),
+        PodState::CrashLooping {
+            container,
+            exit_code,
+            reason,
+        } => (
+            Reason::CrashLooping,
+            if reason.is_empty() {
+                format!(
+                    "{counts}: container {container:?} is crash-looping (last exit code {exit_code})"
+                )
+            } else {
+                format!(
+                    "{counts}: container {container:?} is crash-looping (last exit code {exit_code}, {reason})"
+                )
+            },
+        ),
+        PodState::Starting => (Reason::Starting, format!("{counts}; pods are starting")),
+    };
+    Some(Cond::new(READY, false, reason, message))
+}
+
 /// The conditions an observation implies (only those it decides).
 #[must_use]
 pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
@@ -382,6 +483,8 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             let msg = rollout_message(primary, canary.as_ref());
             out.push(if complete {
                 Cond::new(READY, true, Reason::Available, msg)
+            } else if let Some(blocked) = blocked_ready(primary, canary.as_ref()) {
+                blocked
             } else {
                 Cond::new(READY, false, Reason::Progressing, msg)
             });

@@ -58,6 +58,11 @@ cluster-wide in both modes) and the access reviews.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Why a track's engine pods do not start (the Ready condition): a watch
+# on them, metadata and status; the canary's restarts for the rollout.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]

@@ -15,12 +15,14 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
                 ready: primary_ready,
                 updated: 2,
                 observed: true,
+                blocker: None,
             },
             canary: canary_ready.map(|r| Rollout {
                 desired: 1,
                 ready: r,
                 updated: 1,
                 observed: true,
+                blocker: None,
             }),
             routed_weight: canary_ready.map(|r| if r > 0 { 10 } else { 0 }),
             routing,
@@ -230,7 +232,8 @@ fn rollout_reads_a_deployment() {
             desired: 3,
             ready: 2,
             updated: 3,
-            observed: true
+            observed: true,
+            blocker: None,
         }
     );
     assert!(!r.complete());
@@ -395,4 +398,154 @@ fn routing_ready_follows_what_gateways_say_about_the_pools() {
         "{}",
         c.message
     );
+}
+
+/// A service of two primary replicas, `ready` of them ready, and a canary
+/// of one, none ready, with what their pods say.
+fn blocked(ready: i32, primary: Option<PodState>, canary: Option<Option<PodState>>) -> Observation {
+    let mut obs = applied(ready, canary.as_ref().map(|_| 0), routed());
+    if let Outcome::Applied {
+        primary: p,
+        canary: c,
+        ..
+    } = &mut obs.outcome
+    {
+        p.blocker = primary.map(Box::new);
+        if let (Some(c), Some(state)) = (c.as_mut(), canary) {
+            c.blocker = state.map(Box::new);
+        }
+    }
+    obs
+}
+
+fn ready_of(obs: &Observation) -> (String, String, String) {
+    let st = compute(None, obs, ts(0));
+    let r = cond(&st, READY);
+    (r.status.clone(), r.reason.clone(), r.message.clone())
+}
+
+const SCHEDULER: &str = "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) had untolerated taint {nvidia.com/gpu: present}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
+
+#[test]
+fn ready_says_why_the_pods_of_a_track_do_not_start() {
+    let unschedulable = PodState::Unschedulable {
+        message: SCHEDULER.into(),
+    };
+    assert_eq!(
+        ready_of(&blocked(0, Some(unschedulable.clone()), None)),
+        (
+            "False".into(),
+            "Unschedulable".into(),
+            format!("primary: 0/2 replicas ready: {SCHEDULER}")
+        )
+    );
+    let pull = PodState::ImagePullFailed {
+        image: "registry.example.com/vllm:bad".into(),
+        message: "rpc error: code = NotFound desc = failed to pull and unpack image \"registry.example.com/vllm:bad\": not found".into(),
+        backing_off: false,
+    };
+    let (status, reason, message) = ready_of(&blocked(2, None, Some(Some(pull))));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ImagePullFailed")
+    );
+    assert_eq!(
+        message,
+        "canary: 0/1 replicas ready: image \"registry.example.com/vllm:bad\" cannot be pulled: rpc error: code = NotFound desc = failed to pull and unpack image \"registry.example.com/vllm:bad\": not found"
+    );
+    let crash = PodState::CrashLooping {
+        container: "engine".into(),
+        exit_code: 1,
+        reason: "Error".into(),
+    };
+    assert_eq!(
+        ready_of(&blocked(1, Some(crash), None)),
+        (
+            "False".into(),
+            "CrashLooping".into(),
+            "primary: 1/2 replicas ready: container \"engine\" is crash-looping (last exit code 1, Error)".into()
+        )
+    );
+    assert_eq!(
+        ready_of(&blocked(0, Some(PodState::Starting), None)),
+        (
+            "False".into(),
+            "Starting".into(),
+            "primary: 0/2 replicas ready; pods are starting".into()
+        )
+    );
+    // The more telling state of the two tracks; the primary's on a tie.
+    let (_, reason, message) = ready_of(&blocked(
+        0,
+        Some(PodState::Starting),
+        Some(Some(unschedulable.clone())),
+    ));
+    assert_eq!(reason, "Unschedulable");
+    assert!(
+        message.starts_with("canary: 0/1 replicas ready: 0/3 nodes"),
+        "{message}"
+    );
+    let (_, reason, message) = ready_of(&blocked(
+        0,
+        Some(PodState::Starting),
+        Some(Some(PodState::Starting)),
+    ));
+    assert_eq!(reason, "Starting");
+    assert!(message.starts_with("primary: 0/2"), "{message}");
+    // The three that need someone to act are warnings; Starting is not.
+    assert!(Reason::Unschedulable.is_warning());
+    assert!(Reason::ImagePullFailed.is_warning());
+    assert!(Reason::CrashLooping.is_warning());
+    assert!(!Reason::Starting.is_warning());
+}
+
+#[test]
+fn ready_stays_progressing_without_a_blocker_or_when_enough_replicas_are_ready() {
+    // No pod seen yet.
+    let (_, reason, message) = ready_of(&blocked(0, None, None));
+    assert_eq!(reason, "Progressing");
+    assert_eq!(message, "0/2 primary replicas ready");
+    // Every wanted replica is ready, not all of them updated: a new pod
+    // that does not start is no reason for the service to be short.
+    let mut obs = blocked(
+        2,
+        Some(PodState::Unschedulable {
+            message: SCHEDULER.into(),
+        }),
+        None,
+    );
+    if let Outcome::Applied { primary, .. } = &mut obs.outcome {
+        primary.updated = 1;
+    }
+    assert_eq!(ready_of(&obs).1, "Progressing");
+    // A complete rollout is Available whatever a stray pod says.
+    let (status, reason, _) = ready_of(&blocked(2, Some(PodState::Starting), None));
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Available"));
+}
+
+#[test]
+fn a_long_scheduler_message_is_cut_to_a_kibibyte() {
+    let long = format!(
+        "0/900 nodes are available: {}",
+        "1 node(s) had untolerated taint {x: y}, ".repeat(60)
+    );
+    let state = PodState::Unschedulable {
+        message: crate::reconcile::pods::classify::kept(&long),
+    };
+    let PodState::Unschedulable { message: kept } = &state else {
+        unreachable!()
+    };
+    assert_eq!(kept.len(), crate::reconcile::pods::classify::KEPT_MAX);
+    let (_, reason, message) = ready_of(&blocked(0, Some(state), None));
+    assert_eq!(reason, "Unschedulable");
+    assert!(
+        message.len() <= crate::telemetry::STATUS_MESSAGE_MAX,
+        "{}",
+        message.len()
+    );
+    assert!(
+        message.starts_with("primary: 0/2 replicas ready: 0/900 nodes"),
+        "{message}"
+    );
+    assert!(message.ends_with("more bytes)"), "{message}");
 }

@@ -1,0 +1,182 @@
+//! What one engine pod's status says about why it is not ready, as a
+//! small value that keeps no part of the pod.
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::Deserialize;
+
+/// Bytes kept of any string a pod's status carries (the scheduler's
+/// message, an image name, the kubelet's message, a reason).
+pub const KEPT_MAX: usize = 1024;
+
+/// Waiting reasons of a container whose image cannot be pulled.
+const IMAGE_PULL_FAILURES: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+
+/// The waiting reason of a container the kubelet holds back after it
+/// failed.
+const CRASH_LOOP: &str = "CrashLoopBackOff";
+
+/// A Pod as the watch decodes it: metadata and status, without the spec
+/// (an engine pod's spec, with its environment and volumes, is most of
+/// the object and nothing here reads it).
+#[derive(Resource, Clone, Debug, Default, Deserialize)]
+#[resource(inherit = "Pod")]
+pub struct WatchedPod {
+    /// The pod's metadata (its labels name its service and track).
+    pub metadata: ObjectMeta,
+    /// What the scheduler and the kubelet report.
+    pub status: Option<PodStatus>,
+}
+
+/// Why a pod is not ready, or that it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodState {
+    /// The pod's `Ready` condition is True.
+    Ready,
+    /// Not ready, and nothing below: not placed yet, pulling its image,
+    /// or running without passing its readiness probe.
+    Starting,
+    /// The scheduler finds no node for it.
+    Unschedulable {
+        /// The scheduler's own message (`0/5 nodes are available: ...`),
+        /// cut to [`KEPT_MAX`] bytes.
+        message: String,
+    },
+    /// A container's image cannot be pulled.
+    ImagePullFailed {
+        /// The image as the container status names it.
+        image: String,
+        /// The kubelet's message.
+        message: String,
+        /// The kubelet is waiting before it tries again
+        /// (`ImagePullBackOff`): its message says only that.
+        backing_off: bool,
+    },
+    /// A container keeps exiting: it waits in `CrashLoopBackOff`, or runs
+    /// again, not ready, after it exited.
+    CrashLooping {
+        /// The container's name.
+        container: String,
+        /// The exit code of its last run.
+        exit_code: i32,
+        /// Why its last run ended (`Error`, `OOMKilled`, ...).
+        reason: String,
+    },
+}
+
+impl PodState {
+    /// How telling a state of a not-ready pod is: lower is more telling;
+    /// `None` for a ready pod.
+    ///
+    /// The order is the one a pod goes through: placed on a node, its
+    /// image pulled, its engine run, ready. The earliest step that any
+    /// pod of a track is stuck at is the one to name: pods stuck there
+    /// never reach the later steps, so fixing a later one does not get
+    /// them going, and a state that waiting will not clear
+    /// (unschedulable, an image that cannot be pulled, an engine that
+    /// exits) comes before one that time alone may end (`Starting`).
+    #[must_use]
+    pub fn rank(&self) -> Option<u8> {
+        match self {
+            Self::Ready => None,
+            Self::Unschedulable { .. } => Some(0),
+            Self::ImagePullFailed { .. } => Some(1),
+            Self::CrashLooping { .. } => Some(2),
+            Self::Starting => Some(3),
+        }
+    }
+}
+
+/// What `pod`'s status says; `None` for a pod that no longer counts: one
+/// being deleted, or one that has finished (`Succeeded`, `Failed`: an
+/// evicted pod stays until it is collected, and its replacement is what
+/// the track waits for).
+#[must_use]
+pub fn pod_state(pod: &WatchedPod) -> Option<PodState> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let Some(status) = pod.status.as_ref() else {
+        return Some(PodState::Starting);
+    };
+    if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+        return None;
+    }
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    if conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+    {
+        return Some(PodState::Ready);
+    }
+    if let Some(c) = conditions.iter().find(|c| {
+        c.type_ == "PodScheduled"
+            && c.status == "False"
+            && c.reason.as_deref() == Some("Unschedulable")
+    }) {
+        return Some(PodState::Unschedulable {
+            message: kept(c.message.as_deref().unwrap_or_default()),
+        });
+    }
+    let containers = status
+        .init_container_statuses
+        .iter()
+        .chain(status.container_statuses.iter())
+        .flatten();
+    let state = containers
+        .filter_map(container_state)
+        .min_by_key(|s| s.rank())
+        .unwrap_or(PodState::Starting);
+    Some(state)
+}
+
+/// What one container's status says, when it says more than `Starting`.
+fn container_state(c: &ContainerStatus) -> Option<PodState> {
+    let waiting = c.state.as_ref().and_then(|s| s.waiting.as_ref());
+    let waiting_reason = waiting.and_then(|w| w.reason.as_deref());
+    if let Some(reason) = waiting_reason.filter(|r| IMAGE_PULL_FAILURES.contains(r)) {
+        return Some(PodState::ImagePullFailed {
+            image: kept(&c.image),
+            message: kept(
+                waiting
+                    .and_then(|w| w.message.as_deref())
+                    .unwrap_or_default(),
+            ),
+            backing_off: reason == "ImagePullBackOff",
+        });
+    }
+    // Running again after an exit, not ready yet, is still the loop: the
+    // state does not flip to Starting and back at every restart.
+    let running_again = c
+        .state
+        .as_ref()
+        .is_some_and(|s| s.running.is_some() && !c.ready && c.restart_count > 0);
+    if waiting_reason != Some(CRASH_LOOP) && !running_again {
+        return None;
+    }
+    let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref())?;
+    Some(PodState::CrashLooping {
+        container: kept(&c.name),
+        exit_code: last.exit_code,
+        reason: kept(last.reason.as_deref().unwrap_or_default()),
+    })
+}
+
+/// `s` cut to [`KEPT_MAX`] bytes on a character boundary.
+#[must_use]
+pub fn kept(s: &str) -> String {
+    let mut end = s.len().min(KEPT_MAX);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+#[cfg(test)]
+pub(super) mod tests;

@@ -1,0 +1,141 @@
+//! The watch on the engine pods of a Deployment-backed service's tracks:
+//! label-selected, decoded without the spec, folded into [`PodStates`] as
+//! it arrives; the services whose summary changed are handed on to the
+//! controller.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::stream::BoxStream;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client};
+use tokio::task::JoinSet;
+
+use super::classify::WatchedPod;
+use super::index::{Listing, PodStates};
+use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
+use crate::reconcile::children::{LABEL_MANAGED_BY, LABEL_SERVICE, LABEL_TRACK};
+use crate::state::Scope;
+
+/// The label KubeRay gives each pod of a Ray cluster (head or worker).
+const RAY_NODE_TYPE: &str = "ray.io/node-type";
+
+/// The engine pods of a track: infergate's, with a service and a track
+/// (the endpoint picker's pods have no track), not a Ray cluster's (a
+/// RayService reports its own readiness).
+#[must_use]
+pub fn selector() -> String {
+    format!("{LABEL_MANAGED_BY}={MANAGER},{LABEL_SERVICE},{LABEL_TRACK},!{RAY_NODE_TYPE}")
+}
+
+/// Watch the engine pods over `scope` into `pods` until the receiver is
+/// dropped; the receiver gets each service whose summary changed. The
+/// controller does not wait for the first list: a service it changes is
+/// handed on like any other.
+pub fn start(
+    tasks: &mut JoinSet<()>,
+    client: &Client,
+    scope: &Scope,
+    pods: Arc<PodStates>,
+) -> mpsc::UnboundedReceiver<ObjectRef<InferenceService>> {
+    let (tx, rx) = mpsc::unbounded();
+    let config = crate::state::scope::list_in_pages().labels(&selector());
+    // One watch per namespace of a list, each listing again on its own:
+    // the index replaces only that namespace's entries, so no copy of the
+    // pods is kept to merge the lists (as `Scope::watch` does).
+    let (namespaces, streams): (Vec<Option<String>>, Vec<_>) = match scope {
+        Scope::All => (
+            vec![None],
+            vec![watcher(Api::<WatchedPod>::all(client.clone()), config).boxed()],
+        ),
+        Scope::Namespaces(list) => list
+            .iter()
+            .map(|ns| {
+                let api = Api::<WatchedPod>::namespaced(client.clone(), ns);
+                (Some(ns.clone()), watcher(api, config.clone()).boxed())
+            })
+            .unzip(),
+    };
+    tasks.spawn(run(namespaces, streams, pods, tx));
+    rx
+}
+
+async fn run(
+    namespaces: Vec<Option<String>>,
+    streams: Vec<BoxStream<'static, watcher::Result<Event<WatchedPod>>>>,
+    pods: Arc<PodStates>,
+    tx: mpsc::UnboundedSender<ObjectRef<InferenceService>>,
+) {
+    let mut feeds: Vec<Feed> = namespaces.into_iter().map(Feed::new).collect();
+    let tagged = streams
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| s.default_backoff().map(move |e| (i, e)).boxed());
+    let mut events = futures::stream::select_all(tagged);
+    while let Some((i, event)) = events.next().await {
+        let changed = match event {
+            Ok(event) => feeds[i].handle(&pods, event),
+            Err(e) => {
+                crate::state::log_watch_error("Pod", &e, "engine pod watch");
+                continue;
+            }
+        };
+        for service in changed {
+            if tx.unbounded_send(service).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// One watch's events into the index: a change at once, a list once it
+/// is complete (until then the index answers from the list before).
+#[derive(Debug)]
+pub struct Feed {
+    /// The namespace the watch covers; `None` for every namespace.
+    namespace: Option<String>,
+    /// A list in progress.
+    listing: Option<Listing>,
+}
+
+impl Feed {
+    /// The feed of a watch over `namespace` (`None`: every namespace).
+    #[must_use]
+    pub fn new(namespace: Option<String>) -> Self {
+        Self {
+            namespace,
+            listing: None,
+        }
+    }
+
+    /// Take in one event; the services whose summary changed.
+    pub fn handle(
+        &mut self,
+        pods: &PodStates,
+        event: Event<WatchedPod>,
+    ) -> Vec<ObjectRef<InferenceService>> {
+        match event {
+            Event::Apply(pod) => pods.apply(&pod).into_iter().collect(),
+            Event::Delete(pod) => pods.delete(&pod).into_iter().collect(),
+            Event::Init => {
+                self.listing = Some(Listing::default());
+                Vec::new()
+            }
+            Event::InitApply(pod) => {
+                self.listing.get_or_insert_with(Listing::default).add(&pod);
+                Vec::new()
+            }
+            Event::InitDone => {
+                let listing = self.listing.take().unwrap_or_default();
+                pods.replace(self.namespace.as_deref(), listing)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
