@@ -237,7 +237,7 @@ async fn run() -> Result<(), String> {
     eprintln!("$ kubectl get infsvc chat -n {NAMESPACE} -o yaml");
     show(&cp.kubectl(&["get", "infsvc", "chat", "-n", NAMESPACE, "-o", "yaml"]));
 
-    gpu_pools(&cp).await?;
+    gpu_pools(cp).await?;
 
     say(&format!(
         "backend RayService: examples/good/rayservice.yaml in {RAY_NAMESPACE}, its graph served locally"
