@@ -144,7 +144,9 @@ async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
     );
     show(&cp.kubectl_stdin(&["apply", "-f", "-"], &big));
     let ready = wait_ready_reason(cp, "chat-405b", &["Unschedulable"]).await;
-    eprintln!("$ kubectl get infsvc chat-405b -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")]}}'");
+    eprintln!(
+        "$ kubectl get infsvc chat-405b -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")]}}'"
+    );
     eprintln!("{ready}");
     Ok(())
 }

@@ -458,6 +458,14 @@ fn blocked_ready(primary: &Rollout, canary: Option<&Rollout>) -> Option<Cond> {
             },
         ),
         PodState::Starting => (Reason::Starting, format!("{counts}; pods are starting")),
+        PodState::Waiting {
+            container,
+            reason,
+            message,
+        } => (
+            Reason::Starting,
+            format!("{counts}; container {container:?} waits: {reason}: {message}"),
+        ),
     };
     Some(Cond::new(READY, false, reason, message))
 }

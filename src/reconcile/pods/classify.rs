@@ -42,6 +42,18 @@ pub enum PodState {
     /// Not ready, and nothing below: not placed yet, pulling its image,
     /// or running without passing its readiness probe.
     Starting,
+    /// Starting, but a container waits for a reason the kubelet names that
+    /// is none of the above (`CreateContainerConfigError`: a Secret or
+    /// ConfigMap key its env names does not exist; `RunContainerError`).
+    /// Reported as `Starting`, with the kubelet's words.
+    Waiting {
+        /// The container's name.
+        container: String,
+        /// The kubelet's reason.
+        reason: String,
+        /// The kubelet's message.
+        message: String,
+    },
     /// The scheduler finds no node for it.
     Unschedulable {
         /// The scheduler's own message (`0/5 nodes are available: ...`),
@@ -88,7 +100,8 @@ impl PodState {
             Self::Unschedulable { .. } => Some(0),
             Self::ImagePullFailed { .. } => Some(1),
             Self::CrashLooping { .. } => Some(2),
-            Self::Starting => Some(3),
+            Self::Waiting { .. } => Some(3),
+            Self::Starting => Some(4),
         }
     }
 }
@@ -158,7 +171,18 @@ fn container_state(c: &ContainerStatus) -> Option<PodState> {
         .as_ref()
         .is_some_and(|s| s.running.is_some() && !c.ready && c.restart_count > 0);
     if waiting_reason != Some(CRASH_LOOP) && !running_again {
-        return None;
+        // Any other reason but the ordinary ones of a container on its way up.
+        return waiting_reason
+            .filter(|r| !matches!(*r, "ContainerCreating" | "PodInitializing"))
+            .map(|reason| PodState::Waiting {
+                container: kept(&c.name),
+                reason: kept(reason),
+                message: kept(
+                    waiting
+                        .and_then(|w| w.message.as_deref())
+                        .unwrap_or_default(),
+                ),
+            });
     }
     let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref())?;
     Some(PodState::CrashLooping {

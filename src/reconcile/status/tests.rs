@@ -549,3 +549,23 @@ fn a_long_scheduler_message_is_cut_to_a_kibibyte() {
     );
     assert!(message.ends_with("more bytes)"), "{message}");
 }
+
+#[test]
+fn a_container_the_kubelet_cannot_create_is_starting_with_its_words() {
+    let (status, reason, message) = ready_of(&blocked(
+        0,
+        Some(PodState::Waiting {
+            container: "engine".into(),
+            reason: "CreateContainerConfigError".into(),
+            message: "secret \"hf\" not found".into(),
+        }),
+        None,
+    ));
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Starting"));
+    assert!(
+        message.contains(
+            "container \"engine\" waits: CreateContainerConfigError: secret \"hf\" not found"
+        ),
+        "{message}"
+    );
+}

@@ -227,10 +227,15 @@ fn a_pod_in_several_states_gives_the_most_telling() {
             exit_code: 1,
             reason: String::new(),
         },
+        PodState::Waiting {
+            container: String::new(),
+            reason: "CreateContainerConfigError".into(),
+            message: String::new(),
+        },
         PodState::Starting,
     ];
     let ranks: Vec<Option<u8>> = order.iter().map(PodState::rank).collect();
-    assert_eq!(ranks, [Some(0), Some(1), Some(2), Some(3)]);
+    assert_eq!(ranks, [Some(0), Some(1), Some(2), Some(3), Some(4)]);
     assert_eq!(PodState::Ready.rank(), None);
 }
 
@@ -249,4 +254,32 @@ fn what_a_pod_says_is_kept_to_a_kibibyte_on_a_character_boundary() {
     );
     assert!(long.starts_with(&message));
     assert_eq!(kept("short"), "short");
+}
+
+/// A Secret key the env names that does not exist: the kubelet cannot
+/// create the container and says why; the state keeps its words (reported
+/// as Starting, which the contract names), while a container that is only
+/// being created is plainly Starting.
+#[test]
+fn a_container_the_kubelet_cannot_create_says_why() {
+    let missing = pulling("CreateContainerConfigError", "secret \"hf\" not found");
+    assert_eq!(
+        pod_state(&pod("chat-1", missing)),
+        Some(PodState::Waiting {
+            container: "engine".into(),
+            reason: "CreateContainerConfigError".into(),
+            message: "secret \"hf\" not found".into(),
+        })
+    );
+    assert_eq!(
+        pod_state(&pod("chat-1", pulling("ContainerCreating", ""))),
+        Some(PodState::Starting)
+    );
+    // Less telling than a crash loop, more than starting.
+    let waiting = PodState::Waiting {
+        container: "engine".into(),
+        reason: "RunContainerError".into(),
+        message: String::new(),
+    };
+    assert!(waiting.rank() > Some(2) && waiting.rank() < PodState::Starting.rank());
 }
