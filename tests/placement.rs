@@ -418,3 +418,48 @@ fn the_ray_head_gets_the_placement_only_and_the_picker_nothing() {
     assert_ne!(p.service_account_name.as_deref(), Some("chat-engine"));
     assert_eq!(p.image_pull_secrets, None);
 }
+
+#[test]
+fn policies_keep_their_class_defaults_within_the_class_limits() {
+    let own = cluster_policy(json!({
+        "defaults": {"accelerator": {"class": "mig"}, "engine": {"shmSize": "lots"}},
+        "limits": {"allowedAcceleratorClasses": ["h100-80gb"]}
+    }));
+    assert_eq!(
+        errors(&engine::validate_cluster_policy(&own)),
+        [
+            "spec.defaults.accelerator.class: Invalid value: \"mig\": must be one of spec.limits.allowedAcceleratorClasses (\"h100-80gb\")",
+            "spec.defaults.engine.shmSize: Invalid value: \"lots\": must be a Kubernetes quantity such as 500m, 4 or 16Gi",
+        ]
+    );
+    // A namespace policy may narrow the cluster's classes, not widen them,
+    // and may not default to one the cluster does not allow.
+    let policies = PolicySnapshot {
+        cluster: vec![cluster_policy(json!({
+            "limits": {"allowedAcceleratorClasses": ["h100-80gb", "mig"]}
+        }))],
+        namespaced: vec![],
+    };
+    let wider = namespace_policy(json!({
+        "defaults": {"accelerator": {"class": "l4-24gb"}},
+        "limits": {"allowedAcceleratorClasses": ["h100-80gb", "l4-24gb"]}
+    }));
+    let v = with(&policies, |ctx| {
+        engine::validate_namespaced_policy(&wider, ctx)
+    });
+    assert_eq!(
+        errors(&v),
+        [
+            "spec.limits.allowedAcceleratorClasses[1]: Invalid value: \"l4-24gb\": may not loosen the allowed accelerator classes \"h100-80gb\", \"mig\" of ClusterInferencePolicy \"platform\"",
+            "spec.defaults.accelerator.class: Invalid value: \"l4-24gb\": must be one of \"h100-80gb\", \"mig\" (ClusterInferencePolicy \"platform\")",
+        ]
+    );
+    let narrower = namespace_policy(json!({
+        "defaults": {"accelerator": {"class": "mig"}},
+        "limits": {"allowedAcceleratorClasses": ["mig"]}
+    }));
+    let v = with(&policies, |ctx| {
+        engine::validate_namespaced_policy(&narrower, ctx)
+    });
+    assert!(v.allowed(), "{:?}", errors(&v));
+}

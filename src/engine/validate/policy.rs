@@ -268,6 +268,23 @@ fn check_policy_spec(
                 ));
             }
         }
+        if let (Some(class), Some(list)) = (
+            d.accelerator.as_ref().and_then(|a| a.class.as_deref()),
+            limits.and_then(|l| l.allowed_accelerator_classes.as_ref()),
+        ) && !list.iter().any(|c| c == class)
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.accelerator.class",
+                format!("{class:?}"),
+                &format!(
+                    "must be one of spec.limits.allowedAcceleratorClasses ({})",
+                    quoted_list(list)
+                ),
+            ));
+        }
+        if let Some(q) = d.engine.as_ref().and_then(|e| e.shm_size.as_ref()) {
+            check_quantity(errs, "spec.defaults.engine.shmSize", Some(q));
+        }
         if let Some(r) = d
             .routing
             .as_ref()
@@ -359,7 +376,35 @@ fn check_policy_spec(
                 }
             }
         }
+        if let (Some(mine), Some(theirs)) = (
+            &l.allowed_accelerator_classes,
+            &ol.allowed_accelerator_classes,
+        ) {
+            for (i, c) in mine.iter().enumerate() {
+                if !theirs.contains(c) {
+                    out.push(FieldError::invalid(
+                        format!("spec.limits.allowedAcceleratorClasses[{i}]"),
+                        format!("{c:?}"),
+                        &format!(
+                            "may not loosen the allowed accelerator classes {} of {who}",
+                            quoted_list(theirs)
+                        ),
+                    ));
+                }
+            }
+        }
         if let Some(d) = defaults {
+            if let (Some(class), Some(list)) = (
+                d.accelerator.as_ref().and_then(|a| a.class.as_deref()),
+                ol.allowed_accelerator_classes.as_ref(),
+            ) && !list.iter().any(|c| c == class)
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.accelerator.class",
+                    format!("{class:?}"),
+                    &format!("must be one of {} ({who})", quoted_list(list)),
+                ));
+            }
             if let (Some(r), Some(max)) = (d.replicas, ol.max_replicas)
                 && r > max
             {
