@@ -26,6 +26,8 @@ use crate::state::ClusterState;
 
 /// Reconciles running at once.
 pub const CONCURRENCY: u16 = 16;
+/// How long the first reconciles wait for the engine pods' first list.
+pub const POD_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Run the controller until `token` is cancelled (leadership lost or shutdown).
 /// Policies, namespaces and services come from `state`; the children are
@@ -52,10 +54,6 @@ pub async fn run_controller(
         synced,
         triggers,
     } = ChildWatches::start(&mut tasks, &client, &config.scope, crd_tx);
-    // Not waited for: a service whose pods' summary the first list changes
-    // is reconciled again.
-    let pod_states = Arc::new(PodStates::default());
-    let pod_changes = pods::watch::start(&mut tasks, &client, &config.scope, pod_states.clone());
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
         let _ = graph_fetcher.set(f);
@@ -69,6 +67,28 @@ pub async fn run_controller(
     tokio::select! {
         () = token.cancelled() => return Ok(()),
         () = ready => {}
+    }
+    // The engine pods are listed once the other caches hold their lists
+    // (one list at a time keeps the start's peak memory down), and before
+    // the first reconcile: each service's status then says why its pods
+    // do not start from the first write of the term.
+    info!("listing the engine pods");
+    let pod_states = Arc::new(PodStates::default());
+    let (pod_changes, pods_listed) =
+        pods::watch::start(&mut tasks, &client, &config.scope, pod_states.clone());
+    tokio::select! {
+        () = token.cancelled() => return Ok(()),
+        listed = tokio::time::timeout(POD_LIST_WAIT, pods_listed) => {
+            if listed.is_err() {
+                // Pods that cannot be listed (RBAC without `pods`, an API
+                // server that refuses) must not hold up every service: they
+                // are reconciled without the pods' reasons until the list comes.
+                warn!(
+                    waited = ?POD_LIST_WAIT,
+                    "the engine pods are not listed yet; reconciling without why pods do not start"
+                );
+            }
+        }
     }
     info!("caches synced; reconciling");
 

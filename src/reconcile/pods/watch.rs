@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::channel::mpsc;
+use futures::channel::{mpsc, oneshot};
 use futures::stream::BoxStream;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
@@ -34,15 +34,21 @@ pub fn selector() -> String {
 
 /// Watch the engine pods over `scope` into `pods` until the receiver is
 /// dropped; the receiver gets each service whose summary changed. The
-/// controller does not wait for the first list: a service it changes is
-/// handed on like any other.
+/// second value ends once every watch has listed: the controller waits for
+/// it before its first reconcile of every service, so the first list hands
+/// on nothing (each service is reconciled then anyway, with its pods
+/// known); a later list (the watch expired) hands on what changed.
 pub fn start(
     tasks: &mut JoinSet<()>,
     client: &Client,
     scope: &Scope,
     pods: Arc<PodStates>,
-) -> mpsc::UnboundedReceiver<ObjectRef<InferenceService>> {
+) -> (
+    mpsc::UnboundedReceiver<ObjectRef<InferenceService>>,
+    oneshot::Receiver<()>,
+) {
     let (tx, rx) = mpsc::unbounded();
+    let (listed_tx, listed) = oneshot::channel();
     let config = crate::state::scope::list_in_pages().labels(&selector());
     // One watch per namespace of a list, each listing again on its own:
     // the index replaces only that namespace's entries, so no copy of the
@@ -60,8 +66,8 @@ pub fn start(
             })
             .unzip(),
     };
-    tasks.spawn(run(namespaces, streams, pods, tx));
-    rx
+    tasks.spawn(run(namespaces, streams, pods, tx, listed_tx));
+    (rx, listed)
 }
 
 async fn run(
@@ -69,21 +75,38 @@ async fn run(
     streams: Vec<BoxStream<'static, watcher::Result<Event<WatchedPod>>>>,
     pods: Arc<PodStates>,
     tx: mpsc::UnboundedSender<ObjectRef<InferenceService>>,
+    listed: oneshot::Sender<()>,
 ) {
     let mut feeds: Vec<Feed> = namespaces.into_iter().map(Feed::new).collect();
+    let mut first_lists = vec![false; feeds.len()];
+    let mut listed = Some(listed);
     let tagged = streams
         .into_iter()
         .enumerate()
         .map(|(i, s)| s.default_backoff().map(move |e| (i, e)).boxed());
     let mut events = futures::stream::select_all(tagged);
     while let Some((i, event)) = events.next().await {
-        let changed = match event {
+        let init_done = matches!(event, Ok(Event::InitDone));
+        let mut changed = match event {
             Ok(event) => feeds[i].handle(&pods, event),
             Err(e) => {
                 crate::state::log_watch_error("Pod", &e, "engine pod watch");
                 continue;
             }
         };
+        if init_done && !first_lists[i] {
+            first_lists[i] = true;
+            // Before the controller's first reconcile of every service,
+            // unless it stopped waiting for this list.
+            if listed.as_ref().is_some_and(|l| !l.is_canceled()) {
+                changed.clear();
+            }
+            if first_lists.iter().all(|done| *done)
+                && let Some(listed) = listed.take()
+            {
+                let _ = listed.send(());
+            }
+        }
         for service in changed {
             if tx.unbounded_send(service).is_err() {
                 return;
