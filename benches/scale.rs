@@ -16,7 +16,9 @@
 //!    created across 10 namespaces (each with replicas 1, a canary at weight
 //!    10 and a gateway, so every service has two Deployments, two Services
 //!    and an HTTPRoute, and status) 16 at a time; timed from the first create
-//!    until every service reports `Reconciled=True` for its generation.
+//!    until every service reports `Reconciled=True` for its generation. The
+//!    phase ends once all 2N pods exist (no scheduler runs: they stay
+//!    Pending, and each status says its pods are starting) and 15 s more.
 //! 2. **restart**: the reconciler stopped and started again (a new process,
 //!    a new leadership term) with nothing changed; after it has reconciled
 //!    every service, the API server's audit log must show no write of it but
@@ -637,7 +639,25 @@ async fn parent() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     println!("   all {n} reconciled {infergate_time:.2?} after the first create");
-    // Let trailing reconciles (Deployment status updates) settle.
+    // The ReplicaSet controller makes the pods at its own pace (the
+    // controller manager's client rate): wait until every service has its
+    // two, so the statuses that say why they do not start are written
+    // before the restart, then let trailing reconciles settle.
+    let pods_api: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());
+    let all_pods = loop {
+        let pods = pods_api
+            .list_metadata(&ListParams::default().labels("app.kubernetes.io/managed-by=infergate"))
+            .await
+            .map_or(0, |l| l.items.len());
+        if pods >= 2 * n || start.elapsed() > deadline {
+            break start.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    println!(
+        "   all {} pods exist {all_pods:.2?} after the first create",
+        2 * n
+    );
     tokio::time::sleep(Duration::from_secs(15)).await;
     let phase1_rss = reconciler.rss_peak();
     let stats = reconciler.stop();

@@ -28,10 +28,39 @@ const CRASH_LOOP: &str = "CrashLoopBackOff";
 #[derive(Resource, Clone, Debug, Default, Deserialize)]
 #[resource(inherit = "Pod")]
 pub struct WatchedPod {
-    /// The pod's metadata (its labels name its service and track).
+    /// The pod's metadata (its labels name its service and track), only
+    /// what the index and the watch read: see [`kept_metadata`].
+    #[serde(deserialize_with = "kept_metadata")]
     pub metadata: ObjectMeta,
     /// What the scheduler and the kubelet report.
     pub status: Option<PodStatus>,
+}
+
+/// A pod's metadata as far as anything here reads it: name, namespace,
+/// uid, resourceVersion (the watch resumes from it), labels and deletion
+/// timestamp. The rest (managed fields above all: several writers' worth
+/// on every pod) is skipped as it is read, never allocated.
+fn kept_metadata<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Kept {
+        name: Option<String>,
+        namespace: Option<String>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+        labels: Option<std::collections::BTreeMap<String, String>>,
+        deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    }
+    let k = Kept::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: k.name,
+        namespace: k.namespace,
+        uid: k.uid,
+        resource_version: k.resource_version,
+        labels: k.labels,
+        deletion_timestamp: k.deletion_timestamp,
+        ..ObjectMeta::default()
+    })
 }
 
 /// Why a pod is not ready, or that it is.

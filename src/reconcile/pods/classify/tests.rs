@@ -283,3 +283,27 @@ fn a_container_the_kubelet_cannot_create_says_why() {
     };
     assert!(waiting.rank() > Some(2) && waiting.rank() < PodState::Starting.rank());
 }
+
+/// What the watch keeps of a pod's metadata: enough to key and resume,
+/// without the managed fields and annotations every writer adds.
+#[test]
+fn a_watched_pod_keeps_only_the_metadata_read() {
+    let p: WatchedPod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "chat-1", "namespace": "team-a", "uid": "u", "resourceVersion": "7",
+            "labels": {"infergate.dev/service": "chat"},
+            "annotations": {"kubectl.kubernetes.io/restartedAt": "x"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "r"}],
+            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                               "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
+        },
+        "status": {"phase": "Pending"}
+    }))
+    .expect("pod decodes");
+    assert_eq!(
+        serde_json::to_value(&p.metadata).expect("json"),
+        json!({"name": "chat-1", "namespace": "team-a", "uid": "u", "resourceVersion": "7",
+               "labels": {"infergate.dev/service": "chat"}})
+    );
+}
