@@ -72,14 +72,14 @@ async fn main() -> ExitCode {
 /// apply, and its own policy allows the local graph server.
 const RAY_NAMESPACE: &str = "ml-dev";
 
-/// GPU node pools as a cloud has them: kwok Nodes (an H100 pool of one
-/// 8-GPU Node and an L4 pool, both tainted and labelled like GKE's) under
+/// Node pools as a cloud has them: kwok Nodes (a CPU pool, an H100 pool of
+/// one 8-GPU Node and an L4 pool, both tainted and labelled like GKE's) under
 /// the real kube-scheduler, the example AcceleratorClasses, the example
 /// service scheduled onto the H100 pool, and one that no Node can hold,
 /// with the scheduler's reason in its status.
 async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
     use support::scheduler::kwok_node;
-    say("GPU node pools: kube-scheduler and kwok Nodes (an H100 pool, an L4 pool, both tainted)");
+    say("node pools: kube-scheduler and kwok Nodes (a CPU pool; an H100 and an L4 pool, both tainted)");
     let sched = support::scheduler::scheduling(cp).await;
     let client = cp.client().await;
     let taint = || k8s_openapi::api::core::v1::Taint {
@@ -88,6 +88,17 @@ async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
         effect: "NoSchedule".into(),
         ..Default::default()
     };
+    sched
+        .create_node(
+            &client,
+            kwok_node(
+                "gke-cpu-pool-0",
+                &[("cloud.google.com/gke-nodepool", "cpu-pool")],
+                vec![],
+                &[],
+            ),
+        )
+        .await;
     sched
         .create_node(
             &client,
