@@ -79,7 +79,9 @@ const RAY_NAMESPACE: &str = "ml-dev";
 /// with the scheduler's reason in its status.
 async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
     use support::scheduler::kwok_node;
-    say("node pools: kube-scheduler and kwok Nodes (a CPU pool; an H100 and an L4 pool, both tainted)");
+    say(
+        "node pools: kube-scheduler and kwok Nodes (a CPU pool; an H100 and an L4 pool, both tainted)",
+    );
     let sched = support::scheduler::scheduling(cp).await;
     let client = cp.client().await;
     let taint = || k8s_openapi::api::core::v1::Taint {
