@@ -29,7 +29,8 @@ const CRASH_LOOP: &str = "CrashLoopBackOff";
 #[resource(inherit = "Pod")]
 pub struct WatchedPod {
     /// The pod's metadata (its labels name its service and track), only
-    /// what the index and the watch read: see [`kept_metadata`].
+    /// what the index and the watch read (name, namespace, uid,
+    /// resourceVersion, labels, deletion timestamp).
     #[serde(deserialize_with = "kept_metadata")]
     pub metadata: ObjectMeta,
     /// What the scheduler and the kubelet report.
