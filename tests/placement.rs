@@ -463,3 +463,34 @@ fn policies_keep_their_class_defaults_within_the_class_limits() {
     });
     assert!(v.allowed(), "{:?}", errors(&v));
 }
+
+/// Scaling past one replica changes no pod template: defaulting writes
+/// `spreadAcross: node` only then, and the pods carry the node spread
+/// either way (a changed template would roll every pod, and for a
+/// RayService build a new Ray cluster). `none` removes it, `zone` moves it.
+#[test]
+fn scaling_past_one_replica_changes_no_pod_template() {
+    let template = |replicas: i32, spread: Option<&str>| {
+        let mut spec = json!({"accelerator": {"class": "h100-80gb"}, "replicas": replicas});
+        if let Some(s) = spread {
+            spec["placement"] = json!({"spreadAcross": s});
+        }
+        let svc = admit(&service(spec), &PolicySnapshot::default()).0;
+        pod(&deployment(&svc, Track::Primary, Some(&h100())).expect("builds"))
+    };
+    let one = template(1, None);
+    let two = template(2, None);
+    assert_eq!(one, two);
+    assert_eq!(
+        one["topologySpreadConstraints"][0]["topologyKey"],
+        json!("kubernetes.io/hostname")
+    );
+    assert_eq!(
+        template(2, Some("none")).get("topologySpreadConstraints"),
+        None
+    );
+    assert_eq!(
+        template(2, Some("zone"))["topologySpreadConstraints"][0]["topologyKey"],
+        json!("topology.kubernetes.io/zone")
+    );
+}

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::api::AcceleratorClassSpec;
-use crate::api::v1beta1::InferenceService;
+use crate::api::v1beta1::{InferenceService, SpreadAcross};
 
 /// Name of the in-memory volume mounted at [`SHM_MOUNT_PATH`].
 pub const SHM_VOLUME: &str = "dshm";
@@ -96,9 +96,15 @@ pub fn dress(
     }
     pod.runtime_class_name = class.and_then(|c| c.runtime_class_name.clone());
     pod.priority_class_name = placement.and_then(|p| p.priority_class_name.clone());
+    // Unset counts as `node`: defaulting writes `node` only once a track
+    // can have more than one replica, and a pod template that gained the
+    // constraint then would roll every pod (for a RayService, build a whole
+    // new Ray cluster) the first time a service scales past one replica.
+    // Over one pod the constraint changes nothing.
     pod.topology_spread_constraints = placement
         .and_then(|p| p.spread_across)
-        .and_then(|s| s.topology_key())
+        .unwrap_or(SpreadAcross::Node)
+        .topology_key()
         .map(|key| {
             vec![TopologySpreadConstraint {
                 max_skew: 1,
