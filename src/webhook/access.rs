@@ -8,8 +8,7 @@
 //! object; a review that fails or takes over [`REVIEW_TIMEOUT`] denies.
 //! This is the only API call on the admission path.
 
-use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -35,8 +34,10 @@ const CONCURRENT_REVIEWS: usize = 8;
 /// One question: may this user do this to this object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
-    /// A digest of the whole `userInfo` (username, uid, groups, extra).
-    user: u64,
+    /// The whole `userInfo` (username, uid, groups, extra), as one string:
+    /// two requesters share an answer only when the authorizer sees them
+    /// as the same.
+    user: Arc<str>,
     namespace: String,
     kind: crate::engine::references::ReferenceKind,
     name: String,
@@ -108,12 +109,12 @@ impl AccessReviewer {
         namespace: &str,
         refs: Vec<Reference>,
     ) -> (Vec<FieldError>, Vec<Reference>) {
-        let digest = user_digest(user);
+        let digest = identity(user);
         let total = refs.len();
         let mut denied = Vec::new();
         let mut ask = Vec::new();
         for r in refs {
-            match self.cache.get(&key(digest, namespace, &r)) {
+            match self.cache.get(&key(&digest, namespace, &r)) {
                 Some(Decision::Allowed) => {}
                 Some(Decision::Denied(reason)) => denied.push(denial(user, namespace, &r, &reason)),
                 None => ask.push(r),
@@ -148,7 +149,7 @@ impl AccessReviewer {
                 })
                 .collect();
         };
-        let digest = user_digest(user);
+        let digest = identity(user);
         let api: Api<SubjectAccessReview> = Api::all(client);
         let asked = futures::stream::iter(refs.iter().cloned().map(|r| {
             let api = api.clone();
@@ -185,7 +186,7 @@ impl AccessReviewer {
                     } else {
                         self.metrics.access_reviews("allowed", 1);
                     }
-                    self.cache.insert(key(digest, namespace, &r), decision);
+                    self.cache.insert(key(&digest, namespace, &r), decision);
                 }
                 Err(e) => {
                     self.metrics.access_reviews("failed", 1);
@@ -240,24 +241,21 @@ async fn ask(
     })
 }
 
-fn key(user: u64, namespace: &str, r: &Reference) -> Key {
+fn key(user: &Arc<str>, namespace: &str, r: &Reference) -> Key {
     Key {
-        user,
+        user: Arc::clone(user),
         namespace: namespace.to_owned(),
         kind: r.kind,
         name: r.name.clone(),
     }
 }
 
-/// A digest of everything the authorizer decides on: username, uid,
-/// groups and extra.
-fn user_digest(user: &UserInfo) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    user.username.hash(&mut h);
-    user.uid.hash(&mut h);
-    user.groups.hash(&mut h);
-    user.extra.as_ref().unwrap_or(&BTreeMap::new()).hash(&mut h);
-    h.finish()
+/// Everything the authorizer decides on, as one string: username, uid,
+/// groups and extra (`extra` is a sorted map, so the same identity always
+/// gives the same string).
+fn identity(user: &UserInfo) -> Arc<str> {
+    // Strings only: it always serialises; the Debug form is as exact.
+    Arc::from(serde_json::to_string(user).unwrap_or_else(|_| format!("{user:?}")))
 }
 
 fn who(user: &UserInfo) -> String {
