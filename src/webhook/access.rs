@@ -30,6 +30,10 @@ pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(2);
 pub const CACHE_ENTRIES: u64 = 16_384;
 /// Reviews of one admission sent at once.
 const CONCURRENT_REVIEWS: usize = 8;
+/// References one write may add that are not answered from the cache: each
+/// costs the API server a review, so one request's cost stays bounded. A
+/// write over it is denied (the references past it named), and can be split.
+pub const MAX_REVIEWS: usize = 32;
 
 /// One question: may this user do this to this object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -149,6 +153,22 @@ impl AccessReviewer {
                 })
                 .collect();
         };
+        if refs.len() > MAX_REVIEWS {
+            return refs[MAX_REVIEWS..]
+                .iter()
+                .map(|r| {
+                    FieldError::forbidden(
+                        r.field.clone(),
+                        &format!(
+                            "{} {:?} is one of {} new references in one write: at most {MAX_REVIEWS} are reviewed at once; add them in more than one write",
+                            r.kind,
+                            r.name,
+                            refs.len()
+                        ),
+                    )
+                })
+                .collect();
+        }
         let digest = identity(user);
         let api: Api<SubjectAccessReview> = Api::all(client);
         let asked = futures::stream::iter(refs.iter().cloned().map(|r| {

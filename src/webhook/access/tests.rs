@@ -196,3 +196,32 @@ async fn without_an_api_server_every_reference_is_denied() {
         errors[0]
     );
 }
+
+#[tokio::test]
+async fn one_write_asks_about_a_bounded_number_of_references() {
+    let (r, mut server, _) = reviewer(Duration::from_secs(2));
+    let refs: Vec<Reference> = (0..MAX_REVIEWS + 2)
+        .map(|i| {
+            secret(
+                &format!("s{i}"),
+                &format!("spec.engine.env[{i}].valueFrom.secretKeyRef.name"),
+            )
+        })
+        .collect();
+    let errors = r.review(&alice(), "team-a", &refs).await;
+    // Nothing was asked; the references past the bound are named.
+    let next = tokio::time::timeout(Duration::from_millis(100), server.next_request()).await;
+    assert!(next.is_err(), "no review is sent for an oversized write");
+    assert_eq!(errors.len(), 2);
+    assert_eq!(
+        errors[0].field,
+        format!("spec.engine.env[{MAX_REVIEWS}].valueFrom.secretKeyRef.name")
+    );
+    assert!(
+        errors[0]
+            .to_string()
+            .contains("at most 32 are reviewed at once"),
+        "{}",
+        errors[0]
+    );
+}
