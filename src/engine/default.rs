@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::{
-    AcceleratorType, BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode,
-    EndpointPickerSpec, FailureMode, HealthCheckSpec, MetricsSpec, ResourcesSpec,
+    BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode, EndpointPickerSpec, FailureMode,
+    HealthCheckSpec, MetricsSpec, ResourcesSpec,
     policy::PolicyDefaults,
     v1beta1::{
         AcceleratorSpec, EngineSpec, InferenceService, InferenceServiceSpec, ParallelismSpec,
@@ -144,15 +144,7 @@ fn placement_defaults(
         spec.placement = None;
     }
 
-    let accel = spec
-        .accelerator
-        .as_ref()
-        .and_then(|a| a.r#type)
-        .unwrap_or_default();
-    let par = spec.parallelism.as_ref();
-    let devices = i64::from(par.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM))
-        * i64::from(par.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM));
-    let multi_gpu = accel != AcceleratorType::None && devices > 1;
+    let multi_gpu = super::resources::gpus_of(spec) > 1;
     let policy_shm = layers.iter().any(|l| {
         l.defaults
             .is_some_and(|d| d.engine.as_ref().is_some_and(|e| e.shm_size.is_some()))

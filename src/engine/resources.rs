@@ -2,15 +2,23 @@
 //! the accelerator is `none`; a canary without replicas gets
 //! `ceil(base * weight / 100)`, at least 1 when its weight is above 0.
 
-use crate::api::{AcceleratorType, v1beta1::InferenceService};
+use crate::api::{
+    AcceleratorType,
+    v1beta1::{InferenceService, InferenceServiceSpec},
+};
 
 use super::builtin::{DEFAULT_PARALLELISM, DEFAULT_REPLICAS};
 
 /// GPUs per replica: tensor*pipeline when accelerator != none, else 0.
 #[must_use]
 pub fn gpus_per_replica(svc: &InferenceService) -> i32 {
-    let accel = svc
-        .spec
+    gpus_of(&svc.spec)
+}
+
+/// [`gpus_per_replica`] of a spec (defaulting works on the spec alone).
+#[must_use]
+pub fn gpus_of(spec: &InferenceServiceSpec) -> i32 {
+    let accel = spec
         .accelerator
         .as_ref()
         .and_then(|a| a.r#type)
@@ -18,7 +26,7 @@ pub fn gpus_per_replica(svc: &InferenceService) -> i32 {
     if accel == AcceleratorType::None {
         return 0;
     }
-    let p = svc.spec.parallelism.as_ref();
+    let p = spec.parallelism.as_ref();
     let tensor = p.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM);
     let pipeline = p.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM);
     tensor.saturating_mul(pipeline)

@@ -39,6 +39,22 @@ pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &str, q: Option<
     }
 }
 
+/// A quantity must parse and be greater than 0.
+pub(super) fn check_positive_quantity(errs: &mut Vec<FieldError>, field: &str, q: &Quantity) {
+    let before = errs.len();
+    check_quantity(errs, field, Some(q));
+    if errs.len() == before
+        && let (Ok(p), Some(zero)) = (ParsedQuantity::try_from(q), ZERO.as_ref())
+        && p == *zero
+    {
+        errs.push(FieldError::invalid(
+            field,
+            format!("{:?}", q.0),
+            "must be greater than 0",
+        ));
+    }
+}
+
 /// Health check rules; unset fields take their built-in values.
 pub(super) fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<&HealthCheckSpec>) {
     let path = hc

@@ -10,14 +10,14 @@ use crate::engine::context::Context;
 use crate::engine::field_error::FieldError;
 use crate::engine::verdict::Verdict;
 
-use super::fields::check_quantity;
+use super::fields::check_positive_quantity;
 
 /// The rules of section "Placement" for `svc` (defaulted) against the classes of `ctx`.
 pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceService, ctx: &Context) {
     let s = &svc.spec;
     if let Some(e) = s.engine.as_ref() {
         if let Some(q) = e.shm_size.as_ref() {
-            check_positive(errs, "spec.engine.shmSize", q);
+            check_positive_quantity(errs, "spec.engine.shmSize", q);
         }
         for (i, var) in e.env.iter().enumerate() {
             if var.value.is_some() && var.value_from.is_some() {
@@ -120,7 +120,7 @@ pub fn validate_accelerator_class(class: &AcceleratorClassSpec) -> Verdict {
             "must be greater than or equal to 1",
         ));
     }
-    check_positive(errs, "spec.memoryPerDevice", &class.memory_per_device);
+    check_positive_quantity(errs, "spec.memoryPerDevice", &class.memory_per_device);
     if let Some(c) = class.cost_per_device_hour.as_deref()
         && !is_decimal(c)
     {
@@ -140,30 +140,6 @@ pub fn validate_accelerator_class(class: &AcceleratorClassSpec) -> Verdict {
         ));
     }
     v
-}
-
-fn check_positive(
-    errs: &mut Vec<FieldError>,
-    field: &str,
-    q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity,
-) {
-    let before = errs.len();
-    check_quantity(errs, field, Some(q));
-    if errs.len() == before && is_zero(&q.0) {
-        errs.push(FieldError::invalid(
-            field,
-            format!("{:?}", q.0),
-            "must be greater than 0",
-        ));
-    }
-}
-
-fn is_zero(q: &str) -> bool {
-    let digits: String = q
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.')
-        .collect();
-    !digits.is_empty() && digits.chars().all(|c| c == '0' || c == '.')
 }
 
 fn is_decimal(s: &str) -> bool {
