@@ -529,17 +529,21 @@ async fn image_pull_failures_and_crash_loops_are_named() {
             }]
         }})
     };
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(write(
-            json!({"reason": "ImagePullBackOff",
-                   "message": "Back-off pulling image \"registry.example.com/vllm:gone\""}),
-            json!({}),
-        )),
+    let kubelet_says = async |waiting, last| {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(write(waiting, last)),
+        )
+        .await
+        .expect("writing the container status")
+    };
+    kubelet_says(
+        json!({"reason": "ImagePullBackOff",
+               "message": "Back-off pulling image \"registry.example.com/vllm:gone\""}),
+        json!({}),
     )
-    .await
-    .expect("writing the pull failure");
+    .await;
     let ready = ready_reason(cp, sched, &ns, "ImagePullFailed").await;
     let message = ready["message"].as_str().unwrap_or_default();
     assert!(
@@ -547,18 +551,13 @@ async fn image_pull_failures_and_crash_loops_are_named() {
         "names the image: {message}"
     );
 
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(write(
-            json!({"reason": "CrashLoopBackOff",
-                   "message": "back-off 40s restarting failed container=engine"}),
-            json!({"terminated": {"exitCode": 137, "reason": "OOMKilled",
-                                  "startedAt": now, "finishedAt": now}}),
-        )),
+    kubelet_says(
+        json!({"reason": "CrashLoopBackOff",
+               "message": "back-off 40s restarting failed container=engine"}),
+        json!({"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                              "startedAt": now, "finishedAt": now}}),
     )
-    .await
-    .expect("writing the crash loop");
+    .await;
     let ready = ready_reason(cp, sched, &ns, "CrashLooping").await;
     let message = ready["message"].as_str().unwrap_or_default();
     assert!(

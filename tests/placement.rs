@@ -235,7 +235,7 @@ fn admission_denies_what_the_class_contradicts() {
 fn an_accelerator_class_is_judged_like_its_crd_does() {
     let bad: AcceleratorClassSpec = serde_json::from_value(json!({
         "vendor": "none", "memoryPerDevice": "0", "devicesPerNode": 0,
-        "costPerDeviceHour": "4,10"
+        "costPerDeviceHour": "4,10", "resourceName": "nvidia gpu"
     }))
     .expect("decodes");
     let v = engine::validate_accelerator_class(&bad);
@@ -246,6 +246,7 @@ fn an_accelerator_class_is_judged_like_its_crd_does() {
             "spec.devicesPerNode: Invalid value: 0: must be greater than or equal to 1",
             "spec.memoryPerDevice: Invalid value: \"0\": must be greater than 0",
             "spec.costPerDeviceHour: Invalid value: \"4,10\": must be a decimal such as 4.10",
+            "spec.resourceName: Invalid value: \"nvidia gpu\": must be a resource name such as nvidia.com/gpu",
         ]
     );
     assert!(engine::validate_accelerator_class(&h100()).allowed());

@@ -156,53 +156,58 @@ async fn a_requester_makes_the_pods_use_only_what_the_requester_may_use() {
 
     // alice changes bob's service without touching its references: no
     // review, admitted.
-    let out = cp.kubectl(&[
-        "patch",
-        "-n",
-        &ns,
-        "infsvc",
-        "chat",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"replicas":2}}"#,
-        "--as",
-        "alice",
-    ]);
+    let reviews_before = reviews(hook).await;
+    let patch_as_alice = |patch: &str| {
+        cp.kubectl(&[
+            "patch",
+            "-n",
+            &ns,
+            "infsvc",
+            "chat",
+            "--type=merge",
+            "-p",
+            patch,
+            "--as",
+            "alice",
+        ])
+    };
+    let out = patch_as_alice(r#"{"spec":{"replicas":2}}"#);
     assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        reviews(hook).await,
+        reviews_before,
+        "no review for unchanged references"
+    );
     // ... but a reference she adds is reviewed.
-    let out = cp.kubectl(&[
-        "patch",
-        "-n",
-        &ns,
-        "infsvc",
-        "chat",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"imagePullSecrets":[{"name":"registry"}]}}"#,
-        "--as",
-        "alice",
-    ]);
+    let out = patch_as_alice(r#"{"spec":{"imagePullSecrets":[{"name":"registry"}]}}"#);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains("spec.imagePullSecrets[0].name: Forbidden: user \"alice\" may not get secrets for Secret \"registry\""),
         "{}",
         text(&out)
     );
-
-    // The server asked the API server: its access reviews are counted.
-    let metrics = reqwest_metrics(hook).await;
+    let (allowed, denied) = reviews(hook).await;
     assert!(
-        metrics.contains("infergate_access_reviews_total"),
-        "{metrics}"
+        denied > reviews_before.1 && allowed >= 3,
+        "the reviews sent are counted: allowed {allowed}, denied {denied}"
     );
 }
 
-/// The webhook server's `/metrics` text.
-async fn reqwest_metrics(hook: &Webhook) -> String {
-    let url = format!("http://127.0.0.1:{}/metrics", hook.probe);
-    let out = std::process::Command::new("curl")
-        .args(["-s", &url])
-        .output()
-        .expect("curl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// Access reviews the server has sent, `(allowed, denied)`, from its `/metrics`.
+async fn reviews(hook: &Webhook) -> (u64, u64) {
+    let (status, text) = support::http_get(hook.probe, "/metrics")
+        .await
+        .expect("GET /metrics");
+    assert_eq!(status, 200, "{text}");
+    let count = |result: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "infergate_access_reviews_total{{result=\"{result}\"}}"
+                ))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (count("allowed"), count("denied"))
 }
