@@ -9,7 +9,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::api::{AcceleratorClass, ClusterInferencePolicy, InferencePolicy, v1alpha1, v1beta1};
+use crate::api::{
+    AcceleratorClass, ClusterInferencePolicy, InferencePolicy, ModelProfile, v1alpha1, v1beta1,
+};
 
 /// Namespace of the in-cluster webhook Service the committed CRD points at.
 pub const SERVICE_NAMESPACE: &str = "infergate-system";
@@ -64,6 +66,7 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, Error> {
         ClusterInferencePolicy::crd(),
         InferencePolicy::crd(),
         AcceleratorClass::crd(),
+        ModelProfile::crd(),
     ])
 }
 

@@ -142,7 +142,7 @@ pub struct PolicyDefaults {
 }
 
 /// Engine defaults.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineDefaults {
     /// Engine container image.
@@ -155,6 +155,10 @@ pub struct EngineDefaults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>", length(min = 1, max = 64))]
     pub shm_size: Option<Quantity>,
+    /// Share of each GPU's memory the engine may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self > 0.0 && self <= 1.0").message("defaults.engine.gpuMemoryUtilization must be above 0 and at most 1"))]
+    pub gpu_memory_utilization: Option<f64>,
 }
 
 /// Accelerator defaults.
@@ -259,6 +263,23 @@ pub struct PolicyLimits {
     #[schemars(length(max = 32))]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]{1,5}(h|m|s|ms)){1,4}$')").message("limits.minRolloutInterval must be a Gateway API duration such as 1m"))]
     pub min_rollout_interval: Option<String>,
+    /// Deny services whose `model.ref` no ModelProfile lists (a curated catalogue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_model_profile: Option<bool>,
+    /// GPUs the InferenceServices of one namespace may hold at once (their charges).
+    #[serde(
+        default,
+        rename = "maxGPUsPerNamespace",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[x_kube(validation = Rule::new("self >= 0").message("limits.maxGPUsPerNamespace must be at least 0"))]
+    pub max_gpus_per_namespace: Option<i64>,
+    /// Cost per hour the InferenceServices of one namespace may hold at
+    /// once, a decimal string such as `"120.50"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = Rule::new("self.matches('^[0-9]+([.][0-9]+)?$')").message("limits.maxCostPerHourPerNamespace must be a decimal such as 120.50"))]
+    pub max_cost_per_hour_per_namespace: Option<String>,
 }
 
 /// Status of a policy.

@@ -50,6 +50,12 @@ pub use super::common::{
     ),
     printcolumn(name = "Path", type_ = "string", json_path = ".status.routePath"),
     printcolumn(
+        name = "GPUs",
+        type_ = "integer",
+        json_path = ".status.capacity.maxGPUs",
+        description = "GPUs the service can hold at once (its budget charge)"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -152,6 +158,17 @@ pub struct EngineSpec {
     #[schemars(with = "Option<String>", length(min = 1, max = 64))]
     #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.engine.shmSize must be a positive quantity such as 8Gi"))]
     pub shm_size: Option<Quantity>,
+    /// The longest context the engine serves (`--max-model-len`); unset,
+    /// the model's own. Defaulted by the fit (section Capacity) when the
+    /// full context does not fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("spec.engine.maxModelLen must be at least 1"))]
+    pub max_model_len: Option<i64>,
+    /// The share of each GPU's memory the engine may use
+    /// (`--gpu-memory-utilization`, default 0.9 on GPUs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self > 0.0 && self <= 1.0").message("spec.engine.gpuMemoryUtilization must be above 0 and at most 1"))]
+    pub gpu_memory_utilization: Option<f64>,
 }
 
 /// Which workload runs the service.
@@ -379,6 +396,30 @@ pub struct InferenceServiceStatus {
     /// The progressive rollout (`spec.rollout.strategy: Canary`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<super::rollout::RolloutStatus>,
+    /// What the service holds at most and what it fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityStatus>,
+}
+
+/// The service's capacity: GPUs, the KV cache its model fits, and cost.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityStatus {
+    /// GPUs of one replica (`tensor x pipeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_replica: Option<i32>,
+    /// GPUs the service can hold at once: its charge against the namespace's budget.
+    #[serde(default, rename = "maxGPUs", skip_serializing_if = "Option::is_none")]
+    pub max_gpus: Option<i64>,
+    /// Tokens of KV cache one replica holds (when a ModelProfile lists the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_tokens: Option<i64>,
+    /// Requests of the full context one replica holds at once, e.g. `3.4`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<String>,
+    /// Cost of `maxGPUs` for an hour, from the AcceleratorClass, e.g. `32.80`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour: Option<String>,
 }
 
 /// The observed canary track.

@@ -301,6 +301,7 @@ mod tests {
                             image: Some("reg/img".to_owned()),
                             port: Some(9000),
                             shm_size: None,
+                            gpu_memory_utilization: None,
                         }),
                         replicas: Some(3),
                         ..Default::default()

@@ -37,6 +37,7 @@ fn image_policy_ns(name: &str, prio: i32, image: &str) -> InferencePolicy {
                     image: Some(image.to_owned()),
                     port: None,
                     shm_size: None,
+                    gpu_memory_utilization: None,
                 }),
                 ..Default::default()
             }),
@@ -57,6 +58,7 @@ fn image_policy_cluster(name: &str, prio: i32, image: &str) -> ClusterInferenceP
                     image: Some(image.to_owned()),
                     port: Some(9000),
                     shm_size: None,
+                    gpu_memory_utilization: None,
                 }),
                 replicas: Some(3),
                 ..Default::default()
