@@ -51,6 +51,7 @@ fn bench(c: &mut Criterion) {
         namespace_labels: &labels,
         policies: &policies,
         classes: &infergate::engine::AcceleratorClasses::new(),
+        profiles: &infergate::engine::ModelProfiles::default(),
         server: &server,
         routes: &NoRoutes,
     };

@@ -551,6 +551,7 @@ async fn short_names_collide_with_no_other_resource() {
             "clusterinferencepolicies.infergate.dev",
             "inferencepolicies.infergate.dev",
             "inferenceservices.infergate.dev",
+            "modelprofiles.infergate.dev",
         ]
     );
     assert!(

@@ -230,6 +230,7 @@ fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
                     route_path: route,
                     request_timeout: rt,
                     rollout: None,
+                    capacity: None,
                 }
             },
         )
@@ -272,15 +273,21 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
             0..2,
         ),
         opt(prop_oneof![Just("2Gi"), Just("512Mi")].prop_map(|q| Quantity(q.to_owned()))),
+        opt(1i64..1_000_000),
+        opt(prop_oneof![Just(0.9), Just(0.85), Just(1.0)]),
     )
-        .prop_map(|(image, port, args, env, env_from, shm_size)| EngineSpec {
-            image,
-            port,
-            args,
-            env,
-            env_from,
-            shm_size,
-        });
+        .prop_map(
+            |(image, port, args, env, env_from, shm_size, max_model_len, utilization)| EngineSpec {
+                image,
+                port,
+                args,
+                env,
+                env_from,
+                shm_size,
+                max_model_len,
+                gpu_memory_utilization: utilization,
+            },
+        );
     let placement = (
         opt(prop::collection::btree_map(
             "[a-z]{1,5}",
@@ -490,6 +497,7 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
                 image,
                 port,
                 shm_size: None,
+                gpu_memory_utilization: None,
             }),
         ),
         opt(0i32..10),
@@ -584,6 +592,7 @@ fn ctx_run<R>(
         namespace_labels: labels,
         policies,
         classes: &infergate::engine::AcceleratorClasses::new(),
+        profiles: &infergate::engine::ModelProfiles::default(),
         server: &server,
         routes,
     };
@@ -1289,6 +1298,7 @@ fn policy_defaults_are_layered_by_priority_then_name() {
                         image: None,
                         port: Some(port),
                         shm_size: None,
+                        gpu_memory_utilization: None,
                     }),
                     ..Default::default()
                 }),
@@ -1383,6 +1393,7 @@ fn cluster_policy_validation() {
             image: Some("docker.io/x:1".to_owned()),
             port: Some(0),
             shm_size: None,
+            gpu_memory_utilization: None,
         }),
         health_check: Some(HealthCheckSpec {
             path: None,

@@ -64,6 +64,7 @@ fn with<R>(policies: &PolicySnapshot, f: impl FnOnce(&Context) -> R) -> R {
         namespace_labels: &labels,
         policies,
         classes: &classes,
+        profiles: &infergate::engine::ModelProfiles::default(),
         server: &ServerDefaults::default(),
         routes: &NoRoutes,
     })

@@ -35,3 +35,5 @@ pub const DEFAULT_PATH_TEMPLATE: &str = "/{.metadata.namespace}/{.metadata.name}
 pub const DEFAULT_REQUEST_TIMEOUT: &str = "5m";
 /// `spec.engine.shmSize` when GPUs per replica > 1 and no policy sets one.
 pub const DEFAULT_SHM_SIZE: &str = "2Gi";
+/// `spec.engine.gpuMemoryUtilization` on GPUs (the engine's own default).
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use super::capacity::profiles::ModelProfiles;
 use crate::api::{AcceleratorClassSpec, ClusterInferencePolicy, GatewayRef, InferencePolicy};
 
 /// Every AcceleratorClass known, by name.
@@ -60,6 +61,8 @@ pub struct Context<'a> {
     pub policies: &'a PolicySnapshot,
     /// Every AcceleratorClass known.
     pub classes: &'a AcceleratorClasses,
+    /// Every ModelProfile known.
+    pub profiles: &'a ModelProfiles,
     /// Server flag defaults.
     pub server: &'a ServerDefaults,
     /// Rendered routes of other services.
@@ -73,6 +76,7 @@ impl fmt::Debug for Context<'_> {
             .field("namespace_labels", &self.namespace_labels)
             .field("policies", &self.policies)
             .field("classes", &self.classes.keys())
+            .field("profiles", &self.profiles.len())
             .field("server", &self.server)
             .finish_non_exhaustive()
     }

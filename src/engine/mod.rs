@@ -3,6 +3,7 @@
 //! No I/O, no async, no `kube::Client`.
 
 pub mod builtin;
+pub mod capacity;
 pub mod context;
 pub mod default;
 pub mod defaulted;
@@ -21,7 +22,8 @@ pub mod validate;
 pub mod verdict;
 
 pub use context::{
-    AcceleratorClasses, Context, NoRoutes, PolicySnapshot, RouteIndex, ServerDefaults,
+    AcceleratorClasses, Context, ModelProfiles, NoRoutes, PolicySnapshot, RouteIndex,
+    ServerDefaults,
 };
 pub use default::default_service;
 pub use defaulted::{Defaulted, Provenance};

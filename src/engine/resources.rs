@@ -38,14 +38,22 @@ pub fn canary_replicas(svc: &InferenceService) -> i32 {
     let Some(canary) = svc.spec.canary.as_ref() else {
         return 0;
     };
-    if let Some(r) = canary.replicas {
+    canary_replicas_at(&svc.spec, canary.weight, canary.replicas)
+}
+
+/// The replicas of a canary at `weight`: `replicas` when set, else
+/// ceil(base*weight/100), at least 1 when the weight is above 0 (base:
+/// `autoscaling.minReplicas`, else `replicas`).
+#[must_use]
+pub fn canary_replicas_at(spec: &InferenceServiceSpec, weight: i32, replicas: Option<i32>) -> i32 {
+    if let Some(r) = replicas {
         return r;
     }
-    let base = match svc.spec.autoscaling.as_ref() {
+    let base = match spec.autoscaling.as_ref() {
         Some(a) => a.min_replicas,
-        None => svc.spec.replicas.unwrap_or(DEFAULT_REPLICAS),
+        None => spec.replicas.unwrap_or(DEFAULT_REPLICAS),
     };
-    let weight = i64::from(canary.weight.clamp(0, 100));
+    let weight = i64::from(weight.clamp(0, 100));
     if weight == 0 {
         return 0;
     }

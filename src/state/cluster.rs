@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::v1beta1::InferenceService;
-use crate::api::{AcceleratorClass, ClusterInferencePolicy, InferencePolicy};
-use crate::engine::{AcceleratorClasses, PolicySnapshot};
+use crate::api::{AcceleratorClass, ClusterInferencePolicy, InferencePolicy, ModelProfile};
+use crate::engine::{AcceleratorClasses, ModelProfiles, PolicySnapshot};
 
 use super::namespace::{add_name_label, name_label_only};
 use super::routes::RouteTable;
@@ -41,6 +41,7 @@ pub enum ServiceEvent {
 pub struct ClusterState {
     policies: ArcSwap<PolicySnapshot>,
     classes: ArcSwap<AcceleratorClasses>,
+    profiles: ArcSwap<ModelProfiles>,
     namespaces: RwLock<HashMap<String, Arc<BTreeMap<String, String>>>>,
     routes: RwLock<RouteTable>,
     services: Store<InferenceService>,
@@ -66,6 +67,7 @@ impl ClusterState {
         ClusterState {
             policies: ArcSwap::from_pointee(policies),
             classes: ArcSwap::from_pointee(AcceleratorClasses::new()),
+            profiles: ArcSwap::from_pointee(ModelProfiles::default()),
             namespaces: RwLock::new(HashMap::new()),
             routes: RwLock::new(RouteTable::default()),
             services,
@@ -99,6 +101,19 @@ impl ClusterState {
     /// (a class gone or changed changes its services' pods or status).
     pub fn set_classes(&self, classes: AcceleratorClasses) {
         self.classes.store(Arc::new(classes));
+        self.policy_changes.send_modify(|n| *n += 1);
+    }
+
+    /// The ModelProfiles now.
+    #[must_use]
+    pub fn profiles(&self) -> Arc<ModelProfiles> {
+        self.profiles.load_full()
+    }
+
+    /// Replace the ModelProfiles; every service is reconciled again (its
+    /// `status.capacity` follows its profile).
+    pub fn set_profiles(&self, profiles: ModelProfiles) {
+        self.profiles.store(Arc::new(profiles));
         self.policy_changes.send_modify(|n| *n += 1);
     }
 
@@ -205,7 +220,7 @@ impl ClusterState {
         }
     }
 
-    /// Watch one policy kind (or the AcceleratorClasses) into `writer`;
+    /// Watch one policy kind (or the AcceleratorClasses or ModelProfiles) into `writer`;
     /// rebuild the snapshot on every change.
     fn spawn_policy_watch<K>(
         self: &Arc<Self>,
@@ -238,7 +253,7 @@ impl ClusterState {
 
     /// Start the watches; `watch_policies == false` when policies come from
     /// files. Services and InferencePolicies are watched in `scope`;
-    /// ClusterInferencePolicies, AcceleratorClasses and namespaces cluster-wide. The state
+    /// ClusterInferencePolicies, AcceleratorClasses, ModelProfiles and namespaces cluster-wide. The state
     /// reports synced once each watch has listed; the watches run until
     /// `shutdown`. Calling it twice starts nothing new.
     pub fn spawn_watches(
@@ -254,7 +269,7 @@ impl ClusterState {
         };
         self.watching.store(true, Ordering::Release);
         self.pending_syncs
-            .send_modify(|n| *n += if watch_policies { 5 } else { 2 });
+            .send_modify(|n| *n += if watch_policies { 6 } else { 2 });
         if watch_policies {
             let (cluster, cluster_writer) = reflector::store::<ClusterInferencePolicy>();
             let (namespaced, namespaced_writer) = reflector::store::<InferencePolicy>();
@@ -294,6 +309,18 @@ impl ClusterState {
                 .boxed(),
                 classes_writer,
                 Arc::new(move || state.set_classes(class_map(&classes))),
+                &shutdown,
+            );
+            let (profiles, profiles_writer) = reflector::store::<ModelProfile>();
+            let state = Arc::clone(self);
+            self.spawn_policy_watch(
+                watcher::watcher(
+                    Api::<ModelProfile>::all(client.clone()),
+                    scope::list_in_pages(),
+                )
+                .boxed(),
+                profiles_writer,
+                Arc::new(move || state.set_profiles(profile_map(&profiles))),
                 &shutdown,
             );
         }
@@ -401,6 +428,11 @@ fn class_map(store: &Store<AcceleratorClass>) -> AcceleratorClasses {
         .iter()
         .map(|c| (c.name_any(), c.spec.clone()))
         .collect()
+}
+
+/// The profiles of `store`, indexed by model ref.
+fn profile_map(store: &Store<ModelProfile>) -> ModelProfiles {
+    ModelProfiles::from_iter(store.state().iter().map(|p| (p.name_any(), p.spec.clone())))
 }
 
 fn sorted<K: Resource + Clone>(store: &Store<K>) -> Vec<K>

@@ -11,7 +11,9 @@ use super::cluster::ClusterState;
 use super::namespace::add_name_label;
 use super::routes::{OlderClaims, RouteTable};
 use crate::api::v1beta1::InferenceService;
-use crate::engine::{AcceleratorClasses, Context, PolicySnapshot, RouteIndex, ServerDefaults};
+use crate::engine::{
+    AcceleratorClasses, Context, ModelProfiles, PolicySnapshot, RouteIndex, ServerDefaults,
+};
 
 /// What the engine reads besides the object itself.
 pub trait ContextSource {
@@ -19,6 +21,8 @@ pub trait ContextSource {
     fn policies(&self) -> Arc<PolicySnapshot>;
     /// The AcceleratorClasses known now.
     fn classes(&self) -> Arc<AcceleratorClasses>;
+    /// The ModelProfiles known now.
+    fn profiles(&self) -> Arc<ModelProfiles>;
     /// Labels of `namespace`, including `kubernetes.io/metadata.name`.
     fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>>;
     /// Defaults from server flags.
@@ -35,6 +39,7 @@ pub fn with_context<S: ContextSource + ?Sized, R>(
 ) -> R {
     let policies = source.policies();
     let classes = source.classes();
+    let profiles = source.profiles();
     let labels = source.namespace_labels(namespace);
     source.with_routes(|routes| {
         f(&Context {
@@ -42,6 +47,7 @@ pub fn with_context<S: ContextSource + ?Sized, R>(
             namespace_labels: &labels,
             policies: &policies,
             classes: &classes,
+            profiles: &profiles,
             server: source.server_defaults(),
             routes,
         })
@@ -67,6 +73,9 @@ impl ContextSource for Watched<'_> {
     fn classes(&self) -> Arc<AcceleratorClasses> {
         self.state.classes()
     }
+    fn profiles(&self) -> Arc<ModelProfiles> {
+        self.state.profiles()
+    }
     fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
         self.state.namespace_labels(namespace)
     }
@@ -90,6 +99,8 @@ pub struct Files {
     pub policies: Arc<PolicySnapshot>,
     /// The AcceleratorClasses read.
     pub classes: Arc<AcceleratorClasses>,
+    /// The ModelProfiles read.
+    pub profiles: Arc<ModelProfiles>,
     /// Labels every namespace gets (`--namespace-labels`), besides its name label.
     pub namespace_labels: BTreeMap<String, String>,
     /// Defaults from flags.
@@ -104,6 +115,9 @@ impl ContextSource for Files {
     }
     fn classes(&self) -> Arc<AcceleratorClasses> {
         Arc::clone(&self.classes)
+    }
+    fn profiles(&self) -> Arc<ModelProfiles> {
+        Arc::clone(&self.profiles)
     }
     fn namespace_labels(&self, namespace: &str) -> Arc<BTreeMap<String, String>> {
         let mut labels = self.namespace_labels.clone();

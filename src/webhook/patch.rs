@@ -321,6 +321,7 @@ mod tests {
             namespace_labels: &labels,
             policies,
             classes: &crate::engine::AcceleratorClasses::new(),
+            profiles: &crate::engine::ModelProfiles::default(),
             server: &server,
             routes: &NoRoutes,
         };

@@ -18,14 +18,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 The rules of the reconciler's children and of the services it watches, held
 by the ClusterRole (every namespace) or by a Role in each managed namespace.
-`cluster` adds clusterinferencepolicies and acceleratorclasses (read
+`cluster` adds clusterinferencepolicies, acceleratorclasses and modelprofiles (read
 cluster-wide in both modes) and the access reviews.
 */}}
 {{- define "infergate.workloadRules" -}}
 # Webhook caches and the reconciler's watch of services, policies and
-# AcceleratorClasses.
+# AcceleratorClasses and ModelProfiles.
 - apiGroups: ["infergate.dev"]
-  resources: {{ if .cluster }}["inferenceservices", "clusterinferencepolicies", "inferencepolicies", "acceleratorclasses"]{{ else }}["inferenceservices", "inferencepolicies"]{{ end }}
+  resources: {{ if .cluster }}["inferenceservices", "clusterinferencepolicies", "inferencepolicies", "acceleratorclasses", "modelprofiles"]{{ else }}["inferenceservices", "inferencepolicies"]{{ end }}
   verbs: ["get", "list", "watch"]
 {{- if .cluster }}
 # Access reviews: may the requester use the Secrets, ConfigMaps and

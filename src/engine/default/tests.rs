@@ -21,6 +21,7 @@ fn with<R>(policies: &PolicySnapshot, server: &ServerDefaults, f: impl FnOnce(&C
         namespace_labels: &labels,
         policies,
         classes: &crate::engine::AcceleratorClasses::new(),
+        profiles: &crate::engine::ModelProfiles::default(),
         server,
         routes: &NoRoutes,
     };

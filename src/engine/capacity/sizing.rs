@@ -1,0 +1,236 @@
+//! A service's shape on its AcceleratorClass and the fit of each of its
+//! models there: the numbers admission denies with, the tensor size the
+//! defaults pick, and what `status.capacity` reports.
+
+use kube_quantity::ParsedQuantity;
+
+use crate::api::profile::ModelProfileSpec;
+use crate::api::v1beta1::{CapacityStatus, InferenceServiceSpec};
+use crate::api::{AcceleratorClassSpec, AcceleratorType};
+
+use super::super::builtin::{DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_PARALLELISM};
+use super::super::context::AcceleratorClasses;
+use super::charge::{Charge, money};
+use super::fit::{Fit, Shape, fit, gib};
+use super::profiles::ModelProfiles;
+
+/// A service on its class: what the fit needs besides the model.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizing<'a> {
+    /// The AcceleratorClass's name.
+    pub class_name: &'a str,
+    /// The AcceleratorClass.
+    pub class: &'a AcceleratorClassSpec,
+    /// The shape of one replica.
+    pub shape: Shape,
+    /// `engine.maxModelLen`.
+    pub max_model_len: Option<i64>,
+}
+
+/// The sizing of `spec`: `None` without a known class, with accelerator
+/// `none`, or with a device memory that does not parse.
+#[must_use]
+pub fn sizing<'a>(
+    spec: &'a InferenceServiceSpec,
+    classes: &'a AcceleratorClasses,
+) -> Option<Sizing<'a>> {
+    let acc = spec.accelerator.as_ref()?;
+    if acc.r#type == Some(AcceleratorType::None) {
+        return None;
+    }
+    let (class_name, class) = classes.get_key_value(acc.class.as_deref()?)?;
+    let memory = ParsedQuantity::try_from(&class.memory_per_device)
+        .ok()?
+        .to_bytes_f64()
+        .filter(|m| *m > 0.0)?;
+    let p = spec.parallelism.as_ref();
+    let engine = spec.engine.as_ref();
+    Some(Sizing {
+        class_name,
+        class,
+        shape: Shape {
+            tensor: i64::from(
+                p.and_then(|p| p.tensor)
+                    .unwrap_or(DEFAULT_PARALLELISM)
+                    .max(1),
+            ),
+            pipeline: i64::from(
+                p.and_then(|p| p.pipeline)
+                    .unwrap_or(DEFAULT_PARALLELISM)
+                    .max(1),
+            ),
+            memory_per_device: memory,
+            utilization: engine
+                .and_then(|e| e.gpu_memory_utilization)
+                .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION),
+        },
+        max_model_len: engine.and_then(|e| e.max_model_len),
+    })
+}
+
+impl Sizing<'_> {
+    /// The same sizing at tensor `t`.
+    #[must_use]
+    pub fn at_tensor(&self, t: i64) -> Self {
+        Self {
+            shape: Shape {
+                tensor: t,
+                ..self.shape
+            },
+            ..*self
+        }
+    }
+
+    /// The context the engine serves: `maxModelLen`, else the model's own.
+    #[must_use]
+    pub fn context(&self, profile: &ModelProfileSpec) -> i64 {
+        self.max_model_len
+            .unwrap_or(profile.max_position_embeddings)
+    }
+
+    /// `2 x h100-80gb (tensor 2)` or `4 x h100-80gb (tensor 2, pipeline 2)`.
+    #[must_use]
+    pub fn devices(&self) -> String {
+        let Shape {
+            tensor, pipeline, ..
+        } = self.shape;
+        let n = tensor.saturating_mul(pipeline);
+        if pipeline > 1 {
+            format!(
+                "{n} x {} (tensor {tensor}, pipeline {pipeline})",
+                self.class_name
+            )
+        } else {
+            format!("{n} x {} (tensor {tensor})", self.class_name)
+        }
+    }
+
+    /// Powers of two from `from` up to the devices of one node (divided by the pipeline).
+    pub fn tensors_from(&self, from: i64) -> impl Iterator<Item = i64> {
+        let most = i64::from(self.class.devices_per_node.max(1)) / self.shape.pipeline.max(1);
+        std::iter::successors(Some(1_i64), |t| t.checked_mul(2))
+            .take_while(move |t| *t <= most)
+            .filter(move |t| *t >= from)
+    }
+
+    /// The smallest tensor (a power of two, at least `from`) at which `ok` holds.
+    #[must_use]
+    pub fn smallest_tensor(
+        &self,
+        profile: &ModelProfileSpec,
+        from: i64,
+        ok: impl Fn(&Fit) -> bool,
+    ) -> Option<(i64, Fit)> {
+        self.tensors_from(from)
+            .map(|t| (t, fit(profile, self.at_tensor(t).shape)))
+            .find(|(_, f)| ok(f))
+    }
+}
+
+/// The fit of one model of a service.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelFit<'a> {
+    /// The ModelProfile's name.
+    pub profile_name: &'a str,
+    /// The ModelProfile.
+    pub profile: &'a ModelProfileSpec,
+    /// The numbers.
+    pub fit: Fit,
+    /// The effective context.
+    pub context: i64,
+}
+
+/// The fit of `model_ref` on `sizing`, when a profile lists it.
+#[must_use]
+pub fn fit_model<'p>(
+    profiles: &'p ModelProfiles,
+    model_ref: &str,
+    sizing: &Sizing<'_>,
+) -> Option<ModelFit<'p>> {
+    let (profile_name, profile) = profiles.for_ref(model_ref)?;
+    Some(ModelFit {
+        profile_name,
+        profile,
+        fit: fit(profile, sizing.shape),
+        context: sizing.context(profile),
+    })
+}
+
+/// Why `m` does not fit `sizing`, with the numbers and what would fit;
+/// `None` when it fits. The field is `spec.parallelism.tensor` when the
+/// weights do not fit, else `spec.engine.maxModelLen`.
+#[must_use]
+pub fn misfit(sizing: &Sizing<'_>, m: &ModelFit<'_>) -> Option<(&'static str, i64, String)> {
+    let f = &m.fit;
+    let t = sizing.shape.tensor;
+    if f.weights_fit() && f.kv_tokens >= 1 {
+        if f.kv_tokens >= m.context {
+            return None;
+        }
+        let mut msg = format!(
+            "{} hold {} tokens of KV cache per replica (weights {} and overhead {} per device); use maxModelLen <= {}",
+            sizing.devices(),
+            f.kv_tokens,
+            gib(f.weights_per_device),
+            gib(f.overhead_per_device),
+            f.kv_tokens
+        );
+        if let Some((bigger, _)) = sizing.smallest_tensor(m.profile, t + 1, |g| g.holds(m.context))
+        {
+            msg.push_str(&format!(" or tensor >= {bigger}"));
+        }
+        return Some(("spec.engine.maxModelLen", m.context, msg));
+    }
+    let usable = sizing.shape.memory_per_device * sizing.shape.utilization;
+    let mut msg = format!(
+        "on {} the weights ({} per device) and overhead ({} per device) leave no room for KV cache in the {} each device may use ({} x {})",
+        sizing.devices(),
+        gib(f.weights_per_device),
+        gib(f.overhead_per_device),
+        gib(usable),
+        sizing.class.memory_per_device.0,
+        sizing.shape.utilization
+    );
+    match sizing.smallest_tensor(m.profile, t + 1, |g| g.weights_fit() && g.kv_tokens >= 1) {
+        Some((bigger, _)) => msg.push_str(&format!("; use tensor >= {bigger}")),
+        None => msg.push_str(&format!(
+            "; no tensor size up to the class's {} devices per node holds it: use an AcceleratorClass with more memory per device",
+            sizing.class.devices_per_node
+        )),
+    }
+    Some(("spec.parallelism.tensor", t, msg))
+}
+
+/// The concurrency a fit gives: `holds 3.4 requests of the full context at once (...)`.
+#[must_use]
+pub fn concurrency_note(sizing: &Sizing<'_>, m: &ModelFit<'_>) -> String {
+    format!(
+        "{} holds {:.1} requests of the full context at once ({} tokens of KV cache per replica, context {})",
+        sizing.devices(),
+        m.fit.concurrency(m.context),
+        m.fit.kv_tokens,
+        m.context
+    )
+}
+
+/// `status.capacity` of a (defaulted) spec with its charge.
+#[must_use]
+pub fn capacity_status(
+    spec: &InferenceServiceSpec,
+    classes: &AcceleratorClasses,
+    profiles: &ModelProfiles,
+    charge: Charge,
+) -> CapacityStatus {
+    let sized = sizing(spec, classes);
+    let fitted = sized
+        .as_ref()
+        .and_then(|s| fit_model(profiles, &spec.model.r#ref, s).map(|m| (s, m)))
+        .filter(|(_, m)| m.fit.weights_fit());
+    CapacityStatus {
+        gpus_per_replica: Some(super::super::resources::gpus_of(spec)),
+        max_gpus: Some(charge.gpus),
+        kv_cache_tokens: fitted.map(|(_, m)| m.fit.kv_tokens),
+        max_concurrency: fitted.map(|(_, m)| format!("{:.1}", m.fit.concurrency(m.context))),
+        cost_per_hour: charge.cost.map(money),
+    }
+}
