@@ -12,9 +12,9 @@ pub struct ModelProfiles {
     by_ref: BTreeMap<String, String>,
 }
 
-impl ModelProfiles {
+impl FromIterator<(String, ModelProfileSpec)> for ModelProfiles {
     /// Profiles from `(name, spec)` pairs.
-    pub fn from_iter<I: IntoIterator<Item = (String, ModelProfileSpec)>>(items: I) -> Self {
+    fn from_iter<I: IntoIterator<Item = (String, ModelProfileSpec)>>(items: I) -> Self {
         let mut out = Self {
             by_name: items.into_iter().collect(),
             by_ref: BTreeMap::new(),
@@ -22,7 +22,9 @@ impl ModelProfiles {
         out.reindex();
         out
     }
+}
 
+impl ModelProfiles {
     /// Add or replace the profile `name`.
     pub fn insert(&mut self, name: String, spec: ModelProfileSpec) {
         self.by_name.insert(name, spec);
