@@ -302,9 +302,10 @@ pub async fn serve(
     let cluster = Arc::new(if args.policy_files.is_empty() {
         ClusterState::default()
     } else {
-        let (policies, classes) = crate::state::files::load_policies(&args.policy_files)?;
-        let state = ClusterState::new(policies);
-        state.set_classes(classes);
+        let loaded = crate::state::files::load_policies(&args.policy_files)?;
+        let state = ClusterState::new(loaded.policies);
+        state.set_classes(loaded.classes);
+        state.set_profiles(loaded.profiles);
         state
     });
     if let Some(client) = &client {

@@ -48,8 +48,9 @@ fn serve_and_check_read_a_policy_file_alike() {
     std::fs::write(&service, SERVICE).expect("write service");
 
     // What `serve --policy-file` loads, answered as admission would.
-    let (snapshot, _classes) =
-        load_policies(std::slice::from_ref(&policies)).expect("policies load");
+    let snapshot = load_policies(std::slice::from_ref(&policies))
+        .expect("policies load")
+        .policies;
     assert_eq!(snapshot.cluster.len(), 1);
     assert_eq!(snapshot.namespaced.len(), 1);
     let state = ClusterState::new(snapshot);

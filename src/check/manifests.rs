@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::api::{DEFAULTED_FROM_ANNOTATION, v1beta1::InferenceService};
-use crate::engine::{self, AcceleratorClasses, PolicySnapshot, ServerDefaults};
+use crate::engine::{self, AcceleratorClasses, ModelProfiles, PolicySnapshot, ServerDefaults};
 use crate::state::context::Files;
 use crate::state::files::{
     Document, Object, Origin, classify, expand_paths, kind_label, read_documents,
@@ -121,9 +121,10 @@ pub fn check(args: &Options) -> Report {
         ..Files::default()
     };
 
-    // Policies (and AcceleratorClasses) from --policy.
+    // Policies (and AcceleratorClasses and ModelProfiles) from --policy.
     let mut snapshot = PolicySnapshot::default();
     let mut classes = AcceleratorClasses::new();
+    let mut profiles = ModelProfiles::default();
     let policy_docs = read_all(&args.policies, &mut r);
     let mut policy_objects = Vec::new();
     for d in &policy_docs {
@@ -142,6 +143,9 @@ pub fn check(args: &Options) -> Report {
             }
             Ok((label, Object::Class(c))) => {
                 add_class(&mut r, &mut classes, &d.origin, &label, *c);
+            }
+            Ok((label, Object::Profile(p))) => {
+                add_profile(&mut r, &mut profiles, &d.origin, &label, *p);
             }
             Ok((label, Object::Invalid(e))) => {
                 r.lines.push(format!("{} {label}: {e}", d.origin));
@@ -195,16 +199,24 @@ pub fn check(args: &Options) -> Report {
     snapshot.namespaced = keep_ns;
     files.policies = Arc::new(snapshot);
 
-    // Manifests from -f; the AcceleratorClasses among them first, so a
-    // service is judged against every class given, wherever it stands.
+    // Manifests from -f; the AcceleratorClasses and ModelProfiles among
+    // them first, so a service is judged against every class and profile
+    // given, wherever it stands.
     let docs = read_all(&args.files, &mut r);
     let classified: Vec<_> = docs.iter().map(classify).collect();
     for (d, c) in docs.iter().zip(&classified) {
-        if let Ok((label, Object::Class(c))) = c {
-            add_class(&mut r, &mut classes, &d.origin, label, (**c).clone());
+        match c {
+            Ok((label, Object::Class(c))) => {
+                add_class(&mut r, &mut classes, &d.origin, label, (**c).clone());
+            }
+            Ok((label, Object::Profile(p))) => {
+                add_profile(&mut r, &mut profiles, &d.origin, label, (**p).clone());
+            }
+            _ => {}
         }
     }
     files.classes = Arc::new(classes);
+    files.profiles = Arc::new(profiles);
 
     // Default every service first, so routes collide across the input.
     struct Pending {
@@ -228,7 +240,7 @@ pub fn check(args: &Options) -> Report {
         match obj {
             Object::Skipped(why) => r.lines.push(line(&why)),
             // Judged above, before any service.
-            Object::Class(_) => {}
+            Object::Class(_) | Object::Profile(_) => {}
             Object::Invalid(e) => {
                 r.lines.push(line(&e));
                 r.violations += 1;
@@ -269,6 +281,8 @@ pub fn check(args: &Options) -> Report {
             engine::validate_service(&p.defaulted.object, None, ctx)
         });
         v.warnings.splice(0..0, p.warnings);
+        v.warnings
+            .splice(0..0, p.defaulted.warnings.iter().cloned());
         r.violations += v.errors.len();
         emit(&mut r.lines, &p.origin, &p.label, &v);
         if args.explain {
@@ -299,6 +313,23 @@ fn add_class(
     emit(&mut r.lines, origin, label, &v);
     if v.allowed() {
         classes.insert(class.metadata.name.unwrap_or_default(), class.spec);
+    }
+}
+
+/// Validate a ModelProfile as the API server's schema would, report it,
+/// and keep it when valid.
+fn add_profile(
+    r: &mut Report,
+    profiles: &mut ModelProfiles,
+    origin: &Origin,
+    label: &str,
+    profile: crate::api::ModelProfile,
+) {
+    let v = engine::validate_model_profile(&profile.spec);
+    r.violations += v.errors.len();
+    emit(&mut r.lines, origin, label, &v);
+    if v.allowed() {
+        profiles.insert(profile.metadata.name.unwrap_or_default(), profile.spec);
     }
 }
 

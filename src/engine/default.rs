@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::{
-    BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode, EndpointPickerSpec, FailureMode,
-    HealthCheckSpec, MetricsSpec, ResourcesSpec,
+    AcceleratorType, BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode,
+    EndpointPickerSpec, FailureMode, HealthCheckSpec, MetricsSpec, ResourcesSpec,
     policy::PolicyDefaults,
     v1beta1::{
         AcceleratorSpec, EngineSpec, InferenceService, InferenceServiceSpec, ParallelismSpec,
@@ -27,10 +27,10 @@ use crate::api::{
 };
 
 use super::builtin::{
-    DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH,
-    DEFAULT_HEALTH_TIMEOUT, DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH, DEFAULT_PARALLELISM,
-    DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_SHM_SIZE, DEFAULT_TARGET_CPU,
+    DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HEALTH_INTERVAL,
+    DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH,
+    DEFAULT_PARALLELISM, DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHM_SIZE, DEFAULT_TARGET_CPU,
 };
 use super::context::Context;
 use super::defaulted::{Defaulted, Provenance};
@@ -160,6 +160,53 @@ fn placement_defaults(
     }
 }
 
+/// `spec.engine.gpuMemoryUtilization` (on GPUs: a policy's, else 0.9),
+/// then the fit's `parallelism.tensor` and `engine.maxModelLen` (see
+/// [`super::capacity::sizing::choose`]); the warnings the fit gives.
+/// Runs after the accelerator is defaulted, before the built-in tensor.
+fn fit_defaults(
+    f: &mut Filler<'_, '_>,
+    spec: &mut InferenceServiceSpec,
+    ctx: &Context,
+) -> Vec<String> {
+    let on_gpus = spec
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.r#type)
+        .is_some_and(|t| t != AcceleratorType::None);
+    if !on_gpus {
+        return Vec::new();
+    }
+    {
+        let engine = spec.engine.get_or_insert_with(EngineSpec::default);
+        f.fill(
+            &mut engine.gpu_memory_utilization,
+            "spec.engine.gpuMemoryUtilization",
+            |d| d.engine.as_ref()?.gpu_memory_utilization,
+            Some((DEFAULT_GPU_MEMORY_UTILIZATION, SOURCE_BUILT_IN)),
+        );
+    }
+    let Some(choice) = super::capacity::sizing::choose(spec, ctx.classes, ctx.profiles) else {
+        return Vec::new();
+    };
+    let source = format!(
+        "fit: ModelProfile/{}, AcceleratorClass/{}",
+        choice.profile_name, choice.class_name
+    );
+    let tensor = i32::try_from(choice.tensor).unwrap_or(i32::MAX);
+    spec.parallelism
+        .get_or_insert_with(ParallelismSpec::default)
+        .tensor = Some(tensor);
+    f.record("spec.parallelism.tensor", source.clone(), &tensor);
+    if let Some(n) = choice.max_model_len {
+        spec.engine
+            .get_or_insert_with(EngineSpec::default)
+            .max_model_len = Some(n);
+        f.record("spec.engine.maxModelLen", source, &n);
+    }
+    choice.warning.into_iter().collect()
+}
+
 /// Fill every default, write/extend the
 /// `infergate.dev/defaulted-from` annotation. Idempotent.
 #[must_use]
@@ -269,6 +316,7 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
             Some((DEFAULT_ACCELERATOR, SOURCE_BUILT_IN)),
         );
     }
+    let warnings = fit_defaults(&mut f, spec, ctx);
     {
         let par = spec
             .parallelism
@@ -428,6 +476,7 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
     Defaulted {
         object: out,
         filled,
+        warnings,
     }
 }
 

@@ -24,4 +24,6 @@ pub struct Defaulted {
     pub object: InferenceService,
     /// Fields filled in by this call (empty for an already defaulted object).
     pub filled: Vec<Provenance>,
+    /// What a user should know about a value filled in (the fit shortened the context).
+    pub warnings: Vec<String>,
 }

@@ -13,10 +13,10 @@ use serde_json::Value;
 
 use crate::api::conversion::{V1ALPHA1, V1BETA1, to_v1beta1};
 use crate::api::{
-    AcceleratorClass, ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1,
+    AcceleratorClass, ClusterInferencePolicy, GROUP, InferencePolicy, ModelProfile, v1alpha1,
     v1beta1::InferenceService,
 };
-use crate::engine::{AcceleratorClasses, PolicySnapshot};
+use crate::engine::{AcceleratorClasses, ModelProfiles, PolicySnapshot};
 
 /// Where a document came from.
 #[derive(Clone, Debug)]
@@ -258,6 +258,8 @@ pub enum Object {
     Namespaced(Box<InferencePolicy>),
     /// An AcceleratorClass.
     Class(Box<AcceleratorClass>),
+    /// A ModelProfile.
+    Profile(Box<ModelProfile>),
     /// Not an infergate object, or one this reader does not take; why.
     Skipped(String),
     /// An infergate object that does not decode; the field error.
@@ -336,6 +338,10 @@ pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
             Ok(c) => Object::Class(Box::new(c)),
             Err(e) => Object::Invalid(e),
         },
+        (V1BETA1, "ModelProfile") => match decode::<ModelProfile>(v) {
+            Ok(p) => Object::Profile(Box::new(p)),
+            Err(e) => Object::Invalid(e),
+        },
         (V1BETA1, "InferencePolicy") => {
             let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
             let o = match decode::<InferencePolicy>(v) {
@@ -350,7 +356,7 @@ pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
             return Ok((label, o));
         }
         _ if group == GROUP => Object::Skipped(format!(
-            "unknown kind {kind} in {api_version}; infergate knows InferenceService ({V1ALPHA1}, {V1BETA1}), ClusterInferencePolicy, InferencePolicy and AcceleratorClass ({V1BETA1}); skipped"
+            "unknown kind {kind} in {api_version}; infergate knows InferenceService ({V1ALPHA1}, {V1BETA1}), ClusterInferencePolicy, InferencePolicy, AcceleratorClass and ModelProfile ({V1BETA1}); skipped"
         )),
         _ => Object::Skipped(format!(
             "not an infergate object ({api_version} {kind}); skipped"
@@ -377,34 +383,48 @@ pub enum PolicyFileError {
     },
 }
 
-/// Read every policy and AcceleratorClass in `paths` (files or
-/// directories), as `serve --policy-file` does. Anything that is not a
-/// well-formed ClusterInferencePolicy, InferencePolicy or AcceleratorClass
-/// is an error.
-pub fn load_policies(
-    paths: &[PathBuf],
-) -> Result<(PolicySnapshot, AcceleratorClasses), PolicyFileError> {
-    let mut snapshot = PolicySnapshot::default();
-    let mut classes = AcceleratorClasses::new();
+/// What `serve --policy-file` loads.
+#[derive(Debug, Default)]
+pub struct PolicyFiles {
+    /// The policies.
+    pub policies: PolicySnapshot,
+    /// The AcceleratorClasses.
+    pub classes: AcceleratorClasses,
+    /// The ModelProfiles.
+    pub profiles: ModelProfiles,
+}
+
+/// Read every policy, AcceleratorClass and ModelProfile in `paths` (files
+/// or directories), as `serve --policy-file` does. Anything else, or one
+/// of those that does not decode, is an error.
+pub fn load_policies(paths: &[PathBuf]) -> Result<PolicyFiles, PolicyFileError> {
+    let mut out = PolicyFiles::default();
+    let mut profiles = Vec::new();
     for file in expand_paths(paths)? {
         for doc in read_documents(&file)? {
             let (label, object) = classify(&doc)?;
             let message = match object {
                 Object::Cluster(p) => {
-                    snapshot.cluster.push(*p);
+                    out.policies.cluster.push(*p);
                     continue;
                 }
                 Object::Namespaced(p) => {
-                    snapshot.namespaced.push(*p);
+                    out.policies.namespaced.push(*p);
                     continue;
                 }
                 Object::Class(c) => {
-                    classes.insert(c.metadata.name.clone().unwrap_or_default(), c.spec);
+                    out.classes
+                        .insert(c.metadata.name.clone().unwrap_or_default(), c.spec);
+                    continue;
+                }
+                Object::Profile(p) => {
+                    profiles.push((p.metadata.name.clone().unwrap_or_default(), p.spec));
                     continue;
                 }
                 Object::Invalid(e) => e,
                 Object::Skipped(_) | Object::Service(..) => {
-                    "not a ClusterInferencePolicy, InferencePolicy or AcceleratorClass".to_owned()
+                    "not a ClusterInferencePolicy, InferencePolicy, AcceleratorClass or ModelProfile"
+                        .to_owned()
                 }
             };
             return Err(PolicyFileError::NotAPolicy {
@@ -414,5 +434,6 @@ pub fn load_policies(
             });
         }
     }
-    Ok((snapshot, classes))
+    out.profiles = profiles.into_iter().collect();
+    Ok(out)
 }

@@ -447,6 +447,7 @@ mod tests {
             let d = Defaulted {
                 object: after.clone(),
                 filled: filled.clone(),
+                warnings: Vec::new(),
             };
             let patch = typed(before, &d);
             assert_eq!(patch.0.len(), 1, "{patch:?}");

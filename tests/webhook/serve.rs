@@ -28,7 +28,7 @@ fn policy_files_load_both_kinds_and_reject_other_kinds() {
         "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {name: platform}\nspec: {priority: 1}\n---\napiVersion: infergate.dev/v1beta1\nkind: InferencePolicy\nmetadata: {name: d, namespace: team-a}\nspec: {defaults: {replicas: 2}}\n",
     )
     .unwrap();
-    let (policies, _classes) = load_policies(std::slice::from_ref(&good)).unwrap();
+    let policies = load_policies(std::slice::from_ref(&good)).unwrap().policies;
     assert_eq!(policies.cluster.len(), 1);
     assert_eq!(policies.namespaced.len(), 1);
     assert!(ClusterState::new(policies).is_synced());

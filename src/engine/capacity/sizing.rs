@@ -30,10 +30,10 @@ pub struct Sizing<'a> {
 /// The sizing of `spec`: `None` without a known class, with accelerator
 /// `none`, or with a device memory that does not parse.
 #[must_use]
-pub fn sizing<'a>(
-    spec: &'a InferenceServiceSpec,
-    classes: &'a AcceleratorClasses,
-) -> Option<Sizing<'a>> {
+pub fn sizing<'c>(
+    spec: &InferenceServiceSpec,
+    classes: &'c AcceleratorClasses,
+) -> Option<Sizing<'c>> {
     let acc = spec.accelerator.as_ref()?;
     if acc.r#type == Some(AcceleratorType::None) {
         return None;
@@ -233,4 +233,79 @@ pub fn capacity_status(
         max_concurrency: fitted.map(|(_, m)| format!("{:.1}", m.fit.concurrency(m.context))),
         cost_per_hour: charge.cost.map(money),
     }
+}
+
+/// What the fit picks when no layer sets `parallelism.tensor`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FitChoice<'a> {
+    /// The tensor size.
+    pub tensor: i64,
+    /// `engine.maxModelLen`, when the full context fits no tensor size.
+    pub max_model_len: Option<i64>,
+    /// The ModelProfile used.
+    pub profile_name: &'a str,
+    /// The AcceleratorClass used.
+    pub class_name: &'a str,
+    /// Why `max_model_len` was set.
+    pub warning: Option<String>,
+}
+
+/// `maxModelLen` chosen by the fit is a multiple of this.
+pub const MAX_MODEL_LEN_STEP: i64 = 256;
+
+/// The fit's choice for a spec whose `parallelism.tensor` is unset: the
+/// smallest power of two up to the class's devices per node at which the
+/// effective context fits; else the smallest at which the weights fit,
+/// with `maxModelLen` the tokens that fit there rounded down to a multiple
+/// of 256 (only when `maxModelLen` is unset; when it is set, validation
+/// gives the numbers). `None` when the tensor is set, the fit does not
+/// apply, or the weights fit nowhere.
+#[must_use]
+pub fn choose<'a>(
+    spec: &InferenceServiceSpec,
+    classes: &'a AcceleratorClasses,
+    profiles: &'a ModelProfiles,
+) -> Option<FitChoice<'a>> {
+    if spec.parallelism.as_ref().and_then(|p| p.tensor).is_some() {
+        return None;
+    }
+    let sized = sizing(spec, classes)?;
+    let (profile_name, profile) = profiles.for_ref(&spec.model.r#ref)?;
+    let class_name = sized.class_name;
+    let context = sized.context(profile);
+    if let Some((tensor, _)) = sized.smallest_tensor(profile, 1, |f| f.holds(context)) {
+        return Some(FitChoice {
+            tensor,
+            max_model_len: None,
+            profile_name,
+            class_name,
+            warning: None,
+        });
+    }
+    let (tensor, f) = sized.smallest_tensor(profile, 1, |f| {
+        f.weights_fit() && f.kv_tokens >= MAX_MODEL_LEN_STEP
+    })?;
+    if sized.max_model_len.is_some() {
+        return Some(FitChoice {
+            tensor,
+            max_model_len: None,
+            profile_name,
+            class_name,
+            warning: None,
+        });
+    }
+    let len = f.kv_tokens / MAX_MODEL_LEN_STEP * MAX_MODEL_LEN_STEP;
+    let warning = format!(
+        "spec.engine.maxModelLen: set to {len}: the full context of {:?} ({context} tokens) fits no tensor size on {class_name}; {} hold {} tokens of KV cache per replica",
+        spec.model.r#ref,
+        sized.at_tensor(tensor).devices(),
+        f.kv_tokens
+    );
+    Some(FitChoice {
+        tensor,
+        max_model_len: Some(len),
+        profile_name,
+        class_name,
+        warning: Some(warning),
+    })
 }

@@ -1,14 +1,17 @@
-//! Validation of services (`service`) and of policies (`policy`); every rule is listed in `docs/api-reference.md`.
+//! Validation of services (`service`, `placement`, `capacity`), of policies (`policy`) and of
+//! AcceleratorClasses and ModelProfiles; every rule is listed in `docs/api-reference.md`.
 //!
 //! One validator, shared by admission and the reconciler. Every violation is
 //! reported at once as a Kubernetes-style field error; violations of a
 //! policy with `enforcement: Warn` become warnings instead.
 
+mod capacity;
 mod fields;
 mod placement;
 mod policy;
 mod service;
 
+pub use capacity::validate_model_profile;
 pub use placement::validate_accelerator_class;
 pub use policy::{validate_cluster_policy, validate_namespaced_policy};
 pub use service::validate_service;

@@ -123,6 +123,25 @@ fn check_policy_spec(
                 errs.push(FieldError::invalid(field, x, &range));
             }
         }
+        if let Some(n) = l.max_gpus_per_namespace
+            && n < 0
+        {
+            errs.push(FieldError::invalid(
+                "spec.limits.maxGPUsPerNamespace",
+                n,
+                "must be greater than or equal to 0",
+            ));
+        }
+        if let Some(c) = l.max_cost_per_hour_per_namespace.as_deref()
+            && (crate::engine::capacity::charge::decimal(c).is_none()
+                || !c.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+        {
+            errs.push(FieldError::invalid(
+                "spec.limits.maxCostPerHourPerNamespace",
+                format!("{c:?}"),
+                "must be a decimal such as \"120.50\"",
+            ));
+        }
         if let Some(list) = &l.allowed_graph_hosts {
             errs.extend(graph_source::policy_host_errors(list, None).0);
         }
@@ -284,6 +303,15 @@ fn check_policy_spec(
         }
         if let Some(q) = d.engine.as_ref().and_then(|e| e.shm_size.as_ref()) {
             check_quantity(errs, "spec.defaults.engine.shmSize", Some(q));
+        }
+        if let Some(u) = d.engine.as_ref().and_then(|e| e.gpu_memory_utilization)
+            && !(u > 0.0 && u <= 1.0)
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.engine.gpuMemoryUtilization",
+                u,
+                "must be above 0 and at most 1",
+            ));
         }
         if let Some(r) = d
             .routing

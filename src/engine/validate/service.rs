@@ -262,6 +262,8 @@ pub fn validate_service(
             .push(FieldError::required("spec.routing.gateway.name", ""));
     }
 
+    super::capacity::check_capacity(&mut v, svc, ctx, &layers);
+
     // Policy limits.
     let mut lim = Limits {
         layers: &layers,

@@ -18,8 +18,8 @@ use crate::api::v1beta1::InferenceService;
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
 use crate::engine;
 use crate::engine::builtin::{
-    DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM,
-    DEFAULT_PORT, DEFAULT_REPLICAS,
+    DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH,
+    DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM, DEFAULT_PORT, DEFAULT_REPLICAS,
 };
 
 /// Name of the engine container.
@@ -75,6 +75,19 @@ pub fn engine_args(svc: &InferenceService, track: Track) -> Vec<String> {
         args.push(pipeline.to_string());
     }
     if let Some(engine) = svc.spec.engine.as_ref() {
+        if let Some(n) = engine.max_model_len {
+            args.push("--max-model-len".to_owned());
+            args.push(n.to_string());
+        }
+        // At the engine's own default the flag is left out, so defaulting
+        // the field changes no running pod template.
+        if let Some(u) = engine
+            .gpu_memory_utilization
+            .filter(|u| (u - DEFAULT_GPU_MEMORY_UTILIZATION).abs() > f64::EPSILON)
+        {
+            args.push("--gpu-memory-utilization".to_owned());
+            args.push(u.to_string());
+        }
         args.extend(engine.args.iter().cloned());
     }
     args

@@ -189,6 +189,31 @@ fn parallel_sizes_only_when_above_one() {
 }
 
 #[test]
+fn memory_fields_become_engine_flags() {
+    let mut s = svc();
+    s.spec.parallelism = None;
+    let e = s.spec.engine.as_mut().unwrap();
+    e.args.clear();
+    e.max_model_len = Some(4608);
+    e.gpu_memory_utilization = Some(0.9);
+    // 0.9 is the engine's own default: no flag, no pod template change.
+    assert_eq!(
+        &engine_args(&s, Track::Primary)[6..],
+        &["--max-model-len", "4608"]
+    );
+    s.spec.engine.as_mut().unwrap().gpu_memory_utilization = Some(0.85);
+    assert_eq!(
+        &engine_args(&s, Track::Primary)[6..],
+        &[
+            "--max-model-len",
+            "4608",
+            "--gpu-memory-utilization",
+            "0.85"
+        ]
+    );
+}
+
+#[test]
 fn model_image_is_mounted_as_an_image_volume() {
     let mut s = svc();
     s.spec.model.image = Some("registry.example.com/models/llama3:8b".into());
