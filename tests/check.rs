@@ -15,6 +15,8 @@ fn policy_flags() -> Vec<String> {
         good.join("cluster-policy.yaml").display().to_string(),
         "--policy".into(),
         good.join("namespace-policy.yaml").display().to_string(),
+        "--policy".into(),
+        good.join("catalogue-policy.yaml").display().to_string(),
         "--namespace-labels".into(),
         "tier=prod".into(),
     ]

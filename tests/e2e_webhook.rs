@@ -11,6 +11,8 @@ mod support;
 
 #[path = "e2e_webhook/access.rs"]
 mod access;
+#[path = "e2e_webhook/capacity.rs"]
+mod capacity;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -165,6 +167,10 @@ async fn bad_examples_are_rejected_with_their_field_message() {
     let prod_b = cp
         .fresh_namespace_with_labels("badb", BTreeMap::from([("tier".into(), "prod".into())]))
         .await;
+    // team-c: production, with a curated catalogue and a GPU budget.
+    let prod_c = cp
+        .fresh_namespace_with_labels("badc", BTreeMap::from([("tier".into(), "prod".into())]))
+        .await;
     let bare = cp.fresh_namespace("bare").await;
     let good = root().join("examples/good");
     let cluster = std::fs::read_to_string(good.join("cluster-policy.yaml")).unwrap();
@@ -173,6 +179,25 @@ async fn bad_examples_are_rejected_with_their_field_message() {
         .unwrap()
         .replace("team-a", &prod);
     must_apply(cp, &ns_policy);
+    let catalogue = std::fs::read_to_string(good.join("catalogue-policy.yaml"))
+        .unwrap()
+        .replace("team-c", &prod_c);
+    must_apply(cp, &catalogue);
+    // ... and the catalogue policy: an unlisted model is denied in team-c.
+    eventually("catalogue policy cached", Duration::from_secs(15), || {
+        let out = cp.kubectl_stdin(
+            &["apply", "--dry-run=server", "-f", "-"],
+            &service_yaml(&prod_c, "probe", "  model: {ref: unlisted}\n"),
+        );
+        let all = text(&out);
+        let r = if all.contains("requireModelProfile") {
+            Ok(())
+        } else {
+            Err(all)
+        };
+        async move { r }
+    })
+    .await;
     // Wait until the cache holds both policies: the namespace policy's
     // replicas default shows up in a dry run.
     dry_run_until(
@@ -205,7 +230,10 @@ async fn bad_examples_are_rejected_with_their_field_message() {
         } else {
             &prod
         };
-        let raw = raw.replace("team-a", ns).replace("team-b", &prod_b);
+        let raw = raw
+            .replace("team-a", ns)
+            .replace("team-b", &prod_b)
+            .replace("team-c", &prod_c);
         let expects: Vec<&str> = raw
             .lines()
             .filter_map(|l| l.strip_prefix("# expect: "))

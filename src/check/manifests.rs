@@ -276,9 +276,16 @@ pub fn check(args: &Options) -> Report {
             }
         }
     }
+    let mut ledger = super::budget::Ledger::default();
     for p in pending {
         let mut v = with_context(&files, &p.namespace, |ctx| {
-            engine::validate_service(&p.defaulted.object, None, ctx)
+            let mut v = engine::validate_service(&p.defaulted.object, None, ctx);
+            if v.allowed() {
+                let charged = ledger.charge(&p.defaulted.object, ctx);
+                v.errors.extend(charged.errors);
+                v.warnings.extend(charged.warnings);
+            }
+            v
         });
         v.warnings.splice(0..0, p.warnings);
         v.warnings

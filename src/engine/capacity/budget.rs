@@ -8,7 +8,9 @@ use rust_decimal::Decimal;
 
 use crate::api::policy::Enforcement;
 
+use super::super::field_error::FieldError;
 use super::super::policy::{Bound, Layer, strictest};
+use super::super::verdict::Verdict;
 use super::charge::{Charge, decimal, money};
 
 /// Services listed by name in a denial, at most.
@@ -153,4 +155,18 @@ fn list(others: &[(&str, Charge)], shown: impl Fn(&Charge) -> Option<String>) ->
         let _ = write!(out, " and {} more", items.len() - LISTED_SERVICES);
     }
     out
+}
+
+/// Overruns as a verdict: a Deny overrun is a `spec: Forbidden: ...` error,
+/// a Warn overrun a warning.
+#[must_use]
+pub fn budget_verdict(overruns: Vec<Overrun>) -> Verdict {
+    let mut v = Verdict::default();
+    for o in overruns {
+        match o.enforcement {
+            Enforcement::Deny => v.errors.push(FieldError::forbidden("spec", &o.message)),
+            Enforcement::Warn => v.warnings.push(format!("spec: {}", o.message)),
+        }
+    }
+    v
 }

@@ -191,9 +191,15 @@ pub fn misfit(sizing: &Sizing<'_>, m: &ModelFit<'_>) -> Option<(&'static str, i6
         sizing.class.memory_per_device.0,
         sizing.shape.utilization
     );
-    match sizing.smallest_tensor(m.profile, t + 1, |g| g.weights_fit() && g.kv_tokens >= 1) {
-        Some((bigger, _)) => msg.push_str(&format!("; use tensor >= {bigger}")),
-        None => msg.push_str(&format!(
+    let whole = sizing.smallest_tensor(m.profile, t + 1, |g| g.holds(m.context));
+    let some = || sizing.smallest_tensor(m.profile, t + 1, |g| g.weights_fit() && g.kv_tokens >= 1);
+    match (whole, whole.is_none().then(some).flatten()) {
+        (Some((bigger, _)), _) => msg.push_str(&format!("; use tensor >= {bigger}")),
+        (None, Some((bigger, g))) => msg.push_str(&format!(
+            "; use tensor >= {bigger} with maxModelLen <= {}",
+            g.kv_tokens
+        )),
+        (None, None) => msg.push_str(&format!(
             "; no tensor size up to the class's {} devices per node holds it: use an AcceleratorClass with more memory per device",
             sizing.class.devices_per_node
         )),
