@@ -15,9 +15,11 @@ async fn the_fit_chooses_the_tensor_and_a_dry_run_shows_it() {
         must_apply(cp, &std::fs::read_to_string(good.join(file)).unwrap());
     }
     let ns = cp.fresh_namespace("fit").await;
+    // The example takes its engine image from team-a's policies; here it is given.
     let fitted = std::fs::read_to_string(good.join("fitted-70b.yaml"))
         .unwrap()
-        .replace("team-a", &ns);
+        .replace("team-a", &ns)
+        + &format!("  engine: {{image: {ENGINE_IMAGE}}}\n");
     // The profiles reach the webhook's cache through its watch.
     dry_run_until(cp, &fitted, "the fit picks tensor 4", |v, all| {
         let tensor = &v["spec"]["parallelism"]["tensor"];
@@ -48,7 +50,7 @@ async fn the_fit_chooses_the_tensor_and_a_dry_run_shows_it() {
     let short = service_yaml(
         &ns,
         "short",
-        "  model: {ref: meta-llama/Llama-3.1-8B-Instruct}\n  accelerator: {class: l4-24gb}\n",
+        &format!("  model: {{ref: meta-llama/Llama-3.1-8B-Instruct}}\n  accelerator: {{class: l4-24gb}}\n  engine: {{image: {ENGINE_IMAGE}}}\n"),
     );
     dry_run_until(cp, &short, "the fit shortens the context", |v, all| {
         let spec = &v["spec"];
@@ -78,7 +80,7 @@ async fn the_fit_chooses_the_tensor_and_a_dry_run_shows_it() {
     let denied = service_yaml(
         &ns,
         "denied",
-        "  model: {ref: meta-llama/Llama-3.1-70B-Instruct}\n  accelerator: {class: h100-80gb}\n  parallelism: {tensor: 2}\n",
+        &format!("  model: {{ref: meta-llama/Llama-3.1-70B-Instruct}}\n  accelerator: {{class: h100-80gb}}\n  parallelism: {{tensor: 2}}\n  engine: {{image: {ENGINE_IMAGE}}}\n"),
     );
     let out = cp.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &denied);
     assert!(!out.status.success());
