@@ -3,7 +3,8 @@
 //! Each subcommand's arguments are parsed here and turned into the plain
 //! options struct of the module that does the work ([`crate::app::Options`],
 //! [`crate::check::Options`], [`crate::webhook::tls::certs::Options`],
-//! [`crate::check::graph::Options`]); nothing below this module sees clap.
+//! [`crate::check::graph::Options`], [`crate::profile::Options`]); nothing
+//! below this module sees clap.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::app;
 use crate::check::{self, OutputFormat};
 use crate::engine::ServerDefaults;
+use crate::profile;
 use crate::telemetry::LogFormat;
 use crate::webhook::tls::certs;
 
@@ -50,7 +52,28 @@ pub enum Command {
     ///
     /// Exit codes: 0 valid, 1 violations found, 2 unreadable input or usage error.
     Graph(GraphArgs),
+    /// Print a ModelProfile read from a Hugging Face model's config.json, offline.
+    ///
+    /// Reads DIR/config.json (or the config.json given): num_hidden_layers,
+    /// max_position_embeddings and the attention. GQA and MHA families
+    /// (Llama, Mistral, Qwen, Gemma, Phi-3, ...): kvHeads is
+    /// num_key_value_heads (num_attention_heads when absent: MHA), headDim is
+    /// head_dim (hidden_size / num_attention_heads when absent). MLA families
+    /// (DeepSeek V2/V3, or any config with kv_lora_rank): kvLoraRank and
+    /// qkRopeHeadDim. A multimodal config is read from its text_config.
+    ///
+    /// Exit codes: 0 printed, 2 unreadable file, invalid JSON, unknown
+    /// model_type, missing field (named) or no weights size.
+    #[command(after_help = PROFILE_EXAMPLES)]
+    Profile(ProfileArgs),
 }
+
+/// Examples under `infergate profile --help`.
+const PROFILE_EXAMPLES: &str = "Examples:
+  infergate profile ./meta-llama/Llama-3.1-70B-Instruct > profile.yaml
+  infergate profile ./my-model/config.json --weight-bytes 16060522496 \
+      --model-ref my-org/my-model --name my-model --kv-cache-bytes-per-element 1
+  kubectl apply -f profile.yaml";
 
 /// Flags of `infergate serve`.
 #[derive(Debug, Clone, Args)]
@@ -206,6 +229,32 @@ pub struct GraphArgs {
     pub namespace_labels: Option<String>,
 }
 
+/// Flags of `infergate profile`.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// The model's directory (holding config.json), or its config.json.
+    #[arg(value_name = "DIR|config.json")]
+    pub path: PathBuf,
+    /// Bytes of the weights as served. Default: metadata.total_size of
+    /// model.safetensors.index.json beside config.json, else the size on
+    /// disk of model.safetensors (its header included).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub weight_bytes: Option<i64>,
+    /// A spec.model.ref the profile describes (repeatable). Default: `ORG/NAME`
+    /// from the directory's last two path components, or from a Hugging Face
+    /// cache directory `models--ORG--NAME`.
+    #[arg(long = "model-ref", value_name = "REF")]
+    pub model_refs: Vec<String>,
+    /// metadata.name of the profile. Default: the first model ref lowercased,
+    /// every other character than a letter or digit (`.`, `_`, `/`) turned into `-`.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// spec.kvCacheBytesPerElement: bytes of one KV cache element (1 for an
+    /// fp8 cache). Default: unset, which means 2 (fp16/bf16).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=8))]
+    pub kv_cache_bytes_per_element: Option<i32>,
+}
+
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormatArg {
@@ -315,6 +364,18 @@ impl From<GraphArgs> for check::graph::Options {
     }
 }
 
+impl From<ProfileArgs> for profile::Options {
+    fn from(a: ProfileArgs) -> Self {
+        profile::Options {
+            path: a.path,
+            weight_bytes: a.weight_bytes,
+            name: a.name,
+            model_refs: a.model_refs,
+            kv_cache_bytes_per_element: a.kv_cache_bytes_per_element,
+        }
+    }
+}
+
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
@@ -336,6 +397,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(args.into()),
         Command::Certs(args) => certs::run(args.into()),
         Command::Graph(args) => check::graph::run(args.into()),
+        Command::Profile(args) => profile::run(&args.into()),
     }
 }
 
