@@ -6,13 +6,14 @@
 //! a bad `--name` / `--model-ref`.
 
 use std::io::Read as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use kube::core::ObjectMeta;
 use serde_json::Value;
 
 use super::config::{self, ConfigError};
+use super::names::{MAX_MODEL_REF_LEN, derive_model_ref, derive_name};
 use crate::api::profile::{ModelProfile, ModelProfileSpec};
 use crate::engine::names::check_dns_subdomain;
 
@@ -26,8 +27,6 @@ pub const SINGLE_FILE: &str = "model.safetensors";
 pub const MAX_JSON_BYTES: u64 = 16 * 1024 * 1024;
 /// Most `spec.modelRefs` entries a profile holds.
 pub const MAX_MODEL_REFS: usize = 64;
-/// Longest `spec.modelRefs` entry.
-pub const MAX_MODEL_REF_LEN: usize = 253;
 
 /// What `infergate profile` reads.
 #[derive(Clone, Debug, Default)]
@@ -89,9 +88,14 @@ pub enum ProfileError {
         /// The model's directory.
         dir: String,
     },
-    /// A `--model-ref` is empty or too long, or there are too many.
-    #[error("--model-ref {0}")]
-    BadModelRef(String),
+    /// A flag's value would not make a valid profile.
+    #[error("{flag} {message}")]
+    BadFlag {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong with its value.
+        message: String,
+    },
     /// `--name` is not a DNS-1123 subdomain.
     #[error("--name {name:?}: {reason}")]
     BadName {
@@ -151,11 +155,27 @@ pub fn render(profile: &ModelProfile) -> Result<String, ProfileError> {
 pub fn profile(options: &Options) -> Result<Profiled, ProfileError> {
     let (dir, config_path) = locate(&options.path)?;
     let config_value = read_json(&config_path)?;
-    let architecture = config::architecture(&config_value).map_err(|source| ProfileError::Config {
-        path: config_path.display().to_string(),
-        source,
-    })?;
+    let architecture =
+        config::architecture(&config_value).map_err(|source| ProfileError::Config {
+            path: config_path.display().to_string(),
+            source,
+        })?;
+    if let Some(n) = options
+        .kv_cache_bytes_per_element
+        .filter(|n| !(1..=8).contains(n))
+    {
+        return Err(ProfileError::BadFlag {
+            flag: "--kv-cache-bytes-per-element",
+            message: format!("{n}: must be between 1 and 8"),
+        });
+    }
     let (weight_bytes, weights_from) = match options.weight_bytes {
+        Some(n) if n < 1 => {
+            return Err(ProfileError::BadFlag {
+                flag: "--weight-bytes",
+                message: format!("{n}: must be at least 1"),
+            });
+        }
         Some(n) => (n, "--weight-bytes".to_owned()),
         None => weights_beside(&dir)?,
     };
@@ -168,7 +188,8 @@ pub fn profile(options: &Options) -> Result<Profiled, ProfileError> {
             })?;
             name.clone()
         }
-        None => derive_name(&model_refs[0]).ok_or_else(|| ProfileError::NoName(model_refs[0].clone()))?,
+        None => derive_name(&model_refs[0])
+            .ok_or_else(|| ProfileError::NoName(model_refs[0].clone()))?,
     };
     let spec: ModelProfileSpec =
         architecture.into_spec(model_refs, weight_bytes, options.kv_cache_bytes_per_element);
@@ -268,64 +289,25 @@ fn model_refs(options: &Options, dir: &Path) -> Result<Vec<String>, ProfileError
             });
     }
     if options.model_refs.len() > MAX_MODEL_REFS {
-        return Err(ProfileError::BadModelRef(format!(
-            "is given {} times; at most {MAX_MODEL_REFS}",
-            options.model_refs.len()
-        )));
+        return Err(ProfileError::BadFlag {
+            flag: "--model-ref",
+            message: format!(
+                "is given {} times; at most {MAX_MODEL_REFS}",
+                options.model_refs.len()
+            ),
+        });
     }
     if let Some(bad) = options
         .model_refs
         .iter()
         .find(|r| r.is_empty() || r.len() > MAX_MODEL_REF_LEN)
     {
-        return Err(ProfileError::BadModelRef(format!(
-            "{bad:?}: must be 1 to {MAX_MODEL_REF_LEN} characters"
-        )));
+        return Err(ProfileError::BadFlag {
+            flag: "--model-ref",
+            message: format!("{bad:?}: must be 1 to {MAX_MODEL_REF_LEN} characters"),
+        });
     }
     Ok(options.model_refs.clone())
-}
-
-/// The model ref a directory names: `org/name` from a Hugging Face cache
-/// directory `models--org--name` (e.g. `.../models--org--name/snapshots/SHA`),
-/// else its last two path components (`org/name`), else its last one.
-#[must_use]
-pub fn derive_model_ref(dir: &Path) -> Option<String> {
-    let parts: Vec<&str> = dir
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(s) => s.to_str(),
-            _ => None,
-        })
-        .collect();
-    if let Some(cached) = parts.iter().rev().find_map(|p| p.strip_prefix("models--")) {
-        let r = cached.replace("--", "/");
-        return (!r.is_empty()).then_some(r);
-    }
-    let r = match parts.as_slice() {
-        [] => return None,
-        [one] => (*one).to_owned(),
-        [.., org, name] => format!("{org}/{name}"),
-    };
-    (r.len() <= MAX_MODEL_REF_LEN).then_some(r)
-}
-
-/// A DNS-1123 name for a model ref: lowercase, every character other than a
-/// letter or digit (`.`, `_`, `/`, ...) turned into `-`, runs of `-` merged,
-/// none at either end, at most 253 characters. `None` when nothing is left.
-#[must_use]
-pub fn derive_name(model_ref: &str) -> Option<String> {
-    let mut name = String::with_capacity(model_ref.len());
-    for c in model_ref.chars() {
-        let c = c.to_ascii_lowercase();
-        if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            name.push(c);
-        } else if !name.is_empty() && !name.ends_with('-') {
-            name.push('-');
-        }
-    }
-    name.truncate(253);
-    let name = name.trim_end_matches('-').to_owned();
-    (!name.is_empty()).then_some(name)
 }
 
 #[cfg(test)]
@@ -333,35 +315,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_derived_from_refs() {
+    fn flag_values_that_make_no_valid_profile_are_refused() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/models/Qwen/Qwen2.5-7B-Instruct"
+        );
+        let options = Options {
+            path: PathBuf::from(dir),
+            ..Options::default()
+        };
+        let e = |o: Options| profile(&o).expect_err("an error").to_string();
         assert_eq!(
-            derive_name("meta-llama/Llama-3.1-70B-Instruct").as_deref(),
-            Some("meta-llama-llama-3-1-70b-instruct")
+            e(Options {
+                weight_bytes: Some(0),
+                ..options.clone()
+            }),
+            "--weight-bytes 0: must be at least 1"
         );
         assert_eq!(
-            derive_name("Qwen/Qwen2.5-7B-Instruct").as_deref(),
-            Some("qwen-qwen2-5-7b-instruct")
+            e(Options {
+                kv_cache_bytes_per_element: Some(9),
+                ..options.clone()
+            }),
+            "--kv-cache-bytes-per-element 9: must be between 1 and 8"
         );
-        assert_eq!(derive_name("__a__b__").as_deref(), Some("a-b"));
-        assert_eq!(derive_name("._/"), None);
-        let long = derive_name(&"a.".repeat(300)).expect("a name");
-        assert!(long.len() <= 253);
-        assert!(check_dns_subdomain(&long).is_ok());
-    }
-
-    #[test]
-    fn refs_are_derived_from_directories() {
-        let r = |p: &str| derive_model_ref(Path::new(p));
         assert_eq!(
-            r("/models/meta-llama/Llama-3.1-70B-Instruct").as_deref(),
-            Some("meta-llama/Llama-3.1-70B-Instruct")
+            e(Options {
+                model_refs: vec!["m".into(); 65],
+                ..options.clone()
+            }),
+            "--model-ref is given 65 times; at most 64"
         );
-        assert_eq!(r("/gemma").as_deref(), Some("gemma"));
-        assert_eq!(r("/"), None);
-        assert_eq!(
-            r("/home/u/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/a1b2")
-                .as_deref(),
-            Some("Qwen/Qwen2.5-7B-Instruct")
-        );
+        let ok = profile(&options).expect("a profile");
+        assert_eq!(ok.profile.spec.weight_bytes, 15_231_233_024);
     }
 }

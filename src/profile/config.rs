@@ -88,7 +88,9 @@ pub enum ConfigError {
         value: String,
     },
     /// `hidden_size / num_attention_heads` is not whole and `head_dim` is absent.
-    #[error("{hidden_field} {hidden} is not a multiple of {heads_field} {heads} and head_dim is missing")]
+    #[error(
+        "{hidden_field} {hidden} is not a multiple of {heads_field} {heads} and head_dim is missing"
+    )]
     HeadDimNotWhole {
         /// `hidden_size` (with its prefix).
         hidden_field: String,
@@ -115,7 +117,11 @@ pub enum ConfigError {
 
 /// The known `model_type`s, comma-separated.
 fn known_model_types() -> String {
-    let mut all: Vec<&str> = GQA_MODEL_TYPES.iter().chain(MLA_MODEL_TYPES).copied().collect();
+    let mut all: Vec<&str> = GQA_MODEL_TYPES
+        .iter()
+        .chain(MLA_MODEL_TYPES)
+        .copied()
+        .collect();
     all.sort_unstable();
     all.join(", ")
 }

@@ -89,8 +89,10 @@ fn mla_reads_the_latent_rank_and_rope_dim() {
     .expect("profile");
     assert_eq!(a.attention, mla(64, 0));
     assert_eq!(
-        err(&json!({"model_type": "deepseek_v2", "num_hidden_layers": 27,
-            "kv_lora_rank": 512, "max_position_embeddings": 163840})),
+        err(
+            &json!({"model_type": "deepseek_v2", "num_hidden_layers": 27,
+            "kv_lora_rank": 512, "max_position_embeddings": 163840})
+        ),
         "qk_rope_head_dim is missing"
     );
 }
@@ -135,8 +137,14 @@ fn errors_name_the_field() {
         err(&c)
     };
     assert_eq!(without("num_hidden_layers"), "num_hidden_layers is missing");
-    assert_eq!(without("max_position_embeddings"), "max_position_embeddings is missing");
-    assert_eq!(without("num_attention_heads"), "num_attention_heads is missing");
+    assert_eq!(
+        without("max_position_embeddings"),
+        "max_position_embeddings is missing"
+    );
+    assert_eq!(
+        without("num_attention_heads"),
+        "num_attention_heads is missing"
+    );
     assert_eq!(without("hidden_size"), "hidden_size is missing");
     assert_eq!(without("model_type"), "model_type is missing");
     let with = |field: &str, value: Value| {
@@ -158,7 +166,10 @@ fn errors_name_the_field() {
     );
     assert_eq!(
         with("num_hidden_layers", json!(u64::MAX)),
-        format!("num_hidden_layers must be between 1 and 2147483647, not {}", u64::MAX)
+        format!(
+            "num_hidden_layers must be between 1 and 2147483647, not {}",
+            u64::MAX
+        )
     );
     assert_eq!(
         with("model_type", json!(7)),
@@ -198,11 +209,17 @@ fn total_size_is_the_index_metadata() {
         Ok(15_231_233_024)
     );
     let e = |v: Value| total_size(&v).expect_err("an error").to_string();
-    assert_eq!(e(json!({"weight_map": {}})), "metadata.total_size is missing");
+    assert_eq!(
+        e(json!({"weight_map": {}})),
+        "metadata.total_size is missing"
+    );
     assert_eq!(e(json!({"metadata": {}})), "metadata.total_size is missing");
     assert_eq!(
         e(json!({"metadata": {"total_size": 0}})),
-        format!("metadata.total_size must be between 1 and {}, not 0", i64::MAX)
+        format!(
+            "metadata.total_size must be between 1 and {}, not 0",
+            i64::MAX
+        )
     );
     assert_eq!(
         e(json!({"metadata": "x"})),
@@ -218,7 +235,11 @@ fn the_spec_carries_refs_weights_and_kv_bytes() {
         "num_key_value_heads": 8, "num_hidden_layers": 80, "max_position_embeddings": 131072
     }))
     .expect("profile")
-    .into_spec(vec!["meta-llama/Llama-3.1-70B-Instruct".into()], 141_107_412_992, Some(1));
+    .into_spec(
+        vec!["meta-llama/Llama-3.1-70B-Instruct".into()],
+        141_107_412_992,
+        Some(1),
+    );
     assert_eq!(spec.weight_bytes, 141_107_412_992);
     assert_eq!(spec.kv_cache_bytes_per_element, Some(1));
     assert_eq!(spec.model_refs, ["meta-llama/Llama-3.1-70B-Instruct"]);
