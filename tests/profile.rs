@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use infergate::api::profile::{AttentionKind, AttentionSpec, ModelProfile, ModelProfileSpec};
+use infergate::profile::config::{grouped_attention, latent_attention};
 use support::{binary, fixture, run};
 
 fn profile(args: &[&str]) -> Output {
@@ -36,21 +37,7 @@ fn printed(args: &[&str]) -> ModelProfile {
 }
 
 fn gqa(kv_heads: i32, head_dim: i32) -> AttentionSpec {
-    AttentionSpec {
-        kind: AttentionKind::Gqa,
-        kv_heads: Some(kv_heads),
-        head_dim: Some(head_dim),
-        ..AttentionSpec::default()
-    }
-}
-
-fn mla(kv_lora_rank: i32, qk_rope_head_dim: i32) -> AttentionSpec {
-    AttentionSpec {
-        kind: AttentionKind::Mla,
-        kv_lora_rank: Some(kv_lora_rank),
-        qk_rope_head_dim: Some(qk_rope_head_dim),
-        ..AttentionSpec::default()
-    }
+    grouped_attention(AttentionKind::Gqa, kv_heads, head_dim)
 }
 
 fn spec(
@@ -154,12 +141,7 @@ fn gemma_2_9b_takes_head_dim_over_hidden_by_heads() {
 fn llama_7b_without_kv_heads_is_mha() {
     let dir = model_dir("huggyllama/llama-7b");
     let p = printed(&[&dir, "--weight-bytes", "13500000000"]);
-    let attention = AttentionSpec {
-        kind: AttentionKind::Mha,
-        kv_heads: Some(32),
-        head_dim: Some(128),
-        ..AttentionSpec::default()
-    };
+    let attention = grouped_attention(AttentionKind::Mha, 32, 128);
     assert_profile(
         &p,
         "huggyllama-llama-7b",
@@ -178,7 +160,7 @@ fn deepseek_v3_is_mla() {
             "deepseek-ai/DeepSeek-V3",
             688_000_000_000,
             61,
-            mla(512, 64),
+            latent_attention(512, 64),
             163_840,
         ),
     );
@@ -195,7 +177,7 @@ fn deepseek_v2_lite_is_mla() {
             "deepseek-ai/DeepSeek-V2-Lite",
             31_000_000_000,
             27,
-            mla(512, 64),
+            latent_attention(512, 64),
             163_840,
         ),
     );

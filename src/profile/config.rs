@@ -160,6 +160,29 @@ impl Architecture {
     }
 }
 
+/// A GQA or MHA KV cache: `kv_heads` key/value heads of `head_dim`.
+#[must_use]
+pub fn grouped_attention(kind: AttentionKind, kv_heads: i32, head_dim: i32) -> AttentionSpec {
+    AttentionSpec {
+        kind,
+        kv_heads: Some(kv_heads),
+        head_dim: Some(head_dim),
+        ..AttentionSpec::default()
+    }
+}
+
+/// An MLA KV cache: the latent of `kv_lora_rank` and the RoPE key of
+/// `qk_rope_head_dim`.
+#[must_use]
+pub fn latent_attention(kv_lora_rank: i32, qk_rope_head_dim: i32) -> AttentionSpec {
+    AttentionSpec {
+        kind: AttentionKind::Mla,
+        kv_lora_rank: Some(kv_lora_rank),
+        qk_rope_head_dim: Some(qk_rope_head_dim),
+        ..AttentionSpec::default()
+    }
+}
+
 /// The fields of one JSON object, named in errors with a prefix.
 struct Fields<'a> {
     object: &'a Map<String, Value>,
@@ -292,12 +315,10 @@ pub fn architecture(config: &Value) -> Result<Architecture, ConfigError> {
     }
     let layers = fields.required_i32("num_hidden_layers", 1)?;
     let attention = if mla || fields.get("kv_lora_rank").is_some() {
-        AttentionSpec {
-            kind: AttentionKind::Mla,
-            kv_lora_rank: Some(fields.required_i32("kv_lora_rank", 1)?),
-            qk_rope_head_dim: Some(fields.required_i32("qk_rope_head_dim", 0)?),
-            ..AttentionSpec::default()
-        }
+        latent_attention(
+            fields.required_i32("kv_lora_rank", 1)?,
+            fields.required_i32("qk_rope_head_dim", 0)?,
+        )
     } else {
         grouped_query(&fields)?
     };
@@ -343,12 +364,9 @@ fn grouped_query(fields: &Fields<'_>) -> Result<AttentionSpec, ConfigError> {
     } else {
         AttentionKind::Gqa
     };
-    Ok(AttentionSpec {
-        kind,
-        kv_heads: i32::try_from(kv_heads).ok(),
-        head_dim: i32::try_from(head_dim).ok(),
-        ..AttentionSpec::default()
-    })
+    // Both were read as at most i32::MAX.
+    let narrow = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+    Ok(grouped_attention(kind, narrow(kv_heads), narrow(head_dim)))
 }
 
 /// `metadata.total_size` of a parsed `model.safetensors.index.json`: the

@@ -2,24 +2,6 @@ use serde_json::json;
 
 use super::*;
 
-fn gqa(kv_heads: i32, head_dim: i32, kind: AttentionKind) -> AttentionSpec {
-    AttentionSpec {
-        kind,
-        kv_heads: Some(kv_heads),
-        head_dim: Some(head_dim),
-        ..AttentionSpec::default()
-    }
-}
-
-fn mla(kv_lora_rank: i32, qk_rope_head_dim: i32) -> AttentionSpec {
-    AttentionSpec {
-        kind: AttentionKind::Mla,
-        kv_lora_rank: Some(kv_lora_rank),
-        qk_rope_head_dim: Some(qk_rope_head_dim),
-        ..AttentionSpec::default()
-    }
-}
-
 fn err(config: &Value) -> String {
     architecture(config).expect_err("an error").to_string()
 }
@@ -35,7 +17,7 @@ fn gqa_without_head_dim_divides_hidden_by_heads() {
     .expect("profile");
     assert_eq!(a.layers, 32);
     assert_eq!(a.max_position_embeddings, 32768);
-    assert_eq!(a.attention, gqa(8, 128, AttentionKind::Gqa));
+    assert_eq!(a.attention, grouped_attention(AttentionKind::Gqa, 8, 128));
     assert_eq!(a.model_type, "mistral");
 }
 
@@ -48,7 +30,7 @@ fn head_dim_wins_over_hidden_by_heads() {
         "max_position_embeddings": 8192
     }))
     .expect("profile");
-    assert_eq!(a.attention, gqa(8, 256, AttentionKind::Gqa));
+    assert_eq!(a.attention, grouped_attention(AttentionKind::Gqa, 8, 256));
 }
 
 #[test]
@@ -58,14 +40,14 @@ fn absent_kv_heads_is_mha() {
         "num_hidden_layers": 32, "max_position_embeddings": 2048
     });
     let a = architecture(&config).expect("profile");
-    assert_eq!(a.attention, gqa(32, 128, AttentionKind::Mha));
+    assert_eq!(a.attention, grouped_attention(AttentionKind::Mha, 32, 128));
     // as are as many kv heads as heads, and a null head_dim is derived
     let mut equal = config;
     equal["num_key_value_heads"] = json!(32);
     equal["head_dim"] = Value::Null;
     assert_eq!(
         architecture(&equal).expect("profile").attention,
-        gqa(32, 128, AttentionKind::Mha)
+        grouped_attention(AttentionKind::Mha, 32, 128)
     );
 }
 
@@ -79,7 +61,7 @@ fn mla_reads_the_latent_rank_and_rope_dim() {
         "max_position_embeddings": 163840
     }))
     .expect("profile");
-    assert_eq!(a.attention, mla(512, 64));
+    assert_eq!(a.attention, latent_attention(512, 64));
     assert_eq!(a.layers, 61);
     // kv_lora_rank makes a known GQA family MLA too; qk_rope_head_dim may be 0
     let a = architecture(&json!({
@@ -87,7 +69,7 @@ fn mla_reads_the_latent_rank_and_rope_dim() {
         "qk_rope_head_dim": 0, "max_position_embeddings": 16
     }))
     .expect("profile");
-    assert_eq!(a.attention, mla(64, 0));
+    assert_eq!(a.attention, latent_attention(64, 0));
     assert_eq!(
         err(
             &json!({"model_type": "deepseek_v2", "num_hidden_layers": 27,
@@ -110,7 +92,7 @@ fn a_multimodal_config_is_read_from_its_text_config() {
     }))
     .expect("profile");
     assert_eq!(a.model_type, "gemma3_text");
-    assert_eq!(a.attention, gqa(4, 256, AttentionKind::Gqa));
+    assert_eq!(a.attention, grouped_attention(AttentionKind::Gqa, 4, 256));
     // a field missing there is named with its prefix; the root's type serves
     assert_eq!(
         err(&json!({"model_type": "mistral3", "text_config": {"num_hidden_layers": 40}})),
@@ -243,7 +225,10 @@ fn the_spec_carries_refs_weights_and_kv_bytes() {
     assert_eq!(spec.weight_bytes, 141_107_412_992);
     assert_eq!(spec.kv_cache_bytes_per_element, Some(1));
     assert_eq!(spec.model_refs, ["meta-llama/Llama-3.1-70B-Instruct"]);
-    assert_eq!(spec.attention, gqa(8, 128, AttentionKind::Gqa));
+    assert_eq!(
+        spec.attention,
+        grouped_attention(AttentionKind::Gqa, 8, 128)
+    );
 }
 
 #[test]
