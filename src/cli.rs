@@ -3,7 +3,7 @@
 //! Each subcommand's arguments are parsed here and turned into the plain
 //! options struct of the module that does the work ([`crate::app::Options`],
 //! [`crate::check::Options`], [`crate::webhook::tls::certs::Options`],
-//! [`crate::check::graph::Options`]); nothing below this module sees clap.
+//! [`crate::check::graph::Options`], [`crate::profile::Options`]); nothing below sees clap.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,7 +50,26 @@ pub enum Command {
     ///
     /// Exit codes: 0 valid, 1 violations found, 2 unreadable input or usage error.
     Graph(GraphArgs),
+    /// Print a ModelProfile read from a Hugging Face model's config.json, offline.
+    ///
+    /// GQA and MHA (Llama, Mistral, Qwen, Gemma, Phi-3, ...): kvHeads is num_key_value_heads
+    /// (num_attention_heads when absent: MHA), headDim is head_dim (hidden_size /
+    /// num_attention_heads when absent). MLA (DeepSeek V2/V3, any config with kv_lora_rank):
+    /// kvLoraRank and qkRopeHeadDim. A multimodal config is read from its text_config.
+    ///
+    /// Exit codes: 0 printed, 2 unreadable file, invalid JSON, unknown
+    /// model_type, missing field (named) or no weights size.
+    #[command(after_help = PROFILE_EXAMPLES)]
+    Profile(ProfileArgs),
 }
+
+/// Examples under `infergate profile --help`.
+const PROFILE_EXAMPLES: &str = "Examples:
+  infergate profile ./meta-llama/Llama-3.1-70B-Instruct > llama-70b.yaml
+  kubectl apply -f llama-70b.yaml
+  infergate profile ./config.json --weight-bytes 14483464192 \\
+      --model-ref mistral-7b --model-ref mistralai/Mistral-7B-Instruct-v0.2 \\
+      --kv-cache-bytes-per-element 1";
 
 /// Flags of `infergate serve`.
 #[derive(Debug, Clone, Args)]
@@ -206,6 +225,30 @@ pub struct GraphArgs {
     pub namespace_labels: Option<String>,
 }
 
+/// Flags of `infergate profile`.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// The model's directory (holding config.json), or its config.json.
+    #[arg(value_name = "DIR|config.json")]
+    pub path: PathBuf,
+    /// Bytes of the weights as served. Default: metadata.total_size of model.safetensors.index.json
+    /// beside config.json, else the size on disk of model.safetensors (its header included).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub weight_bytes: Option<i64>,
+    /// A spec.model.ref of the profile (repeatable). Default: `ORG/NAME` from the directory's
+    /// last two path components, or from a Hugging Face cache directory `models--ORG--NAME`.
+    #[arg(long = "model-ref", value_name = "REF")]
+    pub model_refs: Vec<String>,
+    /// metadata.name of the profile. Default: the first model ref lowercased, every character
+    /// other than a letter or digit (`.`, `_`, `/`, ...) turned into `-`.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// spec.kvCacheBytesPerElement: bytes of one KV cache element (1 for an
+    /// fp8 cache). Default: unset, which means 2 (fp16/bf16).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=8))]
+    pub kv_cache_bytes_per_element: Option<i32>,
+}
+
 /// Output formats of `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormatArg {
@@ -315,6 +358,18 @@ impl From<GraphArgs> for check::graph::Options {
     }
 }
 
+impl From<ProfileArgs> for crate::profile::Options {
+    fn from(a: ProfileArgs) -> Self {
+        crate::profile::Options {
+            path: a.path,
+            weight_bytes: a.weight_bytes,
+            name: a.name,
+            model_refs: a.model_refs,
+            kv_cache_bytes_per_element: a.kv_cache_bytes_per_element,
+        }
+    }
+}
+
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
@@ -336,84 +391,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(args.into()),
         Command::Certs(args) => certs::run(args.into()),
         Command::Graph(args) => check::graph::run(args.into()),
+        Command::Profile(args) => crate::profile::run(&args.into()),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> Command {
-        Cli::try_parse_from(std::iter::once("infergate").chain(args.iter().copied()))
-            .expect("arguments parse")
-            .command
-    }
-
-    #[test]
-    fn serve_without_flags_gives_the_default_options() {
-        let Command::Serve(args) = parse(&["serve"]) else {
-            panic!("serve expected");
-        };
-        let got: app::Options = (*args).into();
-        let want = app::Options::default();
-        assert_eq!(got.listen, want.listen);
-        assert_eq!(got.probe_listen, want.probe_listen);
-        assert_eq!(got.namespace, want.namespace);
-        assert_eq!(got.reconcile, want.reconcile);
-        assert_eq!(got.certificates, None);
-        assert_eq!(got.log_format, want.log_format);
-    }
-
-    #[test]
-    fn serve_flags_become_options() {
-        let Command::Serve(args) = parse(&[
-            "serve",
-            "--self-signed",
-            "--cert-dns=infergate.example",
-            "--no-reconcile",
-            "--default-replicas=3",
-            "--log-format=json",
-            "--namespaces=team-b,team-a",
-            "--service-account=infergate-scoped",
-        ]) else {
-            panic!("serve expected");
-        };
-        let got: app::Options = (*args).into();
-        assert_eq!(
-            got.certificates,
-            Some(app::Certificates::SelfSigned {
-                dns_names: vec!["infergate.example".to_owned()],
-                ips: Vec::new(),
-            })
-        );
-        assert!(!got.reconcile);
-        assert_eq!(got.server_defaults.replicas, Some(3));
-        assert_eq!(got.log_format, LogFormat::Json);
-        assert_eq!(got.namespaces, ["team-b", "team-a"]);
-        assert_eq!(got.service_account, "infergate-scoped");
-    }
-
-    #[test]
-    fn other_commands_default_like_their_options() {
-        let Command::Certs(args) = parse(&["certs"]) else {
-            panic!("certs expected");
-        };
-        let got: certs::Options = args.into();
-        assert_eq!(got.days, certs::Options::default().days);
-        assert_eq!(got.out_dir, certs::Options::default().out_dir);
-        let Command::Graph(args) = parse(&["graph", "g.pb"]) else {
-            panic!("graph expected");
-        };
-        let got: check::graph::Options = args.into();
-        assert_eq!(
-            got.route_prefix,
-            check::graph::Options::default().route_prefix
-        );
-        let Command::Check(args) = parse(&["check", "-f", "x.yaml", "-o", "json"]) else {
-            panic!("check expected");
-        };
-        let got: check::Options = args.into();
-        assert_eq!(got.output, Some(OutputFormat::Json));
-        assert!(!got.explain);
-    }
-}
+mod tests;
