@@ -50,7 +50,9 @@ async fn the_fit_chooses_the_tensor_and_a_dry_run_shows_it() {
     let short = service_yaml(
         &ns,
         "short",
-        &format!("  model: {{ref: meta-llama/Llama-3.1-8B-Instruct}}\n  accelerator: {{class: l4-24gb}}\n  engine: {{image: {ENGINE_IMAGE}}}\n"),
+        &format!(
+            "  model: {{ref: meta-llama/Llama-3.1-8B-Instruct}}\n  accelerator: {{class: l4-24gb}}\n  engine: {{image: {ENGINE_IMAGE}}}\n"
+        ),
     );
     dry_run_until(cp, &short, "the fit shortens the context", |v, all| {
         let spec = &v["spec"];
@@ -80,7 +82,9 @@ async fn the_fit_chooses_the_tensor_and_a_dry_run_shows_it() {
     let denied = service_yaml(
         &ns,
         "denied",
-        &format!("  model: {{ref: meta-llama/Llama-3.1-70B-Instruct}}\n  accelerator: {{class: h100-80gb}}\n  parallelism: {{tensor: 2}}\n  engine: {{image: {ENGINE_IMAGE}}}\n"),
+        &format!(
+            "  model: {{ref: meta-llama/Llama-3.1-70B-Instruct}}\n  accelerator: {{class: h100-80gb}}\n  parallelism: {{tensor: 2}}\n  engine: {{image: {ENGINE_IMAGE}}}\n"
+        ),
     );
     let out = cp.kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], &denied);
     assert!(!out.status.success());
