@@ -154,5 +154,81 @@ fn handlers(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, handlers);
+/// The fit (`docs/capacity.md`): one model on one shape, the tensor the
+/// defaults pick, and default + validate of a service on a class with a
+/// profile beside the same service without one (the baseline, same run).
+fn fit(c: &mut Criterion) {
+    use infergate::api::{AcceleratorClass, ModelProfile};
+    use infergate::engine::capacity::sizing::{choose, fit_model, misfit, sizing};
+    let classes: infergate::engine::AcceleratorClasses =
+        serde_saphyr::from_multiple::<AcceleratorClass>(include_str!(
+            "../examples/good/accelerator-classes.yaml"
+        ))
+        .expect("classes example")
+        .into_iter()
+        .map(|c| (c.metadata.name.unwrap_or_default(), c.spec))
+        .collect();
+    let profiles: infergate::engine::ModelProfiles = serde_saphyr::from_multiple::<ModelProfile>(
+        include_str!("../examples/good/model-profiles.yaml"),
+    )
+    .expect("profiles example")
+    .into_iter()
+    .map(|p| (p.metadata.name.unwrap_or_default(), p.spec))
+    .collect();
+    let policies = snapshot();
+    let labels = BTreeMap::from([("tier".to_owned(), "prod".to_owned())]);
+    let server = ServerDefaults::default();
+    let with_fit = Context {
+        namespace: "team-a",
+        namespace_labels: &labels,
+        policies: &policies,
+        classes: &classes,
+        profiles: &profiles,
+        server: &server,
+        routes: &NoRoutes,
+    };
+    let no_profiles = infergate::engine::ModelProfiles::default();
+    let without = Context {
+        profiles: &no_profiles,
+        ..with_fit
+    };
+    let svc: InferenceService =
+        serde_saphyr::from_str(include_str!("../examples/good/fitted-70b.yaml"))
+            .expect("fitted example");
+    let d = engine::default_service(&svc, &with_fit);
+    assert_eq!(
+        d.object.spec.parallelism.as_ref().and_then(|p| p.tensor),
+        Some(4)
+    );
+    assert!(engine::validate_service(&d.object, None, &with_fit).allowed());
+    let sized = sizing(&d.object.spec, &classes).expect("sized");
+
+    c.bench_function("fit: one model on one shape", |b| {
+        b.iter(|| {
+            let m = fit_model(
+                &profiles,
+                black_box("meta-llama/Llama-3.1-70B-Instruct"),
+                &sized,
+            )
+            .expect("profile");
+            black_box(misfit(&sized, &m));
+        });
+    });
+    c.bench_function("fit: the tensor the defaults pick", |b| {
+        b.iter(|| black_box(choose(black_box(&svc.spec), &classes, &profiles)));
+    });
+    for (name, ctx) in [
+        ("fit: default+validate, no profile (baseline)", &without),
+        ("fit: default+validate, profile and class", &with_fit),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                let d = engine::default_service(black_box(&svc), ctx);
+                black_box(engine::validate_service(&d.object, None, ctx).allowed());
+            });
+        });
+    }
+}
+
+criterion_group!(benches, bench, handlers, fit);
 criterion_main!(benches);
