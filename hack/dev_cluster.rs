@@ -76,7 +76,8 @@ const RAY_NAMESPACE: &str = "ml-dev";
 /// one 8-GPU Node and an L4 pool, both tainted and labelled like GKE's) under
 /// the real kube-scheduler, the example AcceleratorClasses, the example
 /// service scheduled onto the H100 pool, and one that no Node can hold,
-/// with the scheduler's reason in its status.
+/// with the scheduler's reason in its status; then the example ModelProfiles,
+/// a 70B service fitted to the H100 class (a dry run) and one denied.
 async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
     use support::scheduler::kwok_node;
     say(
@@ -161,6 +162,31 @@ async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
         "$ kubectl get infsvc chat-405b -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")]}}'"
     );
     eprintln!("{ready}");
+
+    say(
+        "capacity: with the example ModelProfiles, a 70B model without a tensor size is fitted to the H100 class",
+    );
+    let profiles = repo("examples/good/model-profiles.yaml");
+    eprintln!("$ kubectl apply -f {}", profiles.display());
+    show(&cp.kubectl(&["apply", "-f", &profiles.to_string_lossy()]));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let fitted = repo("examples/good/fitted-70b.yaml");
+    let jsonpath = "-o=jsonpath={.spec.parallelism}{\"\\n\"}{.metadata.annotations.infergate\\.dev/defaulted-from}{\"\\n\"}";
+    eprintln!(
+        "$ kubectl apply --dry-run=server -f {} '{jsonpath}'",
+        fitted.display()
+    );
+    show(&cp.kubectl(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        &fitted.to_string_lossy(),
+        jsonpath,
+    ]));
+    say("and the same model on two GPUs with its full context is denied with the numbers");
+    let misfit = repo("examples/bad/model-context-does-not-fit.yaml");
+    eprintln!("$ kubectl apply -f {}", misfit.display());
+    show(&cp.kubectl(&["apply", "-f", &misfit.to_string_lossy()]));
     Ok(())
 }
 
@@ -333,6 +359,9 @@ async fn run() -> Result<(), String> {
     );
     eprintln!(
         "  kubectl get infsvc chat-405b -n {NAMESPACE} -o yaml          # Ready=False, Unschedulable, the scheduler's words"
+    );
+    eprintln!(
+        "  kubectl get modelprofiles; kubectl get infsvc -A            # the profiles; each service's GPUs"
     );
     eprintln!("  kubectl apply -f examples/good/canary.yaml");
     eprintln!("  curl -s http://127.0.0.1:{probe}/metrics | grep infergate_");
