@@ -659,3 +659,31 @@ fn an_overrun_lists_every_charge() {
         );
     });
 }
+
+#[test]
+fn both_versions_of_a_rollout_are_fitted() {
+    // Mid-rollout the primary still runs the stable version with the
+    // spec's parallelism: a change of tensor size must fit it too.
+    let mut svc = service(json!({
+        "model": {"ref": "meta-llama/Llama-3.1-8B-Instruct"},
+        "accelerator": {"class": "h100-80gb"},
+        "parallelism": {"tensor": 2},
+        "rollout": {"strategy": "Canary", "steps": [10, 50]},
+    }));
+    svc.status = Some(
+        serde_json::from_value(json!({"rollout": {
+            "phase": "Progressing",
+            "stable": {"model": {"ref": "meta-llama/Llama-3.1-70B-Instruct"}},
+            "target": {"model": {"ref": "meta-llama/Llama-3.1-8B-Instruct"}},
+        }}))
+        .expect("status"),
+    );
+    let (_, v) = admit(&svc, &PolicySnapshot::default());
+    let errs = capacity_errors(&v);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].1.starts_with("spec.engine.maxModelLen: Invalid value: 131072: the rollout's stable model \"meta-llama/Llama-3.1-70B-Instruct\": 2 x h100-80gb (tensor 2) hold 4628 tokens"),
+        "{}",
+        errs[0].1
+    );
+}

@@ -628,3 +628,80 @@ async fn accelerator_classes_install_and_their_cel_rules_hold() {
     }
     let _ = cp.kubectl(&["delete", "accel", &format!("h100-{run}")]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_profiles_install_and_their_cel_rules_hold() {
+    let cp = control_plane().await;
+    cp.install_crds().await;
+    let run = std::process::id();
+    let profile = |name: &str, body: &str| {
+        format!(
+            "apiVersion: infergate.dev/v1beta1\nkind: ModelProfile\nmetadata:\n  name: {name}-{run}\nspec:\n{body}"
+        )
+    };
+    let gqa =
+        "  attention: {kind: GQA, kvHeads: 8, headDim: 128}\n  maxPositionEmbeddings: 131072\n";
+    let good = profile(
+        "llama",
+        &format!(
+            "  modelRefs: [meta-llama/Llama-3.1-70B-Instruct]\n  weightBytes: 141107412992\n  layers: 80\n{gqa}"
+        ),
+    );
+    let out = cp.kubectl_stdin(&["apply", "-f", "-"], &good);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = cp.kubectl(&["get", "modelprofiles", &format!("llama-{run}")]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    let header = shown.lines().next().unwrap_or_default();
+    for column in [
+        "NAME",
+        "MODELS",
+        "WEIGHTS",
+        "LAYERS",
+        "ATTENTION",
+        "CONTEXT",
+        "AGE",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    let row = shown.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.contains("141107412992") && row.contains("GQA") && row.contains("131072"),
+        "{row}"
+    );
+    let refs = "  modelRefs: [m]\n  weightBytes: 1000\n  layers: 2\n";
+    for (name, body, message) in [
+        (
+            "no-refs",
+            format!("  modelRefs: []\n  weightBytes: 1000\n  layers: 2\n{gqa}"),
+            "spec.modelRefs",
+        ),
+        (
+            "no-weights",
+            format!("  modelRefs: [m]\n  weightBytes: 0\n  layers: 2\n{gqa}"),
+            "spec.weightBytes must be at least 1",
+        ),
+        (
+            "gqa-without-heads",
+            format!(
+                "{refs}  attention: {{kind: GQA, headDim: 128}}\n  maxPositionEmbeddings: 4096\n"
+            ),
+            "spec.attention.kvHeads and headDim are required for GQA and MHA",
+        ),
+        (
+            "mla-without-rank",
+            format!(
+                "{refs}  attention: {{kind: MLA, qkRopeHeadDim: 64}}\n  maxPositionEmbeddings: 4096\n"
+            ),
+            "spec.attention.kvLoraRank and qkRopeHeadDim are required for MLA",
+        ),
+        (
+            "fp3-cache",
+            format!("{refs}{gqa}  kvCacheBytesPerElement: 9\n"),
+            "spec.kvCacheBytesPerElement must be between 1 and 8",
+        ),
+    ] {
+        assert_rejected(cp, &profile(name, &body), message);
+    }
+    let _ = cp.kubectl(&["delete", "modelprofiles", &format!("llama-{run}")]);
+}
