@@ -108,6 +108,21 @@ pub async fn run_controller(
         instance: Some(config.identity.clone()),
     };
     let services = state.services();
+    // The GPU budget ledgers, corrected from the services this term.
+    let ledger = config.ledger.clone().unwrap_or_else(|| {
+        crate::webhook::ledger::Ledger::start(
+            client.clone(),
+            &config.namespace,
+            config.metrics.clone(),
+            token.clone(),
+        )
+    });
+    tasks.spawn(super::budget::correct_ledgers(
+        ledger,
+        Arc::clone(&state),
+        config.server.clone(),
+        token.clone(),
+    ));
     let writer = Writer::new(client.clone(), reporter);
     let ctx = Arc::new(Ctx::new(
         client,

@@ -4,11 +4,16 @@
 //! budgets it breaks). Pure.
 
 use crate::api::policy::Enforcement;
-use crate::engine::Context;
+use crate::api::v1beta1::InferenceServiceSpec;
 use crate::engine::capacity::budget::{Budget, budget_of, overruns};
-use crate::engine::capacity::charge::Charge;
+use crate::engine::capacity::charge::{Charge, charge_of};
+use crate::engine::{Context, FieldError};
 
+use super::Charged;
 use super::book::Book;
+
+/// The field a budget denial names.
+pub const FIELD: &str = "spec";
 
 /// The decision on one charge.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,17 +53,76 @@ pub fn judge(
     }
 }
 
-/// Whether a budget applies to the namespace of `ctx`.
-#[must_use]
-pub fn budgeted(ctx: &Context<'_>) -> bool {
-    budget_of(&crate::engine::policy::layers(ctx)).is_set()
-}
-
 /// [`judge`] with the budgets that apply in `ctx`'s namespace.
 #[must_use]
 pub fn judge_in(ctx: &Context<'_>, name: &str, charge: Charge, book: &Book) -> Judgement {
     let layers = crate::engine::policy::layers(ctx);
     judge(&budget_of(&layers), ctx.namespace, name, charge, book)
+}
+
+/// What the synchronous part of admission makes of a service's charge.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Admit {
+    /// Denials of a Deny budget.
+    pub errors: Vec<FieldError>,
+    /// Warn budgets broken.
+    pub warnings: Vec<String>,
+    /// The charge the ledger must record before the write is allowed
+    /// (never for a dry run).
+    pub charge: Option<Charge>,
+}
+
+/// Judge the (defaulted) `spec` of the service `name` in `ctx`'s
+/// namespace on `book` (read only when a budget applies: `book` is
+/// called at most once).
+#[must_use]
+pub fn admit(
+    ctx: &Context<'_>,
+    name: &str,
+    spec: &InferenceServiceSpec,
+    dry_run: bool,
+    book: impl FnOnce() -> Book,
+) -> Admit {
+    let layers = crate::engine::policy::layers(ctx);
+    let budget = budget_of(&layers);
+    if !budget.is_set() {
+        return Admit::default();
+    }
+    let charge = charge_of(spec, ctx.classes);
+    match judge(&budget, ctx.namespace, name, charge, &book()) {
+        Judgement::Unbudgeted | Judgement::Recorded => Admit::default(),
+        Judgement::Deny(messages) => Admit {
+            errors: denials(messages),
+            ..Admit::default()
+        },
+        Judgement::Charge(warnings) => Admit {
+            warnings,
+            charge: (!dry_run).then_some(charge),
+            ..Admit::default()
+        },
+    }
+}
+
+/// The field errors of what charging came to (none when recorded).
+#[must_use]
+pub fn errors_of(charged: Charged) -> Vec<FieldError> {
+    match charged {
+        Charged::Unchanged | Charged::Written(_) => Vec::new(),
+        Charged::Denied(messages) => denials(messages),
+        Charged::Failed(why) => vec![FieldError::forbidden(
+            FIELD,
+            &format!(
+                "the namespace's GPU budget ledger could not record this service's charge ({why}); try again"
+            ),
+        )],
+    }
+}
+
+fn denials(messages: Vec<String>) -> Vec<FieldError> {
+    messages
+        .iter()
+        .map(|m| FieldError::forbidden(FIELD, m))
+        .collect()
 }
 
 #[cfg(test)]

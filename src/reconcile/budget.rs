@@ -1,0 +1,222 @@
+//! GPU budgets on the reconciler's side (leader only): the ledgers
+//! corrected from the services that exist ([`correct_ledgers`]), and which
+//! services, counted oldest first, no longer fit their namespace's budget
+//! ([`over_budget`], for `PolicyCompliant`). Only namespaces with a budget
+//! cost anything.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::api::v1beta1::InferenceService;
+use crate::engine::capacity::budget::{Budget, Overrun, budget_of, overruns};
+use crate::engine::capacity::charge::{Charge, charge_of};
+use crate::engine::{self, Context, ServerDefaults};
+use crate::state::context::Watched;
+use crate::state::{ClusterState, with_context};
+use crate::webhook::ledger::Ledger;
+use crate::webhook::ledger::book::{Seen, correct};
+
+/// How often the ledgers are compared with the services (an in-memory
+/// comparison; a ledger is written only when it is wrong).
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// Correct every ledger each [`TICK`] until `token` (see [`Seen`] and
+/// [`correct`] for the rules): a namespace with a budget gets a ledger
+/// holding its services' charges; one without loses its ledger.
+pub async fn correct_ledgers(
+    ledger: Ledger,
+    state: Arc<ClusterState>,
+    server: ServerDefaults,
+    token: CancellationToken,
+) {
+    let mut last: HashMap<String, (BTreeSet<String>, Timestamp)> = HashMap::new();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = token.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let mut by_namespace: BTreeMap<String, Vec<Arc<InferenceService>>> = BTreeMap::new();
+        for svc in state.services().state() {
+            by_namespace
+                .entry(svc.namespace().unwrap_or_default())
+                .or_default()
+                .push(svc);
+        }
+        for ns in ledger.namespaces() {
+            by_namespace.entry(ns).or_default();
+        }
+        let now = Timestamp::now();
+        for (ns, services) in by_namespace {
+            let source = Watched {
+                state: &state,
+                server: &server,
+                reconciling: None,
+            };
+            let charges = with_context(&source, &ns, |ctx| {
+                let layers = engine::policy::layers(ctx);
+                budget_of(&layers)
+                    .is_set()
+                    .then(|| charges(ctx, &services))
+            });
+            let Some(charges) = charges else {
+                last.remove(&ns);
+                if let Err(e) = ledger.correct(&ns, true, |_, _| None).await {
+                    debug!(namespace = %ns, error = %e, "ledger of a namespace without a budget not deleted; next time");
+                }
+                continue;
+            };
+            let names: BTreeSet<String> = services.iter().map(|s| s.name_any()).collect();
+            let (deleted, looked) = match last.get(&ns) {
+                Some((before, at)) => (before.difference(&names).cloned().collect(), Some(*at)),
+                None => (BTreeSet::new(), None),
+            };
+            let seen = Seen {
+                charges: charges.into_iter().collect(),
+                deleted,
+                last: looked,
+            };
+            let written = ledger
+                .correct(&ns, false, |book, exists| {
+                    correct(book, &seen, now).or_else(|| (!exists).then(|| book.clone()))
+                })
+                .await;
+            match written {
+                Ok(true) => debug!(namespace = %ns, "ledger corrected"),
+                Ok(false) => {}
+                Err(e) => debug!(namespace = %ns, error = %e, "ledger not corrected; next time"),
+            }
+            last.insert(ns, (names, now));
+        }
+    }
+}
+
+/// The charge of every service of `services` (defaulted in `ctx`).
+fn charges(ctx: &Context<'_>, services: &[Arc<InferenceService>]) -> Vec<(String, Charge)> {
+    services
+        .iter()
+        .map(|svc| {
+            let defaulted = engine::default_service(svc, ctx).object;
+            (svc.name_any(), charge_of(&defaulted.spec, ctx.classes))
+        })
+        .collect()
+}
+
+/// Why `svc` no longer fits its namespace's budget, if it does not: the
+/// namespace's services are counted oldest first (creationTimestamp, then
+/// name), and a service whose charge, added to every older one's, passes a
+/// Deny or Warn budget is over it. `None` without a budget.
+#[must_use]
+pub fn over_budget(ctx: &Context<'_>, state: &ClusterState, svc: &InferenceService) -> Option<String> {
+    let layers = engine::policy::layers(ctx);
+    let budget = budget_of(&layers);
+    if !budget.is_set() {
+        return None;
+    }
+    let services: Vec<Arc<InferenceService>> = state
+        .services()
+        .state()
+        .into_iter()
+        .filter(|s| s.metadata.namespace.as_deref() == Some(ctx.namespace))
+        .collect();
+    let mut counted: Vec<(String, Option<Timestamp>, Charge)> = charges(ctx, &services)
+        .into_iter()
+        .zip(&services)
+        .map(|((name, charge), s)| {
+            let created = s.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            (name, created, charge)
+        })
+        .collect();
+    let me = svc.name_any();
+    if !counted.iter().any(|(n, _, _)| *n == me) {
+        let defaulted = engine::default_service(svc, ctx).object;
+        let created = svc.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        counted.push((me.clone(), created, charge_of(&defaulted.spec, ctx.classes)));
+    }
+    let over = in_order(&budget, ctx.namespace, counted).remove(&me)?;
+    Some(
+        over.into_iter()
+            .map(|o| o.message)
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+/// The services of `counted` (name, creation, charge) over `budget`,
+/// counted oldest first, with the budgets each breaks.
+#[must_use]
+pub fn in_order(
+    budget: &Budget<'_>,
+    namespace: &str,
+    mut counted: Vec<(String, Option<Timestamp>, Charge)>,
+) -> BTreeMap<String, Vec<Overrun>> {
+    counted.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    let mut before: Vec<(&str, Charge)> = Vec::new();
+    let mut out = BTreeMap::new();
+    for (name, _, charge) in &counted {
+        let over = overruns(budget, namespace, &before, *charge);
+        if !over.is_empty() {
+            out.insert(name.clone(), over);
+        }
+        before.push((name, *charge));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::policy::{Enforcement, PolicyLimits};
+    use crate::engine::policy::Layer;
+
+    fn ts(s: &str) -> Option<Timestamp> {
+        Some(s.parse().expect("timestamp"))
+    }
+
+    #[test]
+    fn the_oldest_services_keep_their_place_in_a_lowered_budget() {
+        let limits = PolicyLimits {
+            max_gpus_per_namespace: Some(8),
+            ..PolicyLimits::default()
+        };
+        let layers = [Layer {
+            kind: "InferencePolicy",
+            namespace: Some("team-a"),
+            name: "budget",
+            priority: 0,
+            enforcement: Enforcement::Deny,
+            defaults: None,
+            limits: Some(&limits),
+        }];
+        let budget = budget_of(&layers);
+        let gpus = |n| Charge {
+            gpus: n,
+            cost: None,
+        };
+        let over = in_order(
+            &budget,
+            "team-a",
+            vec![
+                ("new".to_owned(), ts("2026-01-03T00:00:00Z"), gpus(1)),
+                ("chat".to_owned(), ts("2026-01-01T00:00:00Z"), gpus(4)),
+                ("b".to_owned(), ts("2026-01-02T00:00:00Z"), gpus(4)),
+                ("a".to_owned(), ts("2026-01-02T00:00:00Z"), gpus(4)),
+                ("cpu".to_owned(), ts("2026-01-04T00:00:00Z"), gpus(0)),
+            ],
+        );
+        // chat 4, then a 4 (same time, by name): 8 of 8; b and new pass it.
+        assert_eq!(over.keys().collect::<Vec<_>>(), ["b", "new"]);
+        assert_eq!(
+            over["b"][0].message,
+            "team-a uses 8 of 8 GPUs: a 4, chat 4; this service needs 4 (InferencePolicy \"team-a/budget\")"
+        );
+        assert_eq!(over["new"][0].enforcement, Enforcement::Deny);
+    }
+}
