@@ -4,12 +4,13 @@
 //! ([`over_budget`], for `PolicyCompliant`). Only namespaces with a budget
 //! cost anything.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::ResourceExt;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
@@ -18,7 +19,7 @@ use crate::engine::capacity::budget::{Budget, Overrun, budget_of, overruns};
 use crate::engine::capacity::charge::{Charge, charge_of};
 use crate::engine::{self, Context, ServerDefaults};
 use crate::state::context::Watched;
-use crate::state::{ClusterState, with_context};
+use crate::state::{ClusterState, ServiceEvent, with_context};
 use crate::webhook::ledger::Ledger;
 use crate::webhook::ledger::book::{Seen, correct};
 
@@ -26,75 +27,122 @@ use crate::webhook::ledger::book::{Seen, correct};
 /// comparison; a ledger is written only when it is wrong).
 pub const TICK: Duration = Duration::from_secs(1);
 
-/// Correct every ledger each [`TICK`] until `token` (see [`Seen`] and
-/// [`correct`] for the rules): a namespace with a budget gets a ledger
-/// holding its services' charges; one without loses its ledger.
+/// A deleted service (namespace, name) and when its deletion was seen.
+pub type Deletion = (String, String, Timestamp);
+
+/// Hand every event of `events` on (the returned receiver, for the
+/// controller), and every deletion to `deletions` as well: the ledger of
+/// its namespace releases the charge at once.
+pub fn tap_deletions(
+    tasks: &mut tokio::task::JoinSet<()>,
+    mut events: mpsc::Receiver<ServiceEvent>,
+    deletions: mpsc::UnboundedSender<Deletion>,
+) -> mpsc::Receiver<ServiceEvent> {
+    let (tx, rx) = mpsc::channel(crate::state::SERVICE_EVENT_BUFFER);
+    tasks.spawn(async move {
+        while let Some(event) = events.recv().await {
+            if let ServiceEvent::Deleted(key) = &event {
+                let ns = key.namespace.clone().unwrap_or_default();
+                let _ = deletions.send((ns, key.name.clone(), Timestamp::now()));
+            }
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Correct the ledgers until `token` (see [`Seen`] and [`correct`] for
+/// the rules): every [`TICK`] all of them, and the ledger of a namespace
+/// whose service was deleted at once. A namespace with a budget gets a
+/// ledger holding its services' charges; one without loses its ledger.
 pub async fn correct_ledgers(
     ledger: Ledger,
     state: Arc<ClusterState>,
     server: ServerDefaults,
+    mut deletions: mpsc::UnboundedReceiver<Deletion>,
     token: CancellationToken,
 ) {
-    let mut last: HashMap<String, (BTreeSet<String>, Timestamp)> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        let mut deleted: BTreeMap<String, BTreeMap<String, Timestamp>> = BTreeMap::new();
+        let only = tokio::select! {
             () = token.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let mut by_namespace: BTreeMap<String, Vec<Arc<InferenceService>>> = BTreeMap::new();
-        for svc in state.services().state() {
-            by_namespace
-                .entry(svc.namespace().unwrap_or_default())
-                .or_default()
-                .push(svc);
-        }
-        for ns in ledger.namespaces() {
-            by_namespace.entry(ns).or_default();
-        }
-        let now = Timestamp::now();
-        for (ns, services) in by_namespace {
-            let source = Watched {
-                state: &state,
-                server: &server,
-                reconciling: None,
-            };
-            let charges = with_context(&source, &ns, |ctx| {
-                let layers = engine::policy::layers(ctx);
-                budget_of(&layers)
-                    .is_set()
-                    .then(|| charges(ctx, &services))
-            });
-            let Some(charges) = charges else {
-                last.remove(&ns);
-                if let Err(e) = ledger.correct(&ns, true, |_, _| None).await {
-                    debug!(namespace = %ns, error = %e, "ledger of a namespace without a budget not deleted; next time");
+            _ = tick.tick() => false,
+            Some(first) = deletions.recv() => {
+                let mut next = Some(first);
+                while let Some((ns, name, at)) = next {
+                    deleted.entry(ns).or_default().insert(name, at);
+                    next = deletions.try_recv().ok();
                 }
-                continue;
-            };
-            let names: BTreeSet<String> = services.iter().map(|s| s.name_any()).collect();
-            let (deleted, looked) = match last.get(&ns) {
-                Some((before, at)) => (before.difference(&names).cloned().collect(), Some(*at)),
-                None => (BTreeSet::new(), None),
-            };
-            let seen = Seen {
-                charges: charges.into_iter().collect(),
-                deleted,
-                last: looked,
-            };
-            let written = ledger
-                .correct(&ns, false, |book, exists| {
-                    correct(book, &seen, now).or_else(|| (!exists).then(|| book.clone()))
-                })
-                .await;
-            match written {
-                Ok(true) => debug!(namespace = %ns, "ledger corrected"),
-                Ok(false) => {}
-                Err(e) => debug!(namespace = %ns, error = %e, "ledger not corrected; next time"),
+                true
             }
-            last.insert(ns, (names, now));
+        };
+        let mut by_namespace: BTreeMap<String, Vec<Arc<InferenceService>>> = BTreeMap::new();
+        for ns in deleted.keys() {
+            by_namespace.entry(ns.clone()).or_default();
         }
+        for svc in state.services().state() {
+            let ns = svc.namespace().unwrap_or_default();
+            if !only || deleted.contains_key(&ns) {
+                by_namespace.entry(ns).or_default().push(svc);
+            }
+        }
+        if !only {
+            for ns in ledger.namespaces() {
+                by_namespace.entry(ns).or_default();
+            }
+        }
+        for (ns, services) in by_namespace {
+            let seen = Seen {
+                charges: BTreeMap::new(),
+                deleted: deleted.remove(&ns).unwrap_or_default(),
+            };
+            correct_one(&ledger, &state, &server, &ns, &services, seen).await;
+        }
+    }
+}
+
+/// Correct the ledger of `ns` from its `services` (and what `seen` says
+/// was deleted).
+async fn correct_one(
+    ledger: &Ledger,
+    state: &ClusterState,
+    server: &ServerDefaults,
+    ns: &str,
+    services: &[Arc<InferenceService>],
+    mut seen: Seen,
+) {
+    let source = Watched {
+        state,
+        server,
+        reconciling: None,
+    };
+    let charges = with_context(&source, ns, |ctx| {
+        let layers = engine::policy::layers(ctx);
+        budget_of(&layers)
+            .is_set()
+            .then(|| charges(ctx, services))
+    });
+    let Some(charges) = charges else {
+        if let Err(e) = ledger.correct(ns, true, |_, _| None).await {
+            debug!(namespace = %ns, error = %e, "ledger of a namespace without a budget not deleted; next time");
+        }
+        return;
+    };
+    seen.charges = charges.into_iter().collect();
+    let now = Timestamp::now();
+    let written = ledger
+        .correct(ns, false, |book, exists| {
+            correct(book, &seen, now).or_else(|| (!exists).then(|| book.clone()))
+        })
+        .await;
+    match written {
+        Ok(true) => debug!(namespace = %ns, "ledger corrected"),
+        Ok(false) => {}
+        Err(e) => debug!(namespace = %ns, error = %e, "ledger not corrected; next time"),
     }
 }
 

@@ -8,7 +8,7 @@
 //! when the service's class has no price; `at`: when the charge was
 //! recorded at admission, or by the reconciler).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 use rust_decimal::Decimal;
@@ -155,19 +155,17 @@ pub fn larger(a: Charge, b: Charge) -> Charge {
 pub struct Seen {
     /// The current charge of every service that exists, by name.
     pub charges: BTreeMap<String, Charge>,
-    /// Services seen to exist at the last correction (at `last`) that do
-    /// not exist now: deleted since.
-    pub deleted: BTreeSet<String>,
-    /// When the last correction looked.
-    pub last: Option<Timestamp>,
+    /// Services deleted, by name, and when their deletion was seen.
+    pub deleted: BTreeMap<String, Timestamp>,
 }
 
 /// The book corrected from the services that exist, at `now`; `None` when
 /// nothing changes. An entry whose service exists takes the service's
 /// charge (at least the recorded one while [`IN_FLIGHT`]); an entry whose
-/// service was deleted since the last look goes at once unless it was
-/// charged after that look; an entry whose service never appeared goes
-/// once no longer in flight; a service charged but not recorded is added.
+/// service was deleted goes at once unless it was charged after the
+/// deletion was seen (created again); an entry whose service never
+/// appeared goes once no longer in flight; a service charged but not
+/// recorded is added.
 #[must_use]
 pub fn correct(book: &Book, seen: &Seen, now: Timestamp) -> Option<Book> {
     let mut next = Book::default();
@@ -187,8 +185,7 @@ pub fn correct(book: &Book, seen: &Seen, now: Timestamp) -> Option<Book> {
                 }
             }
             None => {
-                let deleted = seen.deleted.contains(name)
-                    && seen.last.is_some_and(|last| entry.at <= last);
+                let deleted = seen.deleted.get(name).is_some_and(|at| entry.at <= *at);
                 if fresh && !deleted {
                     next.entries.insert(name.clone(), entry.clone());
                 }

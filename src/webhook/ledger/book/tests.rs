@@ -121,11 +121,11 @@ fn a_charge_whose_service_never_appeared_goes_once_no_longer_in_flight() {
 #[test]
 fn a_deleted_service_goes_at_once_unless_charged_again_since() {
     let mut s = seen(&[]);
-    s.deleted.insert("chat".to_owned());
-    s.last = Some(ts("2026-01-01T00:00:59Z"));
+    s.deleted
+        .insert("chat".to_owned(), ts("2026-01-01T00:00:59Z"));
     let b = book(&[("chat", entry(8, "2026-01-01T00:00:58Z"))]);
     assert_eq!(correct(&b, &s, ts(NOW)), Some(Book::default()));
-    // Created again (and charged) after the last look: kept while in flight.
+    // Created again (and charged) after the deletion: kept while in flight.
     let b = book(&[("chat", entry(8, "2026-01-01T00:00:59.5Z"))]);
     assert_eq!(correct(&b, &s, ts(NOW)), None);
 }
