@@ -141,7 +141,8 @@ fn start_proxy(leaf: &PemPair, ca: &PemPair, backends: [u16; 2]) -> u16 {
                         let Ok(mut front) = acceptor.accept(tcp).await else {
                             return;
                         };
-                        let Ok(back) = tokio::net::TcpStream::connect(("127.0.0.1", backends[i])).await
+                        let Ok(back) =
+                            tokio::net::TcpStream::connect(("127.0.0.1", backends[i])).await
                         else {
                             return;
                         };
@@ -294,7 +295,12 @@ async fn forty_parallel_creates_against_sixteen_gpus_admit_exactly_sixteen_five_
         );
         let listed: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
         assert_eq!(
-            listed.list(&ListParams::default()).await.unwrap().items.len(),
+            listed
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len(),
             16
         );
     }
@@ -350,17 +356,20 @@ async fn an_update_goes_through_the_ledger_and_a_deleted_service_frees_its_charg
         unreachable!()
     };
     assert!(
-        s.message
-            .contains(&format!("{ns} uses 1 of 4 GPUs: embed 1; this service needs 4")),
+        s.message.contains(&format!(
+            "{ns} uses 1 of 4 GPUs: embed 1; this service needs 4"
+        )),
         "{}",
         s.message
     );
     // A deleted service's charge is free again within 5 s.
     api.delete("embed", &DeleteParams::default()).await.unwrap();
     let deleted = Instant::now();
-    eventually("embed's charge to be released", Duration::from_secs(5), async || {
-        (!charges(&client, &ns).await.contains_key("embed")).then_some(())
-    })
+    eventually(
+        "embed's charge to be released",
+        Duration::from_secs(5),
+        async || (!charges(&client, &ns).await.contains_key("embed")).then_some(()),
+    )
     .await;
     eprintln!("embed's charge released after {:?}", deleted.elapsed());
     api.patch("chat", &PatchParams::default(), &replicas(4))
@@ -482,7 +491,11 @@ async fn a_lowered_budget_denies_new_charges_and_marks_the_youngest_services_lef
     );
     for name in ["first", "second"] {
         let (status, reason, _) = compliance(name).await.unwrap();
-        assert_eq!((status.as_str(), reason.as_str()), ("True", "Compliant"), "{name}");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("True", "Compliant"),
+            "{name}"
+        );
     }
     // A new charge is denied; the running workloads are left alone.
     let err = api

@@ -122,9 +122,7 @@ async fn correct_one(
     };
     let charges = with_context(&source, ns, |ctx| {
         let layers = engine::policy::layers(ctx);
-        budget_of(&layers)
-            .is_set()
-            .then(|| charges(ctx, services))
+        budget_of(&layers).is_set().then(|| charges(ctx, services))
     });
     let Some(charges) = charges else {
         if let Err(e) = ledger.correct(ns, true, |_, _| None).await {
@@ -162,7 +160,11 @@ fn charges(ctx: &Context<'_>, services: &[Arc<InferenceService>]) -> Vec<(String
 /// name), and a service whose charge, added to every older one's, passes a
 /// Deny or Warn budget is over it. `None` without a budget.
 #[must_use]
-pub fn over_budget(ctx: &Context<'_>, state: &ClusterState, svc: &InferenceService) -> Option<String> {
+pub fn over_budget(
+    ctx: &Context<'_>,
+    state: &ClusterState,
+    svc: &InferenceService,
+) -> Option<String> {
     let layers = engine::policy::layers(ctx);
     let budget = budget_of(&layers);
     if !budget.is_set() {

@@ -100,8 +100,8 @@ impl Ledger {
         let (store, writer) = reflector::store();
         let config =
             watcher::Config::default().labels(&format!("{LEDGER_LABEL}={LEDGER_LABEL_VALUE}"));
-        let stream = reflector::reflector(writer, watcher::watcher(api.clone(), config))
-            .default_backoff();
+        let stream =
+            reflector::reflector(writer, watcher::watcher(api.clone(), config)).default_backoff();
         tokio::spawn(async move {
             futures::pin_mut!(stream);
             loop {
@@ -191,7 +191,10 @@ impl Ledger {
         let mut slot = lock.lock().await;
         let base = newer(slot.clone(), inner.cached(namespace));
         if delete {
-            if let Some(rv) = base.as_ref().and_then(|b| b.metadata.resource_version.clone()) {
+            if let Some(rv) = base
+                .as_ref()
+                .and_then(|b| b.metadata.resource_version.clone())
+            {
                 let params = DeleteParams {
                     preconditions: Some(Preconditions {
                         resource_version: Some(rv),

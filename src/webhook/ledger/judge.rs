@@ -201,7 +201,13 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            judge(&Budget::default(), "team-a", "chat", priced, &Book::default()),
+            judge(
+                &Budget::default(),
+                "team-a",
+                "chat",
+                priced,
+                &Book::default()
+            ),
             Judgement::Unbudgeted
         );
     }

@@ -132,8 +132,8 @@ fn a_deleted_service_goes_at_once_unless_charged_again_since() {
 
 #[test]
 fn a_service_charged_without_an_entry_is_added_and_one_of_nothing_is_not() {
-    let next = correct(&Book::default(), &seen(&[("chat", 8), ("cpu", 0)]), ts(NOW))
-        .expect("added");
+    let next =
+        correct(&Book::default(), &seen(&[("chat", 8), ("cpu", 0)]), ts(NOW)).expect("added");
     assert_eq!(next.entries.keys().collect::<Vec<_>>(), ["chat"]);
     assert_eq!(next.entries["chat"], entry(8, NOW));
     // A service whose charge drops to nothing leaves the book.
