@@ -319,7 +319,7 @@ pub async fn serve(
     // The GPU budget ledgers: watched in infergate's namespace, written at
     // admission, corrected by the reconciler.
     let ledger = client.as_ref().map_or_else(Default::default, |client| {
-        crate::webhook::ledger::Ledger::start(
+        crate::state::ledger::Ledger::start(
             client.clone(),
             &args.namespace,
             metrics.clone(),

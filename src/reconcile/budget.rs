@@ -19,9 +19,9 @@ use crate::engine::capacity::budget::{Budget, Overrun, budget_of, overruns};
 use crate::engine::capacity::charge::{Charge, charge_of};
 use crate::engine::{self, Context, ServerDefaults};
 use crate::state::context::Watched;
+use crate::state::ledger::Ledger;
+use crate::state::ledger::book::{Seen, correct};
 use crate::state::{ClusterState, ServiceEvent, with_context};
-use crate::webhook::ledger::Ledger;
-use crate::webhook::ledger::book::{Seen, correct};
 
 /// How often the ledgers are compared with the services (an in-memory
 /// comparison; a ledger is written only when it is wrong).

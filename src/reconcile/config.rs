@@ -40,7 +40,7 @@ pub struct Config {
     pub prometheus_url: Option<String>,
     /// The GPU budget ledgers, shared with the webhooks; each leadership
     /// term watches its own when `None`.
-    pub ledger: Option<crate::webhook::ledger::Ledger>,
+    pub ledger: Option<crate::state::ledger::Ledger>,
 }
 
 impl Config {
@@ -81,7 +81,7 @@ impl Config {
     /// Correct the ledgers of `ledger` (the webhooks') instead of watching
     /// them anew each term.
     #[must_use]
-    pub fn with_ledger(mut self, ledger: crate::webhook::ledger::Ledger) -> Self {
+    pub fn with_ledger(mut self, ledger: crate::state::ledger::Ledger) -> Self {
         self.ledger = Some(ledger);
         self
     }

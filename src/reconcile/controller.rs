@@ -112,7 +112,7 @@ pub async fn run_controller(
     let services = state.services();
     // The GPU budget ledgers, corrected from the services this term.
     let ledger = config.ledger.clone().unwrap_or_else(|| {
-        crate::webhook::ledger::Ledger::start(
+        crate::state::ledger::Ledger::start(
             client.clone(),
             &config.namespace,
             config.metrics.clone(),

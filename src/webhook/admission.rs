@@ -8,7 +8,7 @@
 //! ServiceAccount, or that raises its charge in a namespace with a GPU
 //! budget, leaves a [`Pending`] that [`Admission::finish`] settles with
 //! access reviews ([`crate::webhook::access`]) and then a write of the
-//! namespace's ledger ([`crate::webhook::ledger`]).
+//! namespace's ledger ([`crate::state::ledger`]).
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -23,10 +23,11 @@ use crate::engine::capacity::charge::Charge;
 use crate::engine::references::{self, Reference};
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
 use crate::metrics::{Metrics, Webhook};
+use crate::state::ledger::Ledger;
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
 use crate::webhook::access::AccessReviewer;
-use crate::webhook::ledger::{Ledger, judge};
+use crate::webhook::ledger as judge;
 use crate::webhook::patch;
 use crate::webhook::review::{self, Object, Response, Review};
 

@@ -8,7 +8,8 @@
 //!   of its answer;
 //! - [`admission`] and [`conversion`]: what the handlers do, on typed reviews;
 //! - [`access`]: the access reviews of what a service makes its pods use;
-//! - [`ledger`]: the per-namespace GPU budget ledgers admission charges;
+//! - [`ledger`]: what admission decides about a charge on a namespace's
+//!   GPU budget ledger ([`crate::state::ledger`]);
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
 //!   self-signed Secret and caBundle injection).

@@ -67,7 +67,7 @@ impl AppState {
                 server,
                 metrics,
                 access: crate::webhook::access::AccessReviewer::default(),
-                ledger: crate::webhook::ledger::Ledger::default(),
+                ledger: crate::state::ledger::Ledger::default(),
             },
             resolver,
             tls_bound: AtomicBool::new(false),
@@ -95,7 +95,7 @@ impl AppState {
     /// This state charging service writes in `ledger` (the default has no
     /// API server to write to, and denies every charge it must record).
     #[must_use]
-    pub fn with_ledger(mut self, ledger: crate::webhook::ledger::Ledger) -> Self {
+    pub fn with_ledger(mut self, ledger: crate::state::ledger::Ledger) -> Self {
         self.admission.ledger = ledger;
         self
     }
