@@ -64,6 +64,7 @@ pub async fn correct_ledgers(
     mut deletions: mpsc::UnboundedReceiver<Deletion>,
     token: CancellationToken,
 ) {
+    let mut known = Known::default();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -95,13 +96,63 @@ pub async fn correct_ledgers(
                 by_namespace.entry(ns).or_default();
             }
         }
+        known.version = *state.policy_changes().borrow();
+        if !only {
+            let uids: std::collections::HashSet<String> = by_namespace
+                .values()
+                .flatten()
+                .filter_map(|s| s.uid())
+                .collect();
+            known.charges.retain(|uid, _| uids.contains(uid));
+        }
         for (ns, services) in by_namespace {
             let seen = Seen {
                 charges: BTreeMap::new(),
                 deleted: deleted.remove(&ns).unwrap_or_default(),
             };
-            correct_one(&ledger, &state, &server, &ns, &services, seen).await;
+            let on = Watched {
+                state: &state,
+                server: &server,
+                reconciling: None,
+            };
+            correct_one(&ledger, &on, &mut known, &ns, &services, seen).await;
         }
+    }
+}
+
+/// The charges already worked out, by service uid, with the generation
+/// and the policy version (policies, classes, namespace labels) they were
+/// worked out at: a service is defaulted again only when one moved.
+#[derive(Default)]
+struct Known {
+    /// The policy version now.
+    version: u64,
+    /// By uid: (generation, version, charge).
+    charges: std::collections::HashMap<String, (Option<i64>, u64, Charge)>,
+}
+
+impl Known {
+    fn charges(
+        &mut self,
+        ctx: &Context<'_>,
+        services: &[Arc<InferenceService>],
+    ) -> Vec<(String, Charge)> {
+        services
+            .iter()
+            .map(|svc| {
+                let generation = svc.metadata.generation;
+                let uid = svc.uid().unwrap_or_default();
+                let charge = match self.charges.get(&uid) {
+                    Some((g, v, c)) if *g == generation && *v == self.version => *c,
+                    _ => {
+                        let c = charges(ctx, std::slice::from_ref(svc))[0].1;
+                        self.charges.insert(uid, (generation, self.version, c));
+                        c
+                    }
+                };
+                (svc.name_any(), charge)
+            })
+            .collect()
     }
 }
 
@@ -109,22 +160,22 @@ pub async fn correct_ledgers(
 /// was deleted).
 async fn correct_one(
     ledger: &Ledger,
-    state: &ClusterState,
-    server: &ServerDefaults,
+    source: &Watched<'_>,
+    known: &mut Known,
     ns: &str,
     services: &[Arc<InferenceService>],
     mut seen: Seen,
 ) {
-    let source = Watched {
-        state,
-        server,
-        reconciling: None,
-    };
-    let charges = with_context(&source, ns, |ctx| {
+    let charges = with_context(source, ns, |ctx| {
         let layers = engine::policy::layers(ctx);
-        budget_of(&layers).is_set().then(|| charges(ctx, services))
+        budget_of(&layers)
+            .is_set()
+            .then(|| known.charges(ctx, services))
     });
     let Some(charges) = charges else {
+        if !ledger.has(ns) {
+            return;
+        }
         if let Err(e) = ledger.correct(ns, true, |_, _| None).await {
             debug!(namespace = %ns, error = %e, "ledger of a namespace without a budget not deleted; next time");
         }

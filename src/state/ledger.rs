@@ -145,6 +145,14 @@ impl Ledger {
         Book::parse(cm.as_ref().and_then(|c| c.data.as_ref()))
     }
 
+    /// Whether the watch holds a ledger for `namespace`.
+    #[must_use]
+    pub fn has(&self, namespace: &str) -> bool {
+        self.inner
+            .as_ref()
+            .is_some_and(|i| i.store.get(&i.key(namespace)).is_some())
+    }
+
     /// Every ledger the watch holds, by the namespace it counts.
     #[must_use]
     pub fn namespaces(&self) -> Vec<String> {
@@ -239,10 +247,13 @@ impl Ledger {
 }
 
 impl Inner {
-    fn cached(&self, namespace: &str) -> Option<ConfigMap> {
+    fn key(&self, namespace: &str) -> ObjectRef<ConfigMap> {
         let ns = self.api.namespace().unwrap_or_default();
-        let key = ObjectRef::new(&ledger_name(namespace)).within(ns);
-        self.store.get(&key).map(|c| (*c).clone())
+        ObjectRef::new(&ledger_name(namespace)).within(ns)
+    }
+
+    fn cached(&self, namespace: &str) -> Option<ConfigMap> {
+        self.store.get(&self.key(namespace)).map(|c| (*c).clone())
     }
 
     fn lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<Option<ConfigMap>>> {
