@@ -174,6 +174,67 @@ mod tests {
         );
     }
 
+    fn ctx_with<R>(policies: &crate::engine::PolicySnapshot, f: impl FnOnce(&Context) -> R) -> R {
+        let labels = std::collections::BTreeMap::new();
+        let ctx = Context {
+            namespace: "team-a",
+            namespace_labels: &labels,
+            policies,
+            classes: &crate::engine::AcceleratorClasses::new(),
+            profiles: &crate::engine::ModelProfiles::default(),
+            server: &crate::engine::ServerDefaults::default(),
+            routes: &crate::engine::context::NoRoutes,
+        };
+        f(&ctx)
+    }
+
+    fn spec(replicas: i32) -> InferenceServiceSpec {
+        serde_json::from_value(serde_json::json!({
+            "model": {"ref": "m"}, "replicas": replicas,
+            "accelerator": {"type": "nvidia"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn admission_reads_no_book_without_a_budget_and_charges_nothing_on_a_dry_run() {
+        let none = crate::engine::PolicySnapshot::default();
+        let admit_none = ctx_with(&none, |ctx| {
+            admit(ctx, "chat", &spec(4), false, || {
+                panic!("no budget: no ledger read")
+            })
+        });
+        assert_eq!(admit_none, Admit::default());
+
+        let policy: crate::api::InferencePolicy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
+            "metadata": {"name": "budget", "namespace": "team-a"},
+            "spec": {"limits": {"maxGPUsPerNamespace": 4}}
+        }))
+        .unwrap();
+        let budgeted = crate::engine::PolicySnapshot {
+            cluster: vec![],
+            namespaced: vec![policy],
+        };
+        let (write, dry, over) = ctx_with(&budgeted, |ctx| {
+            (
+                admit(ctx, "chat", &spec(4), false, Book::default),
+                admit(ctx, "chat", &spec(4), true, Book::default),
+                admit(ctx, "chat", &spec(5), true, Book::default),
+            )
+        });
+        assert_eq!(write.charge, Some(gpus(4)));
+        assert_eq!(dry, Admit::default());
+        assert_eq!(over.charge, None);
+        assert_eq!(over.errors.len(), 1);
+        assert_eq!(over.errors[0].field, FIELD);
+        assert_eq!(
+            errors_of(Charged::Failed("x".to_owned()))[0].field,
+            FIELD,
+            "a charge not recorded denies"
+        );
+    }
+
     #[test]
     fn a_warn_budget_charges_with_a_warning_and_no_budget_does_nothing() {
         let limits = PolicyLimits {
