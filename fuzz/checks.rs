@@ -23,6 +23,7 @@ fn admission() -> &'static Admission {
         },
         metrics: Metrics::new(),
         access: infergate::webhook::access::AccessReviewer::default(),
+        ledger: infergate::state::ledger::Ledger::default(),
     })
 }
 

@@ -317,6 +317,16 @@ pub async fn serve(
         );
     }
 
+    // The GPU budget ledgers: watched in infergate's namespace, written at
+    // admission, corrected by the reconciler.
+    let ledger = client.as_ref().map_or_else(Default::default, |client| {
+        crate::state::ledger::Ledger::start(
+            client.clone(),
+            &args.namespace,
+            metrics.clone(),
+            stop.clone(),
+        )
+    });
     let server_defaults = args.server_defaults.clone();
     let state = Arc::new(
         AppState::new(
@@ -329,7 +339,8 @@ pub async fn serve(
         .with_access(crate::webhook::access::AccessReviewer::new(
             client.clone(),
             metrics.clone(),
-        )),
+        ))
+        .with_ledger(ledger.clone()),
     );
     {
         let state = Arc::clone(&state);
@@ -363,7 +374,8 @@ pub async fn serve(
             .with_prometheus_url(args.prometheus_url.clone())
             .with_service_account(&args.service_account)
             .with_scope(scope.clone())
-            .with_state(Arc::clone(&cluster));
+            .with_state(Arc::clone(&cluster))
+            .with_ledger(ledger);
             let client = client.clone();
             let token = shutdown.clone();
             Some(tokio::spawn(async move {

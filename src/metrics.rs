@@ -15,6 +15,11 @@
 //! - `infergate_access_reviews_total{result}`: SubjectAccessReviews of the
 //!   references a service write adds (`allowed`, `denied`, `failed`,
 //!   `timeout`), and answers taken from the cache (`cached`)
+//! - `infergate_budget_ledger_writes_total{result}`: the GPU budget ledger:
+//!   charges written at admission (`written`), writes that lost a race and
+//!   were recomputed (`conflict`), charges the budget refused (`denied`),
+//!   writes that failed or ran out of time (`failed`), and the
+//!   reconciler's corrections (`corrected`)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,6 +121,7 @@ struct Inner {
     reconcile_duration: Histogram,
     certificate_expiry: Family<CertificateLabels, Gauge>,
     access_reviews: Family<AccessLabels, Counter>,
+    ledger_writes: Family<AccessLabels, Counter>,
 }
 
 /// All of infergate's metrics and the registry that renders them.
@@ -208,6 +214,12 @@ impl Metrics {
             "Access reviews of the Secrets, ConfigMaps and ServiceAccounts service writes reference, by result (cached: answered from the cache)",
             access_reviews.clone(),
         );
+        let ledger_writes = Family::<AccessLabels, Counter>::default();
+        registry.register(
+            "infergate_budget_ledger_writes",
+            "Writes of the per-namespace GPU budget ledgers, by result (written, conflict, denied, failed, corrected)",
+            ledger_writes.clone(),
+        );
         // Start the common series at zero so rates work from the first scrape.
         reconcile_total
             .get_or_create(&ReconcileLabels {
@@ -224,6 +236,7 @@ impl Metrics {
                 reconcile_duration,
                 certificate_expiry,
                 access_reviews,
+                ledger_writes,
             }),
         }
     }
@@ -238,6 +251,15 @@ impl Metrics {
             .access_reviews
             .get_or_create(&AccessLabels { result })
             .inc_by(n);
+    }
+
+    /// Count one write (or refusal) of a budget ledger with `result`
+    /// (`written`, `conflict`, `denied`, `failed` or `corrected`).
+    pub fn ledger_write(&self, result: &'static str) {
+        self.inner
+            .ledger_writes
+            .get_or_create(&AccessLabels { result })
+            .inc();
     }
 
     /// Record one answered admission request. `operation` is the

@@ -38,6 +38,9 @@ pub struct Config {
     /// The Prometheus of rollout analyses when no ClusterInferencePolicy
     /// names one (`serve --prometheus-url`).
     pub prometheus_url: Option<String>,
+    /// The GPU budget ledgers, shared with the webhooks; each leadership
+    /// term watches its own when `None`.
+    pub ledger: Option<crate::state::ledger::Ledger>,
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
             graph_resync: GRAPH_RESYNC,
             state: None,
             prometheus_url: None,
+            ledger: None,
         }
     }
 
@@ -71,6 +75,14 @@ impl Config {
     #[must_use]
     pub fn with_state(mut self, state: std::sync::Arc<crate::state::ClusterState>) -> Self {
         self.state = Some(state);
+        self
+    }
+
+    /// Correct the ledgers of `ledger` (the webhooks') instead of watching
+    /// them anew each term.
+    #[must_use]
+    pub fn with_ledger(mut self, ledger: crate::state::ledger::Ledger) -> Self {
+        self.ledger = Some(ledger);
         self
     }
 

@@ -92,6 +92,8 @@ pub async fn run_controller(
     }
     info!("caches synced; reconciling");
 
+    let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
+    let service_events = super::budget::tap_deletions(&mut tasks, service_events, deleted_tx);
     let svc_stream = service_triggers(service_events, graph_fetcher.clone());
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change.
@@ -108,6 +110,22 @@ pub async fn run_controller(
         instance: Some(config.identity.clone()),
     };
     let services = state.services();
+    // The GPU budget ledgers, corrected from the services this term.
+    let ledger = config.ledger.clone().unwrap_or_else(|| {
+        crate::state::ledger::Ledger::start(
+            client.clone(),
+            &config.namespace,
+            config.metrics.clone(),
+            token.clone(),
+        )
+    });
+    tasks.spawn(super::budget::correct_ledgers(
+        ledger,
+        Arc::clone(&state),
+        config.server.clone(),
+        deleted_rx,
+        token.clone(),
+    ));
     let writer = Writer::new(client.clone(), reporter);
     let ctx = Arc::new(Ctx::new(
         client,

@@ -189,6 +189,7 @@ async fn prelude(svc: &InferenceService, ctx: &Ctx, ns: &str) -> Result<Option<P
         intrinsic,
         policy,
         graph_internal_allowed,
+        capacity,
     } = evaluate(ctx, svc, ns);
     let mut obs = Observation {
         generation: svc.metadata.generation,
@@ -197,6 +198,7 @@ async fn prelude(svc: &InferenceService, ctx: &Ctx, ns: &str) -> Result<Option<P
         route_path: None,
         request_timeout: None,
         rollout: None,
+        capacity: Some(capacity),
     };
     let class = match defaulted
         .spec
@@ -415,6 +417,8 @@ struct Evaluation {
     policy: PolicyResult,
     /// An applicable policy lists the graph URL's host literally.
     graph_internal_allowed: bool,
+    /// `status.capacity`.
+    capacity: crate::api::v1beta1::CapacityStatus,
 }
 
 fn gateway_display(svc: &InferenceService) -> String {
@@ -596,7 +600,22 @@ fn evaluate(ctx: &Ctx, svc: &InferenceService, ns: &str) -> Evaluation {
         };
         let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
         let full = engine::validate_service(&defaulted, None, full_ctx);
-        let policy = policy_result(&intrinsic, &full);
+        let policy = match (
+            policy_result(&intrinsic, &full),
+            super::budget::over_budget(full_ctx, &ctx.state, svc),
+        ) {
+            (policy, None) => policy,
+            (PolicyResult::Violation(v), Some(over)) => {
+                PolicyResult::Violation(format!("{v}; {over}"))
+            }
+            (_, Some(over)) => PolicyResult::OverBudget(over),
+        };
+        let capacity = engine::capacity::sizing::capacity_status(
+            &defaulted.spec,
+            full_ctx.classes,
+            full_ctx.profiles,
+            engine::capacity::charge::charge_of(&defaulted.spec, full_ctx.classes),
+        );
         let graph_internal_allowed = defaulted
             .spec
             .graph
@@ -610,6 +629,7 @@ fn evaluate(ctx: &Ctx, svc: &InferenceService, ns: &str) -> Evaluation {
             intrinsic,
             policy,
             graph_internal_allowed,
+            capacity,
         }
     })
 }

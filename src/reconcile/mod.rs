@@ -18,10 +18,13 @@
 //!   Services, HPAs, and the HTTPRoute and RayService types infergate writes);
 //! - [`graph`]: from `spec.graph` to the desired RayService (Secret, fetch
 //!   through [`crate::graph::fetch::GraphSource`], validation, builder);
-//! - [`status`]: status and conditions as a pure function of what was observed.
+//! - [`status`]: status and conditions as a pure function of what was observed;
+//! - [`budget`]: the GPU budget ledgers corrected from the services, and
+//!   which services no longer fit their namespace's budget.
 
 pub mod analysis;
 pub mod apply;
+pub mod budget;
 pub mod children;
 pub mod config;
 pub mod context;

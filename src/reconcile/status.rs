@@ -182,6 +182,8 @@ pub struct Observation {
     pub request_timeout: Option<String>,
     /// The rollout's next state (Deployment-backed services).
     pub rollout: Option<crate::api::rollout::RolloutStatus>,
+    /// What the service holds at most and what it fits (`status.capacity`).
+    pub capacity: Option<crate::api::v1beta1::CapacityStatus>,
 }
 
 /// Result of checking the applicable policies.
@@ -193,6 +195,9 @@ pub enum PolicyResult {
     Violation(String),
     /// Violations of `Warn` policies.
     Warning(String),
+    /// The service's charge, counted after every older service's, passes
+    /// its namespace's GPU or cost budget (left running as it is).
+    OverBudget(String),
 }
 
 /// Why a condition is what it is, and why an event was written: every
@@ -241,6 +246,8 @@ pub enum Reason {
     PolicyViolation,
     /// The service violates a Warn policy.
     PolicyWarning,
+    /// The service's charge no longer fits its namespace's budget.
+    OverBudget,
     /// Event: a child was created.
     Created,
     /// Event: a child was changed.
@@ -286,6 +293,7 @@ impl Reason {
             Reason::Compliant => "Compliant",
             Reason::PolicyViolation => "PolicyViolation",
             Reason::PolicyWarning => "PolicyWarning",
+            Reason::OverBudget => "OverBudget",
             Reason::Created => "Created",
             Reason::Updated => "Updated",
             Reason::Deleted => "Deleted",
@@ -307,6 +315,7 @@ impl Reason {
                 | Reason::ApplyFailed
                 | Reason::PolicyViolation
                 | Reason::PolicyWarning
+                | Reason::OverBudget
                 | Reason::GatewayApiNotInstalled
                 | Reason::InferencePoolNotInstalled
                 | Reason::InferencePoolNotAccepted
@@ -686,6 +695,14 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         PolicyResult::Warning(msg) => {
             Cond::new(POLICY_COMPLIANT, false, Reason::PolicyWarning, msg.clone())
         }
+        PolicyResult::OverBudget(msg) => Cond::new(
+            POLICY_COMPLIANT,
+            false,
+            Reason::OverBudget,
+            format!(
+                "the service no longer fits its namespace's budget, counted after every older service (left running as it is): {msg}"
+            ),
+        ),
     });
     out
 }
@@ -721,6 +738,9 @@ pub fn compute(
         _ => 5,
     };
     st.conditions.sort_by_key(|c| order(&c.type_));
+    if obs.capacity.is_some() {
+        st.capacity.clone_from(&obs.capacity);
+    }
     if let Outcome::Applied {
         primary,
         canary,

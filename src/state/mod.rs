@@ -13,11 +13,14 @@
 //!   `infergate check`);
 //! - [`cluster`]: [`ClusterState`] and the watches that fill it;
 //! - [`namespace`]: the name label every namespace carries;
-//! - [`scope`]: which namespaces are watched.
+//! - [`scope`]: which namespaces are watched;
+//! - [`ledger`]: the per-namespace GPU budget ledgers, watched in
+//!   infergate's namespace and written by admission and the reconciler.
 
 pub mod cluster;
 pub mod context;
 pub mod files;
+pub mod ledger;
 pub mod namespace;
 pub mod routes;
 pub mod scope;

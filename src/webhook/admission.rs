@@ -3,10 +3,12 @@
 //! reads from the body; the [`Response`] goes back through
 //! [`review::encode`]. Everything here is synchronous and makes no API
 //! call: policies, namespace labels and routes come from the watched
-//! [`ClusterState`]. The one exception is asynchronous and comes after:
-//! a service write that adds a reference to a Secret, a ConfigMap or a
-//! ServiceAccount leaves a [`PendingAccess`] that [`Admission::finish`]
-//! settles with access reviews ([`crate::webhook::access`]).
+//! [`ClusterState`]. The exceptions are asynchronous and come after: a
+//! service write that adds a reference to a Secret, a ConfigMap or a
+//! ServiceAccount, or that raises its charge in a namespace with a GPU
+//! budget, leaves a [`Pending`] that [`Admission::finish`] settles with
+//! access reviews ([`crate::webhook::access`]) and then a write of the
+//! namespace's ledger ([`crate::state::ledger`]).
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -17,12 +19,15 @@ use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 
 use crate::api::GROUP;
 use crate::api::v1beta1::InferenceService;
+use crate::engine::capacity::charge::Charge;
 use crate::engine::references::{self, Reference};
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
 use crate::metrics::{Metrics, Webhook};
+use crate::state::ledger::Ledger;
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
 use crate::webhook::access::AccessReviewer;
+use crate::webhook::ledger as judge;
 use crate::webhook::patch;
 use crate::webhook::review::{self, Object, Response, Review};
 
@@ -43,6 +48,8 @@ pub struct Admission {
     pub metrics: Metrics,
     /// Asks the API server whether requesters may use what they reference.
     pub access: AccessReviewer,
+    /// The GPU budget ledgers service writes are charged in.
+    pub ledger: Ledger,
 }
 
 /// The answer to one review plus what the trace records.
@@ -54,21 +61,27 @@ pub struct Answer {
     pub allowed: bool,
     /// Whether a patch was returned.
     pub mutated: bool,
-    /// References whose use by the requester is still to be reviewed
-    /// (the answer is allowed until [`Admission::finish`] says otherwise).
-    pub pending: Option<PendingAccess>,
+    /// What is still to be settled: references whose use by the requester
+    /// is to be reviewed, a charge to record (the answer is allowed until
+    /// [`Admission::finish`] says otherwise).
+    pub pending: Option<Pending>,
 }
 
-/// A validated service write waiting for its access reviews.
+/// A validated service write waiting for its access reviews and its charge.
 #[derive(Debug)]
-pub struct PendingAccess {
+pub struct Pending {
     /// The request without its objects (what a denial names).
     head: Review,
     /// What to ask about.
     refs: Vec<Reference>,
+    /// The charge the namespace's ledger must record.
+    charge: Option<Charge>,
     /// When the request arrived.
     start: Instant,
 }
+
+/// What [`Admission::finish`] settles, before the time it started is known.
+type Waiting = (Review, Vec<Reference>, Option<Charge>);
 
 impl Answer {
     /// The AdmissionReview to send back ([`review::encode`]).
@@ -87,7 +100,12 @@ impl Admission {
             Webhook::Mutate => (self.mutate(&review), None),
             Webhook::Validate => self.validate_pending(&review),
         };
-        let pending = pending.map(|(head, refs)| PendingAccess { head, refs, start });
+        let pending = pending.map(|(head, refs, charge)| Pending {
+            head,
+            refs,
+            charge,
+            start,
+        });
         let answer = Answer {
             allowed: response.allowed,
             mutated: response.patch.is_some(),
@@ -100,18 +118,33 @@ impl Admission {
         Ok(answer)
     }
 
-    /// Settle an answer's access reviews (a no-op without any): a
-    /// reference the requester may not use turns the answer into a denial
-    /// naming the field, the object and the verb.
+    /// Settle an answer's access reviews and charge (a no-op without
+    /// any): a reference the requester may not use turns the answer into a
+    /// denial naming the field, the object and the verb; then the charge
+    /// is recorded in the namespace's ledger, judged again on what the
+    /// ledger holds, or the answer is a denial.
     pub async fn finish(&self, mut answer: Answer) -> Answer {
         let Some(pending) = answer.pending.take() else {
             return answer;
         };
         let head = &pending.head;
-        let errors = self
-            .access
-            .review(&head.user_info, head.namespace(), &pending.refs)
-            .await;
+        let mut errors = if pending.refs.is_empty() {
+            Vec::new()
+        } else {
+            self.access
+                .review(&head.user_info, head.namespace(), &pending.refs)
+                .await
+        };
+        if let Some(charge) = pending.charge.filter(|_| errors.is_empty()) {
+            let name = head.name.as_str();
+            let charged = self
+                .ledger
+                .charge(head.namespace(), name, charge, |book| {
+                    self.with_context(head, |ctx| judge::judge_in(ctx, name, charge, book))
+                })
+                .await;
+            errors = judge::errors_of(charged);
+        }
         if !errors.is_empty() {
             let verdict = Verdict {
                 errors,
@@ -200,13 +233,20 @@ impl Admission {
     }
 
     /// The validating webhook: every rule of the engine, all errors at
-    /// once. References that still need an access review are denied here
-    /// (this answer is for callers that cannot wait: see [`Admission::handle`]).
+    /// once. References that still need an access review, and a charge the
+    /// ledger must record, are denied here (this answer is for callers that
+    /// cannot wait: see [`Admission::handle`]).
     #[must_use]
     pub fn validate(&self, review: &Review) -> Response {
         match self.validate_pending(review) {
             (resp, None) => resp,
-            (resp, Some((head, refs))) => {
+            (resp, Some((head, refs, charge))) => {
+                let ledger = charge.map(|_| {
+                    FieldError::forbidden(
+                        judge::FIELD,
+                        "the namespace's GPU budget ledger must record this charge, which this caller cannot wait for; denied",
+                    )
+                });
                 let errors = refs
                     .iter()
                     .map(|r| {
@@ -218,6 +258,7 @@ impl Admission {
                             ),
                         )
                     })
+                    .chain(ledger)
                     .collect();
                 let verdict = Verdict {
                     errors,
@@ -230,7 +271,7 @@ impl Admission {
 
     /// The validating webhook's answer, and the references whose access
     /// review it waits for (with the request they belong to).
-    fn validate_pending(&self, review: &Review) -> (Response, Option<(Review, Vec<Reference>)>) {
+    fn validate_pending(&self, review: &Review) -> (Response, Option<Waiting>) {
         let resp = Response::allow(review);
         if !matches!(review.operation, Operation::Create | Operation::Update)
             || review.kind.group != GROUP
@@ -270,14 +311,15 @@ impl Admission {
     }
 
     /// Validate an InferenceService (v1beta1, or v1alpha1 converted) against
-    /// the stored one on UPDATE, and answer; a valid one that adds
-    /// references also returns those still to review.
+    /// the stored one on UPDATE, and against its namespace's GPU budget,
+    /// and answer; a valid one that adds references also returns those
+    /// still to review, and one that raises its charge the charge.
     fn validate_service(
         &self,
         review: &Review,
         resp: Response,
         object: &Object,
-    ) -> (Response, Option<(Review, Vec<Reference>)>) {
+    ) -> (Response, Option<Waiting>) {
         let mut warnings = Vec::new();
         if deprecated_version(review) {
             warnings.push(V1ALPHA1_WARNING.to_owned());
@@ -293,26 +335,37 @@ impl Admission {
             },
             _ => None,
         };
-        let mut verdict = self.with_context(review, |ctx| {
-            crate::engine::validate_service(&svc, old.as_deref(), ctx)
+        let (mut verdict, admit) = self.with_context(review, |ctx| {
+            let verdict = crate::engine::validate_service(&svc, old.as_deref(), ctx);
+            let admit = verdict.allowed().then(|| {
+                let name = review.name.as_str();
+                judge::admit(ctx, name, &svc.spec, review.dry_run, || {
+                    self.ledger.cached(review.namespace())
+                })
+            });
+            (verdict, admit.unwrap_or_default())
         });
+        verdict.errors.extend(admit.errors);
+        verdict.warnings.extend(admit.warnings);
         if !verdict.allowed() {
             return (verdict_response(review, resp, &verdict, warnings), None);
         }
         // The references this write adds: answers already known first.
         let refs = references::new_references(&svc, old.as_deref());
-        if refs.is_empty() {
-            return (verdict_response(review, resp, &verdict, warnings), None);
-        }
-        let (denied, ask) = self
-            .access
-            .from_cache(&review.user_info, review.namespace(), refs);
-        verdict.errors.extend(denied);
+        let ask = if refs.is_empty() {
+            refs
+        } else {
+            let (denied, ask) = self
+                .access
+                .from_cache(&review.user_info, review.namespace(), refs);
+            verdict.errors.extend(denied);
+            ask
+        };
         let resp = verdict_response(review, resp, &verdict, warnings);
-        if !verdict.allowed() || ask.is_empty() {
+        if !verdict.allowed() || (ask.is_empty() && admit.charge.is_none()) {
             return (resp, None);
         }
-        (resp, Some((review.head(), ask)))
+        (resp, Some((review.head(), ask, admit.charge)))
     }
 
     /// Run `f` with the engine's view of the review's namespace, the

@@ -8,6 +8,8 @@
 //!   of its answer;
 //! - [`admission`] and [`conversion`]: what the handlers do, on typed reviews;
 //! - [`access`]: the access reviews of what a service makes its pods use;
+//! - [`ledger`]: what admission decides about a charge on a namespace's
+//!   GPU budget ledger ([`crate::state::ledger`]);
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
 //!   self-signed Secret and caBundle injection).
@@ -15,6 +17,7 @@
 pub mod access;
 pub mod admission;
 pub mod conversion;
+pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod patch;

@@ -67,6 +67,7 @@ impl AppState {
                 server,
                 metrics,
                 access: crate::webhook::access::AccessReviewer::default(),
+                ledger: crate::state::ledger::Ledger::default(),
             },
             resolver,
             tls_bound: AtomicBool::new(false),
@@ -88,6 +89,14 @@ impl AppState {
     #[must_use]
     pub fn with_access(mut self, access: crate::webhook::access::AccessReviewer) -> Self {
         self.admission.access = access;
+        self
+    }
+
+    /// This state charging service writes in `ledger` (the default has no
+    /// API server to write to, and denies every charge it must record).
+    #[must_use]
+    pub fn with_ledger(mut self, ledger: crate::state::ledger::Ledger) -> Self {
+        self.admission.ledger = ledger;
         self
     }
 

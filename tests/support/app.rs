@@ -58,6 +58,7 @@ pub fn admission(state: ClusterState, server: ServerDefaults) -> Admission {
         server,
         metrics: Metrics::new(),
         access: infergate::webhook::access::AccessReviewer::default(),
+        ledger: infergate::state::ledger::Ledger::default(),
     }
 }
 

@@ -374,6 +374,7 @@ fn invalid(message: &str) -> Observation {
         route_path: None,
         request_timeout: None,
         rollout: None,
+        capacity: None,
     }
 }
 

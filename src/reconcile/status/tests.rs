@@ -31,6 +31,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
         route_path: Some("/team-a/chat".into()),
         request_timeout: Some("5m".into()),
         rollout: None,
+        capacity: None,
     }
 }
 
@@ -67,6 +68,7 @@ fn not_applied(generation: i64, outcome: Outcome) -> Observation {
         route_path: None,
         request_timeout: None,
         rollout: None,
+        capacity: None,
     }
 }
 
@@ -247,6 +249,7 @@ fn ray(outcome: Outcome) -> Observation {
         route_path: Some("/team-a/chat".into()),
         request_timeout: None,
         rollout: None,
+        capacity: None,
     }
 }
 

@@ -485,6 +485,7 @@ mod generated {
                 server: ServerDefaults { engine_image: Some("registry.example.com/vllm:0.9".to_owned()), replicas: None },
                 metrics: Metrics::new(),
                 access: crate::webhook::access::AccessReviewer::default(),
+                ledger: crate::state::ledger::Ledger::default(),
             };
             match (decode(body.as_bytes()), decode_by_slices(body.as_bytes())) {
                 (Ok(one), Ok(slices)) => {
