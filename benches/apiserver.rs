@@ -63,6 +63,15 @@
 //! of each, the p50s over the plain create, and the reviews infergate sent
 //! and answered from its cache (`infergate_access_reviews_total`).
 //!
+//! **D. GPU budgets** (run after C). Creates of a one-GPU service in a
+//! namespace with `limits.maxGPUsPerNamespace` (each raises a charge: one
+//! ledger write) alternating with the same creates in a namespace without
+//! a budget, then spec updates of the budgeted services that leave their
+//! charge alone. Reported: p50/p90/p99 of each, the budgeted create's p50
+//! over the plain one, and the ledger writes infergate counted
+//! (`infergate_budget_ledger_writes_total`: one per raising create, none
+//! per update).
+//!
 //! **B. Conversion at scale.** With infergate's webhooks registered,
 //! `INFERGATE_APISERVER_SERVICES` (10,000) v1beta1 services (the small spec,
 //! defaulted by the mutating webhook) are created, 16 at a time, across 5
@@ -621,6 +630,148 @@ async fn access_reviews(servers: &Servers, api: &Api<InferenceService>, ns: &str
     let _ = api
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;
+}
+
+/// Part D: GPU budgets. Creates of a one-GPU service in a namespace with a
+/// budget (each raises a charge: one ledger write) alternating with the
+/// same creates in a namespace without one (no ledger work), then as many
+/// spec updates of the budgeted services that leave their charge alone
+/// (an engine argument changed: the webhooks are called, nothing is
+/// written); latencies and the ledger writes infergate counted.
+async fn budgets(cp: &support::ControlPlane, servers: &Servers, client: &Client, ops: usize) {
+    use infergate::api::InferencePolicy;
+    // The ledgers live in infergate's own namespace.
+    let _ = cp.kubectl(&["create", "namespace", "infergate-system"]);
+    let budgeted = cp.fresh_namespace("budget").await;
+    let plain = cp.fresh_namespace("nobudget").await;
+    let policy = |gpus: i64| -> InferencePolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
+            "metadata": {"name": "budget", "namespace": budgeted},
+            "spec": {"limits": {"maxGPUsPerNamespace": gpus}}
+        }))
+        .expect("policy")
+    };
+    let policies = Api::<InferencePolicy>::namespaced(client.clone(), &budgeted);
+    // A budget of 0 first: once a dry run is denied, the policy is cached;
+    // then one no run reaches.
+    policies
+        .create(&PostParams::default(), &policy(0))
+        .await
+        .expect("budget policy");
+    let gpu_service = |ns: &str, name: &str| {
+        let mut svc = small_service(ns, name);
+        svc.spec.accelerator =
+            Some(serde_json::from_value(json!({"type": "nvidia"})).expect("accelerator"));
+        svc
+    };
+    let api_b = Api::<InferenceService>::namespaced(client.clone(), &budgeted);
+    let api_p = Api::<InferenceService>::namespaced(client.clone(), &plain);
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api_b
+        .create(&dry, &gpu_service(&budgeted, "probe"))
+        .await
+        .is_ok()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the budget policy never reached infergate"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut open = policies.get("budget").await.expect("policy");
+    open.spec.limits = policy(1_000_000).spec.limits;
+    policies
+        .replace("budget", &PostParams::default(), &open)
+        .await
+        .expect("raise the budget");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api_b
+        .create(&dry, &gpu_service(&budgeted, "probe"))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the raised budget never reached infergate"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let writes = |text: &str, result: &str| {
+        metric_sum(
+            text,
+            "infergate_budget_ledger_writes_total",
+            &[&format!("result=\"{result}\"")],
+        )
+    };
+    let mut latency: [Vec<u64>; 3] = Default::default();
+    let before = scrape(servers.infergate.probe_port).await;
+    for i in 0..ops + WARMUP {
+        for (k, api, ns) in [(0, &api_b, &budgeted), (1, &api_p, &plain)] {
+            let t = Instant::now();
+            api.create(
+                &PostParams::default(),
+                &gpu_service(ns, &format!("gpu-{i}")),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("create gpu-{i} in {ns}: {e}"));
+            if i >= WARMUP {
+                latency[k].push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+            }
+        }
+    }
+    let created = scrape(servers.infergate.probe_port).await;
+    for i in 0..ops + WARMUP {
+        let patch = json!({"spec": {"engine": {"args": [format!("--seed={i}")]}}});
+        let t = Instant::now();
+        api_b
+            .patch(
+                &format!("gpu-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("update gpu-{i}: {e}"));
+        if i >= WARMUP {
+            latency[2].push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+        }
+    }
+    let updated = scrape(servers.infergate.probe_port).await;
+    const KINDS: [&str; 3] = ["create, budget", "create, none", "update, same"];
+    for (k, samples) in latency.iter_mut().enumerate() {
+        samples.sort_unstable();
+        println!(
+            "D {:<15} p50 {:6.2} ms  p90 {:6.2} ms  p99 {:6.2} ms",
+            KINDS[k],
+            pct(samples, 0.5),
+            pct(samples, 0.9),
+            pct(samples, 0.99)
+        );
+    }
+    println!(
+        "D p50 create with a budget / without: {:.2}x ({:+.2} ms)",
+        pct(&latency[0], 0.5) / pct(&latency[1], 0.5),
+        pct(&latency[0], 0.5) - pct(&latency[1], 0.5)
+    );
+    let n = (ops + WARMUP) as f64;
+    println!(
+        "D ledger writes: {:.0} written ({:.0} conflicts, {:.0} denied, {:.0} failed) for {n:.0} creates that raise a charge; {:.0} written for {n:.0} updates that leave it alone",
+        writes(&created, "written") - writes(&before, "written"),
+        writes(&created, "conflict") - writes(&before, "conflict"),
+        writes(&created, "denied") - writes(&before, "denied"),
+        writes(&created, "failed") - writes(&before, "failed"),
+        writes(&updated, "written") - writes(&created, "written"),
+    );
+    for api in [&api_b, &api_p] {
+        let _ = api
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
+    }
 }
 
 async fn delete_if_present<K>(api: Api<K>)
@@ -1276,6 +1427,13 @@ async fn run() {
     );
     switch(cp, &servers, &client, &ns, Hooks::Infergate, None).await;
     access_reviews(&servers, &api, &ns, s.ops).await;
+
+    // ------------------------------------------------------------- D
+    println!(
+        "\n-- D: GPU budgets, {} creates in a namespace with a budget and without, alternating; {} updates that keep the charge",
+        s.ops, s.ops
+    );
+    budgets(cp, &servers, &client, s.ops).await;
 
     // ------------------------------------------------------------- B
     println!("\n-- B: conversion at scale, {} services", s.services);

@@ -504,6 +504,16 @@ async fn a_lowered_budget_denies_new_charges_and_marks_the_youngest_services_lef
         .unwrap_err();
     assert!(budget_denial(&err, 8));
     assert_eq!(shape().await, before);
+
+    // Deleting an older service makes room: the mark clears without any
+    // change to the marked service itself.
+    api.delete("first", &Default::default()).await.unwrap();
+    eventually("third to fit again", Duration::from_secs(15), async || {
+        compliance("third")
+            .await
+            .filter(|(s, r, _)| s == "True" && r == "Compliant")
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

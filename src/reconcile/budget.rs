@@ -32,25 +32,50 @@ pub type Deletion = (String, String, Timestamp);
 
 /// Hand every event of `events` on (the returned receiver, for the
 /// controller), and every deletion to `deletions` as well: the ledger of
-/// its namespace releases the charge at once.
+/// its namespace releases the charge at once. A deletion also hands on
+/// the namespace's services marked over budget, so the room it leaves
+/// clears their mark.
 pub fn tap_deletions(
     tasks: &mut tokio::task::JoinSet<()>,
+    state: Arc<ClusterState>,
     mut events: mpsc::Receiver<ServiceEvent>,
     deletions: mpsc::UnboundedSender<Deletion>,
 ) -> mpsc::Receiver<ServiceEvent> {
     let (tx, rx) = mpsc::channel(crate::state::SERVICE_EVENT_BUFFER);
     tasks.spawn(async move {
         while let Some(event) = events.recv().await {
+            let mut marked = Vec::new();
             if let ServiceEvent::Deleted(key) = &event {
                 let ns = key.namespace.clone().unwrap_or_default();
+                marked = state
+                    .services()
+                    .state()
+                    .into_iter()
+                    .filter(|s| s.metadata.namespace.as_deref() == Some(ns.as_str()))
+                    .filter(|s| marked_over_budget(s))
+                    .map(ServiceEvent::Applied)
+                    .collect();
                 let _ = deletions.send((ns, key.name.clone(), Timestamp::now()));
             }
-            if tx.send(event).await.is_err() {
-                return;
+            for event in std::iter::once(event).chain(marked) {
+                if tx.send(event).await.is_err() {
+                    return;
+                }
             }
         }
     });
     rx
+}
+
+/// Whether `svc`'s status says it is over its namespace's budget.
+fn marked_over_budget(svc: &InferenceService) -> bool {
+    svc.status.as_ref().is_some_and(|st| {
+        st.conditions.iter().any(|c| {
+            c.type_ == super::status::POLICY_COMPLIANT
+                && c.status == "False"
+                && c.reason == "OverBudget"
+        })
+    })
 }
 
 /// Correct the ledgers until `token` (see [`Seen`] and [`correct`] for

@@ -93,7 +93,8 @@ pub async fn run_controller(
     info!("caches synced; reconciling");
 
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
-    let service_events = super::budget::tap_deletions(&mut tasks, service_events, deleted_tx);
+    let service_events =
+        super::budget::tap_deletions(&mut tasks, Arc::clone(&state), service_events, deleted_tx);
     let svc_stream = service_triggers(service_events, graph_fetcher.clone());
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change.

@@ -277,41 +277,30 @@ pub fn choose<'a>(
     }
     let sized = sizing(spec, classes)?;
     let (profile_name, profile) = profiles.for_ref(&spec.model.r#ref)?;
-    let class_name = sized.class_name;
     let context = sized.context(profile);
+    let choice = |tensor, max_model_len, warning| FitChoice {
+        tensor,
+        max_model_len,
+        profile_name,
+        class_name: sized.class_name,
+        warning,
+    };
     if let Some((tensor, _)) = sized.smallest_tensor(profile, 1, |f| f.holds(context)) {
-        return Some(FitChoice {
-            tensor,
-            max_model_len: None,
-            profile_name,
-            class_name,
-            warning: None,
-        });
+        return Some(choice(tensor, None, None));
     }
     let (tensor, f) = sized.smallest_tensor(profile, 1, |f| {
         f.weights_fit() && f.kv_tokens >= MAX_MODEL_LEN_STEP
     })?;
     if sized.max_model_len.is_some() {
-        return Some(FitChoice {
-            tensor,
-            max_model_len: None,
-            profile_name,
-            class_name,
-            warning: None,
-        });
+        return Some(choice(tensor, None, None));
     }
     let len = f.kv_tokens / MAX_MODEL_LEN_STEP * MAX_MODEL_LEN_STEP;
     let warning = format!(
-        "spec.engine.maxModelLen: set to {len}: the full context of {:?} ({context} tokens) fits no tensor size on {class_name}; {} hold {} tokens of KV cache per replica",
+        "spec.engine.maxModelLen: set to {len}: the full context of {:?} ({context} tokens) fits no tensor size on {}; {} hold {} tokens of KV cache per replica",
         spec.model.r#ref,
+        sized.class_name,
         sized.at_tensor(tensor).devices(),
         f.kv_tokens
     );
-    Some(FitChoice {
-        tensor,
-        max_model_len: Some(len),
-        profile_name,
-        class_name,
-        warning: Some(warning),
-    })
+    Some(choice(tensor, Some(len), Some(warning)))
 }
