@@ -106,6 +106,10 @@ pub async fn correct_ledgers(
                 true
             }
         };
+        if !only && !any_budget(&state.policies()) && ledger.namespaces().is_empty() {
+            // No policy sets a budget and no ledger is left to remove.
+            continue;
+        }
         let mut by_namespace: BTreeMap<String, Vec<Arc<InferenceService>>> = BTreeMap::new();
         for ns in deleted.keys() {
             by_namespace.entry(ns.clone()).or_default();
@@ -148,6 +152,17 @@ pub async fn correct_ledgers(
 /// The charges already worked out, by service uid, with the generation
 /// and the policy version (policies, classes, namespace labels) they were
 /// worked out at: a service is defaulted again only when one moved.
+/// Whether any policy sets a GPU or cost budget.
+fn any_budget(policies: &engine::PolicySnapshot) -> bool {
+    let sets = |l: Option<&crate::api::policy::PolicyLimits>| {
+        l.is_some_and(|l| {
+            l.max_gpus_per_namespace.is_some() || l.max_cost_per_hour_per_namespace.is_some()
+        })
+    };
+    policies.cluster.iter().any(|p| sets(p.spec.limits.as_ref()))
+        || policies.namespaced.iter().any(|p| sets(p.spec.limits.as_ref()))
+}
+
 #[derive(Default)]
 struct Known {
     /// The policy version now.
