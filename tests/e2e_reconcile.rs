@@ -359,7 +359,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     assert_eq!(
         header,
         [
-            "NAME", "MODEL", "REPLICAS", "READY", "PHASE", "WEIGHT", "PATH", "AGE"
+            "NAME", "MODEL", "REPLICAS", "READY", "PHASE", "WEIGHT", "PATH", "GPUS", "AGE"
         ],
         "{table}"
     );
@@ -370,8 +370,9 @@ async fn lifecycle_with_gateway_api_installed_later() {
         .split_whitespace()
         .collect();
     let path = format!("/{ns}/chat");
+    // GPUs: 2 x 2 per replica x (4 autoscaled + 1 canary) = 20.
     assert_eq!(
-        &row[..7],
+        &row[..8],
         [
             "chat",
             "llama3-8b-q4",
@@ -379,7 +380,8 @@ async fn lifecycle_with_gateway_api_installed_later() {
             "True",
             "Stable",
             "20",
-            path.as_str()
+            path.as_str(),
+            "20"
         ],
         "{table}"
     );

@@ -1,10 +1,9 @@
-//! Capacity at admission: ModelProfiles (`profiles`), whether a model
-//! fits its GPUs (`fit`, and `sizing` for a service's shape), a service's
-//! charge against its namespace's budget (`charge`) and the budgets
-//! themselves (`budget`).
+//! Capacity at admission: whether a model fits its GPUs (`fit`, and
+//! `sizing` for a service's shape on its class), a service's charge
+//! against its namespace's budget (`charge`) and the budgets themselves
+//! (`budget`). The ModelProfiles are part of the engine's context.
 
 pub mod budget;
 pub mod charge;
 pub mod fit;
-pub mod profiles;
 pub mod sizing;

@@ -159,8 +159,14 @@ fn any_budget(policies: &engine::PolicySnapshot) -> bool {
             l.max_gpus_per_namespace.is_some() || l.max_cost_per_hour_per_namespace.is_some()
         })
     };
-    policies.cluster.iter().any(|p| sets(p.spec.limits.as_ref()))
-        || policies.namespaced.iter().any(|p| sets(p.spec.limits.as_ref()))
+    policies
+        .cluster
+        .iter()
+        .any(|p| sets(p.spec.limits.as_ref()))
+        || policies
+            .namespaced
+            .iter()
+            .any(|p| sets(p.spec.limits.as_ref()))
 }
 
 #[derive(Default)]

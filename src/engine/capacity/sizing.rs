@@ -9,10 +9,9 @@ use crate::api::v1beta1::{CapacityStatus, InferenceServiceSpec};
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
 
 use super::super::builtin::{DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_PARALLELISM};
-use super::super::context::AcceleratorClasses;
+use super::super::context::{AcceleratorClasses, ModelProfiles};
 use super::charge::{Charge, money};
 use super::fit::{Fit, Shape, fit, gib};
-use super::profiles::ModelProfiles;
 
 /// A service on its class: what the fit needs besides the model.
 #[derive(Clone, Copy, Debug)]
