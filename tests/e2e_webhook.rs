@@ -69,6 +69,8 @@ async fn webhook() -> &'static Webhook {
             write_pair(&cert_dir, &leaf);
             let port = support::free_port().unwrap();
             let probe = support::free_port().unwrap();
+            // infergate's own namespace holds the GPU budget ledgers.
+            cp.ensure_namespace(support::SYSTEM_NAMESPACE).await;
             let args = serve_args(port, probe, &cert_dir, vec![]);
             let serve = Serve::start(args, Some(cp.kubeconfig().to_owned()));
             support::wait_readyz(probe, WAIT).await;

@@ -287,6 +287,13 @@ impl Inner {
                     *slot = Some(cm);
                     return Charged::Written(warnings);
                 }
+                // A create answered 404: infergate's own namespace is missing.
+                Err(kube::Error::Api(s)) if s.code == 404 && current.is_none() => {
+                    return Charged::Failed(format!(
+                        "the ledger cannot be created in infergate's namespace: {}",
+                        s.message
+                    ));
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
                     self.metrics.ledger_write("conflict");
                     match self.api.get_opt(&ledger_name(namespace)).await {
