@@ -36,8 +36,9 @@ pub const LEDGER_LABEL: &str = "infergate.dev/ledger";
 pub const LEDGER_LABEL_VALUE: &str = "budget";
 /// The label naming the namespace a ledger counts.
 pub const NAMESPACE_LABEL: &str = "infergate.dev/namespace";
-/// How long one admission may spend charging the ledger (well inside the
-/// webhook's 5 s timeout), waits for this process's other writes included.
+/// How long one admission may spend charging the ledger at most, waits
+/// for this process's other writes included (the caller may give less:
+/// what is left of the webhook's 5 s timeout after the access reviews).
 pub const CHARGE_DEADLINE: Duration = Duration::from_secs(3);
 /// Writes one admission tries before it gives up.
 pub const MAX_ATTEMPTS: usize = 16;
@@ -168,23 +169,24 @@ impl Ledger {
     }
 
     /// Charge `name` in `namespace` with `charge` as `judge` decides on
-    /// the book (recomputed on every fresh read), within [`CHARGE_DEADLINE`].
+    /// the book (recomputed on every fresh read), within `within` and at
+    /// most [`CHARGE_DEADLINE`].
     pub async fn charge(
         &self,
         namespace: &str,
         name: &str,
         charge: Charge,
+        within: Duration,
         judge: impl Fn(&Book) -> Judgement,
     ) -> Charged {
         let Some(inner) = &self.inner else {
             return Charged::Failed("no API server to record the charge with".to_owned());
         };
+        let deadline = within.min(CHARGE_DEADLINE);
         let work = inner.charge(namespace, name, charge, judge);
-        let charged = tokio::time::timeout(CHARGE_DEADLINE, work)
+        let charged = tokio::time::timeout(deadline, work)
             .await
-            .unwrap_or_else(|_| {
-                Charged::Failed(format!("not recorded within {CHARGE_DEADLINE:?}"))
-            });
+            .unwrap_or_else(|_| Charged::Failed(format!("not recorded within {deadline:?}")));
         inner.metrics.ledger_write(match &charged {
             Charged::Unchanged => return charged,
             Charged::Written(_) => "written",

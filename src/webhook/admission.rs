@@ -80,6 +80,15 @@ pub struct Pending {
     start: Instant,
 }
 
+/// Time an answer may take before the API server's 5 s webhook timeout,
+/// with a margin for the answer's way back.
+const ANSWER_BUDGET: std::time::Duration = std::time::Duration::from_millis(4500);
+
+/// What is left of [`ANSWER_BUDGET`] for the ledger, since `start`.
+fn charge_time_left(start: Instant) -> std::time::Duration {
+    ANSWER_BUDGET.saturating_sub(start.elapsed())
+}
+
 /// What [`Admission::finish`] settles, before the time it started is known.
 type Waiting = (Review, Vec<Reference>, Option<Charge>);
 
@@ -139,9 +148,13 @@ impl Admission {
             let name = head.name.as_str();
             let charged = self
                 .ledger
-                .charge(head.namespace(), name, charge, |book| {
-                    self.with_context(head, |ctx| judge::judge_in(ctx, name, charge, book))
-                })
+                .charge(
+                    head.namespace(),
+                    name,
+                    charge,
+                    charge_time_left(pending.start),
+                    |book| self.with_context(head, |ctx| judge::judge_in(ctx, name, charge, book)),
+                )
                 .await;
             errors = judge::errors_of(charged);
         }
