@@ -244,4 +244,58 @@ mod tests {
         let long = "a".repeat(254);
         assert!(fields(graph_errors(&g(&long, "k")))[0].contains("253"));
     }
+
+    #[test]
+    fn policy_literals_match_url_hosts_in_any_textual_form() {
+        use crate::api::policy::{Enforcement, PolicyLimits};
+        let limits = |hosts: &[&str]| PolicyLimits {
+            allowed_graph_hosts: Some(hosts.iter().map(|h| (*h).to_owned()).collect()),
+            ..PolicyLimits::default()
+        };
+        fn layer(limits: &PolicyLimits) -> Layer<'_> {
+            Layer {
+                kind: "ClusterInferencePolicy",
+                namespace: None,
+                name: "graphs",
+                priority: 0,
+                enforcement: Enforcement::Deny,
+                defaults: None,
+                limits: Some(limits),
+            }
+        }
+        let url = |u: &str| parse_graph_url(u).expect(u);
+        let forms = [
+            "[::ffff:7f00:1]",
+            "[::ffff:127.0.0.1]",
+            "[0:0:0:0:0:ffff:7f00:1]",
+        ];
+        for entry in forms {
+            let l = limits(&[entry]);
+            let layers = [layer(&l)];
+            for host in forms {
+                let u = url(&format!("https://{host}:8443/g"));
+                assert!(host_listed_literally(&layers, &u), "{entry} vs {host}");
+                assert!(host_violations(&layers, &u).is_empty(), "{entry} vs {host}");
+            }
+            let other = url("https://[::ffff:7f00:2]/g");
+            assert!(!host_listed_literally(&layers, &other), "{entry}");
+            assert_eq!(host_violations(&layers, &other).len(), 1, "{entry}");
+        }
+        let l = limits(&["Graphs.Example.COM.", "[FD00::7]:8443", "*.ml.example.com"]);
+        let layers = [layer(&l)];
+        assert!(host_listed_literally(
+            &layers,
+            &url("https://graphs.example.com./g")
+        ));
+        assert!(host_listed_literally(
+            &layers,
+            &url("https://[fd00:0:0::7]:8443/g")
+        ));
+        assert!(!host_listed_literally(&layers, &url("https://[fd00::7]/g")));
+        assert!(!host_listed_literally(
+            &layers,
+            &url("https://a.ml.example.com/g")
+        ));
+        assert!(host_violations(&layers, &url("https://a.ml.example.com/g")).is_empty());
+    }
 }

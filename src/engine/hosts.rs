@@ -4,8 +4,11 @@
 //! An entry is a host (`graphs.example.com`, `10.0.0.7`, `[fd00::7]`),
 //! optionally with a port (`graph-api.ml.svc:8443`), or `*.` and a domain
 //! (`*.ml.example.com`: any subdomain, at any depth, not the domain itself).
-//! Hosts compare case-insensitively; an entry without a port matches any
-//! port. An entry without `*.` is *literal*: only literal entries can let
+//! An entry and a URL's host compare in one canonical form: an IPv6
+//! address as `Ipv6Addr` prints it (so `[::ffff:7f00:1]`,
+//! `[::ffff:127.0.0.1]` and `[0:0:0:0:0:ffff:7f00:1]` are one host), an IPv4
+//! address dotted, a DNS name lowercase without a trailing dot. An entry
+//! without a port matches any port. An entry without `*.` is *literal*: only literal entries can let
 //! the fetcher reach an internal address.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
@@ -43,22 +46,10 @@ impl HostPattern {
             None => (false, s),
         };
         let (host, port) = split_port(rest)?;
-        let host = if let Some(inner) = host.strip_prefix('[') {
-            let inner = inner
-                .strip_suffix(']')
-                .ok_or_else(|| "an IPv6 address needs a closing ]".to_owned())?;
-            let ip: Ipv6Addr = inner
-                .parse()
-                .map_err(|_| format!("{inner:?} is not an IPv6 address"))?;
-            format!("[{ip}]")
-        } else if host.parse::<Ipv4Addr>().is_ok() {
-            host.to_owned()
-        } else {
-            let lower = host.to_ascii_lowercase();
-            let lower = lower.strip_suffix('.').unwrap_or(&lower).to_owned();
-            dns_name_error(&lower).map_or(Ok(()), Err)?;
-            lower
-        };
+        let host = canonical(host)?;
+        if !host.starts_with('[') && host.parse::<Ipv4Addr>().is_err() {
+            dns_name_error(&host).map_or(Ok(()), Err)?;
+        }
         if wildcard && (host.starts_with('[') || host.parse::<Ipv4Addr>().is_ok()) {
             return Err("*. applies to domain names, not addresses".to_owned());
         }
@@ -75,15 +66,19 @@ impl HostPattern {
         !self.wildcard
     }
 
-    /// Whether the URL host `host` (as `url::Url::host_str` gives it:
-    /// lowercase, IPv6 in brackets) on `port` matches.
+    /// Whether the URL host `host` (as `url::Url::host_str` gives it, IPv6
+    /// in brackets, in any of its textual forms) on `port` matches.
     #[must_use]
     pub fn matches(&self, host: &str, port: u16) -> bool {
+        self.matches_canonical(&canonical_url_host(host), port)
+    }
+
+    fn matches_canonical(&self, host: &str, port: u16) -> bool {
         self.port.is_none_or(|p| p == port) && self.host_matches(host)
     }
 
+    /// `host` is in the canonical form.
     fn host_matches(&self, host: &str) -> bool {
-        let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
         if self.wildcard {
             host.strip_suffix(self.host.as_str())
                 .and_then(|prefix| prefix.strip_suffix('.'))
@@ -143,7 +138,35 @@ pub fn parse_list(list: &str) -> Result<Vec<HostPattern>, String> {
 /// Whether any of `patterns` matches `host` on `port`.
 #[must_use]
 pub fn any_matches(patterns: &[HostPattern], host: &str, port: u16) -> bool {
-    patterns.iter().any(|p| p.matches(host, port))
+    let host = canonical_url_host(host);
+    patterns.iter().any(|p| p.matches_canonical(&host, port))
+}
+
+/// `host` in the one form entries and URL hosts are compared in: an IPv6
+/// address in brackets as `Ipv6Addr` prints it, an IPv4 address dotted (read
+/// as a URL's host is read), a DNS name lowercase without a trailing dot.
+/// The error says why a bracketed host is not an IPv6 address.
+fn canonical(host: &str) -> Result<String, String> {
+    if let Some(inner) = host.strip_prefix('[') {
+        let inner = inner
+            .strip_suffix(']')
+            .ok_or_else(|| "an IPv6 address needs a closing ]".to_owned())?;
+        let ip: Ipv6Addr = inner
+            .parse()
+            .map_err(|_| format!("{:?} is not an IPv6 address", cut(inner)))?;
+        return Ok(format!("[{ip}]"));
+    }
+    if let Ok(url::Host::Ipv4(ip)) = url::Host::parse(host) {
+        return Ok(ip.to_string());
+    }
+    let lower = host.to_ascii_lowercase();
+    Ok(lower.strip_suffix('.').unwrap_or(&lower).to_owned())
+}
+
+/// A URL's host in the canonical form (as it is, lowercase, when it is
+/// not one a URL can have).
+fn canonical_url_host(host: &str) -> String {
+    canonical(host).unwrap_or_else(|_| host.to_ascii_lowercase())
 }
 
 fn cut(s: &str) -> &str {
@@ -215,94 +238,4 @@ fn dns_name_error(name: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(s: &str) -> HostPattern {
-        HostPattern::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
-    }
-
-    #[test]
-    fn literal_wildcard_and_port_entries_match_as_documented() {
-        let lit = p("Graphs.Example.com");
-        assert!(lit.is_literal());
-        assert!(lit.matches("graphs.example.com", 443));
-        assert!(lit.matches("graphs.example.com", 8443), "no port: any port");
-        assert!(!lit.matches("x.graphs.example.com", 443));
-        assert!(!lit.matches("graphs.example.com.evil.io", 443));
-
-        let port = p("graph-api.ml.svc:8443");
-        assert!(port.matches("graph-api.ml.svc", 8443));
-        assert!(!port.matches("graph-api.ml.svc", 443));
-
-        let wild = p("*.ml.example.com");
-        assert!(!wild.is_literal());
-        assert!(wild.matches("a.ml.example.com", 443));
-        assert!(wild.matches("a.b.ml.example.com", 443));
-        assert!(
-            !wild.matches("ml.example.com", 443),
-            "not the domain itself"
-        );
-        assert!(!wild.matches("evilml.example.com", 443));
-        assert!(!wild.matches(".ml.example.com", 443));
-
-        let v4 = p("10.0.0.7:8443");
-        assert!(v4.matches("10.0.0.7", 8443));
-        let v6 = p("[FD00:0::7]:443");
-        assert_eq!(v6.to_string(), "[fd00::7]:443");
-        assert!(v6.matches("[fd00::7]", 443));
-    }
-
-    #[test]
-    fn bad_entries_say_why() {
-        for (entry, why) in [
-            ("", "empty"),
-            ("*.", "empty"),
-            ("a..b", "label"),
-            ("-a.b", "host name"),
-            ("a.b:0", "port"),
-            ("a.b:http", "port"),
-            ("a.b:70000", "port"),
-            ("*.10.0.0.1", "addresses"),
-            ("[::1", "closing"),
-            ("[zz]", "IPv6"),
-            ("a/b", "host name"),
-            ("user@host", "host name"),
-        ] {
-            let e = HostPattern::parse(entry).expect_err(entry);
-            assert!(e.contains(why), "{entry}: {e}");
-        }
-        let e = parse_list("a.example.com, b..c").unwrap_err();
-        assert!(e.contains("b..c"), "{e}");
-        let many = vec!["a.example.com"; MAX_ENTRIES + 1].join(",");
-        assert!(parse_list(&many).unwrap_err().contains("more than"));
-        assert_eq!(
-            parse_list(" a.example.com ,, *.b.example.com:8443 ")
-                .expect("list")
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>(),
-            ["a.example.com", "*.b.example.com:8443"]
-        );
-    }
-
-    #[test]
-    fn covers_is_narrowing() {
-        let outer = p("*.example.com");
-        assert!(outer.covers(&p("graphs.example.com")));
-        assert!(outer.covers(&p("graphs.example.com:8443")));
-        assert!(outer.covers(&p("*.ml.example.com")));
-        assert!(outer.covers(&p("*.example.com")));
-        assert!(!outer.covers(&p("example.com")));
-        assert!(!outer.covers(&p("graphs.example.org")));
-        let ported = p("*.example.com:8443");
-        assert!(
-            !ported.covers(&p("graphs.example.com")),
-            "any port is wider"
-        );
-        assert!(ported.covers(&p("graphs.example.com:8443")));
-        let lit = p("graphs.example.com");
-        assert!(lit.covers(&p("graphs.example.com:443")));
-        assert!(!lit.covers(&p("*.graphs.example.com")));
-    }
-}
+mod tests;

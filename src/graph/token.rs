@@ -233,4 +233,30 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("not a host list"), "{e}");
     }
+
+    #[test]
+    fn an_ipv6_host_matches_its_annotation_entry_in_any_textual_form() {
+        let forms = [
+            "[::ffff:7f00:1]",
+            "[::ffff:127.0.0.1]",
+            "[0:0:0:0:0:ffff:7f00:1]",
+        ];
+        for entry in forms {
+            let mut s = secret(&[("token", b"abc")]);
+            s.metadata.annotations = Some(BTreeMap::from([(
+                TOKEN_HOSTS_ANNOTATION.to_owned(),
+                format!("graphs.example.com, {entry}:8443"),
+            )]));
+            for host in forms {
+                let u = url(&format!("https://{host}:8443/g"));
+                assert!(
+                    token_from_secret(&s, "team-a", &key_ref(), &u).is_ok(),
+                    "{entry} vs {host}"
+                );
+            }
+            let other = url("https://[::ffff:7f00:1]:9443/g");
+            let e = token_from_secret(&s, "team-a", &key_ref(), &other).unwrap_err();
+            assert_eq!(e.reason(), "SecretNotAllowed", "{entry}");
+        }
+    }
 }
