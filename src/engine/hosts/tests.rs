@@ -102,7 +102,7 @@ fn entries_and_url_hosts_compare_in_one_canonical_form() {
         for host in mapped {
             assert!(pattern.matches(host, 443), "{entry} vs {host}");
             assert!(
-                any_matches(&[pattern.clone()], host, 443),
+                any_matches(std::slice::from_ref(&pattern), host, 443),
                 "{entry} vs {host}"
             );
         }
