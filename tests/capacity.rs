@@ -687,3 +687,81 @@ fn both_versions_of_a_rollout_are_fitted() {
         errs[0].1
     );
 }
+
+#[test]
+fn capacity_fields_are_validated_in_services_and_policies() {
+    let svc = service(json!({
+        "model": {"ref": "m"},
+        "accelerator": {"type": "nvidia"},
+        "engine": {"maxModelLen": 0, "gpuMemoryUtilization": 1.5},
+    }));
+    let (_, v) = admit(&svc, &PolicySnapshot::default());
+    let errs: Vec<String> = v.errors.iter().map(ToString::to_string).collect();
+    assert!(
+        errs.contains(
+            &"spec.engine.maxModelLen: Invalid value: 0: must be greater than or equal to 1"
+                .to_owned()
+        ),
+        "{errs:?}"
+    );
+    assert!(
+        errs.contains(
+            &"spec.engine.gpuMemoryUtilization: Invalid value: 1.5: must be above 0 and at most 1"
+                .to_owned()
+        ),
+        "{errs:?}"
+    );
+
+    let policy = cluster_policy(json!({
+        "defaults": {"engine": {"gpuMemoryUtilization": 0}},
+        "limits": {"maxGPUsPerNamespace": -1, "maxCostPerHourPerNamespace": "12,50"}
+    }));
+    let errs: Vec<String> = engine::validate_cluster_policy(&policy)
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for want in [
+        "spec.limits.maxGPUsPerNamespace: Invalid value: -1: must be greater than or equal to 0",
+        "spec.limits.maxCostPerHourPerNamespace: Invalid value: \"12,50\": must be a decimal such as \"120.50\"",
+        "spec.defaults.engine.gpuMemoryUtilization: Invalid value: 0: must be above 0 and at most 1",
+    ] {
+        assert!(errs.iter().any(|e| e == want), "{want} not in {errs:?}");
+    }
+}
+
+#[test]
+fn a_model_profile_is_validated_as_its_schema_says() {
+    let bad: ModelProfileSpec = serde_json::from_value(json!({
+        "modelRefs": [],
+        "weightBytes": 0,
+        "layers": 80,
+        "attention": {"kind": "MLA", "kvLoraRank": 512},
+        "maxPositionEmbeddings": 4096,
+        "kvCacheBytesPerElement": 9,
+    }))
+    .expect("profile");
+    let errs: Vec<String> = engine::validate_model_profile(&bad)
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    for field in [
+        "spec.modelRefs: Required value",
+        "spec.weightBytes: Invalid value: 0",
+        "spec.kvCacheBytesPerElement: Invalid value: 9",
+        "spec.attention.qkRopeHeadDim: Required value",
+    ] {
+        assert!(
+            errs.iter().any(|e| e.starts_with(field)),
+            "{field} not in {errs:?}"
+        );
+    }
+    for m in MODELS {
+        assert!(
+            engine::validate_model_profile(&profile(m)).allowed(),
+            "{}",
+            m.name
+        );
+    }
+}

@@ -62,17 +62,12 @@ fn with_versions(
             .as_ref()
             .and_then(|r| r.steps.iter().copied().max())
             .unwrap_or(*w);
+        let replicas = engine::resources::canary_replicas_at(&e.spec, largest.max(*w).max(1), None);
         e.spec.canary = Some(CanarySpec {
             model: v.model.clone(),
             engine_image: v.engine_image.clone(),
-            weight: largest.max(*w).max(1),
-            replicas: None,
-        });
-        let replicas = engine::resources::canary_replicas(&e);
-        e.spec.canary = e.spec.canary.take().map(|c| CanarySpec {
             weight: *w,
             replicas: Some(replicas),
-            ..c
         });
     } else {
         e.spec.canary = None;

@@ -85,8 +85,9 @@ pub fn admit(
             errors: denials(messages),
             ..Admit::default()
         },
+        // The same form as the engine's other warnings and `infergate check`'s.
         Judgement::Charge(warnings) => Admit {
-            warnings,
+            warnings: warnings.iter().map(|w| format!("{FIELD}: {w}")).collect(),
             charge: (!dry_run).then_some(charge),
             ..Admit::default()
         },
@@ -228,6 +229,20 @@ mod tests {
         assert_eq!(over.charge, None);
         assert_eq!(over.errors.len(), 1);
         assert_eq!(over.errors[0].field, FIELD);
+        // A Warn budget admits and charges, with the field named.
+        let mut warn = budgeted.clone();
+        warn.namespaced[0].spec.enforcement = Enforcement::Warn;
+        let warned = ctx_with(&warn, |ctx| {
+            admit(ctx, "chat", &spec(5), false, Book::default)
+        });
+        assert_eq!(warned.charge, Some(gpus(5)));
+        assert!(warned.errors.is_empty());
+        assert_eq!(
+            warned.warnings,
+            [
+                "spec: team-a uses 0 of 4 GPUs; this service needs 5 (InferencePolicy \"team-a/budget\")"
+            ]
+        );
         assert_eq!(
             errors_of(Charged::Failed("x".to_owned()))[0].field,
             FIELD,
