@@ -179,8 +179,8 @@ fn cert_manager_mode_renders_the_cert_manager_overlay() {
     );
 }
 
-#[test]
-fn namespace_scoped_mode_renders_the_namespaced_component() {
+/// `kubectl kustomize` of an overlay of `deploy/` with `component`.
+fn kustomize_with(component: &str) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let rel = |p: &str| support::relative_path(&root().join(p), dir.path());
     std::fs::write(
@@ -188,13 +188,83 @@ fn namespace_scoped_mode_renders_the_namespaced_component() {
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
             rel("deploy"),
-            rel("deploy/namespaced")
+            rel(component)
         ),
     )
     .expect("overlay");
+    kustomize(dir.path())
+}
+
+#[test]
+fn namespace_scoped_mode_renders_the_namespaced_component() {
     assert_same(
         &helm_template(&["namespaces={team-a}"]),
-        &kustomize(dir.path()),
+        &kustomize_with("deploy/namespaced"),
+    );
+}
+
+#[test]
+fn the_prometheus_port_value_renders_the_prometheus_port_component() {
+    assert_same(
+        &helm_template(&["networkPolicy.prometheusPort=10902"]),
+        &kustomize_with("deploy/prometheus-port"),
+    );
+}
+
+/// The ports infergate's NetworkPolicy lets it reach.
+fn egress_ports(rendered: &BTreeMap<String, Value>) -> Vec<i64> {
+    rendered[&format!("NetworkPolicy {NAMESPACE}/infergate")]["spec"]["egress"]
+        .as_array()
+        .expect("egress")
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["port"].as_i64())
+        .collect()
+}
+
+#[test]
+fn prometheus_egress_and_the_admission_policy_follow_their_values() {
+    let default = objects(&helm_template(&[]));
+    assert!(egress_ports(&default).contains(&9090));
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert!(default.contains_key(&format!("{kind} /infergate-confine")));
+    }
+    let policy = &default["ValidatingAdmissionPolicy /infergate-confine"];
+    assert_eq!(
+        policy["spec"]["matchConditions"][0]["expression"],
+        format!("request.userInfo.username == 'system:serviceaccount:{NAMESPACE}:infergate'")
+    );
+    let other = objects(&{
+        let mut cmd = Command::new(helm());
+        cmd.args([
+            "template",
+            "infergate",
+            &chart(),
+            "--namespace",
+            "ml-platform",
+        ]);
+        cmd.args(["--kube-version", KUBE_VERSION]);
+        run(&mut cmd)
+    });
+    assert_eq!(
+        other["ValidatingAdmissionPolicy /infergate-confine"]["spec"]["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:ml-platform:infergate'"
+    );
+
+    let without = objects(&helm_template(&[
+        "networkPolicy.prometheusPort=null",
+        "admissionPolicy.enabled=false",
+    ]));
+    assert!(!egress_ports(&without).contains(&9090));
+    assert!(
+        without
+            .keys()
+            .all(|k| !k.starts_with("ValidatingAdmissionPolicy")),
+        "{:?}",
+        without.keys()
     );
 }
 

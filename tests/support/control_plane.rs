@@ -386,7 +386,9 @@ impl ControlPlane {
 
 impl ControlPlane {
     /// The ServiceAccount `infergate` with the RBAC of `deploy/`, applied in
-    /// [`SYSTEM_NAMESPACE`]; returns a kubeconfig with a token of that account.
+    /// [`SYSTEM_NAMESPACE`], and the admission policy that confines what it
+    /// writes (`deploy/admissionpolicy.yaml`, which needs infergate's CRDs
+    /// installed); returns a kubeconfig with a token of that account.
     pub async fn deployed_service_account(&self) -> PathBuf {
         self.ensure_namespace(SYSTEM_NAMESPACE).await;
         let deploy = root().join("deploy");
@@ -398,6 +400,8 @@ impl ControlPlane {
             &deploy.join("serviceaccount.yaml").display().to_string(),
             "-f",
             &deploy.join("rbac.yaml").display().to_string(),
+            "-f",
+            &deploy.join("admissionpolicy.yaml").display().to_string(),
         ]);
         assert!(
             out.status.success(),

@@ -41,6 +41,18 @@ pub fn rayservice_crd() -> &'static str {
     })
 }
 
+/// The published KubeRay RayCluster CRD, from the `ray-operator` Go module
+/// (`build-kuberay.sh`).
+pub fn raycluster_crd() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        super::kuberay::kuberay_dir()
+            .join("crd/ray.io_rayclusters.yaml")
+            .display()
+            .to_string()
+    })
+}
+
 /// The directory of the Gateway API standard-channel CRDs (fetched when
 /// missing; `INFERGATE_GATEWAY_API_DIR` names one fetched elsewhere).
 pub fn gateway_api_dir() -> std::path::PathBuf {
