@@ -8,7 +8,9 @@
 //!   them from holding the reconciler, so a service in another namespace is
 //!   reconciled within seconds;
 //! - the ServiceAccount reads no Secret of a namespace that did not bind
-//!   `infergate-graph-token-reader`.
+//!   `infergate-graph-token-reader`;
+//! - the namespace-scoped install manages only its namespaces, under the
+//!   admission policy of `deploy/`.
 
 mod support;
 
@@ -283,8 +285,11 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
         }
     }
 
-    // Apply the RBAC, renamed into this test's namespaces.
+    // Apply the RBAC and the admission policy, renamed into this test's
+    // namespaces (the policy binds this test's ServiceAccount).
     let mut rbac = Vec::new();
+    let mut policy = Vec::new();
+    let confine = format!("infergate-confine-{system}");
     for mut d in docs {
         let kind = d["kind"].as_str().unwrap_or_default().to_owned();
         let name = d["metadata"]["name"]
@@ -292,6 +297,25 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
             .unwrap_or_default()
             .to_owned();
         match kind.as_str() {
+            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
+                d["metadata"]["name"] = Value::from(confine.as_str());
+                if kind == "ValidatingAdmissionPolicyBinding" {
+                    d["spec"]["policyName"] = Value::from(confine.as_str());
+                }
+                for c in d["spec"]["matchConditions"]
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                {
+                    let expression = c["expression"].as_str().unwrap_or_default().replace(
+                        "system:serviceaccount:infergate-system:infergate",
+                        &format!("system:serviceaccount:{system}:infergate"),
+                    );
+                    c["expression"] = Value::from(expression);
+                }
+                policy.push(d);
+                continue;
+            }
             "Role" | "RoleBinding" => {
                 let ns = if d["metadata"]["namespace"] == "team-a" {
                     &tenant
@@ -318,6 +342,8 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
         6,
         "two Roles, two RoleBindings, a ClusterRole and its binding"
     );
+    assert_eq!(policy.len(), 2, "the admission policy and its binding");
+    rbac.extend(policy);
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rbac});
     let out = cp.kubectl_stdin(&["apply", "-f", "-"], &list.to_string());
     assert!(out.status.success(), "{}", support::text(&out));
@@ -408,9 +434,49 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
             .map(|_| ())
     ));
     assert!(forbidden(
-        Api::<Secret>::namespaced(sa, &tenant)
+        Api::<Secret>::namespaced(sa.clone(), &tenant)
             .list(&ListParams::default())
             .await
             .map(|_| ())
     ));
+
+    // In the namespace it manages, the admission policy confines what it
+    // writes: its own service's Deployment, made privileged, is denied.
+    let mut chat = Api::<Deployment>::namespaced(client.clone(), &tenant)
+        .get("chat")
+        .await
+        .expect("the tenant's Deployment");
+    chat.metadata.managed_fields = None;
+    chat.metadata.resource_version = None;
+    chat.status = None;
+    if let Some(c) = chat
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .and_then(|p| p.containers.first_mut())
+    {
+        c.security_context = Some(k8s_openapi::api::core::v1::SecurityContext {
+            privileged: Some(true),
+            ..Default::default()
+        });
+    }
+    let denied = support::eventually(
+        "the policy denies a privileged template",
+        WAIT,
+        async || match Api::<Deployment>::namespaced(sa.clone(), &tenant)
+            .patch(
+                "chat",
+                &PatchParams::apply("infergate").force(),
+                &Patch::Apply(&chat),
+            )
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains(&confine) => {
+                Ok(s.message)
+            }
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    assert!(denied.contains("privileged"), "{denied}");
 }
