@@ -221,7 +221,8 @@ pub struct RoutingDefaults {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyLimits {
-    /// Upper bound for `replicas` and `autoscaling.maxReplicas`.
+    /// Upper bound for `replicas`, `autoscaling.maxReplicas` and
+    /// `routing.endpointPicker.replicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 0").message("limits.maxReplicas must be at least 0"))]
     pub max_replicas: Option<i32>,

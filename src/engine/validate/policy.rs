@@ -313,19 +313,7 @@ fn check_policy_spec(
                 "must be above 0 and at most 1",
             ));
         }
-        if let Some(r) = d
-            .routing
-            .as_ref()
-            .and_then(|r| r.endpoint_picker.as_ref())
-            .and_then(|e| e.replicas)
-            && r < 1
-        {
-            errs.push(FieldError::invalid(
-                "spec.defaults.routing.endpointPicker.replicas",
-                r,
-                "must be greater than or equal to 1",
-            ));
-        }
+        super::picker::check_policy_picker(errs, d, limits);
     }
 
     // A namespace policy against the cluster policies over it.
@@ -467,6 +455,7 @@ fn check_policy_spec(
                     &format!("must start with one of {} ({who})", quoted_list(list)),
                 ));
             }
+            super::picker::check_policy_picker_against(&mut out, d, ol, &who);
         }
         match outer_layer.enforcement {
             Enforcement::Deny => v.errors.extend(out),
