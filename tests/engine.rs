@@ -1613,8 +1613,8 @@ fn policy_picker_defaults_respect_their_limits() {
     assert_eq!(
         errors(&engine::validate_cluster_policy(&p)),
         [
-            "spec.defaults.routing.endpointPicker.image: Invalid value: \"docker.io/someone/epp:1\": must start with one of spec.limits.allowedImageRegistries (\"registry.example.com/\")",
             "spec.defaults.routing.endpointPicker.replicas: Invalid value: 20: must be at most spec.limits.maxReplicas (16)",
+            "spec.defaults.routing.endpointPicker.image: Invalid value: \"docker.io/someone/epp:1\": must start with one of spec.limits.allowedImageRegistries (\"registry.example.com/\")",
             "spec.defaults.routing.endpointPicker.resources.requests.cpu: Invalid value: \"one\": must be a Kubernetes quantity such as 500m, 4 or 16Gi",
             "spec.defaults.routing.endpointPicker.resources.requests.memory: Invalid value: \"2Gi\": must be less than or equal to spec.defaults.routing.endpointPicker.resources.limits.memory (1Gi)",
         ]

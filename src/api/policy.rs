@@ -141,6 +141,14 @@ pub struct PolicyDefaults {
     pub rollout: Option<super::rollout::RolloutSpec>,
 }
 
+impl PolicyDefaults {
+    /// `routing.endpointPicker`, when set.
+    #[must_use]
+    pub fn endpoint_picker(&self) -> Option<&EndpointPickerSpec> {
+        self.routing.as_ref()?.endpoint_picker.as_ref()
+    }
+}
+
 /// Engine defaults.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]

@@ -215,11 +215,9 @@ fn fit_defaults(
 /// `defaults.routing.endpointPicker`; with `mode: Owned`, the built-in
 /// replicas, failure mode and container resources.
 fn picker_defaults(f: &mut Filler<'_, '_>, epp: &mut EndpointPickerSpec) {
-    fn picker(d: &PolicyDefaults) -> Option<&EndpointPickerSpec> {
-        d.routing.as_ref()?.endpoint_picker.as_ref()
-    }
+    let picker = PolicyDefaults::endpoint_picker;
     fn resources(d: &PolicyDefaults) -> Option<&PickerResources> {
-        picker(d)?.resources.as_ref()
+        d.endpoint_picker()?.resources.as_ref()
     }
     f.fill(
         &mut epp.mode,

@@ -5,9 +5,9 @@
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube_quantity::ParsedQuantity;
 
-use crate::api::policy::{PolicyDefaults, PolicyLimits};
-use crate::api::v1beta1::InferenceService;
-use crate::api::{BackendKind, EndpointPickerSpec, PickerResources, v1beta1::Backend};
+use crate::api::policy::PolicyDefaults;
+use crate::api::v1beta1::{Backend, InferenceService};
+use crate::api::{BackendKind, EndpointPickerSpec, PickerResources};
 use crate::engine::builtin::{
     DEFAULT_PICKER_CPU_REQUEST, DEFAULT_PICKER_MEMORY_LIMIT, DEFAULT_PICKER_MEMORY_REQUEST,
     DEFAULT_PICKER_REPLICAS,
@@ -15,7 +15,7 @@ use crate::engine::builtin::{
 use crate::engine::field_error::FieldError;
 use crate::engine::names;
 
-use super::fields::check_quantity;
+use super::fields::{check_image, check_quantity};
 
 /// The picker section of a service.
 fn picker_of(svc: &InferenceService) -> Option<&EndpointPickerSpec> {
@@ -51,18 +51,12 @@ pub(super) fn check_inference_pool(errs: &mut Vec<FieldError>, svc: &InferenceSe
         return;
     }
     let picker = picker_of(svc);
-    match picker.and_then(|p| p.image.as_deref()) {
-        None | Some("") => errs.push(FieldError::required(
-            "spec.routing.endpointPicker.image",
-            "no endpoint picker image: set spec.routing.endpointPicker.image, or defaults.routing.endpointPicker.image in an InferencePolicy or ClusterInferencePolicy, or choose endpointPicker.mode: None",
-        )),
-        Some(img) if img.chars().any(char::is_whitespace) => errs.push(FieldError::invalid(
-            "spec.routing.endpointPicker.image",
-            format!("{img:?}"),
-            "must not contain whitespace",
-        )),
-        Some(_) => {}
-    }
+    check_image(
+        errs,
+        "spec.routing.endpointPicker.image",
+        picker.and_then(|p| p.image.as_deref()),
+        "no endpoint picker image: set spec.routing.endpointPicker.image, or defaults.routing.endpointPicker.image in an InferencePolicy or ClusterInferencePolicy, or choose endpointPicker.mode: None",
+    );
     check_replicas(
         errs,
         "spec.routing.endpointPicker.replicas",
@@ -151,77 +145,22 @@ fn check_resources(
     }
 }
 
-/// A policy's picker defaults: replicas at least 1 and within the policy's
-/// own `maxReplicas`, quantities that parse, requests no higher than the
-/// limits set beside them.
-pub(super) fn check_policy_picker(
-    errs: &mut Vec<FieldError>,
-    defaults: &PolicyDefaults,
-    limits: Option<&PolicyLimits>,
-) {
-    let Some(picker) = defaults
-        .routing
-        .as_ref()
-        .and_then(|r| r.endpoint_picker.as_ref())
-    else {
+/// A policy's picker defaults: replicas at least 1, quantities that
+/// parse, requests no higher than the limits set beside them (the bounds
+/// its limits set are checked with the engine's).
+pub(super) fn check_policy_picker(errs: &mut Vec<FieldError>, defaults: &PolicyDefaults) {
+    let Some(picker) = defaults.endpoint_picker() else {
         return;
     };
-    let field = "spec.defaults.routing.endpointPicker.replicas";
-    check_replicas(errs, field, picker.replicas);
-    if let (Some(r), Some(max)) = (picker.replicas, limits.and_then(|l| l.max_replicas))
-        && r > max
-    {
-        errs.push(FieldError::invalid(
-            field,
-            r,
-            &format!("must be at most spec.limits.maxReplicas ({max})"),
-        ));
-    }
+    check_replicas(
+        errs,
+        "spec.defaults.routing.endpointPicker.replicas",
+        picker.replicas,
+    );
     check_resources(
         errs,
         "spec.defaults.routing.endpointPicker.resources",
         picker.resources.as_ref(),
         false,
     );
-}
-
-/// A namespace policy's picker defaults against a cluster policy `who`
-/// over it: replicas within its `maxReplicas`, the image within its
-/// `allowedImageRegistries`.
-pub(super) fn check_policy_picker_against(
-    out: &mut Vec<FieldError>,
-    defaults: &PolicyDefaults,
-    outer: &PolicyLimits,
-    who: &str,
-) {
-    let Some(picker) = defaults
-        .routing
-        .as_ref()
-        .and_then(|r| r.endpoint_picker.as_ref())
-    else {
-        return;
-    };
-    if let (Some(r), Some(max)) = (picker.replicas, outer.max_replicas)
-        && r > max
-    {
-        out.push(FieldError::invalid(
-            "spec.defaults.routing.endpointPicker.replicas",
-            r,
-            &format!("must be at most {max} ({who})"),
-        ));
-    }
-    if let (Some(img), Some(list)) = (
-        picker.image.as_deref(),
-        outer.allowed_image_registries.as_ref(),
-    ) && !list.iter().any(|p| img.starts_with(p.as_str()))
-    {
-        out.push(FieldError::invalid(
-            "spec.defaults.routing.endpointPicker.image",
-            format!("{img:?}"),
-            &format!(
-                "must start with one of {} ({who})",
-                super::fields::quoted_list(list)
-            ),
-        ));
-    }
 }

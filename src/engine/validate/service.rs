@@ -18,7 +18,7 @@ use crate::engine::policy::{Layer, layers, strictest};
 use crate::engine::verdict::Verdict;
 use crate::engine::{graph_source, names, resources, rollout, route};
 
-use super::fields::{check_health, check_metrics, check_quantity, quoted_list};
+use super::fields::{check_health, check_image, check_metrics, check_quantity, quoted_list};
 
 /// Validate a (defaulted) service; `old` is the stored object on UPDATE.
 ///
@@ -44,18 +44,12 @@ pub fn validate_service(
     // Engine.
     let engine = s.engine.as_ref();
     let engine_image = engine.and_then(|e| e.image.as_deref());
-    match engine_image {
-        None | Some("") => errs.push(FieldError::required(
-            "spec.engine.image",
-            "no engine image: set spec.engine.image, or defaults.engine.image in an InferencePolicy or ClusterInferencePolicy, or start the server with --default-engine-image",
-        )),
-        Some(img) if img.chars().any(char::is_whitespace) => errs.push(FieldError::invalid(
-            "spec.engine.image",
-            format!("{img:?}"),
-            "must not contain whitespace",
-        )),
-        Some(_) => {}
-    }
+    check_image(
+        errs,
+        "spec.engine.image",
+        engine_image,
+        "no engine image: set spec.engine.image, or defaults.engine.image in an InferencePolicy or ClusterInferencePolicy, or start the server with --default-engine-image",
+    );
     if let Some(port) = engine.and_then(|e| e.port)
         && !(1..=65535).contains(&port)
     {
