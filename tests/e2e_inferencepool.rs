@@ -7,14 +7,16 @@
 //! infergate's pool with the rights infergate's Role gives it.
 //!
 //! No kubelet and no gateway controller run here: the test plays the kubelet
-//! (pods Running, Ready, with addresses) and writes a gateway's report into
-//! a pool's status. On a real cluster the endpoint picker's own pods would
+//! (engine and picker pods Running, Ready, with addresses, so that a picker
+//! pod a pool or Service selected would be listed as an endpoint) and writes
+//! a gateway's report into a pool's status. On a real cluster the endpoint picker's own pods would
 //! start from the Deployment infergate made, a gateway implementing the
 //! extension would call the picker for every request and report on the pools,
 //! and requests would reach the pod the picker chose.
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
@@ -26,6 +28,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
+use infergate::reconcile::children::endpoint_picker::ANNOTATION_CONFIG_HASH as CONFIG_HASH;
 use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::children::inferencepool::InferencePool;
 use support::{
@@ -80,11 +83,38 @@ async fn routing_ready(client: &Client, ns: &str, status: &str, reason: &str) ->
 /// Play the kubelet: every live pod of the track Running and Ready, with an
 /// address (the endpoint picker only lists pods that have one).
 async fn pods_up(client: &Client, ns: &str, track: &str, want: usize) -> Vec<String> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let subnet = if track == "primary" { 1 } else { 2 };
     let selector = format!("infergate.dev/service=chat,infergate.dev/track={track}");
-    eventually(&format!("{want} {track} pods up"), WAIT, async || {
+    pods_ready(client, ns, &selector, subnet, want).await
+}
+
+/// Play the kubelet for the endpoint picker of the pool `pool`: its pods
+/// Running and Ready, with addresses (in 10.3.0.0/24), so that a pool or a
+/// Service selecting them would list them as endpoints.
+async fn picker_pods_up(client: &Client, ns: &str, pool: &str, want: usize) -> Vec<Pod> {
+    let selector = format!("infergate.dev/component=endpoint-picker,infergate.dev/pool={pool}");
+    let names = pods_ready(client, ns, &selector, 3, want).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut out = Vec::new();
+    for name in names {
+        out.push(pods.get(&name).await.expect("picker pod"));
+    }
+    out
+}
+
+/// Every live pod `selector` matches Running and Ready with an address in
+/// `10.<subnet>.0.0/24`, once there are at least `want`; their names.
+async fn pods_ready(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+    subnet: u8,
+    want: usize,
+) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("{want} pods {selector} up"), WAIT, async || {
         let list = pods
-            .list(&ListParams::default().labels(&selector))
+            .list(&ListParams::default().labels(selector))
             .await
             .map_err(|e| e.to_string())?;
         let live: Vec<Pod> = list
@@ -98,7 +128,7 @@ async fn pods_up(client: &Client, ns: &str, track: &str, want: usize) -> Vec<Str
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
         let mut names = Vec::new();
         for (i, p) in live.iter().enumerate() {
-            let ip = format!("10.{}.0.{}", if track == "primary" { 1 } else { 2 }, i + 10);
+            let ip = format!("10.{subnet}.0.{}", i + 10);
             pods.patch_status(
                 &p.name_any(),
                 &PatchParams::default(),
@@ -118,6 +148,69 @@ async fn pods_up(client: &Client, ns: &str, track: &str, want: usize) -> Vec<Str
         Ok(names)
     })
     .await
+}
+
+/// Whether `selector` (matchLabels) selects a pod labelled `labels`.
+fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// No InferencePool and no Service but the picker's own selects any of
+/// the picker's `pods` (each Ready, with an address): the pools' and
+/// Services' selectors as the API server holds them, judged against the
+/// pods' labels as stored.
+async fn picker_pods_are_no_endpoints(client: &Client, ns: &str, pods: &[Pod]) {
+    let pools = Api::<InferencePool>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("pools");
+    let services = Api::<Service>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("services");
+    assert!(!pools.items.is_empty() && !services.items.is_empty());
+    for pod in pods {
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone());
+        assert!(ip.is_some(), "{} has an address", pod.name_any());
+        for pool in &pools.items {
+            assert!(
+                !selects(&pool.spec.selector.match_labels, &labels),
+                "InferencePool {} selects the picker's pod {} ({ip:?}, labels {labels:?})",
+                pool.name_any(),
+                pod.name_any()
+            );
+        }
+        for svc in &services.items {
+            let selector = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.clone())
+                .unwrap_or_default();
+            if svc.name_any().ends_with("-epp") {
+                // The picker's own Service, which the gateway calls.
+                assert!(selects(&selector, &labels), "{}", svc.name_any());
+                continue;
+            }
+            assert!(
+                !selects(&selector, &labels),
+                "Service {} selects the picker's pod {} ({ip:?}, labels {labels:?})",
+                svc.name_any(),
+                pod.name_any()
+            );
+        }
+    }
+}
+
+/// The picker Deployment's configuration digest on its pod template.
+async fn config_hash(client: &Client, ns: &str, name: &str) -> Option<String> {
+    get::<Deployment>(client, ns, name)
+        .await?
+        .spec?
+        .template
+        .metadata?
+        .annotations?
+        .remove(CONFIG_HASH)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,9 +295,34 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
         "{message}"
     );
 
+    // The picker's container is bounded (the built-in requests and memory
+    // limit) and its pod template carries the digest of its configuration.
+    let epp = get::<Deployment>(&client, &ns, "chat-epp")
+        .await
+        .expect("chat-epp");
+    let pod_spec = epp.spec.clone().and_then(|s| s.template.spec).expect("pod");
+    let bounds = pod_spec.containers[0].resources.clone().expect("resources");
+    let figures =
+        |l: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+            l.unwrap_or_default()
+                .into_iter()
+                .map(|(k, q)| format!("{k}={}", q.0))
+                .collect::<Vec<_>>()
+        };
+    assert_eq!(figures(bounds.requests), ["cpu=100m", "memory=256Mi"]);
+    assert_eq!(figures(bounds.limits), ["memory=1Gi"]);
+    let first_hash = config_hash(&client, &ns, "chat-epp")
+        .await
+        .expect("config hash");
+
+    // The picker's own pods, Running and Ready with addresses, are no
+    // pool's and no engine Service's endpoints.
+    let picker_pods = picker_pods_up(&client, &ns, "chat", 1).await;
+    picker_pods_are_no_endpoints(&client, &ns, &picker_pods).await;
+
     // The extension's endpoint picker, with the rights infergate gave
     // chat-epp, reads the pool and lists exactly the primary's engine pods
-    // (never its own pods, which carry no track label).
+    // (never the picker's own pods, ready and addressed as they are).
     let engine_pods = pods_up(&client, &ns, "primary", 2).await;
     let epp_kubeconfig =
         support::service_account_kubeconfig(cp, &ns, "chat-epp").expect("chat-epp token");
@@ -247,12 +365,16 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
     )
     .await;
     let text = std::fs::read_to_string(&log).expect("lwepp log");
-    assert!(
-        !text
-            .lines()
-            .any(|l| l.contains("Pod added") && l.contains("chat-epp")),
-        "the picker's own pods are not endpoints"
-    );
+    for pod in &picker_pods {
+        let name = pod.name_any();
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains("Pod added") && l.contains(name.as_str())),
+            "the picker's own pod {name} is an endpoint of pool chat: {}",
+            support::tail(&log, 20)
+        );
+    }
     assert!(
         !text.contains("forbidden"),
         "the picker's Role covers what it reads: {}",
@@ -260,6 +382,60 @@ async fn services_route_through_inference_pools_with_their_own_endpoint_pickers(
     );
     let _ = picker.kill();
     let _ = picker.wait();
+
+    // A new configuration: the ConfigMap holds it, the pod template's
+    // digest changes, and the Deployment rolls the picker's pods (a pod
+    // with the new digest), which read it at start.
+    merge_patch(
+        &services,
+        "chat",
+        json!({"spec": {"routing": {"endpointPicker": {"config": "plugins: [queue-scorer]\n"}}}}),
+        "new picker config",
+    )
+    .await;
+    let new_hash = eventually(
+        "a new config digest on chat-epp",
+        WAIT,
+        async || match config_hash(&client, &ns, "chat-epp").await {
+            Some(h) if h != first_hash => Ok(h),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
+    let cm = get::<ConfigMap>(&client, &ns, "chat-epp")
+        .await
+        .expect("chat-epp ConfigMap");
+    assert_eq!(
+        cm.data
+            .unwrap_or_default()
+            .get("config.yaml")
+            .map(String::as_str),
+        Some("plugins: [queue-scorer]\n")
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    eventually(
+        "a picker pod with the new config digest",
+        WAIT,
+        async || {
+            let list = pods
+                .list(
+                    &ListParams::default()
+                        .labels("infergate.dev/component=endpoint-picker,infergate.dev/pool=chat"),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let hashes: Vec<Option<String>> = list
+                .items
+                .iter()
+                .map(|p| p.annotations().get(CONFIG_HASH).cloned())
+                .collect();
+            hashes
+                .contains(&Some(new_hash.clone()))
+                .then_some(())
+                .ok_or(format!("{hashes:?}"))
+        },
+    )
+    .await;
 
     // A canary gets its own pool and picker; the route names its pool only
     // once a canary pod is ready.

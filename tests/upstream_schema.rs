@@ -207,6 +207,7 @@ fn inference_pools_and_their_routes_fit_the_published_schemas() {
             replicas: Some(2),
             failure_mode: Some(FailureMode::FailOpen),
             config: Some("plugins: []\n".into()),
+            resources: None,
         });
         // Primary only, then with a canary (routed and not yet routed).
         for canary in [false, true] {

@@ -126,7 +126,8 @@ pub struct EndpointPickerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub image: Option<String>,
-    /// Replicas of each endpoint picker (default 1).
+    /// Replicas of each endpoint picker (default 1; at most the policies'
+    /// `limits.maxReplicas`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 1").message("endpointPicker.replicas must be at least 1"))]
     pub replicas: Option<i32>,
@@ -134,10 +135,40 @@ pub struct EndpointPickerSpec {
     /// copied into each pool's `endpointPickerRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_mode: Option<FailureMode>,
-    /// The picker's plugin configuration, mounted from a ConfigMap.
+    /// The picker's plugin configuration, mounted from a ConfigMap; a
+    /// change restarts the picker's pods (they read it at start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 65536))]
     pub config: Option<String>,
+    /// CPU and memory requests and limits of the picker's container
+    /// (defaults: requests 100m CPU and 256Mi memory, a 1Gi memory limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<PickerResources>,
+}
+
+/// Requests and limits of the endpoint picker's container: CPU and memory
+/// only (the picker holds no accelerator).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PickerResources {
+    /// What the scheduler reserves for the container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<CpuMemory>,
+    /// What the container may use at most (each at least its request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<CpuMemory>,
+}
+
+/// A CPU and a memory quantity.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuMemory {
+    /// CPU (a Kubernetes quantity such as `100m` or `2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Memory (a Kubernetes quantity such as `256Mi` or `1Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
 }
 
 /// A reference to a Gateway API Gateway (an HTTPRoute parentRef).

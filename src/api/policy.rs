@@ -141,6 +141,14 @@ pub struct PolicyDefaults {
     pub rollout: Option<super::rollout::RolloutSpec>,
 }
 
+impl PolicyDefaults {
+    /// `routing.endpointPicker`, when set.
+    #[must_use]
+    pub fn endpoint_picker(&self) -> Option<&EndpointPickerSpec> {
+        self.routing.as_ref()?.endpoint_picker.as_ref()
+    }
+}
+
 /// Engine defaults.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -221,7 +229,8 @@ pub struct RoutingDefaults {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyLimits {
-    /// Upper bound for `replicas` and `autoscaling.maxReplicas`.
+    /// Upper bound for `replicas`, `autoscaling.maxReplicas` and
+    /// `routing.endpointPicker.replicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 0").message("limits.maxReplicas must be at least 0"))]
     pub max_replicas: Option<i32>,

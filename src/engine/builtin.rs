@@ -37,3 +37,16 @@ pub const DEFAULT_REQUEST_TIMEOUT: &str = "5m";
 pub const DEFAULT_SHM_SIZE: &str = "2Gi";
 /// `spec.engine.gpuMemoryUtilization` on GPUs (the engine's own default).
 pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+/// `spec.routing.endpointPicker.replicas`.
+pub const DEFAULT_PICKER_REPLICAS: i32 = 1;
+/// `spec.routing.endpointPicker.resources.requests.cpu`: a floor the
+/// scheduler keeps for the picker (it scores a pool's pods per request and
+/// scrapes their metrics), not a cap.
+pub const DEFAULT_PICKER_CPU_REQUEST: &str = "100m";
+/// `spec.routing.endpointPicker.resources.requests.memory`: a Go process
+/// holding its pool's pods, their latest metrics and its prefix index.
+pub const DEFAULT_PICKER_MEMORY_REQUEST: &str = "256Mi";
+/// `spec.routing.endpointPicker.resources.limits.memory`: four times the
+/// request, room for bursts and a bound on a leak. There is no built-in
+/// CPU limit: a throttled picker delays every request of its pool.
+pub const DEFAULT_PICKER_MEMORY_LIMIT: &str = "1Gi";

@@ -12,13 +12,15 @@
 //! turns it into a JSONPatch (`webhook::patch`).
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube_quantity::ParsedQuantity;
 
 use crate::api::{
-    AcceleratorType, BackendKind, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode,
-    EndpointPickerSpec, FailureMode, HealthCheckSpec, MetricsSpec, ResourcesSpec,
+    AcceleratorType, BackendKind, CpuMemory, DEFAULTED_FROM_ANNOTATION, EndpointPickerMode,
+    EndpointPickerSpec, FailureMode, HealthCheckSpec, MetricsSpec, PickerResources, ResourcesSpec,
     policy::PolicyDefaults,
     v1beta1::{
         AcceleratorSpec, EngineSpec, InferenceService, InferenceServiceSpec, ParallelismSpec,
@@ -29,8 +31,9 @@ use crate::api::{
 use super::builtin::{
     DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HEALTH_INTERVAL,
     DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH,
-    DEFAULT_PARALLELISM, DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS,
-    DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHM_SIZE, DEFAULT_TARGET_CPU,
+    DEFAULT_PARALLELISM, DEFAULT_PATH_TEMPLATE, DEFAULT_PICKER_CPU_REQUEST,
+    DEFAULT_PICKER_MEMORY_LIMIT, DEFAULT_PICKER_MEMORY_REQUEST, DEFAULT_PICKER_REPLICAS,
+    DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SHM_SIZE, DEFAULT_TARGET_CPU,
 };
 use super::context::Context;
 use super::defaulted::{Defaulted, Provenance};
@@ -205,6 +208,128 @@ fn fit_defaults(
         f.record("spec.engine.maxModelLen", source, &n);
     }
     choice.warning.into_iter().collect()
+}
+
+/// `spec.routing.endpointPicker.*` of a service routed through
+/// InferencePools, field by field from the policies'
+/// `defaults.routing.endpointPicker`; with `mode: Owned`, the built-in
+/// replicas, failure mode and container resources.
+fn picker_defaults(f: &mut Filler<'_, '_>, epp: &mut EndpointPickerSpec) {
+    let picker = PolicyDefaults::endpoint_picker;
+    fn resources(d: &PolicyDefaults) -> Option<&PickerResources> {
+        d.endpoint_picker()?.resources.as_ref()
+    }
+    f.fill(
+        &mut epp.mode,
+        "spec.routing.endpointPicker.mode",
+        |d| picker(d)?.mode,
+        Some((EndpointPickerMode::Owned, SOURCE_BUILT_IN)),
+    );
+    if epp.mode != Some(EndpointPickerMode::Owned) {
+        return;
+    }
+    f.fill(
+        &mut epp.image,
+        "spec.routing.endpointPicker.image",
+        |d| picker(d)?.image.clone(),
+        None,
+    );
+    f.fill(
+        &mut epp.replicas,
+        "spec.routing.endpointPicker.replicas",
+        |d| picker(d)?.replicas,
+        Some((DEFAULT_PICKER_REPLICAS, SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut epp.failure_mode,
+        "spec.routing.endpointPicker.failureMode",
+        |d| picker(d)?.failure_mode,
+        Some((FailureMode::FailClose, SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut epp.config,
+        "spec.routing.endpointPicker.config",
+        |d| picker(d)?.config.clone(),
+        None,
+    );
+    // Requests and limits, each from the policies first; the built-in
+    // figures never put a request above a limit set elsewhere (nor a limit
+    // below a request): a request then defaults to the limit, a limit to the
+    // request, as Kubernetes does.
+    let res = epp.resources.get_or_insert_with(PickerResources::default);
+    let requests = res.requests.get_or_insert_with(CpuMemory::default);
+    f.fill(
+        &mut requests.cpu,
+        "spec.routing.endpointPicker.resources.requests.cpu",
+        |d| resources(d)?.requests.as_ref()?.cpu.clone(),
+        None,
+    );
+    f.fill(
+        &mut requests.memory,
+        "spec.routing.endpointPicker.resources.requests.memory",
+        |d| resources(d)?.requests.as_ref()?.memory.clone(),
+        None,
+    );
+    let limits = res.limits.get_or_insert_with(CpuMemory::default);
+    f.fill(
+        &mut limits.cpu,
+        "spec.routing.endpointPicker.resources.limits.cpu",
+        |d| resources(d)?.limits.as_ref()?.cpu.clone(),
+        None,
+    );
+    f.fill(
+        &mut limits.memory,
+        "spec.routing.endpointPicker.resources.limits.memory",
+        |d| resources(d)?.limits.as_ref()?.memory.clone(),
+        built_in(
+            DEFAULT_PICKER_MEMORY_LIMIT,
+            requests.memory.as_ref(),
+            Ordering::Less,
+        ),
+    );
+    f.fill(
+        &mut requests.cpu,
+        "spec.routing.endpointPicker.resources.requests.cpu",
+        |_| None,
+        built_in(
+            DEFAULT_PICKER_CPU_REQUEST,
+            limits.cpu.as_ref(),
+            Ordering::Greater,
+        ),
+    );
+    f.fill(
+        &mut requests.memory,
+        "spec.routing.endpointPicker.resources.requests.memory",
+        |_| None,
+        built_in(
+            DEFAULT_PICKER_MEMORY_REQUEST,
+            limits.memory.as_ref(),
+            Ordering::Greater,
+        ),
+    );
+}
+
+/// The built-in quantity `figure`, or `other` when `figure` compares to it
+/// as `past` (a request above its limit, a limit below its request);
+/// `figure` when either does not parse.
+fn built_in(
+    figure: &'static str,
+    other: Option<&Quantity>,
+    past: Ordering,
+) -> Option<(Quantity, &'static str)> {
+    let value = match other {
+        Some(o)
+            if ParsedQuantity::try_from(figure)
+                .ok()
+                .zip(ParsedQuantity::try_from(o).ok())
+                .and_then(|(a, b)| a.partial_cmp(&b))
+                == Some(past) =>
+        {
+            o.clone()
+        }
+        _ => Quantity(figure.to_owned()),
+    };
+    Some((value, SOURCE_BUILT_IN))
 }
 
 /// Fill every default, write/extend the
@@ -415,42 +540,11 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
             Some((BackendKind::Service, SOURCE_BUILT_IN)),
         );
         if r.backend_kind == Some(BackendKind::InferencePool) {
-            let picker = |d: &PolicyDefaults| d.routing.as_ref()?.endpoint_picker.clone();
-            let epp = r
-                .endpoint_picker
-                .get_or_insert_with(EndpointPickerSpec::default);
-            f.fill(
-                &mut epp.mode,
-                "spec.routing.endpointPicker.mode",
-                |d| picker(d)?.mode,
-                Some((EndpointPickerMode::Owned, SOURCE_BUILT_IN)),
+            picker_defaults(
+                &mut f,
+                r.endpoint_picker
+                    .get_or_insert_with(EndpointPickerSpec::default),
             );
-            if epp.mode == Some(EndpointPickerMode::Owned) {
-                f.fill(
-                    &mut epp.image,
-                    "spec.routing.endpointPicker.image",
-                    |d| picker(d)?.image,
-                    None,
-                );
-                f.fill(
-                    &mut epp.replicas,
-                    "spec.routing.endpointPicker.replicas",
-                    |d| picker(d)?.replicas,
-                    Some((1, SOURCE_BUILT_IN)),
-                );
-                f.fill(
-                    &mut epp.failure_mode,
-                    "spec.routing.endpointPicker.failureMode",
-                    |d| picker(d)?.failure_mode,
-                    Some((FailureMode::FailClose, SOURCE_BUILT_IN)),
-                );
-                f.fill(
-                    &mut epp.config,
-                    "spec.routing.endpointPicker.config",
-                    |d| picker(d)?.config,
-                    None,
-                );
-            }
         }
     }
 

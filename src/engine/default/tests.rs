@@ -180,6 +180,171 @@ fn a_policy_moves_services_to_pools_and_the_picker_is_defaulted_field_by_field()
     assert_eq!(r.endpoint_picker, None);
 }
 
+/// A service routed through pools whose picker section is `picker`,
+/// defaulted under `policy` (its `defaults.routing.endpointPicker`).
+fn picker_defaulted(picker: EndpointPickerSpec, policy: Option<EndpointPickerSpec>) -> Defaulted {
+    use crate::api::policy::RoutingDefaults;
+    let mut p = ClusterInferencePolicy::new(
+        "pickers",
+        ClusterInferencePolicySpec {
+            defaults: Some(PolicyDefaults {
+                routing: Some(RoutingDefaults {
+                    endpoint_picker: policy,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    p.metadata.uid = Some("p".to_owned());
+    let snap = PolicySnapshot {
+        cluster: vec![p],
+        namespaced: vec![],
+    };
+    let mut s = svc();
+    s.spec.routing = Some(RoutingSpec {
+        backend_kind: Some(BackendKind::InferencePool),
+        endpoint_picker: Some(picker),
+        ..Default::default()
+    });
+    with(&snap, &ServerDefaults::default(), |c| {
+        default_service(&s, c)
+    })
+}
+
+fn q(s: &str) -> Option<Quantity> {
+    Some(Quantity(s.to_owned()))
+}
+
+/// `(requests.cpu, requests.memory, limits.cpu, limits.memory)` of the
+/// defaulted picker, and the source of each filled one.
+fn picker_resources(d: &Defaulted) -> ([Option<String>; 4], [Option<String>; 4]) {
+    let r = d.object.spec.routing.as_ref().unwrap();
+    let res = r
+        .endpoint_picker
+        .as_ref()
+        .unwrap()
+        .resources
+        .clone()
+        .unwrap();
+    let (req, lim) = (
+        res.requests.unwrap_or_default(),
+        res.limits.unwrap_or_default(),
+    );
+    let v = |q: Option<Quantity>| q.map(|q| q.0);
+    let source = |field: &str| {
+        let field = format!("spec.routing.endpointPicker.resources.{field}");
+        d.filled
+            .iter()
+            .find(|f| f.field == field)
+            .map(|f| f.source.to_string())
+    };
+    (
+        [v(req.cpu), v(req.memory), v(lim.cpu), v(lim.memory)],
+        [
+            source("requests.cpu"),
+            source("requests.memory"),
+            source("limits.cpu"),
+            source("limits.memory"),
+        ],
+    )
+}
+
+#[test]
+fn the_picker_gets_requests_and_limits_field_by_field() {
+    let some = |s: &str| Some(s.to_owned());
+    let built_in = some("built-in");
+    // Nothing set anywhere: the built-in figures, no CPU limit.
+    let d = picker_defaulted(EndpointPickerSpec::default(), None);
+    assert_eq!(
+        picker_resources(&d),
+        (
+            [some("100m"), some("256Mi"), None, some("1Gi")],
+            [built_in.clone(), built_in.clone(), None, built_in.clone()]
+        )
+    );
+    let r = d.object.spec.routing.as_ref().unwrap();
+    assert_eq!(r.endpoint_picker.as_ref().unwrap().replicas, Some(1));
+    // A policy's figures, field by field; the service's own win.
+    let policy = EndpointPickerSpec {
+        resources: Some(PickerResources {
+            requests: Some(CpuMemory {
+                cpu: q("250m"),
+                memory: None,
+            }),
+            limits: Some(CpuMemory {
+                cpu: q("2"),
+                memory: q("2Gi"),
+            }),
+        }),
+        ..Default::default()
+    };
+    let own = EndpointPickerSpec {
+        resources: Some(PickerResources {
+            requests: Some(CpuMemory {
+                cpu: None,
+                memory: q("512Mi"),
+            }),
+            limits: None,
+        }),
+        ..Default::default()
+    };
+    let d = picker_defaulted(own, Some(policy));
+    let policy_source = some("ClusterInferencePolicy/pickers");
+    assert_eq!(
+        picker_resources(&d),
+        (
+            [some("250m"), some("512Mi"), some("2"), some("2Gi")],
+            [
+                policy_source.clone(),
+                None,
+                policy_source.clone(),
+                policy_source
+            ]
+        )
+    );
+    // A built-in figure never crosses a figure set elsewhere: a limit
+    // below the built-in request is the request too, a request above the
+    // built-in limit is the limit too.
+    let d = picker_defaulted(
+        EndpointPickerSpec {
+            resources: Some(PickerResources {
+                requests: Some(CpuMemory {
+                    cpu: None,
+                    memory: q("3Gi"),
+                }),
+                limits: Some(CpuMemory {
+                    cpu: q("50m"),
+                    memory: None,
+                }),
+            }),
+            ..Default::default()
+        },
+        None,
+    );
+    assert_eq!(
+        picker_resources(&d).0,
+        [some("50m"), some("3Gi"), some("50m"), some("3Gi")]
+    );
+    // Idempotent; and `mode: None` runs no picker, so nothing is filled.
+    let again = with(
+        &PolicySnapshot::default(),
+        &ServerDefaults::default(),
+        |c| default_service(&d.object, c),
+    );
+    assert!(again.filled.is_empty(), "{:?}", again.filled);
+    let d = picker_defaulted(
+        EndpointPickerSpec {
+            mode: Some(EndpointPickerMode::None),
+            ..Default::default()
+        },
+        None,
+    );
+    let r = d.object.spec.routing.as_ref().unwrap();
+    assert_eq!(r.endpoint_picker.as_ref().unwrap().resources, None);
+}
+
 #[test]
 fn a_policy_rollout_is_copied_whole_without_its_prometheus_address() {
     use crate::api::rollout::{

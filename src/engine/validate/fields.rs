@@ -39,6 +39,25 @@ pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &str, q: Option<
     }
 }
 
+/// An image a service needs: set, not empty, without whitespace; `missing`
+/// says where one can come from.
+pub(super) fn check_image(
+    errs: &mut Vec<FieldError>,
+    field: &str,
+    image: Option<&str>,
+    missing: &str,
+) {
+    match image {
+        None | Some("") => errs.push(FieldError::required(field, missing)),
+        Some(img) if img.chars().any(char::is_whitespace) => errs.push(FieldError::invalid(
+            field,
+            format!("{img:?}"),
+            "must not contain whitespace",
+        )),
+        Some(_) => {}
+    }
+}
+
 /// A quantity must parse and be greater than 0.
 pub(super) fn check_positive_quantity(errs: &mut Vec<FieldError>, field: &str, q: &Quantity) {
     let before = errs.len();

@@ -7,6 +7,7 @@
 
 mod capacity;
 mod fields;
+mod picker;
 mod placement;
 mod policy;
 mod service;

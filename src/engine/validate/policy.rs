@@ -251,27 +251,18 @@ fn check_policy_spec(
             }
         }
         // Defaults above this policy's own limits.
-        if let (Some(r), Some(max)) = (d.replicas, limits.and_then(|l| l.max_replicas))
-            && r > max
-        {
-            errs.push(FieldError::invalid(
-                "spec.defaults.replicas",
-                r,
-                &format!("must be at most spec.limits.maxReplicas ({max})"),
-            ));
+        for (field, replicas) in replica_defaults(d) {
+            if let (Some(r), Some(max)) = (replicas, limits.and_then(|l| l.max_replicas))
+                && r > max
+            {
+                errs.push(FieldError::invalid(
+                    field,
+                    r,
+                    &format!("must be at most spec.limits.maxReplicas ({max})"),
+                ));
+            }
         }
-        let picker_image = d
-            .routing
-            .as_ref()
-            .and_then(|r| r.endpoint_picker.as_ref())
-            .and_then(|e| e.image.as_deref());
-        for (field, img) in [
-            (
-                "spec.defaults.engine.image",
-                d.engine.as_ref().and_then(|e| e.image.as_deref()),
-            ),
-            ("spec.defaults.routing.endpointPicker.image", picker_image),
-        ] {
+        for (field, img) in image_defaults(d) {
             if let (Some(img), Some(list)) = (
                 img,
                 limits.and_then(|l| l.allowed_image_registries.as_ref()),
@@ -313,19 +304,7 @@ fn check_policy_spec(
                 "must be above 0 and at most 1",
             ));
         }
-        if let Some(r) = d
-            .routing
-            .as_ref()
-            .and_then(|r| r.endpoint_picker.as_ref())
-            .and_then(|e| e.replicas)
-            && r < 1
-        {
-            errs.push(FieldError::invalid(
-                "spec.defaults.routing.endpointPicker.replicas",
-                r,
-                "must be greater than or equal to 1",
-            ));
-        }
+        super::picker::check_policy_picker(errs, d);
     }
 
     // A namespace policy against the cluster policies over it.
@@ -433,14 +412,16 @@ fn check_policy_spec(
                     &format!("must be one of {} ({who})", quoted_list(list)),
                 ));
             }
-            if let (Some(r), Some(max)) = (d.replicas, ol.max_replicas)
-                && r > max
-            {
-                out.push(FieldError::invalid(
-                    "spec.defaults.replicas",
-                    r,
-                    &format!("must be at most {max} ({who})"),
-                ));
+            for (field, replicas) in replica_defaults(d) {
+                if let (Some(r), Some(max)) = (replicas, ol.max_replicas)
+                    && r > max
+                {
+                    out.push(FieldError::invalid(
+                        field,
+                        r,
+                        &format!("must be at most {max} ({who})"),
+                    ));
+                }
             }
             if let (Some(t), Some(max)) = (
                 d.routing
@@ -456,16 +437,16 @@ fn check_policy_spec(
                     &format!("must be at most {max} ({who})"),
                 ));
             }
-            if let (Some(img), Some(list)) = (
-                d.engine.as_ref().and_then(|e| e.image.as_deref()),
-                ol.allowed_image_registries.as_ref(),
-            ) && !list.iter().any(|p| img.starts_with(p.as_str()))
-            {
-                out.push(FieldError::invalid(
-                    "spec.defaults.engine.image",
-                    format!("{img:?}"),
-                    &format!("must start with one of {} ({who})", quoted_list(list)),
-                ));
+            for (field, img) in image_defaults(d) {
+                if let (Some(img), Some(list)) = (img, ol.allowed_image_registries.as_ref())
+                    && !list.iter().any(|p| img.starts_with(p.as_str()))
+                {
+                    out.push(FieldError::invalid(
+                        field,
+                        format!("{img:?}"),
+                        &format!("must start with one of {} ({who})", quoted_list(list)),
+                    ));
+                }
             }
         }
         match outer_layer.enforcement {
@@ -473,4 +454,29 @@ fn check_policy_spec(
             Enforcement::Warn => v.warnings.extend(out.iter().map(ToString::to_string)),
         }
     }
+}
+
+/// The replica counts a policy defaults, by field.
+fn replica_defaults(d: &PolicyDefaults) -> [(&'static str, Option<i32>); 2] {
+    [
+        ("spec.defaults.replicas", d.replicas),
+        (
+            "spec.defaults.routing.endpointPicker.replicas",
+            d.endpoint_picker().and_then(|e| e.replicas),
+        ),
+    ]
+}
+
+/// The images a policy defaults, by field.
+fn image_defaults(d: &PolicyDefaults) -> [(&'static str, Option<&str>); 2] {
+    [
+        (
+            "spec.defaults.engine.image",
+            d.engine.as_ref().and_then(|e| e.image.as_deref()),
+        ),
+        (
+            "spec.defaults.routing.endpointPicker.image",
+            d.endpoint_picker().and_then(|e| e.image.as_deref()),
+        ),
+    ]
 }

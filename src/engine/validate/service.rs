@@ -7,7 +7,7 @@ use kube::ResourceExt;
 
 use crate::api::policy::{Enforcement, PolicyLimits};
 use crate::api::{
-    AcceleratorType, BackendKind,
+    AcceleratorType,
     v1beta1::{Backend, InferenceService, ModelSpec},
 };
 use crate::engine::builtin::{DEFAULT_PARALLELISM, DEFAULT_REQUEST_TIMEOUT};
@@ -18,7 +18,7 @@ use crate::engine::policy::{Layer, layers, strictest};
 use crate::engine::verdict::Verdict;
 use crate::engine::{graph_source, names, resources, rollout, route};
 
-use super::fields::{check_health, check_metrics, check_quantity, quoted_list};
+use super::fields::{check_health, check_image, check_metrics, check_quantity, quoted_list};
 
 /// Validate a (defaulted) service; `old` is the stored object on UPDATE.
 ///
@@ -44,18 +44,12 @@ pub fn validate_service(
     // Engine.
     let engine = s.engine.as_ref();
     let engine_image = engine.and_then(|e| e.image.as_deref());
-    match engine_image {
-        None | Some("") => errs.push(FieldError::required(
-            "spec.engine.image",
-            "no engine image: set spec.engine.image, or defaults.engine.image in an InferencePolicy or ClusterInferencePolicy, or start the server with --default-engine-image",
-        )),
-        Some(img) if img.chars().any(char::is_whitespace) => errs.push(FieldError::invalid(
-            "spec.engine.image",
-            format!("{img:?}"),
-            "must not contain whitespace",
-        )),
-        Some(_) => {}
-    }
+    check_image(
+        errs,
+        "spec.engine.image",
+        engine_image,
+        "no engine image: set spec.engine.image, or defaults.engine.image in an InferencePolicy or ClusterInferencePolicy, or start the server with --default-engine-image",
+    );
     if let Some(port) = engine.and_then(|e| e.port)
         && !(1..=65535).contains(&port)
     {
@@ -210,7 +204,7 @@ pub fn validate_service(
         }
     }
 
-    check_inference_pool(&mut v.errors, svc);
+    super::picker::check_inference_pool(&mut v.errors, svc);
     rollout::check_service(&mut v.errors, svc);
     if let Some(w) = old.and_then(|o| rollout::restart_warning(svc, o)) {
         v.warnings.push(w);
@@ -276,6 +270,14 @@ pub fn validate_service(
         lim.max(
             "spec.autoscaling.maxReplicas",
             a.max_replicas,
+            |l| l.max_replicas,
+            "",
+        );
+    }
+    if let Some(r) = super::picker::picker_replicas(svc) {
+        lim.max(
+            "spec.routing.endpointPicker.replicas",
+            r,
             |l| l.max_replicas,
             "",
         );
@@ -374,47 +376,6 @@ fn check_model_ref(errs: &mut Vec<FieldError>, field: &str, m: &ModelSpec) {
             field,
             format!("{r:?}"),
             "must not contain whitespace",
-        ));
-    }
-}
-
-/// `backendKind: InferencePool` routes a Deployment-backed service; an owned
-/// endpoint picker needs an image.
-fn check_inference_pool(errs: &mut Vec<FieldError>, svc: &InferenceService) {
-    let routing = svc.spec.routing.as_ref();
-    if routing.and_then(|r| r.backend_kind) != Some(BackendKind::InferencePool) {
-        return;
-    }
-    if svc.spec.backend == Some(Backend::RayService) {
-        errs.push(FieldError::invalid(
-            "spec.routing.backendKind",
-            "\"InferencePool\"",
-            "InferencePool routing needs backend Deployment (a RayService serves through its own Serve proxy)",
-        ));
-    }
-    let picker = routing.and_then(|r| r.endpoint_picker.as_ref());
-    if !names::owns_endpoint_pickers(svc) {
-        return;
-    }
-    match picker.and_then(|p| p.image.as_deref()) {
-        None | Some("") => errs.push(FieldError::required(
-            "spec.routing.endpointPicker.image",
-            "no endpoint picker image: set spec.routing.endpointPicker.image, or defaults.routing.endpointPicker.image in an InferencePolicy or ClusterInferencePolicy, or choose endpointPicker.mode: None",
-        )),
-        Some(img) if img.chars().any(char::is_whitespace) => errs.push(FieldError::invalid(
-            "spec.routing.endpointPicker.image",
-            format!("{img:?}"),
-            "must not contain whitespace",
-        )),
-        Some(_) => {}
-    }
-    if let Some(r) = picker.and_then(|p| p.replicas)
-        && r < 1
-    {
-        errs.push(FieldError::invalid(
-            "spec.routing.endpointPicker.replicas",
-            r,
-            "must be greater than or equal to 1",
         ));
     }
 }

@@ -6,15 +6,23 @@
 //! `endpointPickerRef` names a Service in its own namespace, so each pool
 //! gets its own. Its pods carry `infergate.dev/component: endpoint-picker`
 //! and no track label, so no pool (and no PodMonitor) selects them.
+//!
+//! The picker reads its configuration once, at start: the pod template
+//! carries a digest of it (`infergate.dev/config-hash`), so a change of
+//! the configuration rolls the picker's pods. Its container gets the
+//! service's (defaulted) requests and limits, the built-in figures for
+//! any still unset.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, GRPCAction, PodSpec,
-    PodTemplateSpec, Probe, Service, ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
+    PodTemplateSpec, Probe, ResourceRequirements, Service, ServiceAccount, ServicePort,
+    ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
@@ -22,8 +30,12 @@ use kube::ResourceExt;
 use super::error::BuildError;
 use super::inferencepool::{EPP_GRPC_PORT, GROUP as POOL_GROUP, PLURAL as POOL_PLURAL};
 use super::meta::{LABEL_MANAGED_BY, LABEL_NAME, LABEL_SERVICE, Track, child_meta, child_name};
-use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
+use crate::api::{CpuMemory, MANAGER, PickerResources};
+use crate::engine::builtin::{
+    DEFAULT_PICKER_CPU_REQUEST, DEFAULT_PICKER_MEMORY_LIMIT, DEFAULT_PICKER_MEMORY_REQUEST,
+    DEFAULT_PICKER_REPLICAS,
+};
 use crate::engine::names::epp_name;
 
 /// `infergate.dev/component: endpoint-picker` on the picker's pods.
@@ -40,6 +52,8 @@ pub const METRICS_PORT: i32 = 9090;
 pub const CONFIG_KEY: &str = "config.yaml";
 /// Where the configuration is mounted.
 pub const CONFIG_DIR: &str = "/config";
+/// The pod template's digest of the picker's configuration.
+pub const ANNOTATION_CONFIG_HASH: &str = "infergate.dev/config-hash";
 
 /// Every object of one pool's endpoint picker.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,6 +81,49 @@ fn pod_labels(svc: &InferenceService, pool: &str) -> BTreeMap<String, String> {
         (LABEL_COMPONENT.to_owned(), COMPONENT.to_owned()),
         (LABEL_POOL.to_owned(), pool.to_owned()),
     ])
+}
+
+/// SHA-256 of the configuration, first 16 bytes, hex.
+fn config_hash(config: &str) -> String {
+    let sum = ring::digest::digest(&ring::digest::SHA256, config.as_bytes());
+    let mut head = [0u8; 16];
+    head.copy_from_slice(&sum.as_ref()[..16]);
+    format!("{:032x}", u128::from_be_bytes(head))
+}
+
+/// The container's requests and limits: the service's, the built-in
+/// figures for any unset (no CPU limit unless one is set).
+fn requirements(res: Option<PickerResources>) -> ResourceRequirements {
+    let res = res.unwrap_or_default();
+    let (requests, limits) = (
+        res.requests.unwrap_or_default(),
+        res.limits.unwrap_or_default(),
+    );
+    let quantity = |q: Option<Quantity>, built_in: Option<&str>| {
+        q.or_else(|| built_in.map(|b| Quantity(b.to_owned())))
+    };
+    let list = |cpu: Option<Quantity>, memory: Option<Quantity>| {
+        let list: BTreeMap<String, Quantity> = [("cpu", cpu), ("memory", memory)]
+            .into_iter()
+            .filter_map(|(k, q)| Some((k.to_owned(), q?)))
+            .collect();
+        (!list.is_empty()).then_some(list)
+    };
+    let CpuMemory { cpu, memory } = requests;
+    let requested = list(
+        quantity(cpu, Some(DEFAULT_PICKER_CPU_REQUEST)),
+        quantity(memory, Some(DEFAULT_PICKER_MEMORY_REQUEST)),
+    );
+    let CpuMemory { cpu, memory } = limits;
+    let limited = list(
+        quantity(cpu, None),
+        quantity(memory, Some(DEFAULT_PICKER_MEMORY_LIMIT)),
+    );
+    ResourceRequirements {
+        requests: requested,
+        limits: limited,
+        ..ResourceRequirements::default()
+    }
 }
 
 fn rule(groups: &[&str], resources: &[&str], names: &[&str], verbs: &[&str]) -> PolicyRule {
@@ -98,7 +155,9 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
         .image
         .filter(|i| !i.is_empty())
         .ok_or(BuildError::MissingEndpointPickerImage)?;
-    let replicas = spec.replicas.unwrap_or(1).max(1);
+    let replicas = spec.replicas.unwrap_or(DEFAULT_PICKER_REPLICAS).max(1);
+    let config = spec.config.unwrap_or_default();
+    let hash = config_hash(&config);
     let meta = child_meta(svc, name.clone(), track)?;
     let labels = pod_labels(svc, &pool);
     let selector = BTreeMap::from([
@@ -172,10 +231,7 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
         },
         config_map: ConfigMap {
             metadata: meta.clone(),
-            data: Some(BTreeMap::from([(
-                CONFIG_KEY.to_owned(),
-                spec.config.unwrap_or_default(),
-            )])),
+            data: Some(BTreeMap::from([(CONFIG_KEY.to_owned(), config)])),
             ..ConfigMap::default()
         },
         deployment: Deployment {
@@ -189,6 +245,10 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
                 template: PodTemplateSpec {
                     metadata: Some(ObjectMeta {
                         labels: Some(labels),
+                        annotations: Some(BTreeMap::from([(
+                            ANNOTATION_CONFIG_HASH.to_owned(),
+                            hash,
+                        )])),
                         ..ObjectMeta::default()
                     }),
                     spec: Some(PodSpec {
@@ -223,6 +283,7 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
                                 period_seconds: Some(10),
                                 ..Probe::default()
                             }),
+                            resources: Some(requirements(spec.resources)),
                             volume_mounts: Some(vec![VolumeMount {
                                 name: "config".to_owned(),
                                 mount_path: CONFIG_DIR.to_owned(),
@@ -262,3 +323,6 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
         },
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -597,6 +597,7 @@ fn with_pools(mut s: InferenceService, mode: crate::api::EndpointPickerMode) -> 
         replicas: Some(1),
         failure_mode: Some(FailureMode::FailOpen),
         config: Some("plugins: []\n".into()),
+        resources: None,
     });
     s
 }
