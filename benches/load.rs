@@ -987,7 +987,7 @@ fn isolation(target: &Target, driver_rt: &tokio::runtime::Runtime, rounds: usize
             })
             .collect();
         // The first conversions under way.
-        driver_rt.block_on(tokio::time::sleep(Duration::from_millis(200)));
+        driver_rt.block_on(async { tokio::time::sleep(Duration::from_millis(200)).await });
         let (during, during_errors) = driver_rt.block_on(small_requests(target, &small, period));
         stop.cancel();
         let conversions: usize = large_rt.block_on(async {
