@@ -150,11 +150,7 @@ impl Server {
 
     /// A TLS stream to the webhook port with `alpn`.
     async fn tls(&self, alpn: &[u8]) -> tokio_rustls::client::TlsStream<TcpStream> {
-        let tcp = TcpStream::connect(("127.0.0.1", self.port)).await.unwrap();
-        tokio_rustls::TlsConnector::from(client_config(&[&self.ca], &[alpn], false))
-            .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-            .await
-            .unwrap()
+        tls_to(self.port, &self.ca, alpn).await
     }
 
     async fn http1(&self) -> support::Conn {
