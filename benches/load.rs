@@ -5,6 +5,7 @@
 //! LOAD_ROUNDS=3 LOAD_SECS=2 cargo bench --bench load -- fixed mutate
 //! LOAD_RATE_FRACTION=0 LOAD_PROBE_SECS=0 cargo bench --bench load -- fixed mutate validate
 //! LOAD_SOAK_SECS=600 cargo bench --bench load -- soak   # 10 minutes at 5,000 req/s
+//! LOAD_PROBE_SECS=0 LOAD_ROUNDS=5 LOAD_SECS=8 cargo bench --bench load -- isolation
 //! ```
 //!
 //! The server runs in this process on 127.0.0.1 over TLS (the production
@@ -84,6 +85,13 @@
 //! driver keeps fixed-size histograms (log-linear buckets within 1.6%, the
 //! quantiles their upper edges) for the minutes still in flight, whatever
 //! the length of the run.
+//!
+//! **Isolation** (`-- isolation`, nothing else runs): small `/validate`
+//! requests on fresh connections, 20 ms apart, for `LOAD_SECS` alone, then
+//! for `LOAD_SECS` while two connections send 8,000-object ConversionReviews
+//! (about 17 MB) back to back, `LOAD_ROUNDS` times; per round the p50/p99/max
+//! of each and p99 during / p99 alone; at the end the medians, and p99
+//! during against the 50 ms bound.
 //!
 //! Before the load, a probe spins one pinned thread per CPU for
 //! `LOAD_PROBE_SECS` (3; 0 skips it) and reports the gaps in which it did
@@ -655,6 +663,13 @@ fn main() {
         .build()
         .expect("driver runtime");
 
+    if filter.iter().any(|f| f == "isolation") {
+        isolation(&target, &driver_rt, rounds, secs);
+        drop(driver_rt);
+        server.stop();
+        return;
+    }
+
     let scenarios: Vec<(&'static str, &'static str, Bytes)> = vec![
         ("fixed", "/fixed", mutate_body.clone()),
         ("mutate", "/mutate?timeout=10s", mutate_body),
@@ -877,6 +892,138 @@ fn main() {
     drop(senders);
     drop(driver_rt);
     server.stop();
+}
+
+// -------------------------------------------------------------- isolation
+
+/// The p99 bound on small admission requests while large conversions run.
+const ISOLATION_P99_BOUND_MS: f64 = 50.0;
+/// Objects in each large conversion of the isolation scenario (about 17 MB).
+const ISOLATION_OBJECTS: usize = 8_000;
+
+/// Small `/validate` requests one after the other for `period` (at least
+/// one), each on a fresh connection (placed on the server's next connection
+/// worker), 20 ms apart: their latencies, connection included, in
+/// microseconds, sorted; and how many failed.
+async fn small_requests(target: &Target, body: &Bytes, period: Duration) -> (Vec<u32>, usize) {
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    let until = Instant::now() + period;
+    loop {
+        let started = Instant::now();
+        let served = match support::connect(target.addr, Arc::clone(&target.client)).await {
+            Ok((mut sender, _)) => send(&mut sender, "/validate", body).await,
+            Err(_) => false,
+        };
+        if served {
+            lat.push(u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX));
+        } else {
+            errors += 1;
+        }
+        if Instant::now() >= until {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    lat.sort_unstable();
+    (lat, errors)
+}
+
+/// `-- isolation`: small admission requests while large conversions run,
+/// against the same requests alone in the same round. Each round: `secs`
+/// of small `/validate` requests alone (the baseline), then `secs` of them
+/// while two connections send ConversionReviews of [`ISOLATION_OBJECTS`]
+/// objects back to back (from a runtime of their own, so the driver's
+/// encryption of the large bodies does not delay the small requests). The
+/// figures: p99 during against the 50 ms bound, and p99 during / p99 alone,
+/// medians over the rounds.
+fn isolation(target: &Target, driver_rt: &tokio::runtime::Runtime, rounds: usize, secs: u64) {
+    let small = Bytes::from(admission_review(service_object(0, true)));
+    let large = Bytes::from(conversion_review(ISOLATION_OBJECTS));
+    let large_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("large")
+        .enable_all()
+        .build()
+        .expect("large runtime");
+    let period = Duration::from_secs(secs);
+    println!(
+        "isolation: {rounds} rounds of {secs}s of small /validate requests on fresh connections 20 ms apart, alone, then while 2 connections convert {ISOLATION_OBJECTS} objects ({} bytes) back to back",
+        large.len()
+    );
+    println!(
+        "{:<6} {:>22} {:>30} {:>12} {:>12} {:>7}",
+        "round", "alone p50/p99 ms", "during p50/p99/max ms", "p99 ratio", "conversions", "errors"
+    );
+    let mut during_p99s = Vec::new();
+    let mut ratios = Vec::new();
+    for round in 1..=rounds {
+        let (alone, alone_errors) = driver_rt.block_on(small_requests(target, &small, period));
+        let stop = CancellationToken::new();
+        let converting: Vec<_> = (0..2)
+            .map(|_| {
+                let (stop, large) = (stop.clone(), large.clone());
+                let (addr, client) = (target.addr, Arc::clone(&target.client));
+                large_rt.spawn(async move {
+                    let mut sender = support::connect(addr, Arc::clone(&client))
+                        .await
+                        .expect("connect")
+                        .0;
+                    let mut done = 0usize;
+                    while !stop.is_cancelled() {
+                        if send(&mut sender, "/convert", &large).await {
+                            done += 1;
+                        } else {
+                            // Refused for lack of room (the server closes
+                            // the connection after it) or failed: reconnect.
+                            sender = support::connect(addr, Arc::clone(&client))
+                                .await
+                                .expect("connect")
+                                .0;
+                        }
+                    }
+                    done
+                })
+            })
+            .collect();
+        // The first conversions under way.
+        driver_rt.block_on(async { tokio::time::sleep(Duration::from_millis(200)).await });
+        let (during, during_errors) = driver_rt.block_on(small_requests(target, &small, period));
+        stop.cancel();
+        let conversions: usize = large_rt.block_on(async {
+            let mut n = 0;
+            for c in converting {
+                n += c.await.expect("conversion task");
+            }
+            n
+        });
+        let (alone_p99, during_p99) = (pct(&alone, 0.99), pct(&during, 0.99));
+        during_p99s.push(during_p99);
+        ratios.push(during_p99 / alone_p99);
+        println!(
+            "{round:<6} {:>22} {:>30} {:>11.2}x {conversions:>12} {:>7}",
+            format!("{:.2} / {alone_p99:.2}", pct(&alone, 0.5)),
+            format!(
+                "{:.2} / {during_p99:.2} / {:.2}",
+                pct(&during, 0.5),
+                pct(&during, 1.0)
+            ),
+            during_p99 / alone_p99,
+            alone_errors + during_errors,
+        );
+    }
+    let p99 = Spread::of(&during_p99s);
+    println!(
+        "small requests during large conversions, median of {rounds} rounds (min..max): p99 {} ms ({} against the {ISOLATION_P99_BOUND_MS} ms bound); p99 / p99 alone {}",
+        p99.show(2, ""),
+        if p99.median <= ISOLATION_P99_BOUND_MS {
+            "met"
+        } else {
+            "MISSED"
+        },
+        Spread::of(&ratios).show(2, "x"),
+    );
+    large_rt.shutdown_timeout(Duration::from_secs(2));
 }
 
 // ------------------------------------------------------------------- soak

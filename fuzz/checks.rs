@@ -81,14 +81,19 @@ struct SentReview {
 }
 
 #[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct SentRequest {
+    uid: Option<String>,
+    #[serde(rename = "desiredAPIVersion")]
+    desired_api_version: Option<String>,
     #[serde(default)]
     objects: Vec<serde::de::IgnoredAny>,
 }
 
 /// A ConversionReview body: always answered with a ConversionReview (JSON)
-/// that echoes a uid and says Success with one object per object sent, or
-/// Failure with a message. The conversion's JSON scanner accepts the body
+/// that echoes a uid and says Success with one object per object sent (a
+/// review with a uid and a desired version, the uid echoed), or Failure
+/// with a message. The conversion's JSON scanner accepts the body
 /// exactly when serde_json does.
 pub fn conversion(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
@@ -105,7 +110,6 @@ pub fn conversion(data: &[u8]) {
     let answer: ConversionAnswer = serde_json::from_slice(&bytes)
         .unwrap_or_else(|e| panic!("the answer is not a ConversionReview: {e}: {text}"));
     assert_eq!(answer.kind, "ConversionReview", "{text}");
-    let _uid = answer.response.uid;
     match answer.response.result.status.as_str() {
         "Success" => {
             // A review repeating a field of its envelope is refused (readers
@@ -118,6 +122,15 @@ pub fn conversion(data: &[u8]) {
                     sent.request.objects.len(),
                     answer.response.converted_objects.len(),
                     "{text}"
+                );
+                // A review without a uid or a desired version is a failure.
+                let uid = sent.request.uid.unwrap_or_default();
+                assert!(!uid.is_empty(), "a success without a uid: {text}");
+                assert_eq!(answer.response.uid, uid, "{text}");
+                let desired = sent.request.desired_api_version.unwrap_or_default();
+                assert!(
+                    !desired.is_empty(),
+                    "a success without a desired version: {text}"
                 );
             }
         }

@@ -6,9 +6,21 @@
 //! Every webhook request goes the same way: a body announced over the
 //! endpoint's limit is refused (413) before it is read; room for it is
 //! taken in the process-wide [`Budget`] (503 with `Retry-After` when there
-//! is none in time); the body is read within its deadline; the work runs
-//! inline when the body is small and in the [`Offload`] pool when it is
-//! not; the answer holds its room in the budget until it is written.
+//! is none in time); the body is read within its deadline (413 when it
+//! grows over the limit); the work runs inline when the body is small and
+//! in the [`Offload`] pool when it is not; the answer holds its room in the
+//! budget until it is written.
+//!
+//! A refusal sent before the body is read whole must still reach a client
+//! that writes its whole body before it reads (most do): closing a socket
+//! with unread bytes makes the kernel send a reset, which the client meets
+//! on its write or read before it reads the answer. So on HTTP/1.1 a
+//! refusal closes the connection (`Connection: close`) only after what is
+//! still arriving of the body has been read and thrown away, within
+//! [`limits::DISCARD_LIMIT`] bytes and [`limits::DISCARD_TIMEOUT`]
+//! ([`Leftover`]). On HTTP/2 the stream alone ends: the answer is sent,
+//! then the stream is reset with `NO_ERROR`, the protocol's "stop sending",
+//! and the connection stays open.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -26,7 +38,7 @@ use axum::routing::{get, post};
 use crate::metrics::Webhook;
 use crate::telemetry::Bounded;
 use crate::webhook::admission::{Admission, Answer, BadReview};
-use crate::webhook::limits::{self, Admitted, BodyError, Budget, Offload, Refused};
+use crate::webhook::limits::{self, Admitted, BodyError, Budget, Discarded, Offload, Refused};
 use crate::webhook::tls::CertResolver;
 
 pub use crate::webhook::limits::{ADMISSION_BODY_LIMIT, CONVERSION_BODY_LIMIT};
@@ -239,6 +251,63 @@ fn error_bytes(status: StatusCode, message: &str) -> (StatusCode, Vec<u8>) {
     (status, bytes)
 }
 
+/// What is left of a body whose request is refused before it was read
+/// whole, and how it is dealt with once the refusal is sent.
+struct Leftover {
+    body: Body,
+    endpoint: Endpoint,
+    http1: bool,
+    /// The client waits for `100 Continue` before it sends the body, and
+    /// none was sent (nothing of the body was read).
+    awaits_continue: bool,
+    /// Body bytes announced and not read yet.
+    announced: Option<usize>,
+}
+
+impl Leftover {
+    /// Send `response` as the answer, dealing with the rest of the body
+    /// (see the module docs).
+    fn refuse(self, mut response: Response) -> Response {
+        if !self.http1 {
+            // Dropped here: once the answer is sent, hyper resets the
+            // stream with NO_ERROR and the client stops sending.
+            return response;
+        }
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        if self.awaits_continue {
+            // No `100 Continue` goes out: the body never comes.
+            return response;
+        }
+        if self.announced.is_some_and(|n| n > limits::DISCARD_LIMIT) {
+            // It could not be read to its end within the bound.
+            return response;
+        }
+        let (body, endpoint) = (self.body, self.endpoint);
+        tokio::spawn(async move {
+            let discarded =
+                limits::discard(body, limits::DISCARD_LIMIT, limits::DISCARD_TIMEOUT).await;
+            match discarded {
+                Discarded::Ended(_) => {}
+                Discarded::TooLong(n) | Discarded::TimedOut(n) => tracing::info!(
+                    endpoint = endpoint.as_str(),
+                    discarded = n,
+                    limit = limits::DISCARD_LIMIT,
+                    timeout = ?limits::DISCARD_TIMEOUT,
+                    "a refused body was still arriving past its bound: connection closed"
+                ),
+                Discarded::Failed(n) => tracing::debug!(
+                    endpoint = endpoint.as_str(),
+                    discarded = n,
+                    "connection failed while a refused body was read"
+                ),
+            }
+        });
+        response
+    }
+}
+
 fn busy(endpoint: Endpoint) -> Response {
     tracing::warn!(
         endpoint = endpoint.as_str(),
@@ -266,25 +335,39 @@ fn too_large(limit: usize) -> Response {
 async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
     let limit = endpoint.body_limit();
     let declared = limits::content_length(request.headers());
-    if declared.is_some_and(|n| n > limit) {
-        return too_large(limit);
-    }
     let http1 = request.version() <= Version::HTTP_11;
+    let awaits_continue = http1
+        && request
+            .headers()
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let mut body = request.into_body();
+    let unread = |body| Leftover {
+        body,
+        endpoint,
+        http1,
+        awaits_continue,
+        announced: declared,
+    };
+    if declared.is_some_and(|n| n > limit) {
+        return unread(body).refuse(too_large(limit));
+    }
     let room = match state.budget.admit(declared.unwrap_or(limit)).await {
         Ok(room) => room,
-        Err(Refused::Busy) => return busy(endpoint),
+        Err(Refused::Busy) => return unread(body).refuse(busy(endpoint)),
     };
-    let body = match limits::read_body(
-        request.into_body(),
-        declared,
-        limit,
-        limits::BODY_READ_TIMEOUT,
-    )
-    .await
+    let body = match limits::read_body(&mut body, declared, limit, limits::BODY_READ_TIMEOUT).await
     {
         Ok(body) => body,
         Err(e @ BodyError::TooLarge { .. }) => {
-            return json_error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string());
+            // Read in part: `100 Continue` went out, and no length was
+            // announced (a body over an announced length does not frame).
+            let rest = Leftover {
+                awaits_continue: false,
+                announced: None,
+                ..unread(body)
+            };
+            return rest.refuse(json_error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()));
         }
         Err(e @ BodyError::Timeout(_)) => {
             return json_error(StatusCode::REQUEST_TIMEOUT, e.to_string());

@@ -1,6 +1,6 @@
 //! Requests that are not what the admission webhooks expect: bodies that
 //! are not reviews, objects of the wrong shape, query strings, and the body
-//! size limit.
+//! size limit and how a refusal ends its connection (or stream).
 
 use axum::http::StatusCode;
 use infergate::webhook::server;
@@ -83,4 +83,33 @@ async fn an_update_of_two_large_objects_fits_and_beyond_the_limit_is_413() {
     let (status, v) = post_raw(&st, "/mutate", huge).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(v["error"].as_str().unwrap().contains("larger"), "{v}");
+}
+
+#[tokio::test]
+async fn a_refusal_closes_an_http1_connection_and_only_the_stream_of_an_http2_one() {
+    use axum::body::Body;
+    use axum::http::{Request, Version};
+    use tower::ServiceExt;
+
+    let st = webhook_state();
+    let limit = server::ADMISSION_BODY_LIMIT;
+    for (version, closes) in [(Version::HTTP_11, true), (Version::HTTP_2, false)] {
+        // Announced over the limit (refused unread), and grown over it.
+        for (announced, body) in [(Some(limit + 1), Vec::new()), (None, vec![b' '; limit + 1])] {
+            let mut request = Request::post("/validate").version(version);
+            if let Some(n) = announced {
+                request = request.header("content-length", n);
+            }
+            let response = server::router(std::sync::Arc::clone(&st))
+                .oneshot(request.body(Body::from(body)).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+            let close = response
+                .headers()
+                .get("connection")
+                .is_some_and(|v| v == "close");
+            assert_eq!(close, closes, "{version:?} announced {announced:?}");
+        }
+    }
 }

@@ -63,15 +63,47 @@ async fn unconvertible_or_malformed_reviews_fail_with_a_message() {
     assert!(failure_message(&v).contains("v9"), "{v}");
     assert_eq!(v["response"]["uid"], req["request"]["uid"]);
 
-    // No desired version (or objects before it, read on a second pass):
-    // every object fails to convert to "", never an empty success.
-    let mut req = review_fixture("convert-alpha-to-beta.json");
-    req["request"]
-        .as_object_mut()
-        .unwrap()
-        .remove("desiredAPIVersion");
-    let (_, v) = post(&st, "/convert", &req).await;
-    assert_eq!(v["response"]["result"]["status"], "Failure", "{v}");
+    // No uid or no desired version (absent or empty, before or after the
+    // objects, with or without objects): a failure naming the field, never
+    // a success.
+    let object = r#"{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","metadata":{"name":"x"},"spec":{"modelRef":"m"}}"#;
+    for field in ["uid", "desiredAPIVersion"] {
+        for objects in [None, Some("[]".to_owned()), Some(format!("[{object}]"))] {
+            for (value, missing) in [(None, "no"), (Some(r#""""#), "an empty")] {
+                for objects_first in [false, true] {
+                    let mut fields: Vec<String> = [
+                        ("uid", r#""u-1""#),
+                        ("desiredAPIVersion", r#""infergate.dev/v1beta1""#),
+                    ]
+                    .into_iter()
+                    .filter_map(|(name, v)| {
+                        let v = if name == field { value? } else { v };
+                        Some(format!(r#""{name}":{v}"#))
+                    })
+                    .collect();
+                    if let Some(objects) = &objects {
+                        let at = if objects_first { 0 } else { fields.len() };
+                        fields.insert(at, format!(r#""objects":{objects}"#));
+                    }
+                    let body = format!(
+                        r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{{{}}}}}"#,
+                        fields.join(",")
+                    );
+                    let (status, v) = post_raw(&st, "/convert", body.clone().into_bytes()).await;
+                    assert_eq!(status, StatusCode::OK);
+                    assert_eq!(
+                        failure_message(&v),
+                        format!("ConversionReview has {missing} request.{field}"),
+                        "{body}"
+                    );
+                    assert_eq!(v["response"]["convertedObjects"], json!([]), "{v}");
+                    if field == "desiredAPIVersion" {
+                        assert_eq!(v["response"]["uid"], "u-1", "the uid is echoed: {v}");
+                    }
+                }
+            }
+        }
+    }
     // Bytes that are not UTF-8 (a lone continuation byte inside a name):
     // refused as a whole, saying where the bytes stop being text.
     let mut bytes = br#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"infergate.dev/v1beta1","objects":[{"apiVersion":"infergate.dev/v1alpha1","kind":"InferenceService","metadata":{"name":"x"},"spec":{"modelRef":"m"}}]}}"#.to_vec();

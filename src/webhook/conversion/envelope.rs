@@ -1,6 +1,8 @@
 //! The review's envelope: `apiVersion`, `kind` and `request` with its
 //! `uid`, `desiredAPIVersion` and `objects`, read in one pass (two when
-//! `objects` comes first), the objects converted as they are read.
+//! `objects` comes first), the objects converted as they are read. A
+//! review without a `uid` or a `desiredAPIVersion` (or with an empty one)
+//! fails, naming the field.
 
 use super::convert::write_converted;
 use super::failure::{API_VERSION, FailedObject, Failure, KIND};
@@ -36,15 +38,13 @@ pub(super) fn read_and_convert(
     }
     let header = std::mem::take(&mut reader.header);
     check_header(&header)?;
-    if reader.pass == Pass::First && !header.converted {
+    if !header.converted {
         // `objects` came before the fields needed to convert them, or not at all.
         reader.out.clear();
         reader.pass = Pass::Second;
-        // Absent fields read as empty now: every object is converted (or
-        // fails, to an empty desired version) on this pass.
         reader.header = Header {
-            uid: Some(header.uid.clone().unwrap_or_default()),
-            desired: Some(header.desired.clone().unwrap_or_default()),
+            uid: header.uid,
+            desired: header.desired,
             ..Header::default()
         };
         let read = reader.read(&mut Cursor::new(text));
@@ -54,13 +54,8 @@ pub(super) fn read_and_convert(
         read.map_err(|e| Box::new(Failure::unreadable(&e)))?;
         if !reader.header.converted {
             // No objects at all: an empty list converts to an empty list.
-            reader.header.uid = header.uid.clone();
-            reader.header.desired = header.desired.clone();
             reader.start_answer();
         }
-    } else if !header.converted {
-        reader.header = header;
-        reader.start_answer();
     }
     reader.out.current.extend_from_slice(b"]}}");
     Ok(())
@@ -98,6 +93,18 @@ fn check_header(header: &Header) -> Result<(), Box<Failure>> {
     }
     if !header.has_request {
         return Err(failure("ConversionReview has no request".to_owned()));
+    }
+    // The answer must echo the uid, and every object needs a version to
+    // be converted to: a review without either cannot be answered.
+    for (field, value) in [
+        ("request.uid", &header.uid),
+        ("request.desiredAPIVersion", &header.desired),
+    ] {
+        match value.as_deref() {
+            None => return Err(failure(format!("ConversionReview has no {field}"))),
+            Some("") => return Err(failure(format!("ConversionReview has an empty {field}"))),
+            Some(_) => {}
+        }
     }
     Ok(())
 }
