@@ -39,8 +39,9 @@ pub const RESYNC: Duration = Duration::from_secs(3600);
 /// Come back after a graph fetch was deferred because too many were in
 /// flight (for the namespace, or in all).
 pub const GRAPH_BUSY_RETRY: Duration = Duration::from_secs(5);
-/// Re-reconcile while waiting for an optional API (Gateway API, KubeRay)
-/// to be installed.
+/// Re-reconcile while waiting for an optional API (Gateway API, KubeRay,
+/// InferencePool) to be installed (its arrival also reconciles the
+/// services waiting for it).
 pub const OPTIONAL_API_RECHECK: Duration = Duration::from_secs(30);
 
 pub(super) async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -269,10 +270,10 @@ async fn reconcile_deployment(
 
     match apply_all(ctx, svc, defaulted, desired).await {
         Ok(outcome) => {
-            let waiting_for_gateway_api = matches!(
+            let waiting_for_optional_api = matches!(
                 outcome,
                 Outcome::Applied {
-                    routing: Routing::GatewayApiMissing { .. },
+                    routing: Routing::GatewayApiMissing { .. } | Routing::InferencePoolApiMissing,
                     ..
                 }
             );
@@ -288,7 +289,7 @@ async fn reconcile_deployment(
                     .publish(svc, kind, Reason::Rollout(n.reason), n.message.clone())
                     .await;
             }
-            let wait = if waiting_for_gateway_api {
+            let wait = if waiting_for_optional_api {
                 OPTIONAL_API_RECHECK
             } else {
                 RESYNC
