@@ -33,11 +33,11 @@ use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::children::inferencepool::InferencePool;
 use infergate::reconcile::children::podmonitor::PodMonitor;
 use infergate::reconcile::children::rayservice::RayService;
+use support::wait::Namespaced;
 use support::{
     ControlPlane, GRAPH_TOKEN, GraphServer, Reconciler, WAIT, eventually, get, read_fixture,
     wait_condition, wait_exists,
 };
-use support::wait::Namespaced;
 
 /// How soon after a reinstall the children must be back (the contract).
 const BACK_WITHIN: Duration = Duration::from_secs(30);

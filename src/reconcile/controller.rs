@@ -20,11 +20,11 @@ use super::config::Config;
 use super::context::Ctx;
 use super::error::Error;
 use super::flow::{error_policy, reconcile};
-use super::pods::{self, PodStates};
 use super::optional::waits_for_an_optional_api;
+use super::pods::{self, PodStates};
 use super::watches::{ChildWatches, service_triggers};
-use crate::api::v1beta1::InferenceService;
 use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
 use crate::state::ClusterState;
 
 /// Reconciles running at once.
@@ -57,13 +57,7 @@ pub async fn run_controller(
         caches,
         synced,
         triggers,
-    } = ChildWatches::start(
-        &mut tasks,
-        &client,
-        &config.scope,
-        &config.metrics,
-        crd_tx,
-    );
+    } = ChildWatches::start(&mut tasks, &client, &config.scope, &config.metrics, crd_tx);
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
         let _ = graph_fetcher.set(f);

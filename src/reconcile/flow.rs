@@ -396,11 +396,14 @@ async fn reconcile_rayservice(
             ctx.writer.write_status(svc, &obs).await?;
             Ok(Action::requeue(ctx.config.graph_resync))
         }
+        Err(e) if e.is_api_gone() => {
+            // The CRD went away between discovery and apply.
+            ctx.forget::<RayService>();
+            obs.outcome = Outcome::RayServiceApiMissing;
+            ctx.writer.write_status(svc, &obs).await?;
+            Ok(Action::requeue(OPTIONAL_API_RECHECK))
+        }
         Err(e) => {
-            if e.is_not_found() {
-                // The CRD went away between discovery and apply.
-                ctx.forget::<RayService>();
-            }
             obs.outcome = Outcome::Failed(e.to_string());
             if let Err(se) = ctx.writer.write_status(svc, &obs).await {
                 warn!(error = %se, "failed to record the apply failure in status");
@@ -518,7 +521,7 @@ async fn apply_pools(
                 report.complaints.extend(complaints);
                 report.names.push(name);
             }
-            Err(e) if e.is_not_found() => {
+            Err(e) if e.is_api_gone() => {
                 // The CRD went away between discovery and apply.
                 ctx.forget::<InferencePool>();
                 return Ok(None);
@@ -576,7 +579,7 @@ async fn apply_pod_monitor(
     let monitor = podmonitor::pod_monitor(defaulted)?;
     match ctx.apply(svc, &monitor).await {
         Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => {
+        Err(e) if e.is_api_gone() => {
             // The CRD went away between discovery and apply.
             ctx.forget::<PodMonitor>();
             Ok(())
@@ -702,7 +705,7 @@ async fn apply_all(
                     },
                     routed,
                 ),
-                Err(e) if e.is_not_found() => {
+                Err(e) if e.is_api_gone() => {
                     // The CRD went away between discovery and apply.
                     ctx.forget::<HTTPRoute>();
                     (

@@ -144,10 +144,8 @@ impl<K: ChildKind> OptionalChildren<K> {
     /// gone) or the controller is.
     async fn watch_while_installed(&mut self) -> Ended {
         let mut stream = std::pin::pin!(child_stream::<K>(&self.client, &self.scope));
-        let mut poll = tokio::time::interval_at(
-            tokio::time::Instant::now() + DISCOVERY_POLL,
-            DISCOVERY_POLL,
-        );
+        let mut poll =
+            tokio::time::interval_at(tokio::time::Instant::now() + DISCOVERY_POLL, DISCOVERY_POLL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // After an installation the first list triggers the services it
         // names (the controller does not wait for an optional cache).
@@ -239,11 +237,10 @@ mod tests {
         };
         let gone = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(404))));
         assert!(resource_gone(&gone));
-        assert!(resource_gone(&watcher::Error::WatchError(Box::new(status(
-            404
-        )))));
-        let forbidden =
-            watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
+        assert!(resource_gone(&watcher::Error::WatchError(Box::new(
+            status(404)
+        ))));
+        let forbidden = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
         assert!(!resource_gone(&forbidden));
         assert!(!resource_gone(&watcher::Error::NoResourceVersion));
     }
