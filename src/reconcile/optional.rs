@@ -147,9 +147,10 @@ impl<K: ChildKind> OptionalChildren<K> {
         let mut poll =
             tokio::time::interval_at(tokio::time::Instant::now() + DISCOVERY_POLL, DISCOVERY_POLL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // After an installation the first list triggers the services it
-        // names (the controller does not wait for an optional cache).
-        let mut listed = true;
+        // The first list is not handed on: at the start of the term every
+        // service is reconciled anyway, and after an arrival the services
+        // that wait for the kind are.
+        let mut listed = false;
         loop {
             tokio::select! {
                 item = stream.next() => match item {
