@@ -404,6 +404,9 @@ mod tests {
         m.conversion("infergate.dev/v1alpha1", "infergate.dev/v1beta1", true);
         m.reconcile("success", Duration::from_millis(30));
         m.set_certificate_expiry(CertificateKind::Serving, 1_900_000_000);
+        m.child_watch_started("PodMonitor");
+        m.child_watch_error("PodMonitor");
+        m.optional_api_installed("PodMonitor", true);
         let text = m.encode().unwrap();
         for needle in [
             r#"infergate_admission_requests_total{webhook="mutate",operation="CREATE",allowed="true"} 1"#,
@@ -413,6 +416,9 @@ mod tests {
             r#"infergate_reconcile_total{result="success"} 1"#,
             "infergate_reconcile_duration_seconds_count 1",
             r#"infergate_certificate_expiry_timestamp_seconds{certificate="serving"} 1900000000"#,
+            r#"infergate_child_watch_starts_total{kind="PodMonitor"} 1"#,
+            r#"infergate_child_watch_errors_total{kind="PodMonitor"} 1"#,
+            r#"infergate_optional_api_installed{kind="PodMonitor"} 1"#,
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
