@@ -19,11 +19,11 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
 use tracing::{debug, info, warn};
 
+use super::child_watch::{child_stream, touched};
 use super::discovery::{ApiDiscovery, DISCOVERY_POLL};
 use super::error::status_not_found;
 use super::kinds::ChildKind;
 use super::status::Reason;
-use super::watches::{child_stream, touched};
 use crate::api::v1beta1::InferenceService;
 use crate::metrics::Metrics;
 use crate::state::Scope;
