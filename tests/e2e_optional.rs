@@ -16,17 +16,13 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
-use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION};
 use infergate::metrics::Metrics;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::httproute::HTTPRoute;
@@ -90,30 +86,7 @@ async fn back<K: Namespaced>(client: &Client, ns: &str, name: &str, since: Insta
 
 /// The graph token Secret of the namespace, readable by the reconciler.
 async fn graph_token(cp: &ControlPlane, client: &Client, ns: &str) {
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some("graph-token".into()),
-            annotations: Some(
-                [(TOKEN_HOSTS_ANNOTATION.to_owned(), "127.0.0.1".to_owned())]
-                    .into_iter()
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        data: Some(
-            [(
-                "token".to_owned(),
-                ByteString(GRAPH_TOKEN.as_bytes().to_vec()),
-            )]
-            .into_iter()
-            .collect(),
-        ),
-        ..Secret::default()
-    };
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create secret");
+    support::set_graph_token(client, ns, GRAPH_TOKEN).await;
     let out = cp.kubectl(&[
         "create",
         "rolebinding",
@@ -159,14 +132,7 @@ async fn optional_crds_deleted_and_installed_again_while_services_use_them() {
 
     let server = GraphServer::start();
     server.set_graph(read_fixture("graph/rag.pb"), "\"v1\"");
-    let options = FetchOptions {
-        deadline: Duration::from_secs(3),
-        backoff: Duration::from_millis(200),
-        max_backoff: Duration::from_secs(1),
-        ..FetchOptions::default()
-    };
-    let fetcher =
-        Arc::new(GraphFetcher::new(options, vec![server.ca.clone()]).expect("graph fetcher"));
+    let fetcher = server.fetcher();
     let config: Config = support::reconcile_config("optional-e2e").with_graph_fetcher(fetcher);
     let metrics = config.metrics.clone();
     let _reconciler = Reconciler::start(sa_kubeconfig, config);
