@@ -20,6 +20,12 @@
 //!   were recomputed (`conflict`), charges the budget refused (`denied`),
 //!   writes that failed or ran out of time (`failed`), and the
 //!   reconciler's corrections (`corrected`)
+//! - `infergate_child_watch_starts_total{kind}`: watches of a child kind
+//!   started (once per leadership term; an optional CRD's again each time
+//!   it is installed)
+//! - `infergate_child_watch_errors_total{kind}`: errors of those watches
+//! - `infergate_optional_api_installed{kind}`: whether the optional CRD of
+//!   a child kind is served (1) or not (0), as the reconciler last saw it
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +118,11 @@ fn admission_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 2.0, 17))
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
 struct Inner {
     registry: Registry,
     admission_requests: Family<AdmissionLabels, Counter>,
@@ -122,6 +133,9 @@ struct Inner {
     certificate_expiry: Family<CertificateLabels, Gauge>,
     access_reviews: Family<AccessLabels, Counter>,
     ledger_writes: Family<AccessLabels, Counter>,
+    child_watch_starts: Family<KindLabels, Counter>,
+    child_watch_errors: Family<KindLabels, Counter>,
+    optional_api: Family<KindLabels, Gauge>,
 }
 
 /// All of infergate's metrics and the registry that renders them.
@@ -220,6 +234,24 @@ impl Metrics {
             "Writes of the per-namespace GPU budget ledgers, by result (written, conflict, denied, failed, corrected)",
             ledger_writes.clone(),
         );
+        let child_watch_starts = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "infergate_child_watch_starts",
+            "Watches of the reconciler's children started, by kind",
+            child_watch_starts.clone(),
+        );
+        let child_watch_errors = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "infergate_child_watch_errors",
+            "Errors of the watches of the reconciler's children, by kind",
+            child_watch_errors.clone(),
+        );
+        let optional_api = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "infergate_optional_api_installed",
+            "Whether the optional CRD of a child kind is served (1) or not (0)",
+            optional_api.clone(),
+        );
         // Start the common series at zero so rates work from the first scrape.
         reconcile_total
             .get_or_create(&ReconcileLabels {
@@ -237,6 +269,9 @@ impl Metrics {
                 certificate_expiry,
                 access_reviews,
                 ledger_writes,
+                child_watch_starts,
+                child_watch_errors,
+                optional_api,
             }),
         }
     }
@@ -260,6 +295,30 @@ impl Metrics {
             .ledger_writes
             .get_or_create(&AccessLabels { result })
             .inc();
+    }
+
+    /// Count one start of the watch of the child kind `kind`.
+    pub fn child_watch_started(&self, kind: &'static str) {
+        self.inner
+            .child_watch_starts
+            .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// Count one error of the watch of the child kind `kind`.
+    pub fn child_watch_error(&self, kind: &'static str) {
+        self.inner
+            .child_watch_errors
+            .get_or_create(&KindLabels { kind })
+            .inc();
+    }
+
+    /// Record whether the optional CRD of the child kind `kind` is served.
+    pub fn optional_api_installed(&self, kind: &'static str, installed: bool) {
+        self.inner
+            .optional_api
+            .get_or_create(&KindLabels { kind })
+            .set(i64::from(installed));
     }
 
     /// Record one answered admission request. `operation` is the
@@ -345,6 +404,9 @@ mod tests {
         m.conversion("infergate.dev/v1alpha1", "infergate.dev/v1beta1", true);
         m.reconcile("success", Duration::from_millis(30));
         m.set_certificate_expiry(CertificateKind::Serving, 1_900_000_000);
+        m.child_watch_started("PodMonitor");
+        m.child_watch_error("PodMonitor");
+        m.optional_api_installed("PodMonitor", true);
         let text = m.encode().unwrap();
         for needle in [
             r#"infergate_admission_requests_total{webhook="mutate",operation="CREATE",allowed="true"} 1"#,
@@ -354,6 +416,9 @@ mod tests {
             r#"infergate_reconcile_total{result="success"} 1"#,
             "infergate_reconcile_duration_seconds_count 1",
             r#"infergate_certificate_expiry_timestamp_seconds{certificate="serving"} 1900000000"#,
+            r#"infergate_child_watch_starts_total{kind="PodMonitor"} 1"#,
+            r#"infergate_child_watch_errors_total{kind="PodMonitor"} 1"#,
+            r#"infergate_optional_api_installed{kind="PodMonitor"} 1"#,
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

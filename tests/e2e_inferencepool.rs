@@ -36,9 +36,8 @@ use support::{
     wait_gone,
 };
 
-/// The discovery cache's "not installed" answer lasts 30 s; a minute more
-/// for the watch to start and the reconcile to run.
-const APPEAR: Duration = Duration::from_secs(120);
+/// An optional CRD is picked up within 30 s of being installed.
+const APPEAR: Duration = Duration::from_secs(30);
 
 /// `(kind, name, weight)` of each backendRef of the route `chat`.
 async fn backends(client: &Client, ns: &str) -> Vec<(String, String, i32)> {

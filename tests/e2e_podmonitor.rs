@@ -23,9 +23,8 @@ use infergate::reconcile::children::podmonitor::{self, PodMonitor};
 use k8s_openapi::api::apps::v1::Deployment;
 use support::{Reconciler, eventually, wait_condition, wait_exists};
 
-/// The discovery cache's "not installed" answer lasts 30 s; a minute more
-/// for the watch to start and the reconcile to run.
-const APPEAR: Duration = Duration::from_secs(120);
+/// An optional CRD is picked up within 30 s of being installed.
+const APPEAR: Duration = Duration::from_secs(30);
 
 /// Whether the API server serves `monitoring.coreos.com/v1` `podmonitors`.
 async fn podmonitors_served(client: &Client) -> bool {

@@ -6,17 +6,13 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
-use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION};
 use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::rayservice::RayService;
@@ -53,34 +49,6 @@ fn serve_config(rs: &RayService) -> ServeConfig {
     serde_saphyr::from_str(&rs.spec.serve_config_v2).expect("serveConfigV2 parses")
 }
 
-async fn set_token(secrets: &Api<Secret>, value: &str) {
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some("graph-token".into()),
-            annotations: Some(
-                [(TOKEN_HOSTS_ANNOTATION.to_owned(), "127.0.0.1".to_owned())]
-                    .into_iter()
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        data: Some(
-            [("token".to_owned(), ByteString(value.as_bytes().to_vec()))]
-                .into_iter()
-                .collect(),
-        ),
-        ..Secret::default()
-    };
-    secrets
-        .patch(
-            "graph-token",
-            &PatchParams::apply("infergate-tests").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .expect("apply secret");
-}
-
 // -------------------------------------------------------------------- test
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,14 +58,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
 
     let server = GraphServer::start();
     server.set_graph(read_fixture("graph/rag.pb"), "\"v1\"");
-    let options = FetchOptions {
-        deadline: Duration::from_secs(3),
-        backoff: Duration::from_millis(200),
-        max_backoff: Duration::from_secs(1),
-        ..FetchOptions::default()
-    };
-    let fetcher =
-        Arc::new(GraphFetcher::new(options, vec![server.ca.clone()]).expect("graph fetcher"));
+    let fetcher = server.fetcher();
     let config = Config {
         graph_resync: Duration::from_secs(2),
         ..support::reconcile_config("rayservice-e2e").with_graph_fetcher(fetcher)
@@ -107,8 +68,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     // The graph server is on loopback: the namespace's policy lists it
     // literally, and the Secret's owner lets the token go there.
     support::allow_graph_host(&client, &ns, "127.0.0.1").await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    set_token(&secrets, GRAPH_TOKEN).await;
+    support::set_graph_token(&client, &ns, GRAPH_TOKEN).await;
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
     let rayservices: Api<RayService> = Api::namespaced(client.clone(), &ns);
     let svc = services
@@ -244,7 +204,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
     .await;
 
     // A wrong token.
-    set_token(&secrets, "wrong-token-value").await;
+    support::set_graph_token(&client, &ns, "wrong-token-value").await;
     let s = wait_service(&client, &ns, "HTTPStatus", graph_condition("HTTPStatus")).await;
     let msg = condition(&s, "GraphReady").expect("GraphReady").message;
     assert!(msg.contains("401"), "{msg}");
@@ -255,7 +215,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
         Some("True".into())
     );
     unchanged(&rs, &rayservices.get("rag").await.expect("get"));
-    set_token(&secrets, GRAPH_TOKEN).await;
+    support::set_graph_token(&client, &ns, GRAPH_TOKEN).await;
     wait_service(&client, &ns, "GraphReady=True again", |s| {
         condition(s, "GraphReady").is_some_and(|c| c.status == "True")
     })

@@ -10,6 +10,7 @@ use kube::Client;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self};
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -19,9 +20,11 @@ use super::config::Config;
 use super::context::Ctx;
 use super::error::Error;
 use super::flow::{error_policy, reconcile};
+use super::optional::waits_for_an_optional_api;
 use super::pods::{self, PodStates};
 use super::watches::{ChildWatches, service_triggers};
 use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
 use crate::state::ClusterState;
 
 /// Reconciles running at once.
@@ -45,15 +48,16 @@ pub async fn run_controller(
     policy_changes.mark_unchanged();
 
     let mut tasks = JoinSet::new();
-    // Services wait for Gateway API and KubeRay by requeueing (they say so in
-    // status); a PodMonitor is made for every service and InferencePools for
-    // many, so the arrival of either CRD reconciles them all once instead.
+    // An optional CRD installed during the term (again, after a removal)
+    // reconciles every service once when most services have its kind
+    // (PodMonitor, InferencePool), or else the services whose status says
+    // they wait for an optional CRD (Gateway API, KubeRay).
     let (crd_tx, crd_appeared) = futures::channel::mpsc::unbounded();
     let ChildWatches {
         caches,
         synced,
         triggers,
-    } = ChildWatches::start(&mut tasks, &client, &config.scope, crd_tx);
+    } = ChildWatches::start(&mut tasks, &client, &config.scope, &config.metrics, crd_tx);
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     if let Some(f) = config.graph_fetcher.clone() {
         let _ = graph_fetcher.set(f);
@@ -98,13 +102,12 @@ pub async fn run_controller(
     let svc_stream = service_triggers(service_events, graph_fetcher.clone());
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change.
-    let reconcile_all =
-        futures::stream::once(std::future::ready(())).chain(futures::stream::select(
-            futures::stream::unfold(policy_changes, |mut rx| async move {
-                rx.changed().await.ok().map(|()| ((), rx))
-            }),
-            crd_appeared,
-        ));
+    let reconcile_all = futures::stream::once(std::future::ready(())).chain(
+        futures::stream::unfold(policy_changes, |mut rx| async move {
+            rx.changed().await.ok().map(|()| ((), rx))
+        }),
+    );
+    let arrived = arrivals(crd_appeared, state.services());
 
     let reporter = Reporter {
         controller: MANAGER.to_owned(),
@@ -155,6 +158,7 @@ pub async fn run_controller(
         .attach(controller)
         .reconcile_all_on(reconcile_all)
         .reconcile_on(pod_changes)
+        .reconcile_on(arrived)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -173,4 +177,21 @@ pub async fn run_controller(
     tasks.shutdown().await;
     info!("reconciler stopped");
     Ok(())
+}
+
+/// The services to reconcile when an optional CRD arrives: every one
+/// (`true`) or those waiting for an optional CRD (`false`).
+fn arrivals(
+    appeared: futures::channel::mpsc::UnboundedReceiver<bool>,
+    services: Store<InferenceService>,
+) -> impl futures::Stream<Item = ObjectRef<InferenceService>> + Send + 'static {
+    appeared.flat_map(move |all| {
+        let refs: Vec<_> = services
+            .state()
+            .into_iter()
+            .filter(|s| all || waits_for_an_optional_api(s))
+            .map(|s| ObjectRef::from_obj(s.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    })
 }

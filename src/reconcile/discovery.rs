@@ -14,8 +14,11 @@ use super::error::{Error, status_not_found};
 use crate::api::v1beta1::InferenceService;
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
 
+/// How often discovery is asked again while an optional CRD's children
+/// are followed (its arrival and its removal are seen within this time).
+pub(super) const DISCOVERY_POLL: Duration = Duration::from_secs(10);
 /// How long a "not installed" discovery answer is trusted.
-pub(super) const DISCOVERY_TTL_MISSING: Duration = Duration::from_secs(30);
+const DISCOVERY_TTL_MISSING: Duration = Duration::from_secs(30);
 /// How long an "installed" discovery answer is trusted.
 const DISCOVERY_TTL_PRESENT: Duration = Duration::from_secs(300);
 
@@ -50,7 +53,8 @@ impl ApiDiscovery {
         &self.plural
     }
 
-    /// Whether the group version serves the resource (cached).
+    /// Whether the group version serves the resource (cached; the watch
+    /// of the kind's children refreshes the answer every [`DISCOVERY_POLL`]).
     pub async fn installed(&self, client: &Client) -> Result<bool, kube::Error> {
         if let Ok(state) = self.state.lock()
             && let Some((known, at)) = *state
@@ -64,6 +68,12 @@ impl ApiDiscovery {
                 return Ok(known);
             }
         }
+        self.refresh(client).await
+    }
+
+    /// Ask the API server now whether the group version serves the
+    /// resource, and keep the answer.
+    pub async fn refresh(&self, client: &Client) -> Result<bool, kube::Error> {
         let known = match client.list_api_group_resources(&self.api_version).await {
             Ok(list) => list.resources.iter().any(|r| r.name == self.plural),
             Err(kube::Error::Api(s)) if status_not_found(&s) => false,

@@ -67,6 +67,22 @@ impl Error {
         matches!(self, Self::Kube(kube::Error::Api(s)) if status_not_found(s))
     }
 
+    /// The API of the object is not served: a 404, or the refusal of a
+    /// create while its CRD is being deleted (a 403 that names the
+    /// terminating CRD, unlike a 403 of RBAC).
+    #[must_use]
+    pub fn is_api_gone(&self) -> bool {
+        match self {
+            Self::Kube(kube::Error::Api(s)) => {
+                status_not_found(s)
+                    || (s.code == 403
+                        && s.message
+                            .contains("while custom resource definition is terminating"))
+            }
+            _ => false,
+        }
+    }
+
     /// The apiserver answered 409 Conflict.
     #[must_use]
     pub fn is_conflict(&self) -> bool {
@@ -139,6 +155,21 @@ mod tests {
         assert!(denied.is_policy_params_pending());
         assert!(!api_error(422, "Invalid").is_policy_params_pending());
         assert!(!api_error(409, "Conflict").is_policy_params_pending());
+    }
+
+    #[test]
+    fn an_api_is_gone_when_not_found_or_its_crd_is_terminating() {
+        assert!(api_error(404, "NotFound").is_api_gone());
+        let terminating = Error::Kube(kube::Error::Api(Box::new(kube::core::Status {
+            code: 403,
+            reason: "Forbidden".to_owned(),
+            message: "inferencepools.inference.networking.k8s.io \"chat\" is forbidden: create not allowed while custom resource definition is terminating".to_owned(),
+            ..kube::core::Status::default()
+        })));
+        assert!(terminating.is_api_gone());
+        // A refusal of RBAC is not.
+        assert!(!api_error(403, "Forbidden").is_api_gone());
+        assert!(!api_error(500, "InternalError").is_api_gone());
     }
 
     #[test]

@@ -39,8 +39,9 @@ pub const RESYNC: Duration = Duration::from_secs(3600);
 /// Come back after a graph fetch was deferred because too many were in
 /// flight (for the namespace, or in all).
 pub const GRAPH_BUSY_RETRY: Duration = Duration::from_secs(5);
-/// Re-reconcile while waiting for an optional API (Gateway API, KubeRay)
-/// to be installed.
+/// Re-reconcile while waiting for an optional API (Gateway API, KubeRay,
+/// InferencePool) to be installed (its arrival also reconciles the
+/// services waiting for it).
 pub const OPTIONAL_API_RECHECK: Duration = Duration::from_secs(30);
 
 pub(super) async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -274,10 +275,10 @@ async fn reconcile_deployment(
 
     match apply_all(ctx, svc, defaulted, desired).await {
         Ok(outcome) => {
-            let waiting_for_gateway_api = matches!(
+            let waiting_for_optional_api = matches!(
                 outcome,
                 Outcome::Applied {
-                    routing: Routing::GatewayApiMissing { .. },
+                    routing: Routing::GatewayApiMissing { .. } | Routing::InferencePoolApiMissing,
                     ..
                 }
             );
@@ -293,7 +294,7 @@ async fn reconcile_deployment(
                     .publish(svc, kind, Reason::Rollout(n.reason), n.message.clone())
                     .await;
             }
-            let wait = if waiting_for_gateway_api {
+            let wait = if waiting_for_optional_api {
                 OPTIONAL_API_RECHECK
             } else {
                 RESYNC
@@ -400,11 +401,14 @@ async fn reconcile_rayservice(
             ctx.writer.write_status(svc, &obs).await?;
             Ok(Action::requeue(ctx.config.graph_resync))
         }
+        Err(e) if e.is_api_gone() => {
+            // The CRD went away between discovery and apply.
+            ctx.forget::<RayService>();
+            obs.outcome = Outcome::RayServiceApiMissing;
+            ctx.writer.write_status(svc, &obs).await?;
+            Ok(Action::requeue(OPTIONAL_API_RECHECK))
+        }
         Err(e) => {
-            if e.is_not_found() {
-                // The CRD went away between discovery and apply.
-                ctx.forget::<RayService>();
-            }
             obs.outcome = Outcome::Failed(e.to_string());
             if let Err(se) = ctx.writer.write_status(svc, &obs).await {
                 warn!(error = %se, "failed to record the apply failure in status");
@@ -522,7 +526,7 @@ async fn apply_pools(
                 report.complaints.extend(complaints);
                 report.names.push(name);
             }
-            Err(e) if e.is_not_found() => {
+            Err(e) if e.is_api_gone() => {
                 // The CRD went away between discovery and apply.
                 ctx.forget::<InferencePool>();
                 return Ok(None);
@@ -580,7 +584,7 @@ async fn apply_pod_monitor(
     let monitor = podmonitor::pod_monitor(defaulted)?;
     match ctx.apply(svc, &monitor).await {
         Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => {
+        Err(e) if e.is_api_gone() => {
             // The CRD went away between discovery and apply.
             ctx.forget::<PodMonitor>();
             Ok(())
@@ -706,7 +710,7 @@ async fn apply_all(
                     },
                     routed,
                 ),
-                Err(e) if e.is_not_found() => {
+                Err(e) if e.is_api_gone() => {
                     // The CRD went away between discovery and apply.
                     ctx.forget::<HTTPRoute>();
                     (

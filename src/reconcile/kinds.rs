@@ -71,9 +71,10 @@ pub enum Crd {
     /// A built-in kind: always served.
     BuiltIn,
     /// An optional CRD: the child is made only where the cluster serves
-    /// it. `reconcile_all_on_arrival`: when the CRD appears, every service
-    /// is reconciled once (kinds most services have; a service waiting for
-    /// the others requeues itself).
+    /// it. `reconcile_all_on_arrival`: when the CRD appears (also again,
+    /// after a removal), every service is reconciled once (kinds most
+    /// services have); for the others, the services whose status says
+    /// they wait for an optional CRD are.
     Optional {
         /// Reconcile every service once when the CRD appears.
         reconcile_all_on_arrival: bool,

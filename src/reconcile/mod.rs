@@ -8,8 +8,10 @@
 //!
 //! - `lease`: leader election ([`run`]), and the controller of each term;
 //! - [`controller`]: the kube-runtime Controller of one term, fed by
-//!   [`watches`] (every kind of [`kinds`], and the shared [`crate::state`]'s
-//!   service events), running [`flow`] with a [`context::Ctx`];
+//!   [`watches`] (every kind of [`kinds`], each by a [`child_watch`], an
+//!   optional CRD's while it is served, see [`optional`], and the shared
+//!   [`crate::state`]'s service events), running [`flow`] with a
+//!   [`context::Ctx`];
 //! - [`flow`]: one reconcile per backend (`progress` drives a rollout);
 //!   [`apply`] writes children, status and events;
 //! - [`pods`]: why an engine pod does not start, from a watch on the
@@ -25,6 +27,7 @@
 pub mod analysis;
 pub mod apply;
 pub mod budget;
+pub mod child_watch;
 pub mod children;
 pub mod config;
 pub mod context;
@@ -36,6 +39,7 @@ pub mod flow;
 pub mod graph;
 pub mod kinds;
 mod lease;
+pub mod optional;
 pub mod pods;
 mod progress;
 pub mod rollout;

@@ -215,3 +215,36 @@ pub async fn allow_graph_host(client: &kube::Client, ns: &str, host: &str) {
         .await
         .expect("create the graph-hosts policy");
 }
+
+/// Apply the Secret `graph-token` in `ns` holding `value` under `token`,
+/// its owner letting the token go to 127.0.0.1 (the graph servers' host).
+pub async fn set_graph_token(client: &kube::Client, ns: &str, value: &str) {
+    use infergate::graph::fetch::TOKEN_HOSTS_ANNOTATION;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{ObjectMeta, Patch, PatchParams};
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("graph-token".into()),
+            annotations: Some(
+                [(TOKEN_HOSTS_ANNOTATION.to_owned(), "127.0.0.1".to_owned())]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            [("token".to_owned(), ByteString(value.as_bytes().to_vec()))]
+                .into_iter()
+                .collect(),
+        ),
+        ..Secret::default()
+    };
+    kube::Api::<Secret>::namespaced(client.clone(), ns)
+        .patch(
+            "graph-token",
+            &PatchParams::apply("infergate-tests").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .expect("apply secret");
+}

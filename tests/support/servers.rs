@@ -18,6 +18,7 @@ use infergate::api::v1beta1::{
     AcceleratorSpec, AcceleratorType, GraphSpec, InferenceService, ParallelismSpec, SecretKeyRef,
 };
 
+use infergate::graph::fetch::{FetchOptions, GraphFetcher};
 use infergate::webhook::tls::certs::{self, PemPair};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -370,6 +371,18 @@ impl GraphServer {
             pipeline: Some(1),
         });
         svc
+    }
+
+    /// A graph fetcher trusting this server's CA, with deadlines and
+    /// backoffs short enough for tests.
+    pub fn fetcher(&self) -> Arc<GraphFetcher> {
+        let options = FetchOptions {
+            deadline: Duration::from_secs(3),
+            backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(1),
+            ..FetchOptions::default()
+        };
+        Arc::new(GraphFetcher::new(options, vec![self.ca.clone()]).expect("graph fetcher"))
     }
 
     /// Serve `bytes` at `/graph` with ETag `etag`.

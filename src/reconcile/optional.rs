@@ -1,0 +1,248 @@
+//! The children of an optional CRD (HTTPRoute, RayService, PodMonitor,
+//! InferencePool), followed while the CRD comes and goes: watched while
+//! discovery says it is served, the watch stopped when it is removed (the
+//! services whose children were cached are reconciled and report the
+//! missing CRD), and started again when it is installed again (the
+//! services waiting for it are reconciled).
+//!
+//! Discovery is asked every [`DISCOVERY_POLL`], and at once when the watch
+//! finds the resource gone, so a watch on a kind that vanished never keeps
+//! retrying.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use kube::Client;
+use kube::api::PartialObjectMeta;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher::{self, Event};
+use tracing::{debug, info, warn};
+
+use super::child_watch::{child_stream, touched};
+use super::discovery::{ApiDiscovery, DISCOVERY_POLL};
+use super::error::status_not_found;
+use super::kinds::ChildKind;
+use super::status::Reason;
+use crate::api::v1beta1::InferenceService;
+use crate::metrics::Metrics;
+use crate::state::Scope;
+
+/// The reasons with which a service says it waits for an optional CRD.
+const WAITING_REASONS: [Reason; 3] = [
+    Reason::GatewayApiNotInstalled,
+    Reason::InferencePoolNotInstalled,
+    Reason::RayServiceNotInstalled,
+];
+
+/// Whether the service's status says it waits for an optional CRD to be
+/// installed (a condition with one of the `...NotInstalled` reasons).
+#[must_use]
+pub fn waits_for_an_optional_api(svc: &InferenceService) -> bool {
+    svc.status
+        .as_ref()
+        .map(|s| s.conditions.iter())
+        .into_iter()
+        .flatten()
+        .any(|c| WAITING_REASONS.iter().any(|r| r.as_str() == c.reason))
+}
+
+/// Why a watch of an optional kind ended.
+enum Ended {
+    /// Discovery says the CRD is no longer served.
+    Removed,
+    /// The controller is gone (the term ended).
+    ControllerGone,
+}
+
+/// One optional kind's children, followed for a term (see the module).
+pub(super) struct OptionalChildren<K: ChildKind> {
+    pub(super) client: Client,
+    pub(super) scope: Scope,
+    pub(super) metrics: Metrics,
+    /// Whether the cluster serves the kind (shared with the reconciles).
+    pub(super) discovery: Arc<ApiDiscovery>,
+    /// The kind's cache.
+    pub(super) writer: Writer<PartialObjectMeta<K>>,
+    /// Touched children, for the controller's owner triggers.
+    pub(super) tx: mpsc::UnboundedSender<PartialObjectMeta<K>>,
+    /// Told of an arrival after the term began.
+    pub(super) appeared: mpsc::UnboundedSender<bool>,
+    /// What is told: reconcile every service (`true`) or only those
+    /// waiting for an optional CRD.
+    pub(super) reconcile_all_on_arrival: bool,
+}
+
+impl<K: ChildKind> OptionalChildren<K> {
+    /// Follow the kind until the controller is gone: wait for the CRD,
+    /// watch while it is served, empty the cache when it goes, and again.
+    pub(super) async fn follow(mut self) {
+        // Installed at the start of the term: the first reconcile of every
+        // service sees it; no arrival to tell.
+        let mut arrival = false;
+        loop {
+            arrival |= !self.until_installed().await;
+            self.metrics.optional_api_installed(K::KIND, true);
+            if arrival {
+                info!(kind = K::KIND, "CRD installed; watching its children");
+                let _ = self.appeared.unbounded_send(self.reconcile_all_on_arrival);
+            }
+            self.metrics.child_watch_started(K::KIND);
+            match self.watch_while_installed().await {
+                Ended::ControllerGone => return,
+                Ended::Removed => {}
+            }
+            self.metrics.optional_api_installed(K::KIND, false);
+            warn!(
+                kind = K::KIND,
+                "CRD removed; its children are no longer watched until it is installed again"
+            );
+            // The cache is emptied, then the services that had children of
+            // the kind are reconciled: each reports the missing CRD.
+            let cached = self.writer.as_reader().state();
+            self.writer.apply_watcher_event(&Event::Init);
+            self.writer.apply_watcher_event(&Event::InitDone);
+            for child in cached {
+                if self.tx.unbounded_send((*child).clone()).is_err() {
+                    return;
+                }
+            }
+            arrival = true;
+        }
+    }
+
+    /// Ask discovery every [`DISCOVERY_POLL`] until the CRD is served;
+    /// whether it was at the first question.
+    async fn until_installed(&self) -> bool {
+        let mut first = true;
+        let mut failing = false;
+        loop {
+            match self.discovery.refresh(&self.client).await {
+                Ok(true) => return first,
+                Ok(false) => {
+                    if first {
+                        self.metrics.optional_api_installed(K::KIND, false);
+                        debug!(kind = K::KIND, "CRD not installed; not watched until it is");
+                    }
+                    failing = false;
+                }
+                // One warning per run of failures, not one per question.
+                Err(e) if !failing => {
+                    warn!(kind = K::KIND, error = %e, "API discovery failed; asking again");
+                    failing = true;
+                }
+                Err(e) => debug!(kind = K::KIND, error = %e, "API discovery failed"),
+            }
+            first = false;
+            tokio::time::sleep(DISCOVERY_POLL).await;
+        }
+    }
+
+    /// Watch the kind's children into the cache and hand every touched one
+    /// to the controller, until discovery says the CRD is gone (asked every
+    /// [`DISCOVERY_POLL`], and at once when the watch finds the resource
+    /// gone) or the controller is.
+    async fn watch_while_installed(&mut self) -> Ended {
+        let mut stream = std::pin::pin!(child_stream::<K>(&self.client, &self.scope));
+        let mut poll =
+            tokio::time::interval_at(tokio::time::Instant::now() + DISCOVERY_POLL, DISCOVERY_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first list is not handed on: at the start of the term every
+        // service is reconciled anyway, and after an arrival the services
+        // that wait for the kind are.
+        let mut listed = false;
+        loop {
+            tokio::select! {
+                item = stream.next() => match item {
+                    Some(Ok(event)) => {
+                        self.writer.apply_watcher_event(&event);
+                        if let Some(child) = touched(event, &mut listed)
+                            && self.tx.unbounded_send(child).is_err()
+                        {
+                            return Ended::ControllerGone;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        self.metrics.child_watch_error(K::KIND);
+                        if resource_gone(&e) {
+                            // The CRD is being removed: the next retry would
+                            // fail the same way; discovery tells at once.
+                            debug!(kind = K::KIND, error = %e, "child watch: the resource is gone");
+                            if matches!(self.discovery.refresh(&self.client).await, Ok(false)) {
+                                return Ended::Removed;
+                            }
+                        } else {
+                            crate::state::log_watch_error(K::KIND, &e, "child watch");
+                        }
+                    }
+                    None => return Ended::ControllerGone,
+                },
+                _ = poll.tick() => {
+                    if matches!(self.discovery.refresh(&self.client).await, Ok(false)) {
+                        return Ended::Removed;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether a watch error says the resource is not served (404).
+fn resource_gone(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => status_not_found(s),
+        watcher::Error::WatchError(s) => status_not_found(s),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn with_reason(reason: &str) -> InferenceService {
+        serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"namespace": "team", "name": "chat"},
+            "spec": {"model": {"ref": "m"}},
+            "status": {"conditions": [{"type": "RoutingReady", "status": "False", "reason": reason,
+                                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .expect("service decodes")
+    }
+
+    #[test]
+    fn a_service_waits_when_a_condition_names_a_missing_crd() {
+        for reason in [
+            "GatewayAPINotInstalled",
+            "InferencePoolNotInstalled",
+            "RayServiceNotInstalled",
+        ] {
+            assert!(waits_for_an_optional_api(&with_reason(reason)), "{reason}");
+        }
+        assert!(!waits_for_an_optional_api(&with_reason("RouteApplied")));
+        let mut bare = with_reason("RouteApplied");
+        bare.status = None;
+        assert!(!waits_for_an_optional_api(&bare));
+    }
+
+    #[test]
+    fn a_404_of_the_watch_is_a_resource_gone() {
+        let status = |code| kube::core::Status {
+            code,
+            ..kube::core::Status::default()
+        };
+        let gone = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(404))));
+        assert!(resource_gone(&gone));
+        assert!(resource_gone(&watcher::Error::WatchError(Box::new(
+            status(404)
+        ))));
+        let forbidden = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(403))));
+        assert!(!resource_gone(&forbidden));
+        assert!(!resource_gone(&watcher::Error::NoResourceVersion));
+    }
+}
