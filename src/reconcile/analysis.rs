@@ -14,14 +14,7 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a query answer read.
 const MAX_ANSWER: usize = 1 << 20;
 
-/// The query with its placeholders replaced.
-#[must_use]
-pub fn render_query(query: &str, namespace: &str, service: &str, canary: &str) -> String {
-    query
-        .replace("{{namespace}}", namespace)
-        .replace("{{service}}", service)
-        .replace("{{canary}}", canary)
-}
+pub use crate::engine::promql::render_query;
 
 #[derive(Deserialize)]
 struct Answer {
@@ -208,18 +201,5 @@ mod tests {
             judge(b"<html>", &gate(Some(1.0), None)),
             Gate::Fail(_)
         ));
-    }
-
-    #[test]
-    fn placeholders_are_replaced() {
-        assert_eq!(
-            render_query(
-                "x{namespace=\"{{namespace}}\",pod=~\"{{canary}}-.*\",svc=\"{{service}}\"}",
-                "team-a",
-                "chat",
-                "chat-canary"
-            ),
-            "x{namespace=\"team-a\",pod=~\"chat-canary-.*\",svc=\"chat\"}"
-        );
     }
 }
