@@ -29,8 +29,13 @@ pub fn render_query(query: &str, namespace: &str, service: &str, canary: &str) -
 /// Parse `query` and confine every vector and range selector in it to
 /// `namespace`: any `namespace` matcher (`=`, `!=`, `=~`, `!~`) is removed
 /// and `namespace="<namespace>"` added. A query without selectors comes
-/// back unchanged in meaning. The error is the parser's message.
+/// back unchanged in meaning. The error is the parser's message (or says
+/// that `namespace` is empty).
 pub fn scope_query(query: &str, namespace: &str) -> Result<String, String> {
+    if namespace.is_empty() {
+        // `namespace=""` would select the series that have no namespace.
+        return Err("no namespace to confine the query to".into());
+    }
     let mut expr = parser::parse(query)?;
     scope_expr(&mut expr, namespace)?;
     Ok(expr.to_string())
@@ -212,10 +217,7 @@ mod tests {
         let mut groups = Vec::new();
         selector_groups(&reparsed, &mut groups);
         for group in &groups {
-            let ns_matchers: Vec<_> = group
-                .iter()
-                .filter(|m| m.name == NAMESPACE_LABEL)
-                .collect();
+            let ns_matchers: Vec<_> = group.iter().filter(|m| m.name == NAMESPACE_LABEL).collect();
             assert_eq!(ns_matchers.len(), 1, "{text}");
             assert_eq!(ns_matchers[0].op, MatchOp::Equal, "{text}");
             assert_eq!(ns_matchers[0].value, ns, "{text}");
@@ -375,7 +377,10 @@ mod tests {
                 "rate(x[5m] offset 1h)",
                 r#"rate(x{namespace="team-a"}[5m] offset 1h)"#,
             ),
-            ("x @ 1700000000", r#"x{namespace="team-a"} @ 1700000000.000"#),
+            (
+                "x @ 1700000000",
+                r#"x{namespace="team-a"} @ 1700000000.000"#,
+            ),
             ("x @ start()", r#"x{namespace="team-a"} @ start()"#),
             (
                 "rate(x[5m] @ end() offset -5m)",
@@ -420,6 +425,11 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_namespace_is_refused() {
+        assert!(scope_query("x", "").is_err());
+    }
+
+    #[test]
     fn a_query_that_does_not_parse_is_the_parser_error() {
         for query in ["sum(rate(x[5m])", "x{", "rate(x)", "x[5m", "{}", ""] {
             assert!(scope_query(query, "team-a").is_err(), "{query}");
@@ -437,7 +447,12 @@ mod tests {
             sample,
         );
         assert!(errs.is_empty(), "{errs:?}");
-        check_query(&mut errs, "spec.rollout.analysis.prometheus.query", "sum(", sample);
+        check_query(
+            &mut errs,
+            "spec.rollout.analysis.prometheus.query",
+            "sum(",
+            sample,
+        );
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].field, "spec.rollout.analysis.prometheus.query");
         assert!(errs[0].message.contains("not valid PromQL: "), "{errs:?}");

@@ -1,6 +1,7 @@
 //! The rollout's Prometheus gate: one instant query against the address a
 //! ClusterInferencePolicy or `serve --prometheus-url` names (never a
-//! tenant's spec), compared with the threshold.
+//! tenant's spec), confined to the service's namespace, compared with the
+//! threshold.
 
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_ANSWER: usize = 1 << 20;
 
 pub use crate::engine::promql::render_query;
+use crate::engine::promql::scope_query;
 
 #[derive(Deserialize)]
 struct Answer {
@@ -109,9 +111,14 @@ fn client() -> &'static Result<reqwest::Client, String> {
     })
 }
 
-/// Run the query at `address` and judge the answer. Any failure to ask is
-/// a failed evaluation (the failure limit decides what it does).
-pub async fn evaluate(address: &str, query: &str, gate: &PrometheusGate) -> Gate {
+/// Confine the rendered query to `namespace`, run it at `address` and
+/// judge the answer. Any failure to ask, a query that does not parse
+/// included, is a failed evaluation (the failure limit decides what it does).
+pub async fn evaluate(address: &str, query: &str, namespace: &str, gate: &PrometheusGate) -> Gate {
+    let query = match scope_query(query, namespace) {
+        Ok(q) => q,
+        Err(e) => return Gate::Fail(format!("the query is not valid PromQL: {e}")),
+    };
     let client = match client() {
         Ok(c) => c,
         Err(e) => return Gate::Fail(e.clone()),
@@ -125,7 +132,7 @@ pub async fn evaluate(address: &str, query: &str, gate: &PrometheusGate) -> Gate
             ));
         }
     };
-    url.query_pairs_mut().append_pair("query", query);
+    url.query_pairs_mut().append_pair("query", &query);
     let response = match client.get(url.clone()).send().await {
         Ok(r) => r,
         Err(e) => return Gate::Fail(format!("querying {url}: {e}")),
