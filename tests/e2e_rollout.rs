@@ -449,6 +449,49 @@ async fn a_failing_prometheus_gate_rolls_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_query_sees_only_its_namespace() {
+    let s = setup("scope").await;
+    let (client, ns, prometheus) = (s.client.clone(), s.ns.clone(), s.prometheus.clone());
+    // Another namespace's matcher, a regex over every namespace, a negated
+    // one and a selector with none, across a subquery and an on() join.
+    let query = concat!(
+        r#"max_over_time(sum(rate(errors{namespace="other-team",pod=~"{{canary}}-.*"}[1m]))[5m:1m])"#,
+        r#" / on() group_left sum(rate(requests{namespace=~".*"}[1m] offset 1m))"#,
+        r#" + 0 * count(up{namespace!="{{namespace}}"} or vector(0))"#,
+    );
+    create(
+        &client,
+        &ns,
+        &[10, 30],
+        "2s",
+        json!({"analysis": {"prometheus": {"query": query, "threshold": {"max": 1.0}}}}),
+    )
+    .await;
+    // Sent as written, the query would read other-team's failing value.
+    prometheus.set("other-team", 5.0);
+    canary_at_the_first_step(&client, &ns).await;
+    let scoped = format!(
+        r#"max_over_time(sum(rate(errors{{namespace="{ns}",pod=~"chat-canary-.*"}}[1m]))[5m:1m]) / on () group_left () sum(rate(requests{{namespace="{ns}"}}[1m] offset 1m)) + 0 * count(up{{namespace="{ns}"}} or vector(0))"#
+    );
+    eventually("the scoped query asked twice", WAIT, async || {
+        let n = prometheus.queries.lock().unwrap().len();
+        (n >= 2).then_some(()).ok_or(format!("{n} queries"))
+    })
+    .await;
+    // Its own namespace has no sample yet: the gate holds at the first step.
+    let st = wait_rollout(&client, &ns, "progressing", |_| true).await;
+    assert_eq!(st.phase, RolloutPhase::Progressing, "{st:?}");
+    assert_eq!(st.step, Some(0), "{st:?}");
+    prometheus.set(&ns, 0.5);
+    wait_route(&client, &ns, &[("chat", 70), ("chat-canary", 30)]).await;
+    let asked = prometheus.queries.lock().unwrap().clone();
+    assert!(asked.len() >= 3, "{asked:?}");
+    for q in &asked {
+        assert_eq!(q, &scoped);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actions_pause_resume_and_abort_once_per_value() {
     let s = setup("actions").await;
     let (client, ns) = (s.client.clone(), s.ns.clone());

@@ -1443,6 +1443,76 @@ fn cluster_policy_validation() {
     assert_eq!(e.len(), 6, "{e:#?}");
 }
 
+/// A rollout plan whose gate runs `query`.
+fn gated_plan(query: &str) -> infergate::api::rollout::RolloutSpec {
+    use infergate::api::rollout::{
+        AnalysisSpec, PrometheusGate, RolloutSpec, RolloutStrategy, Threshold,
+    };
+    RolloutSpec {
+        strategy: Some(RolloutStrategy::Canary),
+        steps: vec![10],
+        interval: Some("5m".into()),
+        analysis: Some(AnalysisSpec {
+            prometheus: Some(PrometheusGate {
+                query: query.into(),
+                threshold: Threshold {
+                    max: Some(1.0),
+                    min: None,
+                },
+                ..Default::default()
+            }),
+        }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn rollout_gate_queries_must_parse() {
+    let good = r#"histogram_quantile(0.99, sum by (le) (rate(x_bucket{namespace="{{namespace}}",pod=~"{{canary}}-.*",svc="{{service}}"}[5m])))"#;
+    let bad = "sum(rate(x[5m])";
+    let parse_error = ": not valid PromQL: unclosed left parenthesis";
+
+    let mut svc = valid_service();
+    svc.spec.rollout = Some(gated_plan(good));
+    assert!(validate(&svc, &PolicySnapshot::default()).errors.is_empty());
+    svc.spec.rollout = Some(gated_plan(bad));
+    let e = errors(&validate(&svc, &PolicySnapshot::default()));
+    assert_eq!(
+        e,
+        [format!(
+            "spec.rollout.analysis.prometheus.query: Invalid value: {bad:?}{parse_error}"
+        )]
+    );
+
+    let field = "spec.defaults.rollout.analysis.prometheus.query";
+    let mut cluster = ClusterInferencePolicy::new("p", Default::default());
+    let mut ns = namespaced("p", PolicyLimits::default());
+    for (query, want) in [(good, 0), (bad, 1)] {
+        let defaults = Some(PolicyDefaults {
+            rollout: Some(gated_plan(query)),
+            ..Default::default()
+        });
+        cluster.spec.defaults.clone_from(&defaults);
+        ns.spec.defaults = defaults;
+        let from_cluster = errors(&engine::validate_cluster_policy(&cluster));
+        let labels = BTreeMap::new();
+        let from_ns = errors(&ctx_run(
+            &PolicySnapshot::default(),
+            &labels,
+            &NoRoutes,
+            |c| engine::validate_namespaced_policy(&ns, c),
+        ));
+        for e in [from_cluster, from_ns] {
+            assert_eq!(e.len(), want, "{e:#?}");
+            assert!(
+                e.iter()
+                    .all(|x| x.starts_with(field) && x.ends_with(parse_error)),
+                "{e:#?}"
+            );
+        }
+    }
+}
+
 // ------------------------------------------------------- endpoint picker
 
 /// A valid service routed through InferencePools, its picker `picker`.

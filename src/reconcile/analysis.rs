@@ -1,6 +1,7 @@
 //! The rollout's Prometheus gate: one instant query against the address a
 //! ClusterInferencePolicy or `serve --prometheus-url` names (never a
-//! tenant's spec), compared with the threshold.
+//! tenant's spec), confined to the service's namespace, compared with the
+//! threshold.
 
 use std::time::Duration;
 
@@ -14,14 +15,8 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a query answer read.
 const MAX_ANSWER: usize = 1 << 20;
 
-/// The query with its placeholders replaced.
-#[must_use]
-pub fn render_query(query: &str, namespace: &str, service: &str, canary: &str) -> String {
-    query
-        .replace("{{namespace}}", namespace)
-        .replace("{{service}}", service)
-        .replace("{{canary}}", canary)
-}
+pub use crate::engine::promql::render_query;
+use crate::engine::promql::scope_query;
 
 #[derive(Deserialize)]
 struct Answer {
@@ -116,9 +111,14 @@ fn client() -> &'static Result<reqwest::Client, String> {
     })
 }
 
-/// Run the query at `address` and judge the answer. Any failure to ask is
-/// a failed evaluation (the failure limit decides what it does).
-pub async fn evaluate(address: &str, query: &str, gate: &PrometheusGate) -> Gate {
+/// Confine the rendered query to `namespace`, run it at `address` and
+/// judge the answer. Any failure to ask, a query that does not parse
+/// included, is a failed evaluation (the failure limit decides what it does).
+pub async fn evaluate(address: &str, query: &str, namespace: &str, gate: &PrometheusGate) -> Gate {
+    let query = match scope_query(query, namespace) {
+        Ok(q) => q,
+        Err(e) => return Gate::Fail(format!("the query is not valid PromQL: {e}")),
+    };
     let client = match client() {
         Ok(c) => c,
         Err(e) => return Gate::Fail(e.clone()),
@@ -132,7 +132,7 @@ pub async fn evaluate(address: &str, query: &str, gate: &PrometheusGate) -> Gate
             ));
         }
     };
-    url.query_pairs_mut().append_pair("query", query);
+    url.query_pairs_mut().append_pair("query", &query);
     let response = match client.get(url.clone()).send().await {
         Ok(r) => r,
         Err(e) => return Gate::Fail(format!("querying {url}: {e}")),
@@ -208,18 +208,5 @@ mod tests {
             judge(b"<html>", &gate(Some(1.0), None)),
             Gate::Fail(_)
         ));
-    }
-
-    #[test]
-    fn placeholders_are_replaced() {
-        assert_eq!(
-            render_query(
-                "x{namespace=\"{{namespace}}\",pod=~\"{{canary}}-.*\",svc=\"{{service}}\"}",
-                "team-a",
-                "chat",
-                "chat-canary"
-            ),
-            "x{namespace=\"team-a\",pod=~\"chat-canary-.*\",svc=\"chat\"}"
-        );
     }
 }

@@ -263,5 +263,5 @@ async fn evaluate_gate(
         &defaulted.name_any(),
         &builders::child_name(defaulted, Track::Canary),
     );
-    analysis::evaluate(&address, &query, gate).await
+    analysis::evaluate(&address, &query, &ns, gate).await
 }

@@ -1,14 +1,17 @@
 //! Validation of the policies themselves: their defaults and limits are
 //! consistent, and a namespace policy never loosens a cluster one.
 
+use kube::ResourceExt;
+
 use crate::api::policy::{Enforcement, PolicyDefaults, PolicyLimits};
+use crate::api::rollout::RolloutSpec;
 use crate::api::{AcceleratorType, ClusterInferencePolicy, InferencePolicy};
 use crate::engine::context::Context;
 use crate::engine::duration::parse_gateway_duration;
 use crate::engine::field_error::{FieldError, FieldErrorReason};
 use crate::engine::policy::{Layer, cluster_layers};
 use crate::engine::verdict::Verdict;
-use crate::engine::{graph_source, rollout, route, selector};
+use crate::engine::{graph_source, promql, rollout, route, selector};
 
 use super::fields::{check_health, check_metrics, check_quantity, quoted_list};
 
@@ -33,6 +36,7 @@ pub fn validate_cluster_policy(p: &ClusterInferencePolicy) -> Verdict {
     );
     if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
         rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, true);
+        check_default_query(&mut v.errors, r, "default");
     }
     v
 }
@@ -54,8 +58,32 @@ pub fn validate_namespaced_policy(p: &InferencePolicy, ctx: &Context) -> Verdict
     // Tenants often control their namespace's policies: no Prometheus address here.
     if let Some(r) = p.spec.defaults.as_ref().and_then(|d| d.rollout.as_ref()) {
         rollout::check_plan(&mut v.errors, "spec.defaults.rollout", r, false);
+        let namespace = p.namespace().filter(|n| !n.is_empty());
+        let namespace = namespace.as_deref().unwrap_or(ctx.namespace);
+        check_default_query(
+            &mut v.errors,
+            r,
+            if namespace.is_empty() {
+                "default"
+            } else {
+                namespace
+            },
+        );
     }
     v
+}
+
+/// A policy's default gate query parses once its placeholders carry
+/// `namespace` and a sample service's names.
+fn check_default_query(errs: &mut Vec<FieldError>, r: &RolloutSpec, namespace: &str) {
+    if let Some(p) = r.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
+        promql::check_query(
+            errs,
+            "spec.defaults.rollout.analysis.prometheus.query",
+            &p.query,
+            (namespace, "service", "service-canary"),
+        );
+    }
 }
 
 fn reason_of(msg: &str) -> FieldErrorReason {

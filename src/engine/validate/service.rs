@@ -16,7 +16,7 @@ use crate::engine::duration::{format_gateway_duration, parse_gateway_duration};
 use crate::engine::field_error::FieldError;
 use crate::engine::policy::{Layer, layers, strictest};
 use crate::engine::verdict::Verdict;
-use crate::engine::{graph_source, names, resources, rollout, route};
+use crate::engine::{graph_source, names, promql, resources, rollout, route};
 
 use super::fields::{check_health, check_image, check_metrics, check_quantity, quoted_list};
 
@@ -206,6 +206,7 @@ pub fn validate_service(
 
     super::picker::check_inference_pool(&mut v.errors, svc);
     rollout::check_service(&mut v.errors, svc);
+    check_analysis_query(&mut v.errors, svc, ctx);
     if let Some(w) = old.and_then(|o| rollout::restart_warning(svc, o)) {
         v.warnings.push(w);
     }
@@ -510,4 +511,37 @@ impl Limits<'_, '_, '_> {
             }
         }
     }
+}
+
+/// The gate's query parses once its placeholders carry this service's
+/// namespace and names (the reconciler confines it to that namespace).
+fn check_analysis_query(errs: &mut Vec<FieldError>, svc: &InferenceService, ctx: &Context) {
+    let Some(p) = svc
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.analysis.as_ref())
+        .and_then(|a| a.prometheus.as_ref())
+    else {
+        return;
+    };
+    let namespace = svc
+        .namespace()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| ctx.namespace.to_owned());
+    let namespace = if namespace.is_empty() {
+        "default".to_owned()
+    } else {
+        namespace
+    };
+    promql::check_query(
+        errs,
+        "spec.rollout.analysis.prometheus.query",
+        &p.query,
+        (
+            &namespace,
+            &names::primary_name(svc),
+            &names::canary_name(svc),
+        ),
+    );
 }
