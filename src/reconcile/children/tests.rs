@@ -522,7 +522,11 @@ fn a_route_names_a_backend_by_service_or_pool_at_any_weight() {
     assert!(names_backend(&r, "team-a", "chat-canary"));
     r.spec.rules[0].backend_refs[1].kind = Some("ConfigMap".into());
     assert!(!names_backend(&r, "team-a", "chat-canary"));
-    assert!(!names_backend(&http_route(&s, 0).unwrap().unwrap(), "team-a", "chat-canary"));
+    assert!(!names_backend(
+        &http_route(&s, 0).unwrap().unwrap(),
+        "team-a",
+        "chat-canary"
+    ));
 }
 
 #[test]
