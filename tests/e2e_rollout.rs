@@ -586,11 +586,17 @@ async fn a_restarted_infergate_resumes_at_the_same_step() {
         .filter(|(r, _)| *r > stopped_at)
         .map(|(_, w)| *w)
         .collect();
-    assert_eq!(before.last(), Some(&30), "{weights:?}\n{told}");
     assert!(
-        after.first().is_some_and(|w| *w >= 30) && after.last() == Some(&60),
+        before.last().is_some_and(|w| *w >= 30),
+        "{weights:?}\n{told}"
+    );
+    // The new reconciler wrote the route (unless the old one had already
+    // reached the last step), and never below step 2's weight.
+    assert!(
+        after.first().is_none_or(|w| *w >= 30) && (!after.is_empty() || before.last() == Some(&60)),
         "the new reconciler's route versions: {after:?}\n{told}"
     );
+    assert_eq!(weights.last().map(|w| w.1), Some(60), "{told}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
