@@ -22,8 +22,7 @@ use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::LeaseTiming;
-use infergate::reconcile::children::httproute::HTTPRoute;
-use support::timeline::{Timeline, assert_route_first, story};
+use support::timeline::{Timeline, assert_route_first, route_backends, story};
 use support::{
     Reconciler, WAIT, eventually, get, mark_pods_ready, merge_patch, wait_condition, wait_gone,
 };
@@ -77,7 +76,7 @@ async fn canary_at_20(client: &Client, ns: &str) -> Api<InferenceService> {
     mark_pods_ready(client, ns, "chat", "canary", 1).await;
     eventually("the canary routed at 20%", WAIT, || async {
         let weights = weights(client, ns).await;
-        (weights == [("chat".into(), Some(80)), ("chat-canary".into(), Some(20))])
+        (weights == [("chat".into(), 80), ("chat-canary".into(), 20)])
             .then_some(())
             .ok_or(format!("{weights:?}"))
     })
@@ -86,17 +85,30 @@ async fn canary_at_20(client: &Client, ns: &str) -> Api<InferenceService> {
 }
 
 /// `(name, weight)` of the route's backendRefs.
-async fn weights(client: &Client, ns: &str) -> Vec<(String, Option<i32>)> {
-    get::<HTTPRoute>(client, ns, "chat")
-        .await
-        .map(|r| {
-            r.spec.rules[0]
-                .backend_refs
-                .iter()
-                .map(|b| (b.name.clone(), b.weight))
-                .collect()
-        })
-        .unwrap_or_default()
+async fn weights(client: &Client, ns: &str) -> Vec<(String, i32)> {
+    route_backends(client, ns, "chat").await
+}
+
+/// Wait until the route names the primary alone and the canary's
+/// Deployment and Service are gone; check in the story that they went only
+/// after the route let go of the canary.
+async fn gone_after_the_route(client: &Client, ns: &str, timeline: Timeline) {
+    eventually("the route without the canary", WAIT, || async {
+        let w = weights(client, ns).await;
+        (w == [("chat".to_owned(), 100)])
+            .then_some(())
+            .ok_or(format!("{w:?}"))
+    })
+    .await;
+    wait_gone::<Deployment>(client, ns, "chat-canary", WAIT).await;
+    wait_gone::<Service>(client, ns, "chat-canary", WAIT).await;
+    let seen = timeline.stop().await;
+    let checked = assert_route_first(&seen, "chat", "chat-canary");
+    assert!(
+        checked >= 2,
+        "the canary's Deployment and Service went:\n{}",
+        story(&seen)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -112,23 +124,8 @@ async fn a_removed_canary_leaves_the_route_before_its_backends_go() {
         "remove the canary",
     )
     .await;
-    wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
-    wait_gone::<Service>(&client, &ns, "chat-canary", WAIT).await;
-    let seen = timeline.stop().await;
-    let checked = assert_route_first(&seen, "chat", "chat-canary");
-    assert!(
-        checked >= 2,
-        "the canary's Deployment and Service went:\n{}",
-        story(&seen)
-    );
-    // The primary stays, routed at 100%.
-    let route = get::<HTTPRoute>(&client, &ns, "chat").await.expect("route");
-    let weights: Vec<_> = route.spec.rules[0]
-        .backend_refs
-        .iter()
-        .map(|b| (b.name.clone(), b.weight))
-        .collect();
-    assert_eq!(weights, [("chat".to_owned(), Some(100))]);
+    gone_after_the_route(&client, &ns, timeline).await;
+    // The primary stays.
     assert!(get::<Deployment>(&client, &ns, "chat").await.is_some());
 }
 
@@ -162,10 +159,7 @@ async fn a_canary_stays_while_a_route_that_cannot_be_rewritten_names_it() {
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     assert_eq!(
         weights(&client, &ns).await,
-        [
-            ("chat".to_owned(), Some(80)),
-            ("chat-canary".to_owned(), Some(20))
-        ]
+        [("chat".to_owned(), 80), ("chat-canary".to_owned(), 20)]
     );
     for (kind, exists) in [
         (
@@ -197,26 +191,5 @@ async fn a_canary_stays_while_a_route_that_cannot_be_rewritten_names_it() {
         "route through Services",
     )
     .await;
-    eventually("the route without the canary", WAIT, || async {
-        let w = weights(&client, &ns).await;
-        (w == [("chat".to_owned(), Some(100))])
-            .then_some(())
-            .ok_or(format!("{w:?}"))
-    })
-    .await;
-    wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
-    wait_gone::<Service>(&client, &ns, "chat-canary", WAIT).await;
-    let seen = timeline.stop().await;
-    let checked = assert_route_first(&seen, "chat", "chat-canary");
-    assert!(
-        checked >= 2,
-        "the canary's Deployment and Service went:\n{}",
-        story(&seen)
-    );
-    assert!(
-        seen.iter()
-            .any(|s| s.name.as_str() == "chat-canary" && s.kind == "Service" && s.going),
-        "{}",
-        story(&seen)
-    );
+    gone_after_the_route(&client, &ns, timeline).await;
 }

@@ -27,7 +27,7 @@ use infergate::api::rollout::RolloutPhase;
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LeaseTiming};
-use support::timeline::{Timeline, assert_route_first, story};
+use support::timeline::{Timeline, assert_route_first, route_backends, story};
 use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
@@ -186,16 +186,7 @@ async fn act(client: &Client, ns: &str, action: &str) {
 
 /// `(backend name, weight)` of the route.
 async fn route(client: &Client, ns: &str) -> Vec<(String, i32)> {
-    get::<HTTPRoute>(client, ns, "chat")
-        .await
-        .map(|r| {
-            r.spec.rules[0]
-                .backend_refs
-                .iter()
-                .map(|b| (b.name.clone(), b.weight.unwrap_or(1)))
-                .collect()
-        })
-        .unwrap_or_default()
+    route_backends(client, ns, "chat").await
 }
 
 async fn wait_route(client: &Client, ns: &str, want: &[(&str, i32)]) {

@@ -78,6 +78,17 @@ fn model(template: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// `(name, weight)` of each backendRef of the route `name` (none without
+/// the route).
+pub async fn route_backends(client: &Client, ns: &str, name: &str) -> Vec<(String, i32)> {
+    Api::<HTTPRoute>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .expect("read the route")
+        .map(|r| backends_of(&r))
+        .unwrap_or_default()
+}
+
 fn backends_of(route: &HTTPRoute) -> Vec<(String, i32)> {
     route
         .spec
