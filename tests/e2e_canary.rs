@@ -2,119 +2,61 @@
 //! a real kube-apiserver, etcd and kube-controller-manager.
 //!
 //! The test plays the kubelet (pods marked Ready through pods/status) so
-//! the canary really carries weight, then deletes the `spec.canary` block
-//! while watching the HTTPRoute, the Deployments and the Services of the
-//! namespace, one watch each. Every event carries the resourceVersion the
-//! API server gave it (etcd's revision, one counter for all kinds): the
-//! route's change that drops the canary's backendRef must come before the
-//! first sign of the canary's Deployment or Service going away.
+//! the canary really carries weight, then takes the canary away while
+//! watching the HTTPRoutes, the Deployments and the Services of the
+//! namespace together ([`support::timeline`]). Every event carries the
+//! resourceVersion the API server gave it (etcd's revision, one counter for
+//! all kinds): the route's change that drops the canary's backendRef must
+//! come before the first sign of the canary's Deployment or Service going
+//! away. Where the route cannot be written as wanted (InferencePool routing
+//! chosen, its CRD absent: the route stays as it was), the canary stays
+//! while the route names it.
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, PostParams, WatchEvent, WatchParams};
-use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::Client;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
-use infergate::reconcile::children::httproute::HTTPRoute;
-use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, merge_patch, wait_gone};
+use infergate::reconcile::LeaseTiming;
+use support::timeline::{Timeline, assert_route_first, route_backends, story};
+use support::{
+    Reconciler, WAIT, eventually, get, mark_pods_ready, merge_patch, wait_condition, wait_gone,
+};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
-/// One event seen by a watch: the resourceVersion, which object, and what
-/// it says.
-#[derive(Debug, Clone)]
-struct Seen {
-    revision: u64,
-    kind: &'static str,
-    name: String,
-    /// The object is gone or going (DELETED, or a deletionTimestamp).
-    going: bool,
-    /// For a route: the backendRefs it names.
-    backends: Vec<String>,
+/// The tests take turns (only the Lease holder reconciles); a short lease
+/// lets the next test's reconciler take over at once.
+async fn reconciler(
+    id: &str,
+) -> (
+    tokio::sync::MutexGuard<'static, ()>,
+    Client,
+    String,
+    Reconciler,
+) {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let turn = TURN.lock().await;
+    let (cp, client, kubeconfig) = support::reconciler_setup(&[support::httproute_crd()]).await;
+    let config = infergate::reconcile::Config {
+        lease: LeaseTiming {
+            duration_seconds: 6,
+            grace_seconds: 2,
+        },
+        ..support::reconcile_config(id)
+    };
+    let reconciler = Reconciler::start(kubeconfig, config);
+    let ns = cp.fresh_namespace(id).await;
+    (turn, client, ns, reconciler)
 }
 
-type Timeline = Arc<Mutex<Vec<Seen>>>;
-
-/// Watch `K` in `ns` from `revision`, recording every event into `timeline`.
-fn watch<K>(
-    client: &Client,
-    ns: &str,
-    revision: &str,
-    timeline: Timeline,
-    backends: fn(&K) -> Vec<String>,
-) -> tokio::task::JoinHandle<()>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
-    let revision = revision.to_owned();
-    let kind: &'static str = K::kind(&()).into_owned().leak();
-    tokio::spawn(async move {
-        let stream = api
-            .watch(&WatchParams::default().timeout(290), &revision)
-            .await
-            .expect("watch");
-        let mut stream = std::pin::pin!(stream.into_stream());
-        while let Some(event) = stream.next().await {
-            let (object, deleted) = match event {
-                Ok(WatchEvent::Added(o) | WatchEvent::Modified(o)) => (o, false),
-                Ok(WatchEvent::Deleted(o)) => (o, true),
-                Ok(WatchEvent::Bookmark(_)) => continue,
-                Ok(WatchEvent::Error(e)) => panic!("{kind} watch: {e:?}"),
-                Err(e) => panic!("{kind} watch: {e}"),
-            };
-            let revision = object
-                .resource_version()
-                .and_then(|v| v.parse::<u64>().ok())
-                .expect("a numeric resourceVersion");
-            let seen = Seen {
-                revision,
-                kind,
-                name: object.name_any(),
-                going: deleted || object.meta().deletion_timestamp.is_some(),
-                backends: backends(&object),
-            };
-            timeline.lock().expect("timeline").push(seen);
-        }
-    })
-}
-
-fn route_backends(route: &HTTPRoute) -> Vec<String> {
-    route
-        .spec
-        .rules
-        .iter()
-        .flat_map(|r| r.backend_refs.iter().map(|b| b.name.clone()))
-        .collect()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_removed_canary_leaves_the_route_before_its_backends_go() {
-    support::init_tracing();
-    let cp = support::control_plane().await;
-    cp.install_crds().await;
-    cp.install_crd_file(support::httproute_crd()).await;
-    cp.ensure_namespace(support::SYSTEM_NAMESPACE).await;
-    let client = cp.client().await;
-    let _reconciler = Reconciler::start(
-        cp.kubeconfig().to_path_buf(),
-        support::reconcile_config("canary-e2e"),
-    );
-    let ns = cp.fresh_namespace("canary").await;
-
+/// Service `chat` with a manual canary at 20%, both tracks' pods Ready,
+/// once the route sends the canary its 20%.
+async fn canary_at_20(client: &Client, ns: &str) -> Api<InferenceService> {
     let svc: InferenceService = serde_json::from_value(json!({
         "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
         "metadata": {"name": "chat", "namespace": ns},
@@ -125,35 +67,56 @@ async fn a_removed_canary_leaves_the_route_before_its_backends_go() {
         }
     }))
     .expect("service");
-    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), ns);
     services
         .create(&PostParams::default(), &svc)
         .await
         .expect("create");
-
-    // The canary's pod is Ready: the route sends it 20%.
-    mark_pods_ready(&client, &ns, "chat", "primary", 1).await;
-    mark_pods_ready(&client, &ns, "chat", "canary", 1).await;
-    let route = eventually("the canary routed at 20%", WAIT, || async {
-        let r = get::<HTTPRoute>(&client, &ns, "chat").await?;
-        let weights: Vec<_> = r.spec.rules[0]
-            .backend_refs
-            .iter()
-            .map(|b| (b.name.clone(), b.weight))
-            .collect();
-        (weights == [("chat".into(), Some(80)), ("chat-canary".into(), Some(20))]).then_some(r)
+    mark_pods_ready(client, ns, "chat", "primary", 1).await;
+    mark_pods_ready(client, ns, "chat", "canary", 1).await;
+    eventually("the canary routed at 20%", WAIT, || async {
+        let weights = weights(client, ns).await;
+        (weights == [("chat".into(), 80), ("chat-canary".into(), 20)])
+            .then_some(())
+            .ok_or(format!("{weights:?}"))
     })
     .await;
+    services
+}
 
-    // One watch per kind, all from the route's current revision.
-    let from = route.resource_version().expect("resourceVersion");
-    let timeline: Timeline = Arc::default();
-    let watches = [
-        watch::<HTTPRoute>(&client, &ns, &from, Arc::clone(&timeline), route_backends),
-        watch::<Deployment>(&client, &ns, &from, Arc::clone(&timeline), |_| Vec::new()),
-        watch::<Service>(&client, &ns, &from, Arc::clone(&timeline), |_| Vec::new()),
-    ];
+/// `(name, weight)` of the route's backendRefs.
+async fn weights(client: &Client, ns: &str) -> Vec<(String, i32)> {
+    route_backends(client, ns, "chat").await
+}
 
+/// Wait until the route names the primary alone and the canary's
+/// Deployment and Service are gone; check in the story that they went only
+/// after the route let go of the canary.
+async fn gone_after_the_route(client: &Client, ns: &str, timeline: Timeline) {
+    eventually("the route without the canary", WAIT, || async {
+        let w = weights(client, ns).await;
+        (w == [("chat".to_owned(), 100)])
+            .then_some(())
+            .ok_or(format!("{w:?}"))
+    })
+    .await;
+    wait_gone::<Deployment>(client, ns, "chat-canary", WAIT).await;
+    wait_gone::<Service>(client, ns, "chat-canary", WAIT).await;
+    let seen = timeline.stop().await;
+    let checked = assert_route_first(&seen, "chat", "chat-canary");
+    assert!(
+        checked >= 2,
+        "the canary's Deployment and Service went:\n{}",
+        story(&seen)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_canary_leaves_the_route_before_its_backends_go() {
+    let (_turn, client, ns, _reconciler) = reconciler("canary").await;
+    let services = canary_at_20(&client, &ns).await;
+
+    let timeline = Timeline::start(&client, &ns).await;
     merge_patch(
         &services,
         "chat",
@@ -161,58 +124,72 @@ async fn a_removed_canary_leaves_the_route_before_its_backends_go() {
         "remove the canary",
     )
     .await;
-    wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
-    wait_gone::<Service>(&client, &ns, "chat-canary", WAIT).await;
-    // Let the watches deliver what the API server has already sent.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    for w in &watches {
-        w.abort();
-    }
+    gone_after_the_route(&client, &ns, timeline).await;
+    // The primary stays.
+    assert!(get::<Deployment>(&client, &ns, "chat").await.is_some());
+}
 
-    let mut seen = timeline.lock().expect("timeline").clone();
-    seen.sort_by_key(|s| s.revision);
-    let story: Vec<String> = seen
-        .iter()
-        .map(|s| {
-            format!(
-                "{} {} {}{}",
-                s.revision,
-                s.kind,
-                s.name,
-                if s.going {
-                    " (going)".to_owned()
-                } else if s.kind == "HTTPRoute" {
-                    format!(" -> {:?}", s.backends)
-                } else {
-                    String::new()
-                }
-            )
-        })
-        .collect();
-    let story = story.join("\n");
-    let let_go = seen
-        .iter()
-        .find(|s| s.kind == "HTTPRoute" && !s.backends.iter().any(|b| b == "chat-canary"))
-        .unwrap_or_else(|| panic!("the route never stopped naming the canary:\n{story}"));
-    for kind in ["Deployment", "Service"] {
-        let going = seen
-            .iter()
-            .find(|s| s.kind == kind && s.name == "chat-canary" && s.going)
-            .unwrap_or_else(|| panic!("no event of the canary's {kind} going:\n{story}"));
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_stays_while_a_route_that_cannot_be_rewritten_names_it() {
+    let (_turn, client, ns, _reconciler) = reconciler("canary-pools").await;
+    let services = canary_at_20(&client, &ns).await;
+    let timeline = Timeline::start(&client, &ns).await;
+
+    // InferencePool routing without its CRD: the route stays as it was,
+    // naming the canary's Service at 20%, so the canary removed in the
+    // same change stays too.
+    merge_patch(
+        &services,
+        "chat",
+        json!({"spec": {"canary": null, "routing": {"backendKind": "InferencePool",
+               "endpointPicker": {"image": "registry.example.com/epp:v1"}}}}),
+        "remove the canary, route through pools",
+    )
+    .await;
+    wait_condition(
+        &client,
+        &ns,
+        "chat",
+        "RoutingReady",
+        "False",
+        "InferencePoolNotInstalled",
+        WAIT,
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert_eq!(
+        weights(&client, &ns).await,
+        [("chat".to_owned(), 80), ("chat-canary".to_owned(), 20)]
+    );
+    for (kind, exists) in [
+        (
+            "Deployment",
+            get::<Deployment>(&client, &ns, "chat-canary")
+                .await
+                .is_some_and(|d| d.metadata.deletion_timestamp.is_none()),
+        ),
+        (
+            "Service",
+            get::<Service>(&client, &ns, "chat-canary")
+                .await
+                .is_some_and(|d| d.metadata.deletion_timestamp.is_none()),
+        ),
+    ] {
         assert!(
-            let_go.revision < going.revision,
-            "the canary's {kind} went (revision {}) while the route still named it (let go at {}):\n{story}",
-            going.revision,
-            let_go.revision
+            exists,
+            "the canary's {kind} went while the route names it:\n{}",
+            story(&timeline.so_far())
         );
     }
-    // The primary stays, routed at 100%.
-    let route = get::<HTTPRoute>(&client, &ns, "chat").await.expect("route");
-    let weights: Vec<_> = route.spec.rules[0]
-        .backend_refs
-        .iter()
-        .map(|b| (b.name.clone(), b.weight))
-        .collect();
-    assert_eq!(weights, [("chat".to_owned(), Some(100))]);
-    assert!(get::<Deployment>(&client, &ns, "chat").await.is_some());
+
+    // Back to Services: the route is written without the canary, then the
+    // canary goes.
+    merge_patch(
+        &services,
+        "chat",
+        json!({"spec": {"routing": {"backendKind": "Service"}}}),
+        "route through Services",
+    )
+    .await;
+    gone_after_the_route(&client, &ns, timeline).await;
 }

@@ -27,6 +27,7 @@ use infergate::api::rollout::RolloutPhase;
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LeaseTiming};
+use support::timeline::{Timeline, assert_route_first, route_backends, story};
 use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
@@ -185,16 +186,7 @@ async fn act(client: &Client, ns: &str, action: &str) {
 
 /// `(backend name, weight)` of the route.
 async fn route(client: &Client, ns: &str) -> Vec<(String, i32)> {
-    get::<HTTPRoute>(client, ns, "chat")
-        .await
-        .map(|r| {
-            r.spec.rules[0]
-                .backend_refs
-                .iter()
-                .map(|b| (b.name.clone(), b.weight.unwrap_or(1)))
-                .collect()
-        })
-        .unwrap_or_default()
+    route_backends(client, ns, "chat").await
 }
 
 async fn wait_route(client: &Client, ns: &str, want: &[(&str, i32)]) {
@@ -588,20 +580,120 @@ async fn a_restarted_infergate_resumes_at_the_same_step() {
         r.phase == RolloutPhase::Stable
     })
     .await;
+    // Every version of the route, across the restart.
+    let timeline = Timeline::start(&client, &ns).await;
     set_model(&client, &ns, "v2").await;
     canary_ready(&client, &ns).await;
     let at_step_2 = wait_rollout(&client, &ns, "step 2", |r| r.step == Some(1)).await;
-    // Stop infergate in the middle of step 2 and start another.
+    // Stop infergate in the middle of step 2 and start another: every
+    // route version after this revision is the new reconciler's.
     reconciler.take().expect("reconciler").stop();
+    let stopped_at: u64 = get::<HTTPRoute>(&client, &ns, "chat")
+        .await
+        .and_then(|r| r.resource_version())
+        .and_then(|v| v.parse().ok())
+        .expect("the route's resourceVersion");
     let _again = reconciler_again(kubeconfig, &prometheus.url, &ns);
-    // It carries on from step 2: weight 30, never 0, then 60.
     let st = wait_rollout(&client, &ns, "the new reconciler's first status", |_| true).await;
     assert!(st.step >= at_step_2.step && st.weight >= Some(30), "{st:?}");
-    assert_eq!(
-        route(&client, &ns).await.last().map(|r| r.1 >= 30),
-        Some(true)
-    );
     wait_route(&client, &ns, &[("chat", 40), ("chat-canary", 60)]).await;
+    let seen = timeline.stop().await;
+    let told = story(&seen);
+    // The canary's weight in every route version never goes back: the new
+    // reconciler's first write keeps step 2 (never 10, or 0, after 30).
+    let weights: Vec<(u64, i32)> = seen
+        .iter()
+        .filter(|s| s.kind == "HTTPRoute" && s.name == "chat")
+        .map(|s| (s.revision, s.weight("chat-canary")))
+        .collect();
+    assert!(
+        weights.windows(2).all(|w| w[0].1 <= w[1].1),
+        "the canary's weight went back: {weights:?}\n{told}"
+    );
+    let before: Vec<i32> = weights
+        .iter()
+        .filter(|(r, _)| *r <= stopped_at)
+        .map(|(_, w)| *w)
+        .collect();
+    let after: Vec<i32> = weights
+        .iter()
+        .filter(|(r, _)| *r > stopped_at)
+        .map(|(_, w)| *w)
+        .collect();
+    assert!(
+        before.last().is_some_and(|w| *w >= 30),
+        "{weights:?}\n{told}"
+    );
+    // The new reconciler wrote the route (unless the old one had already
+    // reached the last step), and never below step 2's weight.
+    assert!(
+        after.first().is_none_or(|w| *w >= 30) && (!after.is_empty() || before.last() == Some(&60)),
+        "the new reconciler's route versions: {after:?}\n{told}"
+    );
+    assert_eq!(weights.last().map(|w| w.1), Some(60), "{told}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_target_mid_rollout_lets_go_of_the_route_before_the_canary_changes() {
+    let s = setup("retarget").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[10, 30, 60], "4s", json!({})).await;
+    wait_rollout(&client, &ns, "v1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    primary_complete(&client, &ns).await;
+    let timeline = Timeline::start(&client, &ns).await;
+    set_model(&client, &ns, "v2").await;
+    canary_ready(&client, &ns).await;
+    // New targets while the canary carries 30% or 10%: each restarts at
+    // the first step, the route letting go of the canary (weight 0, no
+    // backendRef) before the canary's template changes.
+    let targets = [("v3", 30), ("v4", 10), ("v5", 30), ("v6", 10)];
+    for (target, at) in targets {
+        wait_route(&client, &ns, &[("chat", 100 - at), ("chat-canary", at)]).await;
+        set_model(&client, &ns, target).await;
+        wait_rollout(&client, &ns, &format!("{target} restarted"), |r| {
+            r.phase == RolloutPhase::Progressing
+                && r.target.as_ref().is_some_and(|t| t.model.r#ref == target)
+        })
+        .await;
+        eventually(
+            &format!("the canary's template at {target}"),
+            WAIT,
+            async || {
+                (model_of(&client, &ns, "chat-canary").await.as_deref() == Some(target))
+                    .then_some(())
+            },
+        )
+        .await;
+        canary_ready(&client, &ns).await;
+    }
+    wait_route(&client, &ns, &[("chat", 90), ("chat-canary", 10)]).await;
+    // Back to the stable version: the rollout ends at once, the route
+    // first, then the canary goes.
+    set_model(&client, &ns, "v1").await;
+    let st = wait_rollout(&client, &ns, "reverted", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("Reverted"));
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+    wait_gone::<Deployment>(&client, &ns, "chat-canary", WAIT).await;
+    let seen = timeline.stop().await;
+    let told = story(&seen);
+    let checked = assert_route_first(&seen, "chat", "chat-canary");
+    // Four template changes, the Deployment and the Service going.
+    assert!(checked >= targets.len() + 2, "{checked} checked:\n{told}");
+    // Between two weights of different targets the route named no canary.
+    let weights: Vec<i32> = seen
+        .iter()
+        .filter(|s| s.kind == "HTTPRoute" && s.name == "chat")
+        .map(|s| s.weight("chat-canary"))
+        .collect();
+    let zeros = weights.windows(2).filter(|w| w[0] > 0 && w[1] == 0).count();
+    assert!(zeros > targets.len(), "{weights:?}\n{told}");
+    assert_eq!(model_of(&client, &ns, "chat").await.as_deref(), Some("v1"));
 }
 
 fn reconciler_again(kubeconfig: std::path::PathBuf, prometheus: &str, ns: &str) -> Reconciler {

@@ -278,6 +278,49 @@ impl Writer {
         }
     }
 
+    /// Whether the cached child already holds what `obj` says, as
+    /// [`Writer::apply`] judges it: applying `obj` would send nothing.
+    pub fn holds<K: ChildKind>(
+        &self,
+        svc: &InferenceService,
+        obj: &K,
+        store: &Store<PartialObjectMeta<K>>,
+    ) -> Result<bool, Error> {
+        let ns = obj.namespace().unwrap_or_default();
+        let name = obj.name_any();
+        let Some(existing) = store.get(&ObjectRef::new(&name).within(&ns)) else {
+            return Ok(false);
+        };
+        let meta = &existing.metadata;
+        let current = (
+            meta.uid.clone().unwrap_or_default(),
+            meta.generation
+                .map(|g| g.to_string())
+                .or_else(|| meta.resource_version.clone())
+                .unwrap_or_default(),
+        );
+        Ok(owned_by(meta, svc)
+            && meta.deletion_timestamp.is_none()
+            && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest_of(obj)?)
+            && self.untouched(&(K::KIND, ns, name), current, K::CHANGE))
+    }
+
+    /// Whether the cache knows a child `name` of kind `K` that this service
+    /// controls and that is not being deleted ([`Writer::delete`] would
+    /// delete it).
+    #[must_use]
+    pub fn controls<K: ChildKind>(
+        &self,
+        svc: &InferenceService,
+        name: &str,
+        store: &Store<PartialObjectMeta<K>>,
+    ) -> bool {
+        let ns = svc.namespace().unwrap_or_default();
+        store
+            .get(&ObjectRef::new(name).within(&ns))
+            .is_some_and(|m| m.metadata.deletion_timestamp.is_none() && owned_by(&m.metadata, svc))
+    }
+
     /// [`Writer::apply`], returning the child as the API server holds it:
     /// when nothing had to be written, read from the API server's watch
     /// cache (`resourceVersion=0`: no etcd read), for its status.

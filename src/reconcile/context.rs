@@ -78,6 +78,20 @@ impl Ctx {
             .await
     }
 
+    /// [`Writer::holds`] against `K`'s cache.
+    pub(super) fn holds<K: ChildKind>(
+        &self,
+        svc: &InferenceService,
+        obj: &K,
+    ) -> Result<bool, Error> {
+        self.writer.holds(svc, obj, self.children.store())
+    }
+
+    /// [`Writer::controls`] against `K`'s cache.
+    pub(super) fn controls<K: ChildKind>(&self, svc: &InferenceService, name: &str) -> bool {
+        self.writer.controls(svc, name, self.children.store::<K>())
+    }
+
     /// [`Writer::delete`] against `K`'s cache.
     pub(super) async fn delete<K: ChildKind>(
         &self,

@@ -655,13 +655,22 @@ async fn apply_all(
     let primary = ctx.apply_and_read(svc, &desired.primary).await?;
     ctx.apply(svc, &desired.primary_service).await?;
     let canary_name = builders::child_name(defaulted, Track::Canary);
-    let canary = match desired.canary {
+    let has_canary = desired.canary.is_some();
+    // A canary given weight is applied first (its readiness decides the
+    // weight routed); one that carries none (a rollout's new target at
+    // weight 0, or a canary going away) changes only after the route.
+    let weighted = defaulted.spec.canary.as_ref().is_some_and(|c| c.weight > 0);
+    let (first, after_route) = if weighted {
+        (desired.canary, None)
+    } else {
+        (None, desired.canary)
+    };
+    let mut canary = match first {
         Some((deployment, service)) => {
             let d = ctx.apply_and_read(svc, &deployment).await?;
             ctx.apply(svc, &service).await?;
             Some(Rollout::of(&d).with_blocker(blocker(Track::Canary)))
         }
-        // Deleted below, once the route no longer names it.
         None => None,
     };
     let primary_name = builders::child_name(defaulted, Track::Primary);
@@ -674,9 +683,10 @@ async fn apply_all(
                 .await?;
         }
     }
-    let routed = canary
-        .as_ref()
-        .map(|c| builders::routed_canary_weight(defaulted, c.ready));
+    let routed = match &canary {
+        Some(c) => Some(builders::routed_canary_weight(defaulted, c.ready)),
+        None => has_canary.then_some(0),
+    };
     let pools_wanted = inferencepool::routes_through_pools(defaulted);
     let pools = if pools_wanted {
         apply_pools(ctx, svc, defaulted).await?
@@ -727,7 +737,7 @@ async fn apply_all(
     apply_pod_monitor(ctx, svc, defaulted).await?;
     // Pools (and their pickers) the route no longer names go now that
     // the API server holds the route without them.
-    let unwanted_pools: &[Track] = match (pools_wanted, canary.is_some()) {
+    let unwanted_pools: &[Track] = match (pools_wanted, has_canary) {
         (false, _) => &[Track::Primary, Track::Canary],
         (true, false) => &[Track::Canary],
         (true, true) => &[],
@@ -737,13 +747,12 @@ async fn apply_all(
         ctx.delete::<InferencePool>(svc, &pool).await?;
         delete_endpoint_picker(ctx, svc, &pool).await?;
     }
-    if canary.is_none() {
-        // A canary that goes away lets go of the route first: its
-        // Deployment and Service are deleted only now that the API
-        // server holds the route without it (an error above returned
-        // before this point, leaving them serving).
-        ctx.delete::<Deployment>(svc, &canary_name).await?;
-        ctx.delete::<Service>(svc, &canary_name).await?;
+    if !weighted {
+        // The route lets go of the canary first (an error above returned
+        // before this point, leaving it as it was).
+        canary = super::canary::settle(ctx, svc, after_route, &canary_name)
+            .await?
+            .map(|d| Rollout::of(&d).with_blocker(blocker(Track::Canary)));
     }
     Ok(Outcome::Applied {
         primary: Rollout::of(&primary).with_blocker(blocker(Track::Primary)),

@@ -13,7 +13,8 @@
 //!   [`crate::state`]'s service events), running [`flow`] with a
 //!   [`context::Ctx`];
 //! - [`flow`]: one reconcile per backend (`progress` drives a rollout);
-//!   [`apply`] writes children, status and events;
+//!   [`apply`] writes children, status and events; `canary` changes or
+//!   deletes a canary that carries no weight only once no route names it;
 //! - [`pods`]: why an engine pod does not start, from a watch on the
 //!   engine pods, for the `Ready` condition;
 //! - [`children`]: the desired children as pure functions (Deployments,
@@ -27,6 +28,7 @@
 pub mod analysis;
 pub mod apply;
 pub mod budget;
+mod canary;
 pub mod child_watch;
 pub mod children;
 pub mod config;

@@ -33,6 +33,8 @@ pub struct Rollout {
     pub ready: i32,
     /// `status.updatedReplicas`.
     pub updated: i32,
+    /// `status.replicas`: pods of the current template and of older ones.
+    pub total: i32,
     /// The deployment controller has seen the current spec.
     pub observed: bool,
     /// The most telling state among the track's not-ready pods (from the
@@ -57,6 +59,7 @@ impl Rollout {
             desired,
             ready: st.ready_replicas.unwrap_or(0),
             updated: st.updated_replicas.unwrap_or(0),
+            total: st.replicas.unwrap_or(0),
             observed,
             blocker: None,
         }
@@ -82,10 +85,15 @@ impl Rollout {
         self.blocker.as_deref().filter(|b| b.rank().is_some())
     }
 
-    /// Every wanted replica is ready and runs the current template.
+    /// Every wanted replica is ready and runs the current template, and no
+    /// pod of an older template is left (while one is, the ready replicas
+    /// may be old ones).
     #[must_use]
     pub fn complete(&self) -> bool {
-        self.observed && self.ready >= self.desired && self.updated >= self.desired
+        self.observed
+            && self.ready >= self.desired
+            && self.updated >= self.desired
+            && self.total <= self.updated
     }
 }
 

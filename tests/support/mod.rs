@@ -6,6 +6,8 @@
 //!   loopback, kubeconfigs, kubectl, namespaces;
 //! - [`crds`]: infergate's CRDs and the published HTTPRoute, RayService and PodMonitor CRDs;
 //! - [`wait`]: [`eventually`] and the waits built on it;
+//! - [`timeline`]: a namespace's routes, Deployments and Services watched
+//!   together, in revision order (route first, always);
 //! - [`servers`]: ports, certificates, TLS server and client, the graph server;
 //! - [`router`]: the webhook's router in process: review fixtures, requests,
 //!   answers and patches;
@@ -25,6 +27,7 @@ pub mod process;
 pub mod router;
 pub mod scheduler;
 pub mod servers;
+pub mod timeline;
 pub mod wait;
 pub mod webhooks;
 

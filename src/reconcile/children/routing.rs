@@ -26,6 +26,27 @@ pub fn routed_canary_weight(svc: &InferenceService, canary_ready_replicas: i32) 
     }
 }
 
+/// Whether `route` names `name` in `namespace` as a backend, whatever its
+/// weight (a weight-0 backendRef can still carry requests on some
+/// gateways): a Service, or an InferencePool (which selects the same pods).
+#[must_use]
+pub fn names_backend(route: &HTTPRoute, namespace: &str, name: &str) -> bool {
+    let route_ns = route.metadata.namespace.as_deref().unwrap_or_default();
+    route
+        .spec
+        .rules
+        .iter()
+        .flat_map(|r| r.backend_refs.iter())
+        .any(|b| {
+            let kind = match (b.group.as_deref(), b.kind.as_deref()) {
+                (None | Some(""), None | Some("Service")) => true,
+                (Some(g), Some("InferencePool")) => g == inferencepool::GROUP,
+                _ => false,
+            };
+            kind && b.name == name && b.namespace.as_deref().unwrap_or(route_ns) == namespace
+        })
+}
+
 /// The gateway the route attaches to, namespace resolved.
 #[must_use]
 pub fn gateway(svc: &InferenceService) -> Option<GatewayRef> {

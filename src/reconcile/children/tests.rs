@@ -510,6 +510,26 @@ fn canary_weight_is_routed_only_once_a_canary_replica_is_ready() {
 }
 
 #[test]
+fn a_route_names_a_backend_by_service_or_pool_at_any_weight() {
+    let s = with_canary(svc(), 10, None);
+    let mut r = http_route(&s, 10).unwrap().unwrap();
+    assert!(names_backend(&r, "team-a", "chat-canary"));
+    assert!(!names_backend(&r, "team-b", "chat-canary"));
+    r.spec.rules[0].backend_refs[1].weight = Some(0);
+    assert!(names_backend(&r, "team-a", "chat-canary"));
+    r.spec.rules[0].backend_refs[1].kind = Some("InferencePool".into());
+    r.spec.rules[0].backend_refs[1].group = Some(inferencepool::GROUP.into());
+    assert!(names_backend(&r, "team-a", "chat-canary"));
+    r.spec.rules[0].backend_refs[1].kind = Some("ConfigMap".into());
+    assert!(!names_backend(&r, "team-a", "chat-canary"));
+    assert!(!names_backend(
+        &http_route(&s, 0).unwrap().unwrap(),
+        "team-a",
+        "chat-canary"
+    ));
+}
+
+#[test]
 fn pod_monitor_scrapes_both_engine_tracks_at_the_metrics_endpoint() {
     use crate::api::MetricsSpec;
     use podmonitor::pod_monitor;

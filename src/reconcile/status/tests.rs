@@ -14,6 +14,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
                 desired: 2,
                 ready: primary_ready,
                 updated: 2,
+                total: 2,
                 observed: true,
                 blocker: None,
             },
@@ -21,6 +22,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
                 desired: 1,
                 ready: r,
                 updated: 1,
+                total: 1,
                 observed: true,
                 blocker: None,
             }),
@@ -234,11 +236,24 @@ fn rollout_reads_a_deployment() {
             desired: 3,
             ready: 2,
             updated: 3,
+            total: 0,
             observed: true,
             blocker: None,
         }
     );
     assert!(!r.complete());
+    // Every wanted replica ready and one of the new template, but the
+    // ready one is the old pod: not complete until the old pod is gone.
+    let mid = |total| Rollout {
+        desired: 1,
+        ready: 1,
+        updated: 1,
+        total,
+        observed: true,
+        blocker: None,
+    };
+    assert!(!mid(2).complete());
+    assert!(mid(1).complete());
 }
 
 fn ray(outcome: Outcome) -> Observation {
