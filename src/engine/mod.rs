@@ -13,6 +13,7 @@ pub mod graph_source;
 pub mod hosts;
 pub mod names;
 pub mod policy;
+pub mod promql;
 pub mod references;
 pub mod resources;
 pub mod rollout;

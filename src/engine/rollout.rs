@@ -7,8 +7,11 @@ use std::time::Duration;
 use super::duration::{format_gateway_duration, parse_gateway_duration};
 use super::field_error::FieldError;
 use super::policy::Layer;
+use super::promql;
 use crate::api::policy::Enforcement;
-use crate::api::rollout::{RolloutPhase, RolloutSpec, RolloutStrategy, VersionRef};
+use crate::api::rollout::{
+    PrometheusGate, RolloutPhase, RolloutSpec, RolloutStrategy, Threshold, VersionRef,
+};
 use crate::api::v1beta1::{Backend, InferenceService};
 
 /// `spec.rollout.interval` when unset.
@@ -108,20 +111,17 @@ pub fn check_plan(
         return;
     };
     let field = format!("{prefix}.analysis.prometheus");
-    if p.address.is_some() && !address_allowed {
+    if address_allowed && only_an_address(p) {
+        // A ClusterInferencePolicy saying only where Prometheus is.
+        check_address(errs, &field, p);
+        return;
+    }
+    if address_allowed {
+        check_address(errs, &field, p);
+    } else if p.address.is_some() {
         errs.push(FieldError::forbidden(
             format!("{field}.address"),
             "the Prometheus address comes only from a ClusterInferencePolicy (defaults.rollout.analysis.prometheus.address) or serve --prometheus-url",
-        ));
-    }
-    if let Some(a) = &p.address
-        && address_allowed
-        && !(a.starts_with("http://") || a.starts_with("https://"))
-    {
-        errs.push(FieldError::invalid(
-            format!("{field}.address"),
-            format!("{a:?}"),
-            "must be an http:// or https:// URL",
         ));
     }
     if p.query.trim().is_empty() {
@@ -129,6 +129,16 @@ pub fn check_plan(
             format!("{field}.query"),
             "a PromQL query is required",
         ));
+    } else {
+        // Stand-ins for the placeholders: they are replaced before parsing.
+        let rendered = promql::render(&p.query, "namespace", "service", "service-canary");
+        if let Err(e) = promql::check(&rendered) {
+            errs.push(FieldError::invalid(
+                format!("{field}.query"),
+                format!("{:?}", p.query),
+                &format!("not PromQL: {e}"),
+            ));
+        }
     }
     if p.threshold.max.is_some() == p.threshold.min.is_some() {
         errs.push(FieldError::invalid(
@@ -144,6 +154,29 @@ pub fn check_plan(
             format!("{field}.failureLimit"),
             l,
             "must be greater than or equal to 1",
+        ));
+    }
+}
+
+/// A gate that only names the Prometheus address (no query, threshold
+/// or other setting): what a ClusterInferencePolicy may say alone.
+#[must_use]
+pub fn only_an_address(p: &PrometheusGate) -> bool {
+    p.query.trim().is_empty()
+        && p.threshold == Threshold::default()
+        && p.failure_limit.is_none()
+        && p.on_no_data.is_none()
+}
+
+/// The address a ClusterInferencePolicy names: an http(s) URL.
+fn check_address(errs: &mut Vec<FieldError>, field: &str, p: &PrometheusGate) {
+    if let Some(a) = &p.address
+        && !(a.starts_with("http://") || a.starts_with("https://"))
+    {
+        errs.push(FieldError::invalid(
+            format!("{field}.address"),
+            format!("{a:?}"),
+            "must be an http:// or https:// URL",
         ));
     }
 }
