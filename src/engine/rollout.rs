@@ -386,4 +386,68 @@ mod tests {
         );
         assert_eq!(errs[0].field, "spec.rollout.steps");
     }
+
+    fn gate(address: Option<&str>, query: &str, max: Option<f64>) -> RolloutSpec {
+        RolloutSpec {
+            analysis: Some(AnalysisSpec {
+                prometheus: Some(PrometheusGate {
+                    address: address.map(str::to_owned),
+                    query: query.into(),
+                    threshold: Threshold { max, min: None },
+                    failure_limit: None,
+                    on_no_data: None,
+                }),
+            }),
+            ..RolloutSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_query_that_does_not_parse_is_denied_with_the_parsers_message() {
+        let mut errs = Vec::new();
+        let plan = gate(
+            None,
+            "sum(rate(x{namespace=\"{{namespace}}\"}[5m])",
+            Some(1.0),
+        );
+        check_plan(&mut errs, "spec.rollout", &plan, false);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].field, "spec.rollout.analysis.prometheus.query");
+        let parser = promql::check("sum(rate(x{namespace=\"namespace\"}[5m])").unwrap_err();
+        assert!(errs[0].message.contains(&parser), "{errs:?}");
+        // Placeholders are replaced before parsing.
+        let mut errs = Vec::new();
+        let plan = gate(None, "rate(x{pod=~\"{{canary}}-.*\"}[5m])", Some(1.0));
+        check_plan(&mut errs, "spec.rollout", &plan, false);
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+
+    #[test]
+    fn a_cluster_policy_may_name_only_the_prometheus_address() {
+        let only = gate(Some("http://prometheus.monitoring:9090"), "", None);
+        let mut errs = Vec::new();
+        check_plan(&mut errs, "spec.defaults.rollout", &only, true);
+        assert!(errs.is_empty(), "{errs:?}");
+        // Still an http(s) URL.
+        let mut errs = Vec::new();
+        check_plan(
+            &mut errs,
+            "spec.defaults.rollout",
+            &gate(Some("prom:9090"), "", None),
+            true,
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        // A namespace policy may not, and a threshold without a query is a gate.
+        let mut errs = Vec::new();
+        check_plan(&mut errs, "spec.defaults.rollout", &only, false);
+        assert!(errs.iter().any(|e| e.field.ends_with(".address")));
+        let mut errs = Vec::new();
+        check_plan(
+            &mut errs,
+            "spec.defaults.rollout",
+            &gate(Some("http://p:9090"), "", Some(1.0)),
+            true,
+        );
+        assert!(errs.iter().any(|e| e.field.ends_with(".query")), "{errs:?}");
+    }
 }
