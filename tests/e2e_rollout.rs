@@ -685,3 +685,45 @@ async fn every_weight_is_held_at_least_the_interval_on_the_route() {
     }
     assert!(weights.windows(2).any(|p| p == [10, 30]), "{weights:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_with_no_prometheus_address_says_so_in_status() {
+    let Setup {
+        client,
+        ns,
+        mut reconciler,
+        kubeconfig,
+        ..
+    } = setup("noaddress").await;
+    // This reconciler knows no Prometheus (and no policy names one).
+    reconciler.take().expect("reconciler").stop();
+    let config = Config {
+        lease: LeaseTiming {
+            duration_seconds: 6,
+            grace_seconds: 2,
+        },
+        ..support::reconcile_config(&format!("{ns}-1"))
+    };
+    let _bare = Reconciler::start(kubeconfig, config);
+    create(
+        &client,
+        &ns,
+        &[10, 30],
+        "2s",
+        json!({"progressDeadline": "30s",
+               "analysis": {"prometheus": {"query": "up", "threshold": {"min": 1.0}}}}),
+    )
+    .await;
+    canary_at_the_first_step(&client, &ns).await;
+    let st = wait_rollout(&client, &ns, "held for want of an address", |r| {
+        r.reason.as_deref() == Some("NoPrometheusAddress")
+    })
+    .await;
+    let message = st.message.unwrap_or_default();
+    assert!(
+        message.contains("no Prometheus address")
+            && message.contains("defaults.rollout.analysis.prometheus.address"),
+        "{message}"
+    );
+    assert_eq!(st.weight, Some(10));
+}
