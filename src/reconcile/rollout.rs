@@ -582,7 +582,7 @@ fn progress(
                     .and_then(|m| m.split("; holding").next())
                     .unwrap_or("the gate held")
                     .to_owned();
-                hold(st, *reason, why);
+                hold(st, reason, why);
             }
             return;
         }
