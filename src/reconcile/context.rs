@@ -13,7 +13,7 @@ use super::config::Config;
 use super::error::Error;
 use super::kinds::{ChildCaches, ChildKind};
 use super::pods::PodStates;
-use super::progress::StepTimes;
+use super::rollout::StepTimes;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::state::ClusterState;

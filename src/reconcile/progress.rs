@@ -19,7 +19,8 @@ use super::children::{self as builders, Track};
 use super::context::Ctx;
 use super::error::Error;
 use super::rollout::{
-    self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness, StepClock,
+    self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
+    StepClock, StepTimes,
 };
 use super::status::Rollout;
 use crate::api::AcceleratorClassSpec;
@@ -39,15 +40,6 @@ pub(super) struct Planned {
     pub notes: Vec<Note>,
     /// When to look again.
     pub requeue: Option<Duration>,
-}
-
-/// A service's current step as this process timed it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct StepTimes {
-    /// The `stepStartedAt` they belong to, as stored (to the second).
-    stored: Timestamp,
-    /// The precise times.
-    clock: StepClock,
 }
 
 /// `t` cut to the second, as a stored `metav1.Time` holds it.

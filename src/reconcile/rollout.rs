@@ -69,6 +69,15 @@ pub struct StepClock {
     pub queried: Option<Timestamp>,
 }
 
+/// A service's current step as this process timed it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StepTimes {
+    /// The `stepStartedAt` they belong to, as stored (to the second).
+    pub(super) stored: Timestamp,
+    /// The precise times.
+    pub(super) clock: StepClock,
+}
+
 /// Reasons of a step that waits for the gate past its soak.
 const HOLDING: [&str; 2] = ["AnalysisNoData", "NoPrometheusAddress"];
 /// The shortest requeue while a rollout progresses.
