@@ -344,3 +344,28 @@ fn warn_policy_admits_with_warning() {
         "{err}"
     );
 }
+
+#[test]
+fn a_rollout_query_that_is_not_promql_fails_with_the_parsers_message() {
+    let manifest = r#"apiVersion: infergate.dev/v1beta1
+kind: InferenceService
+metadata: {name: chat, namespace: team-a}
+spec:
+  model: {ref: "llama-3-8b"}
+  engine: {image: "registry.example.com/vllm:0.9"}
+  rollout:
+    strategy: Canary
+    steps: [10]
+    analysis:
+      prometheus:
+        query: 'sum(rate(latency{namespace="{{namespace}}"}[5m])'
+        threshold: {max: 1}
+"#;
+    let out = check(&["-f".into(), "-".into()], Some(manifest));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("spec.rollout.analysis.prometheus.query") && err.contains("PromQL"),
+        "{err}"
+    );
+}

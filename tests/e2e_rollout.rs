@@ -699,3 +699,166 @@ async fn a_new_target_mid_rollout_lets_go_of_the_route_before_the_canary_changes
 fn reconciler_again(kubeconfig: std::path::PathBuf, prometheus: &str, ns: &str) -> Reconciler {
     reconciler(kubeconfig, prometheus, &format!("{ns}-1"))
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_sends_only_queries_confined_to_the_namespace() {
+    let s = setup("confined").await;
+    let (client, ns, prometheus) = (s.client.clone(), s.ns.clone(), s.prometheus.clone());
+    // Another namespace's matcher, a regex matcher, none at all, an
+    // `on()` join and a subquery: every selector must reach Prometheus
+    // pinned to the service's namespace.
+    let query = "sum(rate(latency{namespace=\"kube-system\"}[5m])) / on() \
+                 sum(max_over_time(rate(requests{namespace=~\".+\"}[1m])[5m:1m])) \
+                 + ignoring(pod) count(up)";
+    create(
+        &client,
+        &ns,
+        &[10, 30],
+        "2s",
+        json!({"analysis": {"prometheus": {"query": query, "threshold": {"max": 1.0}}}}),
+    )
+    .await;
+    prometheus.set(&ns, 5.0);
+    canary_at_the_first_step(&client, &ns).await;
+    let st = wait_rollout(&client, &ns, "rolled back by the gate", |r| {
+        r.phase == RolloutPhase::RolledBack
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("AnalysisFailed"));
+    let asked = prometheus.queries.lock().unwrap().clone();
+    assert!(!asked.is_empty());
+    let pinned = format!("namespace=\"{ns}\"");
+    for q in &asked {
+        assert!(!q.contains("kube-system") && !q.contains(".+"), "{q}");
+        // Every selector carries exactly the service's namespace.
+        let expr = promql_parser::parser::parse(q).expect("valid PromQL");
+        let text = expr.to_string();
+        assert_eq!(text.matches("namespace").count(), 3, "{q}");
+        assert_eq!(text.matches(&pinned).count(), 3, "{q}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_without_data_fails_at_the_deadline_asking_once_per_interval() {
+    let s = setup("nodata").await;
+    let (client, ns, prometheus) = (s.client.clone(), s.ns.clone(), s.prometheus.clone());
+    create(
+        &client,
+        &ns,
+        &[10, 30],
+        "3s",
+        json!({"progressDeadline": "15s",
+               "analysis": {"prometheus": {"query": "up", "threshold": {"min": 1.0}}}}),
+    )
+    .await;
+    // No value set: every query answers no sample.
+    canary_at_the_first_step(&client, &ns).await;
+    wait_rollout(&client, &ns, "holding for data", |r| {
+        r.reason.as_deref() == Some("AnalysisNoData")
+    })
+    .await;
+    let st = wait_rollout(&client, &ns, "failed for want of data", |r| {
+        r.phase == RolloutPhase::RolledBack
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("AnalysisNoData"));
+    assert!(st.message.unwrap_or_default().len() <= 1024);
+    // Asked at 3 s, 6 s, ... within the 15 s: once per interval, never faster.
+    let asked = prometheus.queries.lock().unwrap().len();
+    assert!((1..=6).contains(&asked), "{asked} queries");
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_weight_is_held_at_least_the_interval_on_the_route() {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    let s = setup("soak").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[10, 30, 60], "3s", json!({})).await;
+    // Watch the route: when each weight of the canary first appears.
+    let seen: Arc<Mutex<Vec<(i32, std::time::Instant)>>> = Arc::default();
+    let watch = {
+        let seen = seen.clone();
+        let api: Api<HTTPRoute> = Api::namespaced(client.clone(), &ns);
+        tokio::spawn(async move {
+            let mut stream = kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
+                .applied_objects()
+                .boxed();
+            while let Some(Ok(r)) = stream.next().await {
+                let now = std::time::Instant::now();
+                let w = r.spec.rules[0]
+                    .backend_refs
+                    .iter()
+                    .find(|b| b.name == "chat-canary")
+                    .map_or(0, |b| b.weight.unwrap_or(1));
+                let mut seen = seen.lock().unwrap();
+                if seen.last().map(|l| l.0) != Some(w) {
+                    seen.push((w, now));
+                }
+            }
+        })
+    };
+    canary_at_the_first_step(&client, &ns).await;
+    wait_rollout(&client, &ns, "promoting", |r| {
+        r.reason.as_deref() == Some("Promoting")
+    })
+    .await;
+    wait_route(&client, &ns, &[("chat", 40), ("chat-canary", 60)]).await;
+    watch.abort();
+    let seen = seen.lock().unwrap().clone();
+    let weights: Vec<i32> = seen.iter().map(|s| s.0).collect();
+    for pair in seen.windows(2) {
+        let (w, from) = pair[0];
+        if w == 10 || w == 30 {
+            let held = pair[1].1.duration_since(from);
+            assert!(
+                held >= Duration::from_secs(3),
+                "weight {w} held {held:?} (< 3s): {weights:?}"
+            );
+        }
+    }
+    assert!(weights.windows(2).any(|p| p == [10, 30]), "{weights:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_with_no_prometheus_address_says_so_in_status() {
+    let Setup {
+        client,
+        ns,
+        mut reconciler,
+        kubeconfig,
+        ..
+    } = setup("noaddress").await;
+    // This reconciler knows no Prometheus (and no policy names one).
+    reconciler.take().expect("reconciler").stop();
+    let config = Config {
+        lease: LeaseTiming {
+            duration_seconds: 6,
+            grace_seconds: 2,
+        },
+        ..support::reconcile_config(&format!("{ns}-1"))
+    };
+    let _bare = Reconciler::start(kubeconfig, config);
+    create(
+        &client,
+        &ns,
+        &[10, 30],
+        "2s",
+        json!({"progressDeadline": "30s",
+               "analysis": {"prometheus": {"query": "up", "threshold": {"min": 1.0}}}}),
+    )
+    .await;
+    canary_at_the_first_step(&client, &ns).await;
+    let st = wait_rollout(&client, &ns, "held for want of an address", |r| {
+        r.reason.as_deref() == Some("NoPrometheusAddress")
+    })
+    .await;
+    let message = st.message.unwrap_or_default();
+    assert!(
+        message.contains("no Prometheus address")
+            && message.contains("defaults.rollout.analysis.prometheus.address"),
+        "{message}"
+    );
+    assert_eq!(st.weight, Some(10));
+}

@@ -65,10 +65,14 @@ pub struct PrometheusGate {
     #[schemars(length(max = 2048))]
     pub address: Option<String>,
     /// PromQL; `{{namespace}}`, `{{service}}` and `{{canary}}` (the canary
-    /// Deployment) are replaced before it runs.
+    /// Deployment) are replaced before it runs, and every selector is
+    /// confined to the service's namespace. Required, except in a
+    /// ClusterInferencePolicy that names only the address.
+    #[serde(default)]
     #[schemars(length(max = 4096))]
     pub query: String,
-    /// The bound the sample must respect.
+    /// The bound the sample must respect (required with a query).
+    #[serde(default)]
     pub threshold: Threshold,
     /// Consecutive failed evaluations that fail the rollout (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]

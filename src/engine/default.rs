@@ -549,16 +549,28 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
     }
 
     // rollout: the whole block, only when a policy sets one; the Prometheus
-    // address stays in the policy (looked up when the analysis runs).
+    // address stays in the policy (looked up when the analysis runs), and a
+    // policy that names only the address sets no rollout.
     f.fill(
         &mut spec.rollout,
         "spec.rollout",
         |d| {
             let mut r = d.rollout.clone()?;
-            if let Some(p) = r.analysis.as_mut().and_then(|a| a.prometheus.as_mut()) {
-                p.address = None;
+            if let Some(a) = r.analysis.as_mut() {
+                if let Some(p) = a.prometheus.as_mut() {
+                    p.address = None;
+                }
+                if a.prometheus
+                    .as_ref()
+                    .is_some_and(super::rollout::only_an_address)
+                {
+                    a.prometheus = None;
+                }
+                if a.prometheus.is_none() {
+                    r.analysis = None;
+                }
             }
-            Some(r)
+            (r != crate::api::rollout::RolloutSpec::default()).then_some(r)
         },
         None,
     );

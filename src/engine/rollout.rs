@@ -8,7 +8,9 @@ use super::duration::{format_gateway_duration, parse_gateway_duration};
 use super::field_error::FieldError;
 use super::policy::Layer;
 use crate::api::policy::Enforcement;
-use crate::api::rollout::{RolloutPhase, RolloutSpec, RolloutStrategy, VersionRef};
+use crate::api::rollout::{
+    PrometheusGate, RolloutPhase, RolloutSpec, RolloutStrategy, Threshold, VersionRef,
+};
 use crate::api::v1beta1::{Backend, InferenceService};
 
 /// `spec.rollout.interval` when unset.
@@ -108,20 +110,17 @@ pub fn check_plan(
         return;
     };
     let field = format!("{prefix}.analysis.prometheus");
-    if p.address.is_some() && !address_allowed {
+    if address_allowed && only_an_address(p) {
+        // A ClusterInferencePolicy saying only where Prometheus is.
+        check_address(errs, &field, p);
+        return;
+    }
+    if address_allowed {
+        check_address(errs, &field, p);
+    } else if p.address.is_some() {
         errs.push(FieldError::forbidden(
             format!("{field}.address"),
             "the Prometheus address comes only from a ClusterInferencePolicy (defaults.rollout.analysis.prometheus.address) or serve --prometheus-url",
-        ));
-    }
-    if let Some(a) = &p.address
-        && address_allowed
-        && !(a.starts_with("http://") || a.starts_with("https://"))
-    {
-        errs.push(FieldError::invalid(
-            format!("{field}.address"),
-            format!("{a:?}"),
-            "must be an http:// or https:// URL",
         ));
     }
     if p.query.trim().is_empty() {
@@ -144,6 +143,29 @@ pub fn check_plan(
             format!("{field}.failureLimit"),
             l,
             "must be greater than or equal to 1",
+        ));
+    }
+}
+
+/// A gate that only names the Prometheus address (no query, threshold
+/// or other setting): what a ClusterInferencePolicy may say alone.
+#[must_use]
+pub fn only_an_address(p: &PrometheusGate) -> bool {
+    p.query.trim().is_empty()
+        && p.threshold == Threshold::default()
+        && p.failure_limit.is_none()
+        && p.on_no_data.is_none()
+}
+
+/// The address a ClusterInferencePolicy names: an http(s) URL.
+fn check_address(errs: &mut Vec<FieldError>, field: &str, p: &PrometheusGate) {
+    if let Some(a) = &p.address
+        && !(a.starts_with("http://") || a.starts_with("https://"))
+    {
+        errs.push(FieldError::invalid(
+            format!("{field}.address"),
+            format!("{a:?}"),
+            "must be an http:// or https:// URL",
         ));
     }
 }
@@ -352,5 +374,49 @@ mod tests {
             false,
         );
         assert_eq!(errs[0].field, "spec.rollout.steps");
+    }
+
+    fn gate(address: Option<&str>, query: &str, max: Option<f64>) -> RolloutSpec {
+        RolloutSpec {
+            analysis: Some(AnalysisSpec {
+                prometheus: Some(PrometheusGate {
+                    address: address.map(str::to_owned),
+                    query: query.into(),
+                    threshold: Threshold { max, min: None },
+                    failure_limit: None,
+                    on_no_data: None,
+                }),
+            }),
+            ..RolloutSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_cluster_policy_may_name_only_the_prometheus_address() {
+        let only = gate(Some("http://prometheus.monitoring:9090"), "", None);
+        let mut errs = Vec::new();
+        check_plan(&mut errs, "spec.defaults.rollout", &only, true);
+        assert!(errs.is_empty(), "{errs:?}");
+        // Still an http(s) URL.
+        let mut errs = Vec::new();
+        check_plan(
+            &mut errs,
+            "spec.defaults.rollout",
+            &gate(Some("prom:9090"), "", None),
+            true,
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        // A namespace policy may not, and a threshold without a query is a gate.
+        let mut errs = Vec::new();
+        check_plan(&mut errs, "spec.defaults.rollout", &only, false);
+        assert!(errs.iter().any(|e| e.field.ends_with(".address")));
+        let mut errs = Vec::new();
+        check_plan(
+            &mut errs,
+            "spec.defaults.rollout",
+            &gate(Some("http://p:9090"), "", Some(1.0)),
+            true,
+        );
+        assert!(errs.iter().any(|e| e.field.ends_with(".query")), "{errs:?}");
     }
 }

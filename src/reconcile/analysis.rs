@@ -1,7 +1,8 @@
 //! The rollout's Prometheus gate: one instant query against the address a
 //! ClusterInferencePolicy or `serve --prometheus-url` names (never a
-//! tenant's spec), confined to the service's namespace, compared with the
-//! threshold.
+//! tenant's spec), compared with the threshold. The query sent is the
+//! tenant's confined to its namespace ([`crate::engine::promql`]); the
+//! messages name neither the address nor the query.
 
 use std::time::Duration;
 
@@ -126,16 +127,12 @@ pub async fn evaluate(address: &str, query: &str, namespace: &str, gate: &Promet
     let mut url = match url::Url::parse(&format!("{}/api/v1/query", address.trim_end_matches('/')))
     {
         Ok(u) => u,
-        Err(e) => {
-            return Gate::Fail(format!(
-                "the Prometheus address {address:?} is not a URL: {e}"
-            ));
-        }
+        Err(e) => return Gate::Fail(format!("the Prometheus address is not a URL: {e}")),
     };
     url.query_pairs_mut().append_pair("query", &query);
-    let response = match client.get(url.clone()).send().await {
+    let response = match client.get(url).send().await {
         Ok(r) => r,
-        Err(e) => return Gate::Fail(format!("querying {url}: {e}")),
+        Err(e) => return Gate::Fail(format!("querying Prometheus: {}", e.without_url())),
     };
     let status = response.status();
     let mut body = Vec::new();
@@ -144,16 +141,23 @@ pub async fn evaluate(address: &str, query: &str, namespace: &str, gate: &Promet
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > MAX_ANSWER {
-                    return Gate::Fail(format!("the answer from {url} is over {MAX_ANSWER} bytes"));
+                    return Gate::Fail(format!(
+                        "the answer from Prometheus is over {MAX_ANSWER} bytes"
+                    ));
                 }
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return Gate::Fail(format!("reading the answer from {url}: {e}")),
+            Err(e) => {
+                return Gate::Fail(format!(
+                    "reading the answer from Prometheus: {}",
+                    e.without_url()
+                ));
+            }
         }
     }
     if !status.is_success() && status.as_u16() != 400 && status.as_u16() != 422 {
-        return Gate::Fail(format!("{url} answered HTTP {status}"));
+        return Gate::Fail(format!("Prometheus answered HTTP {status}"));
     }
     judge(&body, gate)
 }

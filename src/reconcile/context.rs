@@ -13,6 +13,7 @@ use super::config::Config;
 use super::error::Error;
 use super::kinds::{ChildCaches, ChildKind};
 use super::pods::PodStates;
+use super::rollout::StepTimes;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::state::ClusterState;
@@ -33,6 +34,8 @@ pub struct Ctx {
     pub(super) graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     /// Consecutive failures per service, for backoff.
     pub(super) failures: Mutex<HashMap<ObjectRef<InferenceService>, u32>>,
+    /// The current rollout step's times as this process took them.
+    pub(super) step_clocks: Mutex<HashMap<ObjectRef<InferenceService>, StepTimes>>,
 }
 
 impl Ctx {
@@ -55,6 +58,7 @@ impl Ctx {
             pods,
             graph_fetcher,
             failures: Mutex::new(HashMap::new()),
+            step_clocks: Mutex::new(HashMap::new()),
         }
     }
 

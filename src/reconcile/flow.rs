@@ -283,6 +283,7 @@ async fn reconcile_deployment(
                 }
             );
             obs.outcome = outcome;
+            progress::step_applied(ctx, svc, obs.rollout.as_mut());
             ctx.writer.write_status(svc, &obs).await?;
             for n in &planned.notes {
                 let kind = if n.warning {

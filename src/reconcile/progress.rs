@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
 
 use super::analysis;
 use super::children::{self as builders, Track};
@@ -18,6 +20,7 @@ use super::context::Ctx;
 use super::error::Error;
 use super::rollout::{
     self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
+    StepClock, StepTimes,
 };
 use super::status::Rollout;
 use crate::api::AcceleratorClassSpec;
@@ -37,6 +40,80 @@ pub(super) struct Planned {
     pub notes: Vec<Note>,
     /// When to look again.
     pub requeue: Option<Duration>,
+}
+
+/// `t` cut to the second, as a stored `metav1.Time` holds it.
+fn to_the_second(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// The clock of `current`'s step, when this process timed it.
+fn clock_of(ctx: &Ctx, svc: &InferenceService, current: Option<&RolloutStatus>) -> StepClock {
+    let Some(stored) = current.and_then(|c| c.step_started_at.as_ref()) else {
+        return StepClock::default();
+    };
+    ctx.step_clocks
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&ObjectRef::from_obj(svc)).copied())
+        .filter(|t| t.stored == stored.0)
+        .map(|t| t.clock)
+        .unwrap_or_default()
+}
+
+/// Remember that the gate's query of `current`'s step ran at `now`.
+fn queried(ctx: &Ctx, svc: &InferenceService, current: Option<&RolloutStatus>, now: Timestamp) {
+    let Some(stored) = current.and_then(|c| c.step_started_at.as_ref()) else {
+        return;
+    };
+    if let Ok(mut m) = ctx.step_clocks.lock() {
+        let times = m.entry(ObjectRef::from_obj(svc)).or_insert(StepTimes {
+            stored: stored.0,
+            clock: StepClock::default(),
+        });
+        if times.stored != stored.0 {
+            *times = StepTimes {
+                stored: stored.0,
+                clock: StepClock::default(),
+            };
+        }
+        times.clock.queried = Some(now);
+    }
+}
+
+/// The children of a reconcile are applied (the route with the step's
+/// weight among them): a step that started in this reconcile starts now,
+/// and this process remembers the instant at its full precision.
+pub(super) fn step_applied(ctx: &Ctx, svc: &InferenceService, next: Option<&mut RolloutStatus>) {
+    let previous = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .and_then(|r| r.step_started_at.as_ref());
+    let key = ObjectRef::from_obj(svc);
+    let Ok(mut m) = ctx.step_clocks.lock() else {
+        return;
+    };
+    match next {
+        Some(st) if st.step_started_at.is_some() && st.step_started_at.as_ref() != previous => {
+            let now = Timestamp::now();
+            st.step_started_at = Some(Time(now));
+            m.insert(
+                key,
+                StepTimes {
+                    stored: to_the_second(now),
+                    clock: StepClock {
+                        started: Some(now),
+                        queried: None,
+                    },
+                },
+            );
+        }
+        Some(st) if st.step_started_at.is_some() => {}
+        _ => {
+            m.remove(&key);
+        }
+    }
 }
 
 /// `defaulted` with the primary on `primary` and the canary (when any) on
@@ -122,9 +199,12 @@ pub(super) async fn plan_rollout(
     } else {
         Observed::default()
     };
+    let clock = clock_of(ctx, svc, current);
     let gate = match plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
-        Some(p) if machine::gate_due(&plan, current, now) => {
-            Some(evaluate_gate(ctx, defaulted, p).await)
+        Some(p) if machine::gate_due(&plan, current, &clock, now) => {
+            let verdict = evaluate_gate(ctx, defaulted, p).await;
+            queried(ctx, svc, current, now);
+            Some(verdict)
         }
         _ => None,
     };
@@ -142,6 +222,7 @@ pub(super) async fn plan_rollout(
         observed,
         gate,
         action,
+        clock,
         now,
     });
     Ok(Planned {
@@ -223,8 +304,9 @@ async fn observe_rollout(
     Ok(observed)
 }
 
-/// Run the gate's query at the Prometheus a ClusterInferencePolicy names
-/// (or `serve --prometheus-url`); no address is a failed evaluation.
+/// Run the gate's query, confined to the service's namespace, at the
+/// Prometheus a ClusterInferencePolicy names (or `serve --prometheus-url`);
+/// without an address the gate holds and says so.
 async fn evaluate_gate(
     ctx: &Ctx,
     defaulted: &InferenceService,
@@ -253,15 +335,15 @@ async fn evaluate_gate(
             })
     });
     let Some(address) = from_policy.or_else(|| ctx.config.prometheus_url.clone()) else {
-        return Gate::Fail(
-            "no Prometheus address: set defaults.rollout.analysis.prometheus.address in a ClusterInferencePolicy or serve --prometheus-url".into(),
+        return Gate::NoAddress(
+            "the analysis has a query but no Prometheus address: a ClusterInferencePolicy sets defaults.rollout.analysis.prometheus.address, or infergate runs with serve --prometheus-url".into(),
         );
     };
-    let query = analysis::render_query(
+    let rendered = engine::promql::render_query(
         &gate.query,
         &ns,
         &defaulted.name_any(),
         &builders::child_name(defaulted, Track::Canary),
     );
-    analysis::evaluate(&address, &query, &ns, gate).await
+    analysis::evaluate(&address, &rendered, &ns, gate).await
 }

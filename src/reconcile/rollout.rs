@@ -55,7 +55,33 @@ pub enum Gate {
     Fail(String),
     /// The query returned no sample.
     NoData,
+    /// No Prometheus address anywhere (the message says where to set one).
+    NoAddress(String),
 }
+
+/// What this process knows of the current step's times, more precisely
+/// than the second-precision `stepStartedAt` in status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepClock {
+    /// When the route with the step's weight was applied.
+    pub started: Option<Timestamp>,
+    /// When the gate's query last ran during this step.
+    pub queried: Option<Timestamp>,
+}
+
+/// A service's current step as this process timed it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StepTimes {
+    /// The `stepStartedAt` they belong to, as stored (to the second).
+    pub(super) stored: Timestamp,
+    /// The precise times.
+    pub(super) clock: StepClock,
+}
+
+/// Reasons of a step that waits for the gate past its soak.
+const HOLDING: [&str; 2] = ["AnalysisNoData", "NoPrometheusAddress"];
+/// The shortest requeue while a rollout progresses.
+const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
 /// An event the decision calls for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,6 +125,8 @@ pub struct Input<'a> {
     pub gate: Option<Gate>,
     /// The `infergate.dev/rollout-action` annotation.
     pub action: Option<&'a str>,
+    /// The current step's times as this process took them.
+    pub clock: StepClock,
     /// Now.
     pub now: Timestamp,
 }
@@ -113,18 +141,46 @@ fn since(now: Timestamp, t: Option<&Time>) -> Duration {
         .unwrap_or_default()
 }
 
-/// Whether the current step's soak is over, so the gate (if any) must be
-/// evaluated before the next reconcile decides.
+/// When the current step's soak started: the instant this process
+/// applied its route when it knows it, else the stored second rounded up
+/// (a stored `stepStartedAt` is cut to the second, so the soak is never
+/// shorter than `interval`).
+fn soak_start(st: &RolloutStatus, clock: &StepClock) -> Option<Timestamp> {
+    let stored = at(st.step_started_at.as_ref())?;
+    Some(clock.started.unwrap_or_else(|| {
+        stored
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(1))
+            .unwrap_or(stored)
+    }))
+}
+
+/// How long since `t` (zero before it).
+fn elapsed(now: Timestamp, t: Option<Timestamp>) -> Duration {
+    t.and_then(|t| Duration::try_from(now.duration_since(t)).ok())
+        .unwrap_or_default()
+}
+
+/// Whether the current step's soak is over and the gate (if any) must be
+/// evaluated before the next reconcile decides: once per `interval`, never
+/// sooner after the last query of the step.
 #[must_use]
-pub fn gate_due(plan: &RolloutSpec, st: Option<&RolloutStatus>, now: Timestamp) -> bool {
+pub fn gate_due(
+    plan: &RolloutSpec,
+    st: Option<&RolloutStatus>,
+    clock: &StepClock,
+    now: Timestamp,
+) -> bool {
     let Some(st) = st else { return false };
+    let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
     st.phase == RolloutPhase::Progressing
         && st
             .step
             .is_some_and(|s| usize::try_from(s).is_ok_and(|s| s < plan.steps.len()))
         && st.step_started_at.is_some()
-        && since(now, st.step_started_at.as_ref())
-            >= duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL)
+        && elapsed(now, soak_start(st, clock)) >= interval
+        && clock
+            .queried
+            .is_none_or(|q| elapsed(now, Some(q)) >= interval)
 }
 
 /// The decision.
@@ -283,20 +339,60 @@ pub fn decide(input: &Input<'_>) -> Decision {
         RolloutPhase::Stable | RolloutPhase::RolledBack => (stable, None),
     };
     let requeue = match st.phase {
-        RolloutPhase::Progressing => Some(match (st.step_started_at.as_ref(), promoting) {
-            (Some(t), false) => duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL)
-                .saturating_sub(since(now, Some(t)))
-                .clamp(Duration::from_secs(1), POLL),
-            _ => POLL,
-        }),
+        RolloutPhase::Progressing if !promoting && st.step_started_at.is_some() => {
+            Some(next_look(plan, &st, input).clamp(MIN_REQUEUE, POLL))
+        }
+        RolloutPhase::Progressing => Some(POLL),
         _ => None,
     };
+    st.message = st.message.as_deref().map(crate::telemetry::cut_message);
     Decision {
         status: st,
         primary,
         canary,
         notes,
         requeue,
+    }
+}
+
+/// How long until the step next has something to do: the soak's end, the
+/// next query while the gate holds (once per `interval` after the last), or
+/// the hold's deadline.
+fn next_look(plan: &RolloutSpec, st: &RolloutStatus, input: &Input<'_>) -> Duration {
+    let now = input.now;
+    let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
+    let clock = clock_for(st, input);
+    let start = soak_start(st, &clock);
+    let soak_left = interval.saturating_sub(elapsed(now, start));
+    if !soak_left.is_zero() {
+        return soak_left;
+    }
+    let query_left = clock.queried.map_or(Duration::ZERO, |q| {
+        interval.saturating_sub(elapsed(now, Some(q)))
+    });
+    if HOLDING.contains(&st.reason.as_deref().unwrap_or_default()) {
+        let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
+        let deadline_left = deadline.saturating_sub(elapsed(now, start));
+        return query_left.min(deadline_left);
+    }
+    query_left
+}
+
+/// The clock of the step `st` is at: the input's while the step is the
+/// one it was taken for; a step started by this decision starts now.
+fn clock_for(st: &RolloutStatus, input: &Input<'_>) -> StepClock {
+    let before = input.current.and_then(|c| c.step_started_at.as_ref());
+    if st.step_started_at.as_ref() == before {
+        let mut clock = input.clock;
+        if input.gate.is_some() {
+            clock.queried = Some(input.now);
+        }
+        clock
+    } else {
+        StepClock {
+            started: at(st.step_started_at.as_ref()),
+            queried: None,
+        }
     }
 }
 
@@ -458,21 +554,60 @@ fn progress(
         return;
     }
     let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
-    if since(now, st.step_started_at.as_ref()) < interval {
+    let start = soak_start(st, &clock_for(st, input));
+    if elapsed(now, start) < interval {
         st.reason = Some("StepHeld".into());
         return;
     }
-    // The soak is over: the gate, if any, decides.
+    // The soak is over: the gate, if any, decides. A gate that holds
+    // (no sample, or no Prometheus to ask) waits at most progressDeadline
+    // from the step's start.
+    let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
+    let mut hold = |st: &mut RolloutStatus, reason: &'static str, why: String| {
+        let shown = crate::engine::duration::format_gateway_duration(deadline);
+        if elapsed(now, start) >= deadline {
+            fail(
+                st,
+                notes,
+                reason,
+                format!("{why} for {shown} after the step started (progressDeadline)"),
+            );
+        } else {
+            st.reason = Some(reason.into());
+            st.message = Some(format!(
+                "{why}; holding at weight {want} (at most {shown} after the step started)"
+            ));
+        }
+    };
     let prometheus = plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref());
     let passed = match (prometheus, gate) {
         (None, _) => true,
-        (Some(_), None) => return,
+        (Some(_), None) => {
+            // Not asked this time: a hold still ends at its deadline.
+            if let Some(reason) = HOLDING.iter().find(|r| st.reason.as_deref() == Some(**r)) {
+                let why = st
+                    .message
+                    .as_deref()
+                    .and_then(|m| m.split("; holding").next())
+                    .unwrap_or("the gate held")
+                    .to_owned();
+                hold(st, reason, why);
+            }
+            return;
+        }
         (Some(_), Some(Gate::Pass)) => true,
+        (Some(_), Some(Gate::NoAddress(why))) => {
+            hold(st, "NoPrometheusAddress", why.clone());
+            return;
+        }
         (Some(p), Some(Gate::NoData)) => match p.on_no_data.unwrap_or_default() {
             OnNoData::Pass => true,
             OnNoData::Hold => {
-                st.reason = Some("AnalysisNoData".into());
-                st.message = Some("the analysis query returned no sample; holding".into());
+                hold(
+                    st,
+                    "AnalysisNoData",
+                    "the analysis query returned no sample".into(),
+                );
                 return;
             }
             OnNoData::Fail => false,

@@ -398,6 +398,34 @@ fn a_policy_rollout_is_copied_whole_without_its_prometheus_address() {
         default_service(&own, c)
     });
     assert_eq!(d.object.spec.rollout, Some(RolloutSpec::default()));
+    // A policy that names only the address sets no rollout.
+    let only = ClusterInferencePolicy::new(
+        "prometheus",
+        ClusterInferencePolicySpec {
+            defaults: Some(PolicyDefaults {
+                rollout: Some(RolloutSpec {
+                    analysis: Some(AnalysisSpec {
+                        prometheus: Some(PrometheusGate {
+                            address: Some("http://prometheus.monitoring:9090".to_owned()),
+                            ..PrometheusGate::default()
+                        }),
+                    }),
+                    ..RolloutSpec::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    );
+    let snap = PolicySnapshot {
+        cluster: vec![only],
+        namespaced: vec![],
+    };
+    let d = with(&snap, &ServerDefaults::default(), |c| {
+        default_service(&svc(), c)
+    });
+    assert_eq!(d.object.spec.rollout, None);
+    assert!(!d.filled.iter().any(|f| f.field == "spec.rollout"));
 }
 
 #[test]

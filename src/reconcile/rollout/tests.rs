@@ -55,8 +55,17 @@ fn step(
         observed,
         gate,
         action,
+        clock: exact(st),
         now: t(now),
     })
+}
+
+/// The clock of a process that timed `st`'s step at the stored instant.
+fn exact(st: &RolloutStatus) -> StepClock {
+    StepClock {
+        started: st.step_started_at.as_ref().map(|t| t.0),
+        queried: None,
+    }
 }
 
 fn stable_at(model: &str) -> RolloutStatus {
@@ -67,6 +76,7 @@ fn stable_at(model: &str) -> RolloutStatus {
         observed: Observed::default(),
         gate: None,
         action: None,
+        clock: StepClock::default(),
         now: t(0),
     })
     .status
@@ -200,8 +210,8 @@ fn the_gate_holds_below_the_failure_limit_and_fails_at_it() {
         }),
     });
     let (_, at10) = started_and_at_first_step(&p);
-    assert!(!gate_due(&p, Some(&at10), t(69)));
-    assert!(gate_due(&p, Some(&at10), t(70)));
+    assert!(!gate_due(&p, Some(&at10), &exact(&at10), t(69)));
+    assert!(gate_due(&p, Some(&at10), &exact(&at10), t(70)));
     // Due but not evaluated: nothing moves.
     let d = step(&p, "v2", &at10, READY, None, None, 70);
     assert_eq!(d.status.weight, Some(10));
@@ -297,4 +307,176 @@ fn a_new_target_restarts_and_a_restart_of_infergate_resumes_where_it_was() {
     // Reverted mid-rollout: ends at once.
     let d = step(&p, "v1", &stored, READY, None, None, 100);
     assert_eq!((d.status.phase, d.canary), (RolloutPhase::Stable, None));
+}
+
+fn gated(on_no_data: Option<crate::api::rollout::OnNoData>) -> RolloutSpec {
+    let mut p = plan();
+    p.analysis = Some(AnalysisSpec {
+        prometheus: Some(PrometheusGate {
+            address: None,
+            query: "q".into(),
+            threshold: Threshold {
+                max: Some(1.0),
+                min: None,
+            },
+            failure_limit: None,
+            on_no_data,
+        }),
+    });
+    p
+}
+
+#[test]
+fn no_data_holds_at_most_the_progress_deadline_and_asks_once_per_interval() {
+    // interval 1m, progressDeadline 10m; the step started at t(10).
+    let p = gated(None);
+    let (_, at10) = started_and_at_first_step(&p);
+    let held = step(&p, "v2", &at10, READY, Some(Gate::NoData), None, 70).status;
+    assert_eq!(held.reason.as_deref(), Some("AnalysisNoData"));
+    assert_eq!(
+        held.step_started_at, at10.step_started_at,
+        "the step's start stays"
+    );
+    // Asked at 70: not again before 130.
+    let clock = StepClock {
+        queried: Some(t(70)),
+        ..exact(&held)
+    };
+    assert!(!gate_due(&p, Some(&held), &clock, t(71)));
+    assert!(!gate_due(&p, Some(&held), &clock, t(129)));
+    assert!(gate_due(&p, Some(&held), &clock, t(130)));
+    // The requeue while holding waits for the next query.
+    let d = decide(&Input {
+        plan: &p,
+        desired: version("v2"),
+        current: Some(&held),
+        observed: READY,
+        gate: None,
+        action: None,
+        clock,
+        now: t(71),
+    });
+    assert_eq!(d.status.reason.as_deref(), Some("AnalysisNoData"));
+    assert_eq!(d.requeue, Some(POLL));
+    let d = decide(&Input {
+        now: t(125),
+        ..Input {
+            plan: &p,
+            desired: version("v2"),
+            current: Some(&held),
+            observed: READY,
+            gate: None,
+            action: None,
+            clock,
+            now: t(0),
+        }
+    });
+    assert_eq!(d.requeue, Some(Duration::from_secs(5)));
+    // Still no sample 10m after the step started: the rollout fails.
+    let d = step(&p, "v2", &held, READY, Some(Gate::NoData), None, 609);
+    assert_eq!(d.status.phase, RolloutPhase::Progressing);
+    let d = step(&p, "v2", &held, READY, Some(Gate::NoData), None, 610);
+    assert_eq!(d.status.phase, RolloutPhase::RolledBack);
+    assert_eq!(d.status.reason.as_deref(), Some("AnalysisNoData"));
+    // Also when the deadline passes between two queries.
+    let d = step(&p, "v2", &held, READY, None, None, 611);
+    assert_eq!(
+        (d.status.phase, d.status.reason.as_deref()),
+        (RolloutPhase::RolledBack, Some("AnalysisNoData"))
+    );
+    // Data again before the deadline: the step passes.
+    let d = step(&p, "v2", &held, READY, Some(Gate::Pass), None, 300);
+    assert_eq!(d.status.weight, Some(30));
+}
+
+#[test]
+fn a_gate_without_a_prometheus_address_says_so_and_ends() {
+    let p = gated(None);
+    let (_, at10) = started_and_at_first_step(&p);
+    let why = "the analysis has a query but no Prometheus address".to_owned();
+    let d = step(
+        &p,
+        "v2",
+        &at10,
+        READY,
+        Some(Gate::NoAddress(why.clone())),
+        None,
+        70,
+    );
+    assert_eq!(d.status.reason.as_deref(), Some("NoPrometheusAddress"));
+    assert!(
+        d.status
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("no Prometheus address")
+    );
+    let d = step(&p, "v2", &d.status, READY, None, None, 700);
+    assert_eq!(d.status.phase, RolloutPhase::RolledBack);
+    assert_eq!(d.status.reason.as_deref(), Some("NoPrometheusAddress"));
+}
+
+#[test]
+fn the_message_is_cut_to_a_kibibyte() {
+    let p = gated(Some(crate::api::rollout::OnNoData::Fail));
+    let mut p3 = p.clone();
+    if let Some(g) = p3.analysis.as_mut().and_then(|a| a.prometheus.as_mut()) {
+        g.failure_limit = Some(3);
+    }
+    let (_, at10) = started_and_at_first_step(&p3);
+    let long = "x".repeat(10_000);
+    let d = step(&p3, "v2", &at10, READY, Some(Gate::Fail(long)), None, 70);
+    assert!(d.status.message.as_deref().unwrap().len() <= 1024);
+}
+
+#[test]
+fn a_soak_timed_from_a_stored_second_is_never_short() {
+    let p = plan();
+    let (_, at10) = started_and_at_first_step(&p);
+    // Without this process's clock, the stored second may be up to a
+    // second before the route was applied: the soak ends a second later.
+    let no_clock = |now| {
+        decide(&Input {
+            plan: &p,
+            desired: version("v2"),
+            current: Some(&at10),
+            observed: READY,
+            gate: None,
+            action: None,
+            clock: StepClock::default(),
+            now: t(now),
+        })
+    };
+    assert_eq!(no_clock(70).status.weight, Some(10));
+    assert_eq!(no_clock(71).status.weight, Some(30));
+    // With it, the precise instant counts.
+    let precise = t(10)
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(900))
+        .unwrap();
+    let clock = StepClock {
+        started: Some(precise),
+        queried: None,
+    };
+    let at = |now: Timestamp| {
+        decide(&Input {
+            plan: &p,
+            desired: version("v2"),
+            current: Some(&at10),
+            observed: READY,
+            gate: None,
+            action: None,
+            clock,
+            now,
+        })
+    };
+    let just_before = precise
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(59_999))
+        .unwrap();
+    let d = at(just_before);
+    assert_eq!(d.status.weight, Some(10));
+    assert!(d.requeue.unwrap() <= Duration::from_millis(100));
+    let d = at(precise
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(60))
+        .unwrap());
+    assert_eq!(d.status.weight, Some(30));
 }
