@@ -31,6 +31,9 @@ pub struct Ctx {
     pub(super) pods: Arc<PodStates>,
     /// Built on first use (Deployment-only clusters never load the roots).
     pub(super) graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+    /// Where the fetcher sends the cache key of a service whose turn for a
+    /// fetch slot has come (it is reconciled at once).
+    pub(super) graph_turns: tokio::sync::mpsc::UnboundedSender<String>,
     /// Consecutive failures per service, for backoff.
     pub(super) failures: Mutex<HashMap<ObjectRef<InferenceService>, u32>>,
 }
@@ -45,6 +48,7 @@ impl Ctx {
         children: ChildCaches,
         pods: Arc<PodStates>,
         graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+        graph_turns: tokio::sync::mpsc::UnboundedSender<String>,
     ) -> Self {
         Self {
             client,
@@ -54,6 +58,7 @@ impl Ctx {
             children,
             pods,
             graph_fetcher,
+            graph_turns,
             failures: Mutex::new(HashMap::new()),
         }
     }

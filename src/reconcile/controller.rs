@@ -10,6 +10,7 @@ use kube::Client;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self};
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::ObjectRef;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -22,12 +23,29 @@ use super::flow::{error_policy, reconcile};
 use super::pods::{self, PodStates};
 use super::watches::{ChildWatches, service_triggers};
 use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
 use crate::state::ClusterState;
 
 /// Reconciles running at once.
 pub const CONCURRENCY: u16 = 16;
 /// How long the first reconciles wait for the engine pods' first list.
 pub const POD_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The services whose turn for a graph fetch slot came, from their cache
+/// keys (`namespace/name`).
+fn graph_turn_triggers(
+    turns: tokio::sync::mpsc::UnboundedReceiver<String>,
+) -> impl futures::Stream<Item = ObjectRef<InferenceService>> + Send + 'static {
+    futures::stream::unfold(turns, |mut rx| async move {
+        rx.recv().await.map(|key| (key, rx))
+    })
+    .filter_map(|key| {
+        std::future::ready(
+            key.split_once('/')
+                .map(|(ns, name)| ObjectRef::new(name).within(ns)),
+        )
+    })
+}
 
 /// Run the controller until `token` is cancelled (leadership lost or shutdown).
 /// Policies, namespaces and services come from `state`; the children are
@@ -55,7 +73,10 @@ pub async fn run_controller(
         triggers,
     } = ChildWatches::start(&mut tasks, &client, &config.scope, crd_tx);
     let graph_fetcher = Arc::new(std::sync::OnceLock::new());
+    // A service whose turn for a graph fetch slot comes is reconciled at once.
+    let (graph_turns, turns) = tokio::sync::mpsc::unbounded_channel();
     if let Some(f) = config.graph_fetcher.clone() {
+        f.notify_turns(graph_turns.clone());
         let _ = graph_fetcher.set(f);
     }
 
@@ -136,6 +157,7 @@ pub async fn run_controller(
         caches,
         pod_states,
         graph_fetcher,
+        graph_turns,
     ));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -155,6 +177,7 @@ pub async fn run_controller(
         .attach(controller)
         .reconcile_all_on(reconcile_all)
         .reconcile_on(pod_changes)
+        .reconcile_on(graph_turn_triggers(turns))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -36,9 +36,9 @@ use crate::state::with_context;
 
 /// Periodic re-reconcile of every service (drift that no watch event reported).
 pub const RESYNC: Duration = Duration::from_secs(3600);
-/// Come back after a graph fetch was deferred because too many were in
-/// flight (for the namespace, or in all).
-pub const GRAPH_BUSY_RETRY: Duration = Duration::from_secs(5);
+/// Come back while waiting in line for a graph fetch slot (to say where it
+/// stands; its turn brings it back at once).
+pub const GRAPH_QUEUE_POLL: Duration = Duration::from_secs(30);
 /// Re-reconcile while waiting for an optional API (Gateway API, KubeRay)
 /// to be installed.
 pub const OPTIONAL_API_RECHECK: Duration = Duration::from_secs(30);
@@ -341,6 +341,7 @@ async fn reconcile_rayservice(
                 FetchOptions::default(),
                 ctx.config.graph_ca_file.as_deref(),
             )?);
+            built.notify_turns(ctx.graph_turns.clone());
             ctx.graph_fetcher.get_or_init(|| built).clone()
         }
     };
@@ -354,15 +355,27 @@ async fn reconcile_rayservice(
     {
         Ok(r) => r,
         Err(rayservice::RayServiceError::Graph(e)) if e.is_deferral() => {
-            // Not a new state of the graph: the status keeps what it says.
+            // Not a new state of the graph: the status keeps what it says,
+            // but for a long wait in line.
+            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
             let wait = match &e {
                 GraphError::BackingOff { retry_in } => *retry_in,
-                _ => GRAPH_BUSY_RETRY,
+                GraphError::Queued { waited, .. } => {
+                    let notice = fetcher.options().queued_after;
+                    if *waited > notice {
+                        obs.outcome = Outcome::GraphQueued(e.to_string());
+                        ctx.writer.write_status(svc, &obs).await?;
+                        GRAPH_QUEUE_POLL
+                    } else {
+                        // Back just after the notice is due.
+                        (notice - *waited + Duration::from_millis(100)).min(GRAPH_QUEUE_POLL)
+                    }
+                }
+                GraphError::SecretUnreadable { .. } => {
+                    return Err(Error::SecretUnreadable(e.to_string()));
+                }
+                _ => GRAPH_QUEUE_POLL,
             };
-            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
-            if let GraphError::SecretUnreadable { .. } = e {
-                return Err(Error::SecretUnreadable(e.to_string()));
-            }
             return Ok(Action::requeue(wait + jitter(svc)));
         }
         Err(e) => {
