@@ -252,7 +252,10 @@ async fn queued_graph_fetches_are_served_in_turn_and_say_so() {
     for (i, tarpit) in tarpits.iter().enumerate() {
         let url = format!("https://127.0.0.1:{}/graph", tarpit.port);
         services
-            .create(&PostParams::default(), &service(&format!("q-{i}"), Some(url)))
+            .create(
+                &PostParams::default(),
+                &service(&format!("q-{i}"), Some(url)),
+            )
             .await
             .expect("create service");
     }
@@ -278,7 +281,13 @@ async fn queued_graph_fetches_are_served_in_turn_and_say_so() {
         if queued.is_none() {
             let list = services.list(&Default::default()).await.expect("list");
             queued = list.items.iter().find_map(|s| {
-                let i: usize = s.metadata.name.as_deref()?.strip_prefix("q-")?.parse().ok()?;
+                let i: usize = s
+                    .metadata
+                    .name
+                    .as_deref()?
+                    .strip_prefix("q-")?
+                    .parse()
+                    .ok()?;
                 let c = condition(s, "GraphReady")?;
                 (c.status == "Unknown" && c.reason == "FetchQueued" && tarpits[i].total() == 0)
                     .then(|| (format!("q-{i}"), c.message))

@@ -614,9 +614,8 @@ async fn waiting_fetches_are_served_in_the_order_they_asked() {
     // reconciler does: wait out a backoff, take a slot or a place in line,
     // come back when told it is its turn.
     let server = GraphServer::start();
-    let fetcher = std::sync::Arc::new(
-        GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher"),
-    );
+    let fetcher =
+        std::sync::Arc::new(GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher"));
     let (turns_tx, mut turns) = tokio::sync::mpsc::unbounded_channel::<String>();
     fetcher.notify_turns(turns_tx);
     let names: Vec<String> = (0..6).map(|i| format!("q/s{i}")).collect();
@@ -654,9 +653,15 @@ async fn waiting_fetches_are_served_in_the_order_they_asked() {
                 }
                 match f.slot(&name, "q") {
                     Ok(slot) => {
-                        slots.lock().expect("lock").push((name.clone(), began.elapsed()));
+                        slots
+                            .lock()
+                            .expect("lock")
+                            .push((name.clone(), began.elapsed()));
                         let t = token();
-                        let e = f.fetch_in(slot, req(&name, &url, Some(&t))).await.unwrap_err();
+                        let e = f
+                            .fetch_in(slot, req(&name, &url, Some(&t)))
+                            .await
+                            .unwrap_err();
                         assert_eq!(e.reason(), "Timeout");
                     }
                     Err(e) => {
@@ -679,7 +684,9 @@ async fn waiting_fetches_are_served_in_the_order_they_asked() {
     // then the first two, whose retries joined the end of the line.
     assert_eq!(
         order[..8],
-        ["q/s0", "q/s1", "q/s2", "q/s3", "q/s4", "q/s5", "q/s0", "q/s1"],
+        [
+            "q/s0", "q/s1", "q/s2", "q/s3", "q/s4", "q/s5", "q/s0", "q/s1"
+        ],
         "{slots:?}"
     );
     // Six fetches of 800 ms, two at a time: the sixth starts after about 1.6 s.

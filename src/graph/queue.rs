@@ -95,7 +95,13 @@ impl Line {
     }
 
     /// A slot for `key` now, or its place in line (taken if it had none).
-    fn enter(&mut self, limits: &Limits, key: &str, namespace: &str, now: Instant) -> Option<Place> {
+    fn enter(
+        &mut self,
+        limits: &Limits,
+        key: &str,
+        namespace: &str,
+        now: Instant,
+    ) -> Option<Place> {
         if self.granted.remove(key).is_some() {
             return None;
         }
@@ -309,10 +315,7 @@ mod tests {
     fn run(n: usize, fetches: usize) -> Vec<(u64, String)> {
         let t0 = Instant::now();
         let mut line = Line::default();
-        let limits = Limits {
-            total: 8,
-            ..LIMITS
-        };
+        let limits = Limits { total: 8, ..LIMITS };
         let mut started = Vec::new();
         // When each service asks next (one reconcile scheduled per service),
         // and when each running fetch ends.
@@ -376,10 +379,14 @@ mod tests {
         assert_eq!(line.enter(&LIMITS, "a/2", "a", t0), None);
         let third = line.enter(&LIMITS, "a/3", "a", t0).expect("queued");
         assert_eq!(third.ahead, 0);
-        let fourth = line.enter(&LIMITS, "a/4", "a", secs(t0, 1)).expect("queued");
+        let fourth = line
+            .enter(&LIMITS, "a/4", "a", secs(t0, 1))
+            .expect("queued");
         assert_eq!(fourth.ahead, 1);
         // Asking again keeps the place and tells the wait.
-        let again = line.enter(&LIMITS, "a/4", "a", secs(t0, 12)).expect("queued");
+        let again = line
+            .enter(&LIMITS, "a/4", "a", secs(t0, 12))
+            .expect("queued");
         assert_eq!(
             again,
             Place {
@@ -390,10 +397,16 @@ mod tests {
         // A slot frees: held for a/3, which then has it; a/4 moves up.
         line.free("a");
         assert_eq!(line.dispatch(&LIMITS, secs(t0, 13)), ["a/3"]);
-        let late = line.enter(&LIMITS, "a/5", "a", secs(t0, 13)).expect("queued");
+        let late = line
+            .enter(&LIMITS, "a/5", "a", secs(t0, 13))
+            .expect("queued");
         assert_eq!(late.ahead, 1, "a newcomer does not take the held slot");
         assert_eq!(line.enter(&LIMITS, "a/3", "a", secs(t0, 13)), None);
-        assert_eq!(line.enter(&LIMITS, "a/4", "a", secs(t0, 14)).map(|p| p.ahead), Some(0));
+        assert_eq!(
+            line.enter(&LIMITS, "a/4", "a", secs(t0, 14))
+                .map(|p| p.ahead),
+            Some(0)
+        );
     }
 
     #[test]

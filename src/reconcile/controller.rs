@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::apply::Writer;
 use super::config::Config;
-use super::context::Ctx;
+use super::context::{Ctx, GraphFetching};
 use super::error::Error;
 use super::flow::{error_policy, reconcile};
 use super::pods::{self, PodStates};
@@ -72,13 +72,9 @@ pub async fn run_controller(
         synced,
         triggers,
     } = ChildWatches::start(&mut tasks, &client, &config.scope, crd_tx);
-    let graph_fetcher = Arc::new(std::sync::OnceLock::new());
     // A service whose turn for a graph fetch slot comes is reconciled at once.
     let (graph_turns, turns) = tokio::sync::mpsc::unbounded_channel();
-    if let Some(f) = config.graph_fetcher.clone() {
-        f.notify_turns(graph_turns.clone());
-        let _ = graph_fetcher.set(f);
-    }
+    let graph = GraphFetching::new(config.graph_fetcher.clone(), graph_turns);
 
     info!("waiting for the policy, namespace, service and child caches");
     let ready = async {
@@ -116,7 +112,7 @@ pub async fn run_controller(
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
     let service_events =
         super::budget::tap_deletions(&mut tasks, Arc::clone(&state), service_events, deleted_tx);
-    let svc_stream = service_triggers(service_events, graph_fetcher.clone());
+    let svc_stream = service_triggers(service_events, graph.fetcher.clone());
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change.
     let reconcile_all =
@@ -150,14 +146,7 @@ pub async fn run_controller(
     ));
     let writer = Writer::new(client.clone(), reporter);
     let ctx = Arc::new(Ctx::new(
-        client,
-        config,
-        writer,
-        state,
-        caches,
-        pod_states,
-        graph_fetcher,
-        graph_turns,
+        client, config, writer, state, caches, pod_states, graph,
     ));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

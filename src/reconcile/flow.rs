@@ -30,7 +30,6 @@ use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::GraphError;
-use crate::graph::fetch::{FetchOptions, GraphFetcher};
 use crate::state::context::Watched;
 use crate::state::with_context;
 
@@ -138,7 +137,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
     let ns = svc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     if svc.metadata.deletion_timestamp.is_some() {
         // Children carry owner references: the garbage collector removes them.
-        if let Some(g) = ctx.graph_fetcher.get() {
+        if let Some(g) = ctx.graph.fetcher.get() {
             g.forget(&resolve::cache_key(svc));
         }
         return Ok(Action::await_change());
@@ -334,17 +333,9 @@ async fn reconcile_rayservice(
         ctx.writer.write_status(svc, &obs).await?;
         return Ok(Action::requeue(OPTIONAL_API_RECHECK));
     }
-    let fetcher = match ctx.graph_fetcher.get() {
-        Some(f) => f.clone(),
-        None => {
-            let built = Arc::new(GraphFetcher::from_ca_file(
-                FetchOptions::default(),
-                ctx.config.graph_ca_file.as_deref(),
-            )?);
-            built.notify_turns(ctx.graph_turns.clone());
-            ctx.graph_fetcher.get_or_init(|| built).clone()
-        }
-    };
+    let fetcher = ctx
+        .graph
+        .get_or_build(ctx.config.graph_ca_file.as_deref())?;
     let access = resolve::Access {
         internal_allowed: graph_internal_allowed,
         service_account: &ctx.config.service_account,

@@ -88,13 +88,16 @@ pub async fn resolve(
             None => None,
         };
         let fetched = fetcher
-            .fetch_in(slot, FetchRequest {
-                cache_key: &key,
-                namespace: &namespace,
-                url: &spec.url,
-                token: token.as_ref(),
-                internal_allowed: access.internal_allowed,
-            })
+            .fetch_in(
+                slot,
+                FetchRequest {
+                    cache_key: &key,
+                    namespace: &namespace,
+                    url: &spec.url,
+                    token: token.as_ref(),
+                    internal_allowed: access.internal_allowed,
+                },
+            )
             .await?;
         let rayservice = desired_rayservice(svc, &fetched.graph, route_path, access.class)?;
         tracing::debug!(
