@@ -281,6 +281,7 @@ fn quick() -> FetchOptions {
         max_bytes: 1024 * 1024,
         per_namespace: 2,
         in_flight: 8,
+        queued_after: Duration::from_secs(10),
         backoff: Duration::from_millis(200),
         max_backoff: Duration::from_millis(800),
     }
@@ -540,6 +541,8 @@ async fn fetches_in_flight_are_bounded_per_namespace_and_in_all() {
         )
         .expect("fetcher"),
     );
+    let (turns_tx, mut turns) = tokio::sync::mpsc::unbounded_channel();
+    fetcher.notify_turns(turns_tx);
     let slow = server.url("/slow");
     // Two slow fetches of namespace a hold its two slots...
     let mut held = Vec::new();
@@ -550,25 +553,28 @@ async fn fetches_in_flight_are_bounded_per_namespace_and_in_all() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(150)).await;
-    // ... so a third of a is deferred at once, without a request,
+    // ... so a third of a takes its place in line at once, without a request,
     let started = std::time::Instant::now();
+    let requests = server.state.requests.load(Ordering::SeqCst);
     let url = server.url("/graph");
     let t = token();
     let e = fetcher
         .fetch(req("a/s3", &url, Some(&t)))
         .await
         .unwrap_err();
+    assert_eq!(e.reason(), "FetchQueued");
     assert!(
-        e.is_deferral() && e.to_string().contains("namespace"),
+        e.is_deferral() && e.to_string().contains("first in namespace a's line"),
         "{e}"
     );
     assert!(started.elapsed() < Duration::from_millis(100));
+    assert_eq!(server.state.requests.load(Ordering::SeqCst), requests);
     // ... while namespace b still fetches (the third slot in all),
     fetcher
         .fetch(req("b/s1", &url, Some(&t)))
         .await
         .expect("b is not held back");
-    // ... and with all slots taken, anyone is deferred.
+    // ... and with all slots taken, anyone waits.
     let (f, u) = (fetcher.clone(), slow.clone());
     held.push(tokio::spawn(async move {
         f.fetch(req("c/s1", &u, Some(&token()))).await.map(|_| ())
@@ -579,18 +585,112 @@ async fn fetches_in_flight_are_bounded_per_namespace_and_in_all() {
         .await
         .unwrap_err();
     assert!(
-        e.is_deferral() && e.to_string().contains("in flight"),
+        e.reason() == "FetchQueued" && e.to_string().contains("3 in all"),
         "{e}"
     );
     for h in held {
         let e = h.await.expect("join").unwrap_err();
         assert_eq!(e.reason(), "Timeout");
     }
-    // Slots are given back.
-    fetcher
-        .fetch(req("d/s1", &url, Some(&t)))
-        .await
-        .expect("slots free again");
+    // Slots are given back to those in line, in turn, and they are told.
+    let mut told = vec![
+        turns.recv().await.expect("a turn"),
+        turns.recv().await.expect("a turn"),
+    ];
+    told.sort();
+    assert_eq!(told, ["a/s3", "d/s1"]);
+    for key in ["a/s3", "d/s1"] {
+        fetcher
+            .fetch(req(key, &url, Some(&t)))
+            .await
+            .expect("its turn");
+    }
+}
+
+#[tokio::test]
+async fn waiting_fetches_are_served_in_the_order_they_asked() {
+    // Six services of one namespace whose fetches all time out (800 ms),
+    // two at a time, each retrying after its backoff (200 ms), as the
+    // reconciler does: wait out a backoff, take a slot or a place in line,
+    // come back when told it is its turn.
+    let server = GraphServer::start();
+    let fetcher =
+        std::sync::Arc::new(GraphFetcher::new(quick(), vec![server.ca.clone()]).expect("fetcher"));
+    let (turns_tx, mut turns) = tokio::sync::mpsc::unbounded_channel::<String>();
+    fetcher.notify_turns(turns_tx);
+    let names: Vec<String> = (0..6).map(|i| format!("q/s{i}")).collect();
+    let bells: std::collections::HashMap<String, std::sync::Arc<tokio::sync::Notify>> = names
+        .iter()
+        .map(|n| (n.clone(), std::sync::Arc::new(tokio::sync::Notify::new())))
+        .collect();
+    let ring = bells.clone();
+    tokio::spawn(async move {
+        while let Some(key) = turns.recv().await {
+            if let Some(bell) = ring.get(&key) {
+                bell.notify_one();
+            }
+        }
+    });
+    let slots = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let began = std::time::Instant::now();
+    let mut services = Vec::new();
+    for name in &names {
+        let (f, slots, bell, name) = (
+            fetcher.clone(),
+            slots.clone(),
+            bells[name].clone(),
+            name.clone(),
+        );
+        let url = server.url("/slow");
+        services.push(tokio::spawn(async move {
+            loop {
+                if slots.lock().expect("lock").len() >= 8 {
+                    return;
+                }
+                if let Some(wait) = f.retry_in(&name, &url) {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                match f.slot(&name, "q") {
+                    Ok(slot) => {
+                        slots
+                            .lock()
+                            .expect("lock")
+                            .push((name.clone(), began.elapsed()));
+                        let t = token();
+                        let e = f
+                            .fetch_in(slot, req(&name, &url, Some(&t)))
+                            .await
+                            .unwrap_err();
+                        assert_eq!(e.reason(), "Timeout");
+                    }
+                    Err(e) => {
+                        assert_eq!(e.reason(), "FetchQueued", "{e}");
+                        // Told when it is its turn; asks again now and then anyway.
+                        let _ = tokio::time::timeout(Duration::from_secs(2), bell.notified()).await;
+                    }
+                }
+            }
+        }));
+        // They ask in this order.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for s in services {
+        s.await.expect("service");
+    }
+    let slots = slots.lock().expect("lock").clone();
+    let order: Vec<&str> = slots.iter().map(|(n, _)| n.as_str()).collect();
+    // Every one is tried once, in the order they asked, before any retry;
+    // then the first two, whose retries joined the end of the line.
+    assert_eq!(
+        order[..8],
+        [
+            "q/s0", "q/s1", "q/s2", "q/s3", "q/s4", "q/s5", "q/s0", "q/s1"
+        ],
+        "{slots:?}"
+    );
+    // Six fetches of 800 ms, two at a time: the sixth starts after about 1.6 s.
+    assert!(slots[5].1 < Duration::from_millis(2400), "{slots:?}");
 }
 
 #[tokio::test]

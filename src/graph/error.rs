@@ -156,10 +156,27 @@ pub enum GraphError {
         /// The size cap in bytes.
         limit: u64,
     },
-    /// Too many fetches are in flight (for the namespace or in all): not a
-    /// condition, the service is requeued shortly.
-    #[error("{0}")]
-    Busy(&'static str),
+    /// Every slot the fetch could use is taken: the service waits in its
+    /// namespace's line (first come, first served). Not a failure: after
+    /// a wait of more than [`crate::graph::fetch::FetchOptions::queued_after`]
+    /// it is reported as `GraphReady=Unknown`, reason `FetchQueued`.
+    #[error(
+        "waiting {}s for a graph fetch slot, {} in namespace {namespace}'s line (at most {per_namespace} graph fetches of a namespace and {total} in all run at once)",
+        waited.as_secs(),
+        place(*ahead)
+    )]
+    Queued {
+        /// The service's namespace.
+        namespace: String,
+        /// Services of the namespace ahead of it in line.
+        ahead: usize,
+        /// How long it has waited.
+        waited: std::time::Duration,
+        /// Fetches of one namespace at once.
+        per_namespace: usize,
+        /// Fetches at once in all.
+        total: usize,
+    },
     /// The last fetch of this service failed and its backoff has not
     /// expired: not a condition (status keeps that failure).
     #[error("the last fetch failed; next attempt in {}s", retry_in.as_secs())]
@@ -201,7 +218,8 @@ impl GraphError {
             Self::SecretNotAllowed { .. } => "SecretNotAllowed",
             Self::SecretForbidden { .. } => "SecretForbidden",
             Self::Dns { .. } => "DNSFailure",
-            Self::Connect { .. } | Self::Busy(_) | Self::BackingOff { .. } => "ConnectFailure",
+            Self::Connect { .. } | Self::BackingOff { .. } => "ConnectFailure",
+            Self::Queued { .. } => "FetchQueued",
             Self::Tls { .. } => "TLSFailure",
             Self::HttpStatus { .. } => "HTTPStatus",
             Self::Timeout { .. } => "Timeout",
@@ -230,15 +248,25 @@ impl GraphError {
         )
     }
 
-    /// Whether this is no condition at all but a reason to come back
-    /// later with the status as it is ([`GraphError::Busy`],
-    /// [`GraphError::BackingOff`], [`GraphError::SecretUnreadable`]).
+    /// Whether this is no failure but a reason to come back later
+    /// ([`GraphError::Queued`], [`GraphError::BackingOff`],
+    /// [`GraphError::SecretUnreadable`]): the status keeps what it says,
+    /// but for a long wait in line (`FetchQueued`).
     #[must_use]
     pub fn is_deferral(&self) -> bool {
         matches!(
             self,
-            Self::Busy(_) | Self::BackingOff { .. } | Self::SecretUnreadable { .. }
+            Self::Queued { .. } | Self::BackingOff { .. } | Self::SecretUnreadable { .. }
         )
+    }
+}
+
+/// A place in line for a message: `first`, `number 2`...
+fn place(ahead: usize) -> String {
+    if ahead == 0 {
+        "first".to_owned()
+    } else {
+        format!("number {}", ahead.saturating_add(1))
     }
 }
 
@@ -247,7 +275,7 @@ mod tests {
     use super::*;
 
     /// The reasons `GraphReady` may carry (`examples/graphs/README.md`).
-    const API_REASONS: [&str; 12] = [
+    const API_REASONS: [&str; 13] = [
         "DestinationNotAllowed",
         "DNSFailure",
         "ConnectFailure",
@@ -257,6 +285,7 @@ mod tests {
         "TooLarge",
         "InvalidGraph",
         "Unschedulable",
+        "FetchQueued",
         "SecretNotFound",
         "SecretNotAllowed",
         "SecretForbidden",
@@ -338,7 +367,13 @@ mod tests {
             GraphError::Invalid(Violations::default()),
             GraphError::Render(String::new()),
             GraphError::Unschedulable(vec!["deployment \"g\" asks num_gpus 8".into()]),
-            GraphError::Busy("busy"),
+            GraphError::Queued {
+                namespace: ns(),
+                ahead: 2,
+                waited: std::time::Duration::from_secs(12),
+                per_namespace: 2,
+                total: 8,
+            },
             GraphError::BackingOff {
                 retry_in: std::time::Duration::from_secs(5),
             },
@@ -350,11 +385,11 @@ mod tests {
         let mut used = std::collections::BTreeSet::new();
         for e in all() {
             assert!(API_REASONS.contains(&e.reason()), "{e:?}: {}", e.reason());
-            if !e.is_deferral() {
+            if !e.is_deferral() || e.reason() == "FetchQueued" {
                 used.insert(e.reason());
             }
         }
-        // Every reason comes from some failure.
+        // Every reason comes from some failure, or from a long wait in line.
         assert_eq!(used.len(), API_REASONS.len(), "{used:?}");
     }
 

@@ -5,8 +5,9 @@
 //! conditional requests (the last ETag per service is sent as
 //! `If-None-Match`, and a `304 Not Modified` answers from the cache), at
 //! most [`FetchOptions::per_namespace`] fetches of a namespace and
-//! [`FetchOptions::in_flight`] in all at once, and a backoff per service
-//! after a failed fetch. It connects only to the addresses
+//! [`FetchOptions::in_flight`] in all at once (the others wait in line, first
+//! come, first served: [`super::queue`]), and a backoff per service after a
+//! failed fetch. It connects only to the addresses
 //! [`super::destination`] checked, follows redirects only within the same
 //! host and port, and sends no `Referer`. Tokens: [`super::token`].
 
@@ -26,6 +27,7 @@ use super::codec::decode;
 use super::destination::{Checked, destination};
 use super::error::GraphError;
 use super::proto::ServingGraph;
+use super::queue::{Limits, Slot, SlotQueue};
 use crate::engine::graph_source::{host_and_port, parse_graph_url};
 
 pub use super::token::{BearerToken, TOKEN_HOSTS_ANNOTATION, token_from_secret};
@@ -50,9 +52,13 @@ pub struct FetchRequest<'a> {
 /// Where serving graphs come from. The reconciler resolves graphs through
 /// this trait; [`GraphFetcher`] (HTTPS with an ETag cache) implements it.
 pub trait GraphSource: Send + Sync {
-    /// Fetch and decode the graph `req` names.
-    fn fetch(
+    /// A slot to fetch in for the service `cache_key` of `namespace`, or
+    /// its place in line ([`GraphError::Queued`]).
+    fn slot(&self, cache_key: &str, namespace: &str) -> Result<Slot, GraphError>;
+    /// Fetch and decode the graph `req` names, in `slot`.
+    fn fetch_in(
         &self,
+        slot: Slot,
         req: FetchRequest<'_>,
     ) -> impl std::future::Future<Output = Result<Fetched, GraphError>> + Send;
     /// Forget whatever was kept for `cache_key` (the service was deleted).
@@ -62,11 +68,16 @@ pub trait GraphSource: Send + Sync {
 }
 
 impl GraphSource for GraphFetcher {
-    fn fetch(
+    fn slot(&self, cache_key: &str, namespace: &str) -> Result<Slot, GraphError> {
+        GraphFetcher::slot(self, cache_key, namespace)
+    }
+
+    fn fetch_in(
         &self,
+        slot: Slot,
         req: FetchRequest<'_>,
     ) -> impl std::future::Future<Output = Result<Fetched, GraphError>> + Send {
-        GraphFetcher::fetch(self, req)
+        GraphFetcher::fetch_in(self, slot, req)
     }
 
     fn forget(&self, cache_key: &str) {
@@ -85,11 +96,15 @@ pub struct FetchOptions {
     pub deadline: Duration,
     /// Largest accepted body in bytes.
     pub max_bytes: u64,
-    /// Fetches in flight per namespace; more are deferred, not queued.
+    /// Fetches in flight per namespace; more wait in line, first come,
+    /// first served.
     pub per_namespace: usize,
     /// Fetches in flight in all (below the reconciler's concurrency, so
-    /// services without graphs always find a slot).
+    /// services without graphs always find a worker).
     pub in_flight: usize,
+    /// A service that has waited in line longer than this says so
+    /// (`GraphReady=Unknown`, reason `FetchQueued`).
+    pub queued_after: Duration,
     /// Wait after a service's first failed fetch; doubles with each further one.
     pub backoff: Duration,
     /// Longest wait between a service's fetches while they fail.
@@ -103,6 +118,7 @@ impl Default for FetchOptions {
             max_bytes: 4 * 1024 * 1024,
             per_namespace: 2,
             in_flight: 8,
+            queued_after: Duration::from_secs(10),
             backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),
         }
@@ -159,22 +175,21 @@ struct Failing {
     next: Instant,
 }
 
-#[derive(Debug, Default)]
-struct InFlight {
-    total: usize,
-    per_namespace: HashMap<String, usize>,
-}
-
 /// An HTTPS client for serving graphs: per-service ETag cache and backoff,
-/// fetches in flight bounded per namespace and in all.
+/// fetches in flight bounded per namespace and in all, the others waiting
+/// in line.
 #[derive(Debug)]
 pub struct GraphFetcher {
     tls: rustls::ClientConfig,
     options: FetchOptions,
     cache: Mutex<HashMap<String, CacheEntry>>,
     failing: Mutex<HashMap<String, Failing>>,
-    in_flight: Mutex<InFlight>,
+    slots: Arc<SlotQueue>,
 }
+
+/// A place in line not asked about again for this long is given up (a
+/// waiting service's reconcile asks again well within it).
+pub const QUEUE_STALE: Duration = Duration::from_secs(120);
 
 /// PEM certificates of `--graph-ca-file`.
 pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, FetcherError> {
@@ -195,26 +210,6 @@ pub fn load_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, Fetcher
         });
     }
     Ok(certs)
-}
-
-/// A permit for one fetch in flight; given back on drop.
-struct Permit<'a> {
-    fetcher: &'a GraphFetcher,
-    namespace: String,
-}
-
-impl Drop for Permit<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut f) = self.fetcher.in_flight.lock() {
-            f.total = f.total.saturating_sub(1);
-            if let Some(n) = f.per_namespace.get_mut(&self.namespace) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    f.per_namespace.remove(&self.namespace);
-                }
-            }
-        }
-    }
 }
 
 /// A TLS client configuration trusting the platform's roots plus
@@ -244,12 +239,18 @@ impl GraphFetcher {
         extra_roots: Vec<CertificateDer<'static>>,
     ) -> Result<Self, FetcherError> {
         let tls = platform_tls(extra_roots)?;
+        let slots = SlotQueue::new(Limits {
+            per_namespace: options.per_namespace,
+            total: options.in_flight,
+            hold: options.deadline,
+            stale: QUEUE_STALE,
+        });
         Ok(Self {
             tls,
             options,
             cache: Mutex::new(HashMap::new()),
             failing: Mutex::new(HashMap::new()),
-            in_flight: Mutex::new(InFlight::default()),
+            slots,
         })
     }
 
@@ -271,8 +272,25 @@ impl GraphFetcher {
         &self.options
     }
 
-    /// Drop the cached graph and backoff of `cache_key` (the service was deleted).
+    /// Send the cache key of each waiting service whose turn has come to
+    /// `tx` (replacing the channel given before): a slot is held for it for
+    /// one deadline.
+    pub fn notify_turns(&self, tx: tokio::sync::mpsc::UnboundedSender<String>) {
+        self.slots.notify_to(tx);
+    }
+
+    /// A slot for a fetch of the service `cache_key` of `namespace`: the
+    /// one held for it, or a free one if no service of its namespace waits;
+    /// otherwise its place in line ([`GraphError::Queued`]), kept while it
+    /// asks again.
+    pub fn slot(&self, cache_key: &str, namespace: &str) -> Result<Slot, GraphError> {
+        self.slots.enter(cache_key, namespace)
+    }
+
+    /// Drop the cached graph, backoff and place in line of `cache_key`
+    /// (the service was deleted).
     pub fn forget(&self, cache_key: &str) {
+        self.slots.leave(cache_key);
         if let Ok(mut c) = self.cache.lock() {
             c.remove(cache_key);
         }
@@ -346,39 +364,24 @@ impl GraphFetcher {
         entry.next = Instant::now() + wait;
     }
 
-    fn permit(&self, namespace: &str) -> Result<Permit<'_>, GraphError> {
-        let mut f = self
-            .in_flight
-            .lock()
-            .map_err(|_| GraphError::Busy("graph fetching is unavailable"))?;
-        if f.total >= self.options.in_flight {
-            return Err(GraphError::Busy("too many graph fetches in flight"));
-        }
-        let n = f.per_namespace.entry(namespace.to_owned()).or_insert(0);
-        if *n >= self.options.per_namespace {
-            return Err(GraphError::Busy(
-                "too many graph fetches in flight for this namespace",
-            ));
-        }
-        *n += 1;
-        f.total += 1;
-        Ok(Permit {
-            fetcher: self,
-            namespace: namespace.to_owned(),
-        })
-    }
-
-    /// Fetch and decode the graph `req` names, within one deadline; at
-    /// most [`FetchOptions::per_namespace`] fetches of a namespace and
-    /// [`FetchOptions::in_flight`] in all run at once
-    /// ([`GraphError::Busy`] otherwise), and a service whose last fetch
-    /// failed waits out its backoff ([`GraphError::BackingOff`]).
+    /// Fetch and decode the graph `req` names, within one deadline: a
+    /// service whose last fetch failed waits out its backoff
+    /// ([`GraphError::BackingOff`]), then takes a slot or its place in line
+    /// ([`GraphFetcher::slot`]).
     pub async fn fetch(&self, req: FetchRequest<'_>) -> Result<Fetched, GraphError> {
-        let parsed = check_url(req.url)?;
+        check_url(req.url)?;
         if let Some(retry_in) = self.backing_off(&req) {
             return Err(GraphError::BackingOff { retry_in });
         }
-        let _permit = self.permit(req.namespace)?;
+        let slot = self.slot(req.cache_key, req.namespace)?;
+        self.fetch_in(slot, req).await
+    }
+
+    /// Fetch and decode the graph `req` names in `slot` (given back when
+    /// the fetch ends), within one deadline.
+    pub async fn fetch_in(&self, slot: Slot, req: FetchRequest<'_>) -> Result<Fetched, GraphError> {
+        let _slot = slot;
+        let parsed = check_url(req.url)?;
         let cached = self.cached(req.cache_key, req.url);
         let deadline = self.options.deadline;
         let result = match tokio::time::timeout(

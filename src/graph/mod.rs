@@ -10,7 +10,8 @@
 //! - [`placement`]: whether every deployment fits one worker, pure;
 //! - [`fetch`]: the [`fetch::GraphSource`] trait and its HTTPS implementation
 //!   (one deadline, an ETag cache, per-service backoff, fetches in flight
-//!   bounded); [`token`]: bearer tokens bound to hosts by their Secret;
+//!   bounded); [`queue`]: the slots for fetches and the line for them, first
+//!   come, first served per namespace; [`token`]: bearer tokens bound to hosts by their Secret;
 //!   [`destination`]: the addresses a fetch may connect to.
 //!
 //! `infergate graph FILE` is [`crate::check::graph`].
@@ -25,6 +26,7 @@ pub mod error;
 pub mod fetch;
 pub mod placement;
 pub mod proto;
+pub mod queue;
 pub mod serve_config;
 pub mod token;
 pub mod validate;

@@ -390,14 +390,15 @@ impl Writer {
         }
         for c in status::conditions_for(obs) {
             let old = status::condition(previous, c.type_);
-            let status = if c.status { "True" } else { "False" };
+            let status = c.status.as_str();
             if old.is_some_and(|o| o.status == status && o.reason == c.reason.as_str()) {
                 continue;
             }
-            if !c.status && (c.type_ == status::GRAPH_READY || c.reason.is_warning()) {
+            let failed = c.status == status::CondStatus::False;
+            if failed && (c.type_ == status::GRAPH_READY || c.reason.is_warning()) {
                 self.publish(svc, EventType::Warning, c.reason, c.message.clone())
                     .await;
-            } else if c.type_ == status::READY && c.status {
+            } else if c.type_ == status::READY && c.status == status::CondStatus::True {
                 self.publish(svc, EventType::Normal, Reason::Ready, c.message.clone())
                     .await;
             }

@@ -18,6 +18,47 @@ use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::state::ClusterState;
 
+/// The term's serving-graph fetcher, built on first use unless `serve` gave
+/// one (Deployment-only clusters never load the roots), and the channel on
+/// which it sends the cache key of each service whose turn for a fetch slot
+/// has come (that service is reconciled at once).
+pub(super) struct GraphFetching {
+    pub(super) fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+    turns: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+impl GraphFetching {
+    /// `given` (if any) made to send turns to `turns`.
+    pub(super) fn new(
+        given: Option<Arc<GraphFetcher>>,
+        turns: tokio::sync::mpsc::UnboundedSender<String>,
+    ) -> Self {
+        let fetcher = Arc::new(std::sync::OnceLock::new());
+        if let Some(f) = given {
+            f.notify_turns(turns.clone());
+            let _ = fetcher.set(f);
+        }
+        Self { fetcher, turns }
+    }
+
+    /// The fetcher; on first use one with the default limits, trusting
+    /// `ca_file`'s roots beside the platform's.
+    pub(super) fn get_or_build(
+        &self,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Arc<GraphFetcher>, Error> {
+        if let Some(f) = self.fetcher.get() {
+            return Ok(f.clone());
+        }
+        let built = Arc::new(GraphFetcher::from_ca_file(
+            crate::graph::fetch::FetchOptions::default(),
+            ca_file,
+        )?);
+        built.notify_turns(self.turns.clone());
+        Ok(self.fetcher.get_or_init(|| built).clone())
+    }
+}
+
 /// Shared state of one leadership term's controller.
 pub struct Ctx {
     pub(super) client: Client,
@@ -30,8 +71,8 @@ pub struct Ctx {
     pub(super) children: ChildCaches,
     /// Why the not-ready engine pods of each service's tracks are not ready.
     pub(super) pods: Arc<PodStates>,
-    /// Built on first use (Deployment-only clusters never load the roots).
-    pub(super) graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+    /// The serving-graph fetcher and where it says whose turn has come.
+    pub(super) graph: GraphFetching,
     /// Consecutive failures per service, for backoff.
     pub(super) failures: Mutex<HashMap<ObjectRef<InferenceService>, u32>>,
     /// The current rollout step's times as this process took them.
@@ -47,7 +88,7 @@ impl Ctx {
         state: Arc<ClusterState>,
         children: ChildCaches,
         pods: Arc<PodStates>,
-        graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+        graph: GraphFetching,
     ) -> Self {
         Self {
             client,
@@ -56,7 +97,7 @@ impl Ctx {
             state,
             children,
             pods,
-            graph_fetcher,
+            graph,
             failures: Mutex::new(HashMap::new()),
             step_clocks: Mutex::new(HashMap::new()),
         }

@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use super::apply::Writer;
 use super::config::Config;
-use super::context::Ctx;
+use super::context::{Ctx, GraphFetching};
 use super::error::Error;
 use super::flow::{error_policy, reconcile};
 use super::optional::waits_for_an_optional_api;
@@ -31,6 +31,22 @@ use crate::state::ClusterState;
 pub const CONCURRENCY: u16 = 16;
 /// How long the first reconciles wait for the engine pods' first list.
 pub const POD_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The services whose turn for a graph fetch slot came, from their cache
+/// keys (`namespace/name`).
+fn graph_turn_triggers(
+    turns: tokio::sync::mpsc::UnboundedReceiver<String>,
+) -> impl futures::Stream<Item = ObjectRef<InferenceService>> + Send + 'static {
+    futures::stream::unfold(turns, |mut rx| async move {
+        rx.recv().await.map(|key| (key, rx))
+    })
+    .filter_map(|key| {
+        std::future::ready(
+            key.split_once('/')
+                .map(|(ns, name)| ObjectRef::new(name).within(ns)),
+        )
+    })
+}
 
 /// Run the controller until `token` is cancelled (leadership lost or shutdown).
 /// Policies, namespaces and services come from `state`; the children are
@@ -58,10 +74,9 @@ pub async fn run_controller(
         synced,
         triggers,
     } = ChildWatches::start(&mut tasks, &client, &config.scope, &config.metrics, crd_tx);
-    let graph_fetcher = Arc::new(std::sync::OnceLock::new());
-    if let Some(f) = config.graph_fetcher.clone() {
-        let _ = graph_fetcher.set(f);
-    }
+    // A service whose turn for a graph fetch slot comes is reconciled at once.
+    let (graph_turns, turns) = tokio::sync::mpsc::unbounded_channel();
+    let graph = GraphFetching::new(config.graph_fetcher.clone(), graph_turns);
 
     info!("waiting for the policy, namespace, service and child caches");
     let ready = async {
@@ -99,7 +114,7 @@ pub async fn run_controller(
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
     let service_events =
         super::budget::tap_deletions(&mut tasks, Arc::clone(&state), service_events, deleted_tx);
-    let svc_stream = service_triggers(service_events, graph_fetcher.clone());
+    let svc_stream = service_triggers(service_events, graph.fetcher.clone());
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change.
     let reconcile_all = futures::stream::once(std::future::ready(())).chain(
@@ -132,13 +147,7 @@ pub async fn run_controller(
     ));
     let writer = Writer::new(client.clone(), reporter);
     let ctx = Arc::new(Ctx::new(
-        client,
-        config,
-        writer,
-        state,
-        caches,
-        pod_states,
-        graph_fetcher,
+        client, config, writer, state, caches, pod_states, graph,
     ));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -159,6 +168,7 @@ pub async fn run_controller(
         .reconcile_all_on(reconcile_all)
         .reconcile_on(pod_changes)
         .reconcile_on(arrived)
+        .reconcile_on(graph_turn_triggers(turns))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

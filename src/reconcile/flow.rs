@@ -30,15 +30,14 @@ use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
 use crate::graph::GraphError;
-use crate::graph::fetch::{FetchOptions, GraphFetcher};
 use crate::state::context::Watched;
 use crate::state::with_context;
 
 /// Periodic re-reconcile of every service (drift that no watch event reported).
 pub const RESYNC: Duration = Duration::from_secs(3600);
-/// Come back after a graph fetch was deferred because too many were in
-/// flight (for the namespace, or in all).
-pub const GRAPH_BUSY_RETRY: Duration = Duration::from_secs(5);
+/// Come back while waiting in line for a graph fetch slot (to say where it
+/// stands; its turn brings it back at once).
+pub const GRAPH_QUEUE_POLL: Duration = Duration::from_secs(30);
 /// Re-reconcile while waiting for an optional API (Gateway API, KubeRay,
 /// InferencePool) to be installed (its arrival also reconciles the
 /// services waiting for it).
@@ -144,7 +143,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
     let ns = svc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     if svc.metadata.deletion_timestamp.is_some() {
         // Children carry owner references: the garbage collector removes them.
-        if let Some(g) = ctx.graph_fetcher.get() {
+        if let Some(g) = ctx.graph.fetcher.get() {
             g.forget(&resolve::cache_key(svc));
         }
         return Ok(Action::await_change());
@@ -341,16 +340,9 @@ async fn reconcile_rayservice(
         ctx.writer.write_status(svc, &obs).await?;
         return Ok(Action::requeue(OPTIONAL_API_RECHECK));
     }
-    let fetcher = match ctx.graph_fetcher.get() {
-        Some(f) => f.clone(),
-        None => {
-            let built = Arc::new(GraphFetcher::from_ca_file(
-                FetchOptions::default(),
-                ctx.config.graph_ca_file.as_deref(),
-            )?);
-            ctx.graph_fetcher.get_or_init(|| built).clone()
-        }
-    };
+    let fetcher = ctx
+        .graph
+        .get_or_build(ctx.config.graph_ca_file.as_deref())?;
     let access = resolve::Access {
         internal_allowed: graph_internal_allowed,
         service_account: &ctx.config.service_account,
@@ -361,15 +353,27 @@ async fn reconcile_rayservice(
     {
         Ok(r) => r,
         Err(rayservice::RayServiceError::Graph(e)) if e.is_deferral() => {
-            // Not a new state of the graph: the status keeps what it says.
+            // Not a new state of the graph: the status keeps what it says,
+            // but for a long wait in line.
+            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
             let wait = match &e {
                 GraphError::BackingOff { retry_in } => *retry_in,
-                _ => GRAPH_BUSY_RETRY,
+                GraphError::Queued { waited, .. } => {
+                    let notice = fetcher.options().queued_after;
+                    if *waited > notice {
+                        obs.outcome = Outcome::GraphQueued(e.to_string());
+                        ctx.writer.write_status(svc, &obs).await?;
+                        GRAPH_QUEUE_POLL
+                    } else {
+                        // Back just after the notice is due.
+                        (notice - *waited + Duration::from_millis(100)).min(GRAPH_QUEUE_POLL)
+                    }
+                }
+                GraphError::SecretUnreadable { .. } => {
+                    return Err(Error::SecretUnreadable(e.to_string()));
+                }
+                _ => GRAPH_QUEUE_POLL,
             };
-            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
-            if let GraphError::SecretUnreadable { .. } = e {
-                return Err(Error::SecretUnreadable(e.to_string()));
-            }
             return Ok(Action::requeue(wait + jitter(svc)));
         }
         Err(e) => {

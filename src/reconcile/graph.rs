@@ -58,7 +58,8 @@ pub struct Access<'a> {
     pub class: Option<&'a AcceleratorClassSpec>,
 }
 
-/// Read the bearer token from the service's namespace (only if the Secret
+/// Take a fetch slot (or a place in line: [`GraphError::Queued`]), read
+/// the bearer token from the service's namespace (only if the Secret
 /// allows the URL's host), fetch and validate the graph, and build the
 /// RayService for `route_path` (the rendered route path). On any error the
 /// caller leaves the existing RayService as it is and sets a condition with
@@ -77,22 +78,26 @@ pub async fn resolve(
     async {
         let namespace = svc.namespace().unwrap_or_default();
         let url = check_url(&spec.url)?;
-        // Waiting out a backoff reads no Secret either.
+        // Waiting out a backoff, or in line for a slot, reads no Secret either.
         if let Some(retry_in) = fetcher.retry_in(&key, &spec.url) {
             return Err(GraphError::BackingOff { retry_in }.into());
         }
+        let slot = fetcher.slot(&key, &namespace)?;
         let token = match spec.bearer_token_secret_ref.as_ref() {
             Some(r) => Some(read_token(client, &namespace, r, &url, access.service_account).await?),
             None => None,
         };
         let fetched = fetcher
-            .fetch(FetchRequest {
-                cache_key: &key,
-                namespace: &namespace,
-                url: &spec.url,
-                token: token.as_ref(),
-                internal_allowed: access.internal_allowed,
-            })
+            .fetch_in(
+                slot,
+                FetchRequest {
+                    cache_key: &key,
+                    namespace: &namespace,
+                    url: &spec.url,
+                    token: token.as_ref(),
+                    internal_allowed: access.internal_allowed,
+                },
+            )
             .await?;
         let rayservice = desired_rayservice(svc, &fetched.graph, route_path, access.class)?;
         tracing::debug!(

@@ -5,12 +5,15 @@
 //! time moves only when `status` changes.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::v1beta1::{CanaryStatus, InferenceServiceStatus};
 use crate::reconcile::children::Track;
 use crate::reconcile::pods::PodState;
+
+mod cond;
+
+pub use cond::{Cond, CondStatus, condition, set_condition};
 
 /// The service serves: every wanted replica of every track is ready and up to date.
 pub const READY: &str = "Ready";
@@ -160,6 +163,10 @@ pub enum Outcome {
         /// `(ready, desired)` workers of its Ray cluster, when KubeRay says.
         workers: Option<(i32, i32)>,
     },
+    /// The service has waited in line for a graph fetch slot for longer
+    /// than the notice (the message says where it stands): the existing
+    /// RayService is left as it is.
+    GraphQueued(String),
     /// The serving graph could not be turned into a RayService: the
     /// existing RayService was left as it is.
     GraphFailed {
@@ -342,69 +349,6 @@ impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// A condition to set (without timestamps).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cond {
-    /// Condition type.
-    pub type_: &'static str,
-    /// True or False.
-    pub status: bool,
-    /// Why.
-    pub reason: Reason,
-    /// Human readable message.
-    pub message: String,
-}
-
-impl Cond {
-    fn new(type_: &'static str, status: bool, reason: Reason, message: String) -> Self {
-        Self {
-            type_,
-            status,
-            reason,
-            message: crate::telemetry::cut_message(&message),
-        }
-    }
-}
-
-/// Set `cond` in `conditions`, keeping `lastTransitionTime` when the status is unchanged.
-pub fn set_condition(
-    conditions: &mut Vec<Condition>,
-    cond: Cond,
-    generation: Option<i64>,
-    now: Timestamp,
-) {
-    let status = if cond.status { "True" } else { "False" }.to_owned();
-    let existing = conditions.iter_mut().find(|c| c.type_ == cond.type_);
-    match existing {
-        Some(c) => {
-            if c.status != status {
-                c.last_transition_time = Time(now);
-                c.status = status;
-            }
-            c.reason = cond.reason.as_str().to_owned();
-            c.message = cond.message;
-            c.observed_generation = generation;
-        }
-        None => conditions.push(Condition {
-            type_: cond.type_.to_owned(),
-            status,
-            reason: cond.reason.as_str().to_owned(),
-            message: cond.message,
-            observed_generation: generation,
-            last_transition_time: Time(now),
-        }),
-    }
-}
-
-/// Find a condition by type.
-#[must_use]
-pub fn condition<'a>(
-    status: Option<&'a InferenceServiceStatus>,
-    type_: &str,
-) -> Option<&'a Condition> {
-    status?.conditions.iter().find(|c| c.type_ == type_)
 }
 
 fn rollout_message(primary: &Rollout, canary: Option<&Rollout>) -> String {
@@ -657,6 +601,14 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 format!(
                     "the RayService is left as it is: the serving graph is not usable ({reason}, see GraphReady)"
                 ),
+            ));
+        }
+        Outcome::GraphQueued(message) => {
+            out.push(Cond::new(
+                GRAPH_READY,
+                CondStatus::Unknown,
+                Reason::Graph("FetchQueued"),
+                message.clone(),
             ));
         }
         Outcome::AcceleratorClassNotFound(name) => {

@@ -1,6 +1,7 @@
 //! Status and conditions from observations, and the events they call for.
 
 use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 fn ts(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
@@ -329,6 +330,32 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
         condition(Some(&after), READY),
         condition(Some(&before), READY)
     );
+}
+
+#[test]
+fn a_long_wait_in_line_is_graph_ready_unknown_and_nothing_else_moves() {
+    let failed = ray(Outcome::GraphFailed {
+        reason: "Timeout",
+        message: "fetching https://g.example/x did not complete within 10s".into(),
+    });
+    let before = compute(None, &failed, ts(0));
+    let queued = ray(Outcome::GraphQueued(
+        "waiting 12s for a graph fetch slot, number 3 in namespace team-a's line".into(),
+    ));
+    let after = compute(Some(&before), &queued, ts(30));
+    let graph = condition(Some(&after), GRAPH_READY).unwrap();
+    assert_eq!(
+        (graph.status.as_str(), graph.reason.as_str()),
+        ("Unknown", "FetchQueued")
+    );
+    assert!(graph.message.contains("number 3"), "{}", graph.message);
+    assert_eq!(graph.last_transition_time, Time(ts(30)));
+    // Reconciled and Ready keep what they said.
+    assert_eq!(
+        condition(Some(&after), RECONCILED),
+        condition(Some(&before), RECONCILED)
+    );
+    assert_eq!(condition(Some(&after), READY), None);
 }
 
 #[test]
