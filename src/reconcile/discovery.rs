@@ -54,7 +54,7 @@ impl ApiDiscovery {
     }
 
     /// Whether the group version serves the resource (cached; the watch
-    /// of the kind's children refreshes the answer every [`DISCOVERY_POLL`]).
+    /// of the kind's children refreshes the answer every `DISCOVERY_POLL`).
     pub async fn installed(&self, client: &Client) -> Result<bool, kube::Error> {
         if let Ok(state) = self.state.lock()
             && let Some((known, at)) = *state

@@ -5,7 +5,7 @@
 //! missing CRD), and started again when it is installed again (the
 //! services waiting for it are reconciled).
 //!
-//! Discovery is asked every [`DISCOVERY_POLL`], and at once when the watch
+//! Discovery is asked every `DISCOVERY_POLL`, and at once when the watch
 //! finds the resource gone, so a watch on a kind that vanished never keeps
 //! retrying.
 

@@ -18,7 +18,7 @@
 //! refusal closes the connection (`Connection: close`) only after what is
 //! still arriving of the body has been read and thrown away, within
 //! [`limits::DISCARD_LIMIT`] bytes and [`limits::DISCARD_TIMEOUT`]
-//! ([`Leftover`]). On HTTP/2 the stream alone ends: the answer is sent,
+//! (`Leftover`). On HTTP/2 the stream alone ends: the answer is sent,
 //! then the stream is reset with `NO_ERROR`, the protocol's "stop sending",
 //! and the connection stays open.
 
