@@ -707,9 +707,9 @@ async fn the_gate_sends_only_queries_confined_to_the_namespace() {
     // Another namespace's matcher, a regex matcher, none at all, an
     // `on()` join and a subquery: every selector must reach Prometheus
     // pinned to the service's namespace.
-    let query = "sum(rate(latency{namespace=\"kube-system\"}[5m])) / on() \
-                 sum(max_over_time(rate(requests{namespace=~\".+\"}[1m])[5m:1m])) \
-                 + ignoring(pod) count(up)";
+    let query = "sum(rate(confined_latency{namespace=\"kube-system\"}[5m])) / on() \
+                 sum(max_over_time(rate(confined_requests{namespace=~\".+\"}[1m])[5m:1m])) \
+                 + ignoring(pod) count(confined_up)";
     create(
         &client,
         &ns,
@@ -725,7 +725,16 @@ async fn the_gate_sends_only_queries_confined_to_the_namespace() {
     })
     .await;
     assert_eq!(st.reason.as_deref(), Some("AnalysisFailed"));
-    let asked = prometheus.queries.lock().unwrap().clone();
+    // The fake serves every test of this binary: this test's queries are
+    // the ones naming its metrics.
+    let asked: Vec<String> = prometheus
+        .queries
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|q| q.contains("confined_"))
+        .cloned()
+        .collect();
     assert!(!asked.is_empty());
     let pinned = format!("namespace=\"{ns}\"");
     for q in &asked {
@@ -764,7 +773,15 @@ async fn a_gate_without_data_fails_at_the_deadline_asking_once_per_interval() {
     assert_eq!(st.reason.as_deref(), Some("AnalysisNoData"));
     assert!(st.message.unwrap_or_default().len() <= 1024);
     // Asked at 3 s, 6 s, ... within the 15 s: once per interval, never faster.
-    let asked = prometheus.queries.lock().unwrap().len();
+    // The fake serves every test of this binary: count this namespace's.
+    let mine = format!("namespace=\"{ns}\"");
+    let asked = prometheus
+        .queries
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|q| q.contains(&mine))
+        .count();
     assert!((1..=6).contains(&asked), "{asked} queries");
     wait_route(&client, &ns, &[("chat", 100)]).await;
 }
