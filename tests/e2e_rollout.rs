@@ -223,6 +223,11 @@ async fn wait_rollout(
 }
 
 /// The model the track's Deployment serves (`--served-model-name`).
+/// The service's first version stable (at once, as for every new service).
+async fn v1_stable(client: &Client, ns: &str) {
+    wait_rollout(client, ns, "v1 stable", |r| r.phase == RolloutPhase::Stable).await;
+}
+
 async fn model_of(client: &Client, ns: &str, name: &str) -> Option<String> {
     let d = get::<Deployment>(client, ns, name).await?;
     let args = d.spec?.template.spec?.containers.into_iter().next()?.args?;
@@ -538,10 +543,7 @@ async fn promote_skips_the_remaining_steps_without_more_weight() {
     let s = setup("promote").await;
     let (client, ns) = (s.client.clone(), s.ns.clone());
     create(&client, &ns, &[10, 30, 60], "1m", json!({})).await;
-    wait_rollout(&client, &ns, "v1 stable", |r| {
-        r.phase == RolloutPhase::Stable
-    })
-    .await;
+    v1_stable(&client, &ns).await;
     primary_complete(&client, &ns).await;
     set_model(&client, &ns, "v2").await;
     canary_ready(&client, &ns).await;
@@ -576,10 +578,7 @@ async fn a_restarted_infergate_resumes_at_the_same_step() {
         ..
     } = setup("resume").await;
     create(&client, &ns, &[10, 30, 60], "4s", json!({})).await;
-    wait_rollout(&client, &ns, "v1 stable", |r| {
-        r.phase == RolloutPhase::Stable
-    })
-    .await;
+    v1_stable(&client, &ns).await;
     // Every version of the route, across the restart.
     let timeline = Timeline::start(&client, &ns).await;
     set_model(&client, &ns, "v2").await;
@@ -638,10 +637,7 @@ async fn a_new_target_mid_rollout_lets_go_of_the_route_before_the_canary_changes
     let s = setup("retarget").await;
     let (client, ns) = (s.client.clone(), s.ns.clone());
     create(&client, &ns, &[10, 30, 60], "4s", json!({})).await;
-    wait_rollout(&client, &ns, "v1 stable", |r| {
-        r.phase == RolloutPhase::Stable
-    })
-    .await;
+    v1_stable(&client, &ns).await;
     primary_complete(&client, &ns).await;
     let timeline = Timeline::start(&client, &ns).await;
     set_model(&client, &ns, "v2").await;
