@@ -196,19 +196,10 @@ fn failures_roll_back_and_nothing_is_retried_until_the_spec_changes() {
 
 #[test]
 fn the_gate_holds_below_the_failure_limit_and_fails_at_it() {
-    let mut p = plan();
-    p.analysis = Some(AnalysisSpec {
-        prometheus: Some(PrometheusGate {
-            address: None,
-            query: "q".into(),
-            threshold: Threshold {
-                max: Some(1.0),
-                min: None,
-            },
-            failure_limit: Some(2),
-            on_no_data: None,
-        }),
-    });
+    let mut p = gated(None);
+    if let Some(gate) = p.analysis.as_mut().and_then(|a| a.prometheus.as_mut()) {
+        gate.failure_limit = Some(2);
+    }
     let (_, at10) = started_and_at_first_step(&p);
     assert!(!gate_due(&p, Some(&at10), &exact(&at10), t(69)));
     assert!(gate_due(&p, Some(&at10), &exact(&at10), t(70)));
