@@ -11,7 +11,7 @@ use infergate::api::policy::{
 };
 use infergate::api::v1beta1::{
     self, AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec,
-    EnvFromSource, EnvVar, GraphSpec, InferenceService, InferenceServiceSpec,
+    EnvFromSource, EnvVar, GraphSpec, GraphStatus, InferenceService, InferenceServiceSpec,
     InferenceServiceStatus, LocalObjectReference, ModelSpec, ParallelismSpec, PlacementSpec,
     RoutingSpec, SecretKeyRef, SpreadAcross, Toleration,
 };
@@ -228,9 +228,19 @@ fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
         ),
         opt("/[a-z]{1,5}/[a-z]{1,5}"),
         opt(gateway_duration()),
+        opt(graph_status()),
     )
         .prop_map(
-            |(observed_generation, conditions, replicas, ready_replicas, canary, route, rt)| {
+            |(
+                observed_generation,
+                conditions,
+                replicas,
+                ready_replicas,
+                canary,
+                route,
+                rt,
+                graph,
+            )| {
                 InferenceServiceStatus {
                     observed_generation,
                     conditions,
@@ -241,7 +251,31 @@ fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
                     request_timeout: rt,
                     rollout: None,
                     capacity: None,
+                    graph,
                 }
+            },
+        )
+}
+
+/// `status.graph`: the live graph and the last fetch.
+fn graph_status() -> impl Strategy<Value = GraphStatus> {
+    (
+        opt("https://[a-z]{1,8}\\.example\\.com/[a-z]{1,8}"),
+        opt("[0-9a-f]{64}"),
+        opt("\"[a-z0-9]{1,8}\""),
+        opt("[A-Za-z]{1,10}: [a-z ]{0,20}"),
+        opt("[a-z0-9-]{1,12}"),
+    )
+        .prop_map(
+            |(url, hex, etag, last_fetch_error, last_refresh)| GraphStatus {
+                url,
+                short_digest: hex.as_ref().map(|h| h[..12].to_owned()),
+                digest: hex.map(|h| format!("sha256:{h}")),
+                etag,
+                applied_at: None,
+                last_fetch_at: None,
+                last_fetch_error,
+                last_refresh,
             },
         )
 }

@@ -766,6 +766,7 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
         internal_allowed: true,
         service_account: "infergate-system:infergate",
         class: None,
+        refresh: false,
     };
     let key = format!("{ns}/rag");
     // A failed fetch backs the service off; the test waits it out.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 pub use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, LocalObjectReference, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,6 +49,12 @@ pub use super::common::{
         description = "Canary weight actually routed"
     ),
     printcolumn(name = "Path", type_ = "string", json_path = ".status.routePath"),
+    printcolumn(
+        name = "Graph",
+        type_ = "string",
+        json_path = ".status.graph.shortDigest",
+        description = "The serving graph applied (backend RayService), short digest"
+    ),
     printcolumn(
         name = "GPUs",
         type_ = "integer",
@@ -399,6 +405,39 @@ pub struct InferenceServiceStatus {
     /// What the service holds at most and what it fits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityStatus>,
+    /// The serving graph applied (`backend: RayService`) and the last fetch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphStatus>,
+}
+
+/// Which serving graph is live, and how the last fetch went.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphStatus {
+    /// The URL the applied graph was fetched from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `sha256:<hex>` of the applied graph's fetched bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The first 12 hex digits of `digest` (the Graph printer column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_digest: Option<String>,
+    /// The ETag the graph server sent with the applied graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// When the RayService was first applied with this graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_at: Option<Time>,
+    /// When the last fetch ended (successful, not modified or failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fetch_at: Option<Time>,
+    /// Why the last fetch failed (`Reason: message`); absent after a success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fetch_error: Option<String>,
+    /// The last `infergate.dev/graph-refresh` value acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refresh: Option<String>,
 }
 
 /// The service's capacity: GPUs, the KV cache its model fits, and cost.

@@ -158,12 +158,28 @@ pub struct Fetched {
     pub etag: Option<String>,
     /// `true` when the server answered 304 and the cached graph was reused.
     pub not_modified: bool,
+    /// `sha256:<hex>` of the graph's bytes as the server sent them.
+    pub digest: String,
+}
+
+/// `sha256:<hex>` of `bytes`.
+#[must_use]
+pub fn digest_of(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let sum = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in sum.as_ref() {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 #[derive(Clone, Debug)]
 struct CacheEntry {
     url: String,
     etag: String,
+    digest: String,
     graph: Arc<ServingGraph>,
 }
 
@@ -450,6 +466,7 @@ impl GraphFetcher {
                         graph: c.graph.clone(),
                         etag: Some(c.etag.clone()),
                         not_modified: true,
+                        digest: c.digest.clone(),
                     },
                     None,
                 )),
@@ -470,6 +487,7 @@ impl GraphFetcher {
                     .filter(|v| v.len() <= 256)
                     .map(str::to_owned);
                 let body = self.read_capped(url, resp).await?;
+                let digest = digest_of(&body);
                 let graph = Arc::new(decode(&body).map_err(|e| match e {
                     GraphError::Undecodable { message } => GraphError::Undecodable {
                         message: format!("{url}: {message}"),
@@ -479,6 +497,7 @@ impl GraphFetcher {
                 let entry = etag.clone().map(|etag| CacheEntry {
                     url: url.to_owned(),
                     etag,
+                    digest: digest.clone(),
                     graph: graph.clone(),
                 });
                 Ok((
@@ -486,6 +505,7 @@ impl GraphFetcher {
                         graph,
                         etag,
                         not_modified: false,
+                        digest,
                     },
                     entry,
                 ))

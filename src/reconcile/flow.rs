@@ -17,8 +17,6 @@ use tracing::{Instrument, debug, info_span, warn};
 use super::children::httproute::HTTPRoute;
 use super::children::inferencepool::{self, InferencePool};
 use super::children::podmonitor::PodMonitor;
-use super::children::rayservice;
-use super::children::rayservice::RayService;
 use super::children::{self as builders, Desired, Track};
 use super::children::{endpoint_picker, podmonitor};
 use super::context::Ctx;
@@ -29,7 +27,6 @@ use super::status::{Observation, Outcome, PolicyResult, PoolReport, Reason, Roll
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
-use crate::graph::GraphError;
 use crate::state::context::Watched;
 use crate::state::with_context;
 
@@ -101,7 +98,7 @@ pub(super) fn error_policy(svc: Arc<InferenceService>, error: &Error, ctx: Arc<C
 
 /// Up to a second, fixed per service, so services deferred together do
 /// not come back together.
-fn jitter(svc: &InferenceService) -> Duration {
+pub(super) fn jitter(svc: &InferenceService) -> Duration {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     svc.metadata.uid.hash(&mut h);
@@ -158,7 +155,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
         return Ok(Action::await_change());
     };
     if svc.spec.backend == Some(Backend::RayService) {
-        reconcile_rayservice(
+        super::ray::reconcile(
             svc,
             ctx,
             &defaulted,
@@ -204,6 +201,7 @@ async fn prelude(svc: &InferenceService, ctx: &Ctx, ns: &str) -> Result<Option<P
         request_timeout: None,
         rollout: None,
         capacity: Some(capacity),
+        graph: None,
     };
     let class = match defaulted
         .spec
@@ -315,114 +313,6 @@ async fn reconcile_deployment(
     }
 }
 
-/// `backend: RayService`: validate, resolve the graph, apply the RayService.
-/// Any graph failure leaves the existing RayService as it is and is reported
-/// in the `GraphReady` and `Reconciled` conditions with its distinct reason.
-async fn reconcile_rayservice(
-    svc: &InferenceService,
-    ctx: &Ctx,
-    defaulted: &InferenceService,
-    graph_internal_allowed: bool,
-    class: Option<&AcceleratorClassSpec>,
-    mut obs: Observation,
-) -> Result<Action, Error> {
-    let path = match engine::render_route_path(defaulted) {
-        Ok(p) => p,
-        Err(e) => {
-            obs.outcome = Outcome::Invalid(e.to_string());
-            ctx.writer.write_status(svc, &obs).await?;
-            return Ok(Action::await_change());
-        }
-    };
-    obs.route_path = Some(path.clone());
-    if !ctx.installed::<RayService>().await? {
-        obs.outcome = Outcome::RayServiceApiMissing;
-        ctx.writer.write_status(svc, &obs).await?;
-        return Ok(Action::requeue(OPTIONAL_API_RECHECK));
-    }
-    let fetcher = ctx
-        .graph
-        .get_or_build(ctx.config.graph_ca_file.as_deref())?;
-    let access = resolve::Access {
-        internal_allowed: graph_internal_allowed,
-        service_account: &ctx.config.service_account,
-        class,
-    };
-    let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &path, access)
-        .await
-    {
-        Ok(r) => r,
-        Err(rayservice::RayServiceError::Graph(e)) if e.is_deferral() => {
-            // Not a new state of the graph: the status keeps what it says,
-            // but for a long wait in line.
-            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
-            let wait = match &e {
-                GraphError::BackingOff { retry_in } => *retry_in,
-                GraphError::Queued { waited, .. } => {
-                    let notice = fetcher.options().queued_after;
-                    if *waited > notice {
-                        obs.outcome = Outcome::GraphQueued(e.to_string());
-                        ctx.writer.write_status(svc, &obs).await?;
-                        GRAPH_QUEUE_POLL
-                    } else {
-                        // Back just after the notice is due.
-                        (notice - *waited + Duration::from_millis(100)).min(GRAPH_QUEUE_POLL)
-                    }
-                }
-                GraphError::SecretUnreadable { .. } => {
-                    return Err(Error::SecretUnreadable(e.to_string()));
-                }
-                _ => GRAPH_QUEUE_POLL,
-            };
-            return Ok(Action::requeue(wait + jitter(svc)));
-        }
-        Err(e) => {
-            debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
-            obs.outcome = Outcome::GraphFailed {
-                reason: e.reason(),
-                message: e.to_string(),
-            };
-            ctx.writer.write_status(svc, &obs).await?;
-            // A failed fetch waits out its backoff; a Secret or graph that
-            // someone must change is looked at again on the resync.
-            let wait = fetcher
-                .retry_in(
-                    &resolve::cache_key(svc),
-                    defaulted.spec.graph.as_ref().map_or("", |g| g.url.as_str()),
-                )
-                .unwrap_or(ctx.config.graph_resync)
-                .min(ctx.config.graph_resync);
-            return Ok(Action::requeue(wait + jitter(svc)));
-        }
-    };
-    match ctx.apply_and_read(svc, &resolved.rayservice).await {
-        Ok(applied) => {
-            let workers = scale_ray_clusters(ctx, &applied, &resolved.rayservice).await;
-            obs.outcome = Outcome::RayServiceApplied {
-                observed: rayservice::observe(&applied),
-                nodes: resolved.graph.nodes.len(),
-                workers,
-            };
-            ctx.writer.write_status(svc, &obs).await?;
-            Ok(Action::requeue(ctx.config.graph_resync))
-        }
-        Err(e) if e.is_api_gone() => {
-            // The CRD went away between discovery and apply.
-            ctx.forget::<RayService>();
-            obs.outcome = Outcome::RayServiceApiMissing;
-            ctx.writer.write_status(svc, &obs).await?;
-            Ok(Action::requeue(OPTIONAL_API_RECHECK))
-        }
-        Err(e) => {
-            obs.outcome = Outcome::Failed(e.to_string());
-            if let Err(se) = ctx.writer.write_status(svc, &obs).await {
-                warn!(error = %se, "failed to record the apply failure in status");
-            }
-            Err(e)
-        }
-    }
-}
-
 /// The engine's view of one service: defaulted in memory, validated on its
 /// own and against the applicable policies.
 struct Evaluation {
@@ -435,68 +325,20 @@ struct Evaluation {
     capacity: crate::api::v1beta1::CapacityStatus,
 }
 
-fn gateway_display(svc: &InferenceService) -> String {
+pub(super) fn gateway_display(svc: &InferenceService) -> String {
     builders::gateway(svc)
         .map(|g| format!("{}/{}", g.namespace.unwrap_or_default(), g.name))
         .unwrap_or_default()
 }
 
 /// The message of a parent's `Accepted=False`, if any.
-fn rejection(route: &HTTPRoute) -> Option<String> {
+pub(super) fn rejection(route: &HTTPRoute) -> Option<String> {
     route.status.as_ref()?.parents.iter().find_map(|p| {
         p.conditions
             .iter()
             .find(|c| c.type_ == "Accepted" && c.status == "False")
             .map(|c| format!("{}: {}", c.reason, c.message))
     })
-}
-
-/// Give the worker group of the RayService's active and pending
-/// RayClusters the replica counts infergate asks for (KubeRay copies
-/// them only into a new cluster), and return `(ready, desired)` workers
-/// of the first of them. A failure is logged, not fatal: the RayService
-/// itself is applied, and the next reconcile tries again.
-async fn scale_ray_clusters(
-    ctx: &Ctx,
-    applied: &rayservice::RayService,
-    desired: &rayservice::RayService,
-) -> Option<(i32, i32)> {
-    use super::children::raycluster::{self, RayCluster};
-    let want = raycluster::wanted_group(desired)?;
-    let ns = applied.namespace()?;
-    let api: kube::Api<RayCluster> = kube::Api::namespaced(ctx.client.clone(), &ns);
-    let mut workers = None;
-    for name in raycluster::cluster_names(applied) {
-        let cluster = match api.get_opt(&name).await {
-            Ok(Some(c)) => c,
-            Ok(None) => continue,
-            Err(e) => {
-                warn!(raycluster = %name, error = %e, "cannot read the RayCluster to scale it");
-                continue;
-            }
-        };
-        if !raycluster::owned_by(&cluster, applied) {
-            continue;
-        }
-        if let Some(patch) = raycluster::scale_patch(&cluster, want) {
-            let pp = kube::api::PatchParams::default();
-            match api
-                .patch(&name, &pp, &kube::api::Patch::Json::<()>(patch))
-                .await
-            {
-                Ok(_) => {
-                    debug!(raycluster = %name, replicas = ?want.replicas, "scaled the worker group")
-                }
-                Err(e) => {
-                    warn!(raycluster = %name, error = %e, "cannot scale the RayCluster's worker group");
-                }
-            }
-        }
-        if workers.is_none() {
-            workers = raycluster::workers(&cluster);
-        }
-    }
-    workers
 }
 
 /// The InferencePool of each track and, with `endpointPicker.mode:

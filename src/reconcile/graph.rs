@@ -27,6 +27,8 @@ pub struct Resolved {
     pub etag: Option<String>,
     /// The server answered 304: the graph did not change since the last fetch.
     pub not_modified: bool,
+    /// `sha256:<hex>` of the graph's bytes as fetched.
+    pub digest: String,
 }
 
 /// The ETag cache key of a service: `namespace/name`.
@@ -56,12 +58,15 @@ pub struct Access<'a> {
     pub service_account: &'a str,
     /// The AcceleratorClass the workers run on.
     pub class: Option<&'a AcceleratorClassSpec>,
+    /// A refresh was asked for (`infergate.dev/graph-refresh`): fetch now,
+    /// not after the backoff of earlier failures.
+    pub refresh: bool,
 }
 
 /// Take a fetch slot (or a place in line: [`GraphError::Queued`]), read
 /// the bearer token from the service's namespace (only if the Secret
 /// allows the URL's host), fetch and validate the graph, and build the
-/// RayService for `route_path` (the rendered route path). On any error the
+/// RayService for `route_prefix` (the Serve application's prefix). On any error the
 /// caller leaves the existing RayService as it is and sets a condition with
 /// [`RayServiceError::reason`] and the message (which never contains the
 /// token).
@@ -69,7 +74,7 @@ pub async fn resolve(
     client: &kube::Client,
     fetcher: &impl GraphSource,
     svc: &InferenceService,
-    route_path: &str,
+    route_prefix: &str,
     access: Access<'_>,
 ) -> Result<Resolved, RayServiceError> {
     let spec = svc.spec.graph.as_ref().ok_or(GraphError::Missing)?;
@@ -79,7 +84,9 @@ pub async fn resolve(
         let namespace = svc.namespace().unwrap_or_default();
         let url = check_url(&spec.url)?;
         // Waiting out a backoff, or in line for a slot, reads no Secret either.
-        if let Some(retry_in) = fetcher.retry_in(&key, &spec.url) {
+        if !access.refresh
+            && let Some(retry_in) = fetcher.retry_in(&key, &spec.url)
+        {
             return Err(GraphError::BackingOff { retry_in }.into());
         }
         let slot = fetcher.slot(&key, &namespace)?;
@@ -99,7 +106,7 @@ pub async fn resolve(
                 },
             )
             .await?;
-        let rayservice = desired_rayservice(svc, &fetched.graph, route_path, access.class)?;
+        let rayservice = desired_rayservice(svc, &fetched.graph, route_prefix, access.class)?;
         tracing::debug!(
             not_modified = fetched.not_modified,
             nodes = fetched.graph.nodes.len(),
@@ -110,6 +117,7 @@ pub async fn resolve(
             graph: fetched.graph,
             etag: fetched.etag,
             not_modified: fetched.not_modified,
+            digest: fetched.digest,
         })
     }
     .instrument(span)

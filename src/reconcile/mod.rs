@@ -12,7 +12,8 @@
 //!   optional CRD's while it is served, see [`optional`], and the shared
 //!   [`crate::state`]'s service events), running [`flow`] with a
 //!   [`context::Ctx`];
-//! - [`flow`]: one reconcile per backend (`progress` drives a rollout);
+//! - [`flow`]: the prelude both backends share and the `Deployment`
+//!   backend (`progress` drives a rollout); [`ray`] the `RayService` backend;
 //!   [`apply`] writes children, status and events; `canary` changes or
 //!   deletes a canary that carries no weight only once no route names it;
 //! - [`pods`]: why an engine pod does not start, from a watch on the
@@ -44,6 +45,7 @@ mod lease;
 pub mod optional;
 pub mod pods;
 mod progress;
+pub mod ray;
 pub mod rollout;
 pub mod status;
 pub mod watches;

@@ -12,8 +12,13 @@ use crate::reconcile::children::Track;
 use crate::reconcile::pods::PodState;
 
 mod cond;
+mod graph;
+mod routing;
 
 pub use cond::{Cond, CondStatus, condition, set_condition};
+pub use graph::{
+    AppliedGraph, GraphReport, live_graph, pending_refresh, refresh_key, short_digest,
+};
 
 /// The service serves: every wanted replica of every track is ready and up to date.
 pub const READY: &str = "Ready";
@@ -123,6 +128,16 @@ pub enum Routing {
     },
     /// `backendKind: InferencePool` but the InferencePool CRD is not installed.
     InferencePoolApiMissing,
+    /// `backend: RayService`: KubeRay has not made the serve Service the
+    /// route would name yet (it does once the Serve applications run).
+    ServeServiceMissing {
+        /// `namespace/name` of the gateway.
+        gateway: String,
+        /// Name of the serve Service.
+        service: String,
+        /// What is missing: the Service, or its `serve` port.
+        detail: String,
+    },
 }
 
 /// What gateway controllers report in the InferencePools' `status.parents`.
@@ -162,6 +177,8 @@ pub enum Outcome {
         nodes: usize,
         /// `(ready, desired)` workers of its Ray cluster, when KubeRay says.
         workers: Option<(i32, i32)>,
+        /// The routing result.
+        routing: Routing,
     },
     /// The service has waited in line for a graph fetch slot for longer
     /// than the notice (the message says where it stands): the existing
@@ -174,6 +191,10 @@ pub enum Outcome {
         reason: &'static str,
         /// The message (never the token).
         message: String,
+        /// The graph the RayService keeps running, in words ([`live_graph`]),
+        /// when one was applied and the failure is the graph's (not a spec
+        /// whose workers cannot hold it): `GraphReady` says `StaleGraph`.
+        stale: Option<String>,
     },
     /// The `ray.io/v1` RayService CRD is not installed.
     RayServiceApiMissing,
@@ -199,6 +220,8 @@ pub struct Observation {
     pub rollout: Option<crate::api::rollout::RolloutStatus>,
     /// What the service holds at most and what it fits (`status.capacity`).
     pub capacity: Option<crate::api::v1beta1::CapacityStatus>,
+    /// What this reconcile learnt about the serving graph (`status.graph`).
+    pub graph: Option<GraphReport>,
 }
 
 /// Result of checking the applicable policies.
@@ -281,6 +304,14 @@ pub enum Reason {
     CrashLooping,
     /// A track's pods are placed and not ready yet.
     Starting,
+    /// KubeRay has not made the serve Service the route names yet.
+    ServeServiceMissing,
+    /// Event: a fetch asked for by `infergate.dev/graph-refresh` ended.
+    GraphRefreshed,
+    /// Event: a fetch asked for by `infergate.dev/graph-refresh` failed.
+    GraphRefreshFailed,
+    /// Event: a new serving graph was applied.
+    GraphUpdated,
 }
 
 impl Reason {
@@ -318,6 +349,10 @@ impl Reason {
             Reason::ImagePullFailed => "ImagePullFailed",
             Reason::CrashLooping => "CrashLooping",
             Reason::Starting => "Starting",
+            Reason::ServeServiceMissing => "ServeServiceMissing",
+            Reason::GraphRefreshed => "GraphRefreshed",
+            Reason::GraphRefreshFailed => "GraphRefreshFailed",
+            Reason::GraphUpdated => "GraphUpdated",
         }
     }
 
@@ -340,6 +375,7 @@ impl Reason {
                 | Reason::Unschedulable
                 | Reason::ImagePullFailed
                 | Reason::CrashLooping
+                | Reason::GraphRefreshFailed
                 | Reason::Graph(_)
         )
     }
@@ -457,89 +493,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             } else {
                 Cond::new(READY, false, Reason::Progressing, msg)
             });
-            out.push(match routing {
-                Routing::Applied {
-                    gateway,
-                    path,
-                    rejection: None,
-                    pools: None,
-                } => Cond::new(
-                    ROUTING_READY,
-                    true,
-                    Reason::RouteApplied,
-                    format!("HTTPRoute routes {path} through gateway {gateway}"),
-                ),
-                Routing::Applied {
-                    gateway,
-                    path,
-                    rejection: None,
-                    pools: Some(report),
-                } => {
-                    let names = report.names.join(", ");
-                    if !report.complaints.is_empty() {
-                        Cond::new(
-                            ROUTING_READY,
-                            false,
-                            Reason::InferencePoolNotAccepted,
-                            format!(
-                                "InferencePool {names}: {}",
-                                report.complaints.join("; ")
-                            ),
-                        )
-                    } else if report.reported {
-                        Cond::new(
-                            ROUTING_READY,
-                            true,
-                            Reason::RouteApplied,
-                            format!(
-                                "HTTPRoute routes {path} through gateway {gateway} to InferencePool {names}, accepted by the gateway"
-                            ),
-                        )
-                    } else {
-                        Cond::new(
-                            ROUTING_READY,
-                            true,
-                            Reason::RouteApplied,
-                            format!(
-                                "HTTPRoute routes {path} through gateway {gateway} to InferencePool {names}; no gateway controller has reported on the pools yet"
-                            ),
-                        )
-                    }
-                }
-                Routing::Applied {
-                    gateway,
-                    rejection: Some(why),
-                    ..
-                } => Cond::new(
-                    ROUTING_READY,
-                    false,
-                    Reason::RouteNotAccepted,
-                    format!("gateway {gateway} did not accept the HTTPRoute: {why}"),
-                ),
-                Routing::NoGateway => Cond::new(
-                    ROUTING_READY,
-                    false,
-                    Reason::NoGateway,
-                    "spec.routing.gateway is not set (no policy supplies one): no HTTPRoute is made; the Service is reachable inside the cluster".to_owned(),
-                ),
-                Routing::InferencePoolApiMissing => Cond::new(
-                    ROUTING_READY,
-                    false,
-                    Reason::InferencePoolNotInstalled,
-                    format!(
-                        "routing.backendKind is InferencePool but the InferencePool CRD ({}/v1) is not installed: install the Gateway API Inference Extension, or route to Services (backendKind: Service)",
-                        crate::reconcile::children::inferencepool::CRD_NAME
-                    ),
-                ),
-                Routing::GatewayApiMissing { gateway } => Cond::new(
-                    ROUTING_READY,
-                    false,
-                    Reason::GatewayApiNotInstalled,
-                    format!(
-                        "the Gateway API HTTPRoute CRD (httproutes.gateway.networking.k8s.io/v1) is not installed: install Gateway API to route through gateway {gateway}"
-                    ),
-                ),
-            });
+            out.push(routing::condition(routing));
         }
         Outcome::Invalid(msg) => {
             out.push(Cond::new(
@@ -565,7 +519,10 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             ));
         }
         Outcome::RayServiceApplied {
-            observed, nodes, ..
+            observed,
+            nodes,
+            routing,
+            ..
         } => {
             out.push(Cond::new(
                 RECONCILED,
@@ -585,15 +542,23 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 rayservice_reason(&observed.reason, observed.ready),
                 observed.message.clone(),
             ));
+            out.push(routing::condition(routing));
         }
-        Outcome::GraphFailed { reason, message } => {
+        Outcome::GraphFailed {
+            reason,
+            message,
+            stale,
+        } => {
             // The existing RayService is untouched: Ready keeps what was last observed.
-            out.push(Cond::new(
-                GRAPH_READY,
-                false,
-                Reason::Graph(reason),
-                message.clone(),
-            ));
+            out.push(match stale {
+                None => Cond::new(GRAPH_READY, false, Reason::Graph(reason), message.clone()),
+                Some(live) => Cond::new(
+                    GRAPH_READY,
+                    false,
+                    Reason::Graph("StaleGraph"),
+                    format!("the last good graph ({live}) keeps serving; the latest fetch failed: {reason}: {message}"),
+                ),
+            });
             out.push(Cond::new(
                 RECONCILED,
                 false,
@@ -721,8 +686,12 @@ pub fn compute(
             st.rollout.clone_from(&obs.rollout);
         }
     }
+    if let Some(report) = &obs.graph {
+        graph::record(&mut st, report, now);
+    }
     if let Outcome::RayServiceApplied { workers, .. } = &obs.outcome {
         st.route_path.clone_from(&obs.route_path);
+        st.request_timeout.clone_from(&obs.request_timeout);
         if let Some((ready, desired)) = workers {
             st.replicas = Some(*desired);
             st.ready_replicas = Some(*ready);

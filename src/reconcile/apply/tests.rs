@@ -375,6 +375,7 @@ fn invalid(message: &str) -> Observation {
         request_timeout: None,
         rollout: None,
         capacity: None,
+        graph: None,
     }
 }
 

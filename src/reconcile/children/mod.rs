@@ -36,7 +36,10 @@ pub use meta::{
     ANNOTATION_APPLIED, LABEL_GPU_MEMORY, LABEL_MANAGED_BY, LABEL_NAME, LABEL_SERVICE, LABEL_TRACK,
     Track, child_name, labels, owner_reference, sanitize_label_value, selector_labels,
 };
-pub use routing::{gateway, http_route, names_backend, request_timeout, routed_canary_weight};
+pub use routing::{
+    gateway, http_route, names_backend, ray_http_route, request_timeout, routed_canary_weight,
+    serve_route_prefix,
+};
 pub use service::service;
 
 #[cfg(test)]

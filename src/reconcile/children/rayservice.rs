@@ -40,6 +40,15 @@ pub const WORKER_CONTAINER: &str = "ray-worker";
 pub const WORKER_GROUP: &str = "workers";
 /// Port of Ray Serve's HTTP proxy.
 pub const SERVE_PORT: i32 = 8000;
+/// Name of the port KubeRay's serve Service exposes Serve's HTTP proxy on.
+pub const SERVE_PORT_NAME: &str = "serve";
+
+/// Name of the Service KubeRay makes for the RayService of `svc` once its
+/// Serve applications run: `<rayservice>-serve-svc`.
+#[must_use]
+pub fn serve_service_name(svc: &InferenceService) -> String {
+    format!("{}-serve-svc", engine::primary_name(svc))
+}
 /// CPU request and limit of the head pod (GCS, dashboard, Serve controller).
 pub const HEAD_CPU: &str = "1";
 /// Memory request and limit of the head pod.

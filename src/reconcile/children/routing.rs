@@ -113,6 +113,55 @@ pub fn http_route(
     if weight > 0 {
         backend_refs.push(backend(engine::canary_name(svc), weight));
     }
+    route_to(svc, gw, path, backend_refs).map(Some)
+}
+
+/// HTTPRoute `S` of a `backend: RayService` service when a gateway is set:
+/// the same match, rewrite and timeout as [`http_route`], to KubeRay's serve
+/// Service `serve_service` on `port` (its `serve` port). The Serve
+/// application's `route_prefix` is `/` ([`serve_route_prefix`]): the
+/// rewrite sends what follows the rendered path.
+pub fn ray_http_route(
+    svc: &InferenceService,
+    serve_service: &str,
+    port: i32,
+) -> Result<Option<HTTPRoute>, BuildError> {
+    let Some(gw) = gateway(svc) else {
+        return Ok(None);
+    };
+    let path = engine::render_route_path(svc).map_err(|e| BuildError::Route(e.to_string()))?;
+    let backend = HTTPBackendRef {
+        group: Some(String::new()),
+        kind: Some("Service".to_owned()),
+        name: serve_service.to_owned(),
+        port: Some(port),
+        weight: Some(100),
+        ..HTTPBackendRef::default()
+    };
+    route_to(svc, gw, path, vec![backend]).map(Some)
+}
+
+/// The Serve application's `route_prefix` for a `backend: RayService`
+/// service whose rendered path is `path`: `/` when a gateway routes to it
+/// (the route's URLRewrite replaces the matched prefix with `/`), else the
+/// rendered path (clients reach the serve Service directly).
+#[must_use]
+pub fn serve_route_prefix(svc: &InferenceService, path: &str) -> String {
+    if gateway(svc).is_some() {
+        "/".to_owned()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// HTTPRoute `S` through `gw`: PathPrefix on `path`, URLRewrite
+/// `ReplacePrefixMatch: /`, the request timeout, `backend_refs`.
+fn route_to(
+    svc: &InferenceService,
+    gw: GatewayRef,
+    path: String,
+    backend_refs: Vec<HTTPBackendRef>,
+) -> Result<HTTPRoute, BuildError> {
     let mut route = HTTPRoute::new(
         &engine::primary_name(svc),
         HTTPRouteSpec {
@@ -148,5 +197,81 @@ pub fn http_route(
         },
     );
     route.metadata = child_meta(svc, engine::primary_name(svc), Track::Primary)?;
-    Ok(Some(route))
+    Ok(route)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ray_service(gateway: bool) -> InferenceService {
+        let mut routing = json!({"requestTimeout": "2m", "pathTemplate": "/{.metadata.namespace}/{.metadata.name}"});
+        if gateway {
+            routing["gateway"] = json!({"name": "public", "namespace": "infra"});
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"namespace": "team-a", "name": "rag", "uid": "u-1"},
+            "spec": {
+                "model": {"ref": "llama3-8b"},
+                "engine": {"image": "registry.example.com/ray:2.60"},
+                "backend": "RayService",
+                "graph": {"url": "https://graphs.example.com/rag"},
+                "routing": routing,
+            },
+        }))
+        .expect("service decodes")
+    }
+
+    #[test]
+    fn a_ray_route_sends_the_rendered_path_to_the_serve_service() {
+        let svc = ray_service(true);
+        let route = ray_http_route(&svc, "rag-serve-svc", 8000)
+            .expect("builds")
+            .expect("a gateway is set");
+        assert_eq!(route.metadata.name.as_deref(), Some("rag"));
+        let parent = &route.spec.parent_refs[0];
+        assert_eq!(
+            (parent.name.as_str(), parent.namespace.as_deref()),
+            ("public", Some("infra"))
+        );
+        let rule = &route.spec.rules[0];
+        let m = rule.matches[0].path.as_ref().expect("path match");
+        assert_eq!(
+            (m.r#type.as_deref(), m.value.as_deref()),
+            (Some("PathPrefix"), Some("/team-a/rag"))
+        );
+        let rewrite = rule.filters[0]
+            .url_rewrite
+            .as_ref()
+            .and_then(|u| u.path.as_ref())
+            .expect("rewrite");
+        assert_eq!(rewrite.replace_prefix_match.as_deref(), Some("/"));
+        assert_eq!(
+            rule.timeouts.as_ref().and_then(|t| t.request.as_deref()),
+            Some("2m")
+        );
+        let backends: Vec<_> = rule
+            .backend_refs
+            .iter()
+            .map(|b| (b.kind.as_deref(), b.name.as_str(), b.port, b.weight))
+            .collect();
+        assert_eq!(
+            backends,
+            [(Some("Service"), "rag-serve-svc", Some(8000), Some(100))]
+        );
+        // The rewrite sends what follows the path: Serve's prefix is `/`.
+        assert_eq!(serve_route_prefix(&svc, "/team-a/rag"), "/");
+    }
+
+    #[test]
+    fn without_a_gateway_no_route_and_serve_keeps_the_rendered_path() {
+        let svc = ray_service(false);
+        assert_eq!(
+            ray_http_route(&svc, "rag-serve-svc", 8000).expect("builds"),
+            None
+        );
+        assert_eq!(serve_route_prefix(&svc, "/team-a/rag"), "/team-a/rag");
+    }
 }

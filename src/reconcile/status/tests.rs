@@ -35,6 +35,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
         request_timeout: Some("5m".into()),
         rollout: None,
         capacity: None,
+        graph: None,
     }
 }
 
@@ -72,6 +73,7 @@ fn not_applied(generation: i64, outcome: Outcome) -> Observation {
         request_timeout: None,
         rollout: None,
         capacity: None,
+        graph: None,
     }
 }
 
@@ -266,6 +268,7 @@ fn ray(outcome: Outcome) -> Observation {
         request_timeout: None,
         rollout: None,
         capacity: None,
+        graph: None,
     }
 }
 
@@ -279,6 +282,7 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
             message: "RayService chat: running".into(),
         },
         nodes: 3,
+        routing: Routing::NoGateway,
     });
     let before = compute(None, &ok, ts(0));
     assert_eq!(condition(Some(&before), READY).unwrap().status, "True");
@@ -300,6 +304,7 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
     let failed = ray(Outcome::GraphFailed {
         reason: "HTTPStatus",
         message: "graph server answered 401".into(),
+        stale: None,
     });
     let after = compute(Some(&before), &failed, ts(10));
     let graph = condition(Some(&after), GRAPH_READY).unwrap();
@@ -320,6 +325,7 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
     let huge = ray(Outcome::GraphFailed {
         reason: "InvalidGraph",
         message: "nodes[0].name: x; ".repeat(100_000),
+        stale: None,
     });
     let cut = compute(Some(&before), &huge, ts(11));
     let graph = condition(Some(&cut), GRAPH_READY).unwrap();
@@ -332,11 +338,117 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
     );
 }
 
+fn ray_applied(routing: Routing, digest: &str) -> Observation {
+    let mut obs = ray(Outcome::RayServiceApplied {
+        workers: None,
+        observed: crate::reconcile::children::rayservice::Observed {
+            ready: true,
+            reason: "RayServiceReady".into(),
+            message: "m".into(),
+        },
+        nodes: 2,
+        routing,
+    });
+    obs.graph = Some(GraphReport {
+        fetched: true,
+        applied: Some(AppliedGraph {
+            url: "https://graphs.example.com/rag".into(),
+            digest: digest.into(),
+            etag: Some("\"v1\"".into()),
+        }),
+        error: None,
+        refresh: None,
+    });
+    obs
+}
+
+#[test]
+fn a_failed_refetch_keeps_the_live_graph_and_says_stale() {
+    let digest = format!("sha256:{}", "0a".repeat(32));
+    let before = compute(None, &ray_applied(Routing::NoGateway, &digest), ts(0));
+    let g = before.graph.clone().expect("status.graph");
+    assert_eq!(g.short_digest.as_deref(), Some("0a0a0a0a0a0a"));
+    assert_eq!(g.applied_at, Some(Time(ts(0))));
+    let mut failed = ray(Outcome::GraphFailed {
+        reason: "Timeout",
+        message: "fetching https://graphs.example.com/rag did not complete within 10s".into(),
+        stale: live_graph(Some(&before)),
+    });
+    failed.graph = Some(GraphReport {
+        fetched: true,
+        error: Some("Timeout: too slow".into()),
+        ..GraphReport::default()
+    });
+    let after = compute(Some(&before), &failed, ts(60));
+    let c = condition(Some(&after), GRAPH_READY).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "StaleGraph")
+    );
+    assert!(
+        c.message
+            .contains("sha256:0a0a0a0a0a0a from https://graphs.example.com/rag")
+            && c.message.contains("keeps serving")
+            && c.message.contains("Timeout: fetching"),
+        "{}",
+        c.message
+    );
+    let g = after.graph.clone().expect("status.graph");
+    assert_eq!(
+        g.digest.as_deref(),
+        Some(digest.as_str()),
+        "the live graph stays"
+    );
+    assert_eq!(g.applied_at, Some(Time(ts(0))));
+    assert_eq!(g.last_fetch_at, Some(Time(ts(60))));
+    assert_eq!(g.last_fetch_error.as_deref(), Some("Timeout: too slow"));
+    // The RayService still serves.
+    assert_eq!(
+        condition(Some(&after), READY),
+        condition(Some(&before), READY)
+    );
+}
+
+#[test]
+fn a_ray_route_waits_for_the_serve_service_then_is_ready() {
+    let digest = format!("sha256:{}", "0b".repeat(32));
+    let waiting = Routing::ServeServiceMissing {
+        gateway: "infra/public".into(),
+        service: "rag-serve-svc".into(),
+        detail: "it does not exist yet".into(),
+    };
+    let st = compute(None, &ray_applied(waiting, &digest), ts(0));
+    let c = condition(Some(&st), ROUTING_READY).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "ServeServiceMissing")
+    );
+    assert!(
+        c.message.contains("rag-serve-svc: it does not exist yet")
+            && c.message.contains("gateway infra/public"),
+        "{}",
+        c.message
+    );
+    let routed = Routing::Applied {
+        gateway: "infra/public".into(),
+        path: "/team-a/rag".into(),
+        rejection: None,
+        pools: None,
+    };
+    let st = compute(Some(&st), &ray_applied(routed, &digest), ts(10));
+    let c = condition(Some(&st), ROUTING_READY).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "RouteApplied")
+    );
+}
+
 #[test]
 fn a_long_wait_in_line_is_graph_ready_unknown_and_nothing_else_moves() {
     let failed = ray(Outcome::GraphFailed {
         reason: "Timeout",
         message: "fetching https://g.example/x did not complete within 10s".into(),
+        stale: None,
     });
     let before = compute(None, &failed, ts(0));
     let queued = ray(Outcome::GraphQueued(
@@ -373,6 +485,7 @@ fn rayservice_status_maps_to_ready() {
                 message: "m".into(),
             },
             nodes: 1,
+            routing: Routing::NoGateway,
         });
         let st = compute(None, &obs, ts(0));
         let c = condition(Some(&st), READY).unwrap();

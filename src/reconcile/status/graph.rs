@@ -1,0 +1,211 @@
+//! `status.graph`: which serving graph is live, and how the last fetch went.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::v1beta1::{GraphStatus, InferenceServiceStatus};
+
+/// Longest `infergate.dev/graph-refresh` value kept as it is; a longer one
+/// is recorded as its digest.
+pub const MAX_REFRESH_TOKEN: usize = 128;
+/// Hex digits of the digest in `status.graph.shortDigest`.
+const SHORT_DIGEST: usize = 12;
+
+/// The graph a RayService was applied with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedGraph {
+    /// The URL it was fetched from.
+    pub url: String,
+    /// `sha256:<hex>` of its bytes.
+    pub digest: String,
+    /// The ETag the server sent with it.
+    pub etag: Option<String>,
+}
+
+/// What one reconcile learnt about the serving graph.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GraphReport {
+    /// A fetch ended (a graph, a 304 or a failure): `lastFetchAt` moves.
+    pub fetched: bool,
+    /// The graph the RayService now runs.
+    pub applied: Option<AppliedGraph>,
+    /// Why the fetched graph could not be applied (`Reason: message`).
+    pub error: Option<String>,
+    /// The `infergate.dev/graph-refresh` value acted on, as recorded
+    /// ([`refresh_key`]).
+    pub refresh: Option<String>,
+}
+
+/// How a refresh value is recorded in `status.graph.lastRefresh`: as it
+/// is up to [`MAX_REFRESH_TOKEN`] bytes, else as `sha256:<hex>` of it (so
+/// status stays small and the same value is never acted on twice).
+#[must_use]
+pub fn refresh_key(token: &str) -> String {
+    if token.len() <= MAX_REFRESH_TOKEN {
+        token.to_owned()
+    } else {
+        crate::graph::fetch::digest_of(token.as_bytes())
+    }
+}
+
+/// The refresh the annotation asks for, if it was not acted on yet.
+#[must_use]
+pub fn pending_refresh(
+    annotation: Option<&str>,
+    status: Option<&InferenceServiceStatus>,
+) -> Option<String> {
+    let key = refresh_key(annotation?);
+    let done = status
+        .and_then(|s| s.graph.as_ref())
+        .and_then(|g| g.last_refresh.as_deref());
+    (done != Some(key.as_str())).then_some(key)
+}
+
+/// `status.graph.shortDigest` of a digest.
+#[must_use]
+pub fn short_digest(digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    hex.chars().take(SHORT_DIGEST).collect()
+}
+
+/// The live graph, in words, when one was applied: `sha256:0123456789ab
+/// from URL, applied at T`.
+#[must_use]
+pub fn live_graph(status: Option<&InferenceServiceStatus>) -> Option<String> {
+    let g = status?.graph.as_ref()?;
+    let digest = g.digest.as_deref()?;
+    let mut out = format!("sha256:{}", short_digest(digest));
+    if let Some(url) = &g.url {
+        out.push_str(&format!(" from {url}"));
+    }
+    if let Some(at) = &g.applied_at {
+        out.push_str(&format!(", applied at {}", at.0));
+    }
+    Some(out)
+}
+
+/// Record `report` in `st.graph` at `now`: `appliedAt` moves only when the
+/// applied graph changes.
+pub fn record(st: &mut InferenceServiceStatus, report: &GraphReport, now: Timestamp) {
+    let g = st.graph.get_or_insert_with(GraphStatus::default);
+    if report.fetched {
+        g.last_fetch_at = Some(Time(now));
+        g.last_fetch_error = report.error.as_deref().map(crate::telemetry::cut_message);
+    }
+    if let Some(a) = &report.applied {
+        if g.digest.as_deref() != Some(a.digest.as_str()) || g.url.as_deref() != Some(&a.url) {
+            g.applied_at = Some(Time(now));
+        }
+        g.url = Some(a.url.clone());
+        g.short_digest = Some(short_digest(&a.digest));
+        g.digest = Some(a.digest.clone());
+        g.etag.clone_from(&a.etag);
+    }
+    if let Some(r) = &report.refresh {
+        g.last_refresh = Some(r.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(digest: &str) -> GraphReport {
+        GraphReport {
+            fetched: true,
+            applied: Some(AppliedGraph {
+                url: "https://graphs.example.com/g".into(),
+                digest: digest.into(),
+                etag: Some("\"v1\"".into()),
+            }),
+            error: None,
+            refresh: None,
+        }
+    }
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).expect("time")
+    }
+
+    #[test]
+    fn applied_at_moves_only_with_a_new_graph() {
+        let mut st = InferenceServiceStatus::default();
+        let d1 = format!("sha256:{}", "ab".repeat(32));
+        record(&mut st, &applied(&d1), at(0));
+        let g = st.graph.clone().expect("graph");
+        assert_eq!(g.short_digest.as_deref(), Some("abababababab"));
+        assert_eq!(g.applied_at, Some(Time(at(0))));
+        // The same graph again (a 304, or the same bytes): only lastFetchAt.
+        record(&mut st, &applied(&d1), at(60));
+        let g = st.graph.clone().expect("graph");
+        assert_eq!(g.applied_at, Some(Time(at(0))));
+        assert_eq!(g.last_fetch_at, Some(Time(at(60))));
+        // A failed fetch keeps the applied graph and says why.
+        let failed = GraphReport {
+            fetched: true,
+            error: Some("Timeout: too slow".into()),
+            ..GraphReport::default()
+        };
+        record(&mut st, &failed, at(120));
+        let g = st.graph.clone().expect("graph");
+        assert_eq!(g.digest.as_deref(), Some(d1.as_str()));
+        assert_eq!(g.last_fetch_error.as_deref(), Some("Timeout: too slow"));
+        assert_eq!(g.last_fetch_at, Some(Time(at(120))));
+        // A new graph: appliedAt moves, the error goes.
+        let d2 = format!("sha256:{}", "cd".repeat(32));
+        record(&mut st, &applied(&d2), at(180));
+        let g = st.graph.clone().expect("graph");
+        assert_eq!(g.applied_at, Some(Time(at(180))));
+        assert_eq!(g.last_fetch_error, None);
+        assert!(
+            live_graph(Some(&st))
+                .expect("live")
+                .starts_with("sha256:cdcdcdcdcdcd from https://graphs.example.com/g, applied at ")
+        );
+    }
+
+    #[test]
+    fn a_refresh_acts_once_per_value_and_long_values_are_kept_as_digests() {
+        let mut st = InferenceServiceStatus::default();
+        assert_eq!(pending_refresh(None, Some(&st)), None);
+        assert_eq!(
+            pending_refresh(Some("t1"), Some(&st)).as_deref(),
+            Some("t1")
+        );
+        let report = GraphReport {
+            refresh: Some("t1".into()),
+            ..GraphReport::default()
+        };
+        record(&mut st, &report, at(0));
+        assert_eq!(pending_refresh(Some("t1"), Some(&st)), None);
+        assert_eq!(
+            pending_refresh(Some("t2"), Some(&st)).as_deref(),
+            Some("t2")
+        );
+        let long = "x".repeat(MAX_REFRESH_TOKEN + 1);
+        let key = pending_refresh(Some(&long), Some(&st)).expect("pending");
+        assert!(key.starts_with("sha256:") && key.len() == 71, "{key}");
+        record(
+            &mut st,
+            &GraphReport {
+                refresh: Some(key),
+                ..GraphReport::default()
+            },
+            at(1),
+        );
+        assert_eq!(pending_refresh(Some(&long), Some(&st)), None);
+    }
+
+    #[test]
+    fn a_long_fetch_error_is_cut() {
+        let mut st = InferenceServiceStatus::default();
+        let report = GraphReport {
+            fetched: true,
+            error: Some("e".repeat(10_000)),
+            ..GraphReport::default()
+        };
+        record(&mut st, &report, at(0));
+        let err = st.graph.and_then(|g| g.last_fetch_error).expect("error");
+        assert!(err.len() <= 1024, "{}", err.len());
+    }
+}
