@@ -11,6 +11,11 @@
 //!   and copies them only into a new RayCluster, so infergate sets them on
 //!   the RayService's active (and pending) RayCluster itself.
 //!
+//! - A service with a gateway is routed like a Deployment-backed one, to
+//!   KubeRay's serve Service, once that Service exists: `RoutingReady`
+//!   says what it waits for until then (with the published Gateway API
+//!   HTTPRoute CRD).
+//!
 //! No kubelet runs here: KubeRay's pods are created but never start, so the
 //! head never becomes ready, KubeRay never reaches the Ray dashboard to
 //! deploy the Serve applications, and the RayService stays `Ready=False`
@@ -71,7 +76,7 @@ struct Setup {
 async fn setup(prefix: &str) -> Setup {
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let turn = TURN.lock().await;
-    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[]).await;
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::httproute_crd()]).await;
     let ns = cp.fresh_namespace(prefix).await;
     let kuberay = cp.start_kuberay(&ns);
 
@@ -417,4 +422,154 @@ async fn kuberay_builds_the_cluster_infergate_asked_for_and_takes_up_a_new_graph
         .await
         .expect("list clusters");
     assert_eq!(all.items.len(), 1, "still one RayCluster");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_rayservice_waits_for_kuberays_serve_service_then_routes_to_it() {
+    use infergate::api::GatewayRef;
+    use infergate::api::v1beta1::RoutingSpec;
+    use infergate::reconcile::children::httproute::HTTPRoute;
+    use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    let s = setup("kuberay-route").await;
+    let (client, ns, server) = (s.client.clone(), s.ns.clone(), &s.server);
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let mut svc = server.service("rag");
+    svc.spec.routing = Some(RoutingSpec {
+        gateway: Some(GatewayRef {
+            name: "public".into(),
+            namespace: Some("infra".into()),
+        }),
+        request_timeout: Some("45s".into()),
+        ..RoutingSpec::default()
+    });
+    services
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+    let path = format!("/{ns}/rag");
+
+    // The RayService's Serve application takes what the route sends: the
+    // route rewrites the rendered path to `/`.
+    let rs: RayService =
+        support::wait_for(&client, &ns, "rag", "the RayService", WAIT, |_| true).await;
+    let config: ServeConfig =
+        serde_saphyr::from_str(&rs.spec.serve_config_v2).expect("serveConfigV2");
+    assert_eq!(config.applications[0].route_prefix, "/");
+
+    // KubeRay makes the serve Service only once the Serve applications
+    // run, which they never do here: RoutingReady says what it waits for,
+    // and no route names a Service that does not exist.
+    let waiting = support::wait_for::<InferenceService>(
+        &client,
+        &ns,
+        "rag",
+        "RoutingReady=False, ServeServiceMissing",
+        WAIT,
+        |s| condition(s, "RoutingReady").is_some_and(|c| c.reason == "ServeServiceMissing"),
+    )
+    .await;
+    let msg = condition(&waiting, "RoutingReady")
+        .expect("RoutingReady")
+        .message;
+    assert!(
+        msg.contains("rag-serve-svc: it does not exist yet")
+            && msg.contains("gateway infra/public"),
+        "{msg}"
+    );
+    let routes: Api<HTTPRoute> = Api::namespaced(client.clone(), &ns);
+    assert!(routes.get_opt("rag").await.expect("get route").is_none());
+
+    // Stand in for KubeRay once its cluster serves: the serve Service as
+    // KubeRay makes it (name, labels, port `serve`, owned by the RayService).
+    let owner = OwnerReference {
+        api_version: "ray.io/v1".into(),
+        kind: "RayService".into(),
+        name: "rag".into(),
+        uid: rs.metadata.uid.clone().expect("uid"),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    Api::<Service>::namespaced(client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &Service {
+                metadata: ObjectMeta {
+                    name: Some("rag-serve-svc".into()),
+                    labels: Some(
+                        [
+                            ("ray.io/originated-from-cr-name", "rag"),
+                            ("ray.io/originated-from-crd", "RayService"),
+                            ("ray.io/serve", "rag-serve"),
+                        ]
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .into(),
+                    ),
+                    owner_references: Some(vec![owner]),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(ServiceSpec {
+                    selector: Some([("ray.io/serve".to_owned(), "true".to_owned())].into()),
+                    ports: Some(vec![ServicePort {
+                        name: Some("serve".into()),
+                        port: 8000,
+                        ..ServicePort::default()
+                    }]),
+                    ..ServiceSpec::default()
+                }),
+                ..Service::default()
+            },
+        )
+        .await
+        .expect("create the serve Service");
+
+    // The route follows within the recheck: the rendered path, the same
+    // rewrite and timeout as a Deployment-backed service, to the serve port.
+    let route: HTTPRoute =
+        support::wait_for(&client, &ns, "rag", "the HTTPRoute", WAIT, |_| true).await;
+    let rule = &route.spec.rules[0];
+    let m = rule.matches[0].path.as_ref().expect("path match");
+    assert_eq!(
+        (m.r#type.as_deref(), m.value.as_deref()),
+        (Some("PathPrefix"), Some(path.as_str()))
+    );
+    let rewrite = rule.filters[0]
+        .url_rewrite
+        .as_ref()
+        .and_then(|u| u.path.as_ref())
+        .expect("URLRewrite");
+    assert_eq!(rewrite.replace_prefix_match.as_deref(), Some("/"));
+    assert_eq!(
+        rule.timeouts.as_ref().and_then(|t| t.request.as_deref()),
+        Some("45s")
+    );
+    let backends: Vec<_> = rule
+        .backend_refs
+        .iter()
+        .map(|b| (b.name.as_str(), b.port))
+        .collect();
+    assert_eq!(backends, [("rag-serve-svc", Some(8000))]);
+    let parent = &route.spec.parent_refs[0];
+    assert_eq!(
+        (parent.name.as_str(), parent.namespace.as_deref()),
+        ("public", Some("infra"))
+    );
+    let owner = &route.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("InferenceService", "rag")
+    );
+    let routed = support::wait_for::<InferenceService>(
+        &client,
+        &ns,
+        "rag",
+        "RoutingReady=True",
+        WAIT,
+        |s| condition(s, "RoutingReady").is_some_and(|c| c.status == "True"),
+    )
+    .await;
+    let st = routed.status.expect("status");
+    assert_eq!(st.route_path.as_deref(), Some(path.as_str()));
+    assert_eq!(st.request_timeout.as_deref(), Some("45s"));
 }

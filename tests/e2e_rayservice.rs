@@ -45,6 +45,20 @@ fn graph_condition(reason: &'static str) -> impl Fn(&InferenceService) -> bool {
     }
 }
 
+/// A failure once a graph was applied: the last good graph keeps serving
+/// (`GraphReady=False`, `StaleGraph`, naming the failure's reason), and
+/// `Reconciled` carries the failure's reason.
+fn stale_condition(reason: &'static str) -> impl Fn(&InferenceService) -> bool {
+    move |s| {
+        condition(s, "GraphReady").is_some_and(|c| {
+            c.status == "False"
+                && c.reason == "StaleGraph"
+                && c.message
+                    .contains(&format!("the latest fetch failed: {reason}: "))
+        }) && condition(s, "Reconciled").is_some_and(|c| c.reason == reason)
+    }
+}
+
 fn serve_config(rs: &RayService) -> ServeConfig {
     serde_saphyr::from_str(&rs.spec.serve_config_v2).expect("serveConfigV2 parses")
 }
@@ -205,7 +219,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
 
     // A wrong token.
     support::set_graph_token(&client, &ns, "wrong-token-value").await;
-    let s = wait_service(&client, &ns, "HTTPStatus", graph_condition("HTTPStatus")).await;
+    let s = wait_service(&client, &ns, "HTTPStatus", stale_condition("HTTPStatus")).await;
     let msg = condition(&s, "GraphReady").expect("GraphReady").message;
     assert!(msg.contains("401"), "{msg}");
     assert!(!msg.contains("wrong-token-value"), "{msg}");
@@ -228,7 +242,7 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
         &client,
         &ns,
         "InvalidGraph",
-        graph_condition("InvalidGraph"),
+        stale_condition("InvalidGraph"),
     )
     .await;
     let msg = condition(&s, "GraphReady").expect("GraphReady").message;
@@ -257,10 +271,197 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
         &client,
         &ns,
         "ConnectFailure",
-        graph_condition("ConnectFailure"),
+        stale_condition("ConnectFailure"),
     )
     .await;
     let msg = condition(&s, "GraphReady").expect("GraphReady").message;
     assert!(msg.contains(&closed.to_string()), "{msg}");
     unchanged(&rs, &rayservices.get("rag").await.expect("get"));
+}
+
+/// `sha256:<hex>` of `bytes`, computed here rather than by infergate.
+fn sha256(bytes: &[u8]) -> String {
+    let sum = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let hex: String = sum.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// The notes of the service's events with `reason`, oldest first.
+async fn event_notes(client: &Client, ns: &str, reason: &str) -> Vec<String> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    let mut found: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason) && e.involved_object.name.as_deref() == Some("rag")
+        })
+        .collect();
+    found.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+    found.into_iter().filter_map(|e| e.message).collect()
+}
+
+/// Ask for a refresh with `token`.
+async fn refresh(services: &Api<InferenceService>, token: &str) {
+    services
+        .patch(
+            "rag",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "infergate.dev/graph-refresh": token
+            }}})),
+        )
+        .await
+        .expect("annotate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
+    let ns = cp.fresh_namespace("ray-live").await;
+    let server = GraphServer::start();
+    let v1 = read_fixture("graph/rag.pb");
+    let v2 = read_fixture("graph/rag-v2.pb");
+    server.set_graph(v1.clone(), "\"v1\"");
+    // No periodic refetch within the test: only a refresh fetches again.
+    let config = Config {
+        graph_resync: Duration::from_secs(3600),
+        ..support::reconcile_config("ray-live-e2e").with_graph_fetcher(server.fetcher())
+    };
+    let _reconciler = Reconciler::start(sa_kubeconfig, config);
+    support::allow_graph_host(&client, &ns, "127.0.0.1").await;
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let rayservices: Api<RayService> = Api::namespaced(client.clone(), &ns);
+    let mut svc = server.service("rag");
+    let url = server.url("/flaky");
+    svc.spec.graph = Some(infergate::api::v1beta1::GraphSpec {
+        url: url.clone(),
+        bearer_token_secret_ref: None,
+    });
+    services
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+
+    // The live graph: the digest of the bytes served, where from, when.
+    let graph_of = |s: &InferenceService| s.status.as_ref().and_then(|st| st.graph.clone());
+    let s = wait_service(&client, &ns, "status.graph", |s| {
+        condition(s, "GraphReady").is_some_and(|c| c.status == "True")
+            && graph_of(s).is_some_and(|g| g.digest.is_some())
+    })
+    .await;
+    let g = graph_of(&s).expect("status.graph");
+    let d1 = sha256(&v1);
+    assert_eq!(g.digest.as_deref(), Some(d1.as_str()));
+    assert_eq!(g.short_digest.as_deref(), Some(&d1[7..19]));
+    assert_eq!(g.url.as_deref(), Some(url.as_str()));
+    assert!(g.applied_at.is_some() && g.last_fetch_at.is_some(), "{g:?}");
+    assert_eq!((g.last_fetch_error, g.last_refresh), (None, None));
+    let first_applied = g.applied_at.clone();
+    // The Graph printer column shows the short digest.
+    let out = cp.kubectl(&["get", "infsvc", "rag", "-n", &ns]);
+    let table = support::text(&out);
+    assert!(
+        table.lines().next().is_some_and(|h| h.contains("GRAPH")) && table.contains(&d1[7..19]),
+        "{table}"
+    );
+
+    // A new graph on the server waits for the resync, unless asked for.
+    server.set_graph(v2.clone(), "\"v2\"");
+    refresh(&services, "r1").await;
+    let s = wait_service(&client, &ns, "refresh r1 acted on", |s| {
+        graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r1"))
+    })
+    .await;
+    let g = graph_of(&s).expect("status.graph");
+    let d2 = sha256(&v2);
+    assert_eq!(g.digest.as_deref(), Some(d2.as_str()));
+    assert_ne!(g.applied_at, first_applied, "a new graph, applied now");
+    let rs = rayservices.get("rag").await.expect("RayService");
+    assert!(rs.spec.serve_config_v2.contains("name: reranker"));
+    let notes = event_notes(&client, &ns, "GraphRefreshed").await;
+    let want = format!(
+        "refresh \"r1\": a new graph sha256:{} is applied (was sha256:{})",
+        &d2[7..19],
+        &d1[7..19]
+    );
+    assert!(notes.contains(&want), "{notes:?}");
+
+    // Another value with nothing new says so; appliedAt stays.
+    let applied = g.applied_at.clone();
+    refresh(&services, "r2").await;
+    let s = wait_service(&client, &ns, "refresh r2 acted on", |s| {
+        graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r2"))
+    })
+    .await;
+    assert_eq!(graph_of(&s).and_then(|g| g.applied_at), applied);
+    let want = format!(
+        "refresh \"r2\": the graph is unchanged (sha256:{})",
+        &d2[7..19]
+    );
+    support::eventually("the unchanged event", WAIT, async || {
+        let notes = event_notes(&client, &ns, "GraphRefreshed").await;
+        notes
+            .contains(&want)
+            .then_some(())
+            .ok_or(format!("{notes:?}"))
+    })
+    .await;
+
+    // A failed fetch keeps the live graph serving and says so.
+    let before = rayservices.get("rag").await.expect("RayService");
+    server
+        .state
+        .flaky_failures
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    refresh(&services, "r3").await;
+    let s = wait_service(&client, &ns, "StaleGraph", stale_condition("HTTPStatus")).await;
+    let c = condition(&s, "GraphReady").expect("GraphReady");
+    assert!(
+        c.message.contains(&format!(
+            "the last good graph (sha256:{} from {url}",
+            &d2[7..19]
+        )) && c.message.contains("503"),
+        "{}",
+        c.message
+    );
+    let g = graph_of(&s).expect("status.graph");
+    assert_eq!(
+        g.digest.as_deref(),
+        Some(d2.as_str()),
+        "the live graph stays"
+    );
+    assert_eq!(g.last_refresh.as_deref(), Some("r3"));
+    assert!(
+        g.last_fetch_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("HTTPStatus: ") && e.contains("503")),
+        "{g:?}"
+    );
+    let after = rayservices.get("rag").await.expect("RayService");
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
+    );
+    support::eventually("the failed refresh's event", WAIT, async || {
+        let notes = event_notes(&client, &ns, "GraphRefreshFailed").await;
+        notes
+            .iter()
+            .any(|n| n.starts_with("refresh \"r3\": the fetch failed (HTTPStatus)"))
+            .then_some(())
+            .ok_or(format!("{notes:?}"))
+    })
+    .await;
+
+    // The next fetch that works clears the error (the backoff of the
+    // failure does not hold a refresh back).
+    refresh(&services, "r4").await;
+    let s = wait_service(&client, &ns, "GraphReady=True again", |s| {
+        condition(s, "GraphReady").is_some_and(|c| c.status == "True")
+            && graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r4"))
+    })
+    .await;
+    assert_eq!(graph_of(&s).and_then(|g| g.last_fetch_error), None);
 }

@@ -1863,6 +1863,22 @@ fn route_collision_names_the_other_service() {
         ]
     );
     assert_eq!(v.errors[0].reason.as_str(), "FieldValueDuplicate");
+    // A RayService-backed service is routed like any other: the same check.
+    let mut ray = s.clone();
+    ray.spec.backend = Some(Backend::RayService);
+    ray.spec.graph = Some(GraphSpec {
+        url: "https://graphs.example.com/chat".to_owned(),
+        bearer_token_secret_ref: None,
+    });
+    let v = ctx_run(&PolicySnapshot::default(), &labels, &OneRoute, |c| {
+        engine::validate_service(&ray, None, c)
+    });
+    assert_eq!(
+        errors(&v),
+        vec![
+            "spec.routing.pathTemplate: Duplicate value: \"/team-a/chat\": route path on Gateway gateways/gw is already used by InferenceService team-b/other"
+        ]
+    );
     // without a gateway there is nothing to collide on
     s.spec.routing = None;
     let v = ctx_run(&PolicySnapshot::default(), &labels, &OneRoute, |c| {
