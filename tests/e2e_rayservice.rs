@@ -332,14 +332,26 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     };
     let _reconciler = Reconciler::start(sa_kubeconfig, config);
     support::allow_graph_host(&client, &ns, "127.0.0.1").await;
+    support::set_graph_token(&client, &ns, GRAPH_TOKEN).await;
+    let out = cp.kubectl(&[
+        "create",
+        "rolebinding",
+        "infergate-graph-token-reader",
+        "--namespace",
+        &ns,
+        "--clusterrole",
+        "infergate-graph-token-reader",
+        "--serviceaccount",
+        "infergate-system:infergate",
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out));
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
     let rayservices: Api<RayService> = Api::namespaced(client.clone(), &ns);
     let mut svc = server.service("rag");
     let url = server.url("/flaky");
-    svc.spec.graph = Some(infergate::api::v1beta1::GraphSpec {
-        url: url.clone(),
-        bearer_token_secret_ref: None,
-    });
+    if let Some(g) = svc.spec.graph.as_mut() {
+        g.url.clone_from(&url);
+    }
     services
         .create(&PostParams::default(), &svc)
         .await
@@ -370,6 +382,8 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
 
     // A new graph on the server waits for the resync, unless asked for.
     server.set_graph(v2.clone(), "\"v2\"");
+    // (Times in status have a second's precision.)
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     refresh(&services, "r1").await;
     let s = wait_service(&client, &ns, "refresh r1 acted on", |s| {
         graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r1"))
@@ -402,7 +416,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
         &d2[7..19]
     );
     support::eventually("the unchanged event", WAIT, async || {
-        let notes = event_notes(&client, &ns, "GraphRefreshed").await;
+        let notes = event_notes(&client, &ns, "GraphUnchanged").await;
         notes
             .contains(&want)
             .then_some(())

@@ -233,7 +233,10 @@ async fn failed(
 }
 
 /// The event of a graph applied: what a refresh found (the same graph or
-/// a new one), or that the periodic fetch brought a new graph.
+/// a new one), or that the periodic fetch brought a new graph. Each
+/// outcome has its own reason: events of one reason about one service
+/// within minutes of each other are counted as one series, which keeps
+/// the first one's note.
 async fn announce_graph(
     ctx: &Ctx,
     svc: &InferenceService,
@@ -248,7 +251,7 @@ async fn announce_graph(
     });
     let (reason, note) = match (refresh, changed) {
         (Some(token), false) => (
-            Reason::GraphRefreshed,
+            Reason::GraphUnchanged,
             format!("refresh {token:?}: the graph is unchanged ({now})"),
         ),
         (Some(token), true) => (

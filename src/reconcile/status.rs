@@ -306,8 +306,12 @@ pub enum Reason {
     Starting,
     /// KubeRay has not made the serve Service the route names yet.
     ServeServiceMissing,
-    /// Event: a fetch asked for by `infergate.dev/graph-refresh` ended.
+    /// Event: a fetch asked for by `infergate.dev/graph-refresh` brought
+    /// a new graph, now applied.
     GraphRefreshed,
+    /// Event: a fetch asked for by `infergate.dev/graph-refresh` found the
+    /// graph unchanged.
+    GraphUnchanged,
     /// Event: a fetch asked for by `infergate.dev/graph-refresh` failed.
     GraphRefreshFailed,
     /// Event: a new serving graph was applied.
@@ -351,6 +355,7 @@ impl Reason {
             Reason::Starting => "Starting",
             Reason::ServeServiceMissing => "ServeServiceMissing",
             Reason::GraphRefreshed => "GraphRefreshed",
+            Reason::GraphUnchanged => "GraphUnchanged",
             Reason::GraphRefreshFailed => "GraphRefreshFailed",
             Reason::GraphUpdated => "GraphUpdated",
         }
