@@ -395,5 +395,7 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+pub mod plugin;
+
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ pub mod crdgen;
 pub mod engine;
 pub mod graph;
 pub mod metrics;
+pub mod plugin;
 pub mod profile;
 pub mod reconcile;
 pub mod state;

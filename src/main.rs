@@ -16,6 +16,16 @@ fn main() -> ExitCode {
         eprintln!("error: a rustls crypto provider was already installed");
         return ExitCode::from(2);
     }
+    // Installed as `kubectl-infergate` (a symlink on PATH), the binary is
+    // the kubectl plugin.
+    let invoked_as = std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    if invoked_as == "kubectl-infergate" {
+        return infergate::cli::plugin::run(infergate::cli::plugin::PluginCli::parse());
+    }
     let cli = infergate::cli::Cli::parse();
     infergate::cli::run(cli)
 }

@@ -478,4 +478,13 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     })
     .await;
     assert_eq!(graph_of(&s).and_then(|g| g.last_fetch_error), None);
+    // The annotation stays the user's: never removed or changed.
+    assert_eq!(
+        s.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("infergate.dev/graph-refresh"))
+            .map(String::as_str),
+        Some("r4")
+    );
 }

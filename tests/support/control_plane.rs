@@ -111,6 +111,23 @@ impl ControlPlane {
         run(&mut self.kubectl_cmd(args), None)
     }
 
+    /// Run `kubectl infergate ARGS` through kubectl's plugin mechanism: the
+    /// built `infergate` binary as `kubectl-infergate` on `PATH`, the
+    /// kubeconfig from `KUBECONFIG` (kubectl passes no flags before the
+    /// plugin's name on to it).
+    pub fn kubectl_infergate(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(self.bin_dir.join("kubectl"));
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![super::plugin::plugin_dir()];
+        dirs.extend(std::env::split_paths(&path));
+        cmd.arg("infergate")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("PATH", std::env::join_paths(dirs).expect("PATH"))
+            .env("NO_COLOR", "1");
+        run(&mut cmd, None)
+    }
+
     /// Run kubectl with `stdin` as its standard input.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
         run(&mut self.kubectl_cmd(args), Some(stdin.as_bytes()))

@@ -15,6 +15,7 @@
 //!   the built binary;
 //! - [`webhooks`]: its webhooks registered with the apiserver by URL;
 //! - [`kuberay`]: the real KubeRay operator, built from its Go module;
+//! - [`plugin`]: the kubectl plugin on `PATH`, and its recorded outputs;
 //! - [`process`] and [`fixtures`]: child processes, repository files.
 #![allow(dead_code)]
 
@@ -23,6 +24,7 @@ pub mod control_plane;
 pub mod crds;
 pub mod fixtures;
 pub mod kuberay;
+pub mod plugin;
 pub mod process;
 pub mod router;
 pub mod scheduler;

@@ -1,0 +1,308 @@
+//! `kubectl infergate`: the plugin's command line (the `infergate` binary
+//! run as `kubectl-infergate`). Flags are turned into the plain options of
+//! [`crate::plugin`]'s commands.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use crate::plugin::{self, client::Connection, status::Output};
+
+/// Watch, steer and explain infergate's InferenceServices.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-infergate",
+    bin_name = "kubectl infergate",
+    version,
+    about = "Watch, steer and explain infergate's InferenceServices.",
+    long_about = None,
+    after_help = EXAMPLES
+)]
+pub struct PluginCli {
+    /// The kubeconfig file (default: KUBECONFIG, else ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: the current one).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// The namespace (default: the context's).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: PluginCommand,
+}
+
+const EXAMPLES: &str = "Examples:
+  kubectl infergate status chat -n team-a          one screen: tracks, route, rollout, conditions
+  kubectl infergate status chat -w                 redraw on every change
+  kubectl infergate rollout status chat -w --timeout 30m
+  kubectl infergate rollout promote chat           skip the remaining steps
+  kubectl infergate why chat                       why it is not ready, and what to run next
+  kubectl infergate fit meta-llama/Llama-3.1-70B-Instruct --class h100-80gb
+  kubectl infergate budget -A                      every namespace's GPU budget
+  kubectl infergate completion bash > /etc/bash_completion.d/kubectl-infergate";
+
+/// The plugin's commands.
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// One screen of a service: model and engine per track, replicas, the
+    /// route's weights, the rollout, conditions, capacity and budget.
+    ///
+    /// Example: kubectl infergate status chat -n team-a -w
+    Status(StatusArgs),
+    /// Follow a progressive rollout, or promote, pause, resume or abort it.
+    ///
+    /// Example: kubectl infergate rollout status chat -w --timeout 30m
+    Rollout(RolloutArgs),
+    /// Why a service is not ready, most telling first, each with the next
+    /// command to run.
+    ///
+    /// Example: kubectl infergate why chat
+    Why(WhyArgs),
+    /// Whether a model fits an AcceleratorClass at each tensor size, and
+    /// the tokens and full-context requests it holds.
+    ///
+    /// Example: kubectl infergate fit llama3-70b --class h100-80gb --max-model-len 32768
+    Fit(FitArgs),
+    /// Each namespace's GPU budget, what each service charges, what is left.
+    ///
+    /// Example: kubectl infergate budget -A
+    Budget(BudgetArgs),
+    /// Print a shell completion script.
+    ///
+    /// Example: kubectl infergate completion zsh > "${fpath[1]}/_kubectl-infergate"
+    Completion(CompletionArgs),
+}
+
+/// `-o`.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum OutputArg {
+    /// The human screen.
+    #[default]
+    Text,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+impl From<OutputArg> for Output {
+    fn from(o: OutputArg) -> Self {
+        match o {
+            OutputArg::Text => Output::Human,
+            OutputArg::Json => Output::Json,
+            OutputArg::Yaml => Output::Yaml,
+        }
+    }
+}
+
+/// Flags of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The InferenceService.
+    pub name: String,
+    /// Redraw on every watch event.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputArg::Text)]
+    pub output: OutputArg,
+}
+
+/// Flags of `rollout`.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: RolloutCommand,
+}
+
+/// The rollout subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Exit 0 when the rollout is promoted or the service stable, 1 when it
+    /// rolled back, 2 on timeout (as `kubectl rollout status`).
+    Status {
+        /// The InferenceService.
+        name: String,
+        /// Wait until the rollout ends, drawing its progress.
+        #[arg(short = 'w', long)]
+        watch: bool,
+        /// Give up after this long (e.g. 30m).
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+    },
+    /// Skip the remaining steps: the canary's version becomes the primary's.
+    Promote {
+        /// The InferenceService.
+        name: String,
+    },
+    /// Freeze the rollout at its step.
+    Pause {
+        /// The InferenceService.
+        name: String,
+    },
+    /// Go on from where it was paused.
+    Resume {
+        /// The InferenceService.
+        name: String,
+    },
+    /// Send all traffic back to the primary and remove the canary.
+    Abort {
+        /// The InferenceService.
+        name: String,
+    },
+}
+
+/// Flags of `why`.
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    /// The InferenceService.
+    pub name: String,
+}
+
+/// Flags of `fit`.
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// The model ref (as in spec.model.ref; a ModelProfile lists it).
+    pub model: String,
+    /// The AcceleratorClass.
+    #[arg(long)]
+    pub class: String,
+    /// The context every request may use (default: the profile's).
+    #[arg(long)]
+    pub max_model_len: Option<i64>,
+    /// ModelProfile and AcceleratorClass manifests to read instead of the
+    /// cluster (repeatable): offline.
+    #[arg(short = 'f', long = "filename")]
+    pub files: Vec<PathBuf>,
+}
+
+/// Flags of `budget`.
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    /// Every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputArg::Text)]
+    pub output: OutputArg,
+}
+
+/// Flags of `completion`.
+#[derive(Debug, Args)]
+pub struct CompletionArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Shells with completions.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Shell {
+    /// bash.
+    Bash,
+    /// zsh.
+    Zsh,
+    /// fish.
+    Fish,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::engine::parse_go_duration(s)
+}
+
+/// Run the plugin.
+pub fn run(cli: PluginCli) -> ExitCode {
+    let connection = Connection {
+        kubeconfig: cli.kubeconfig,
+        context: cli.context,
+        namespace: cli.namespace,
+    };
+    if let PluginCommand::Completion(args) = &cli.command {
+        let shell = match args.shell {
+            Shell::Bash => clap_complete::Shell::Bash,
+            Shell::Zsh => clap_complete::Shell::Zsh,
+            Shell::Fish => clap_complete::Shell::Fish,
+        };
+        clap_complete::generate(
+            shell,
+            &mut PluginCli::command(),
+            "kubectl-infergate",
+            &mut std::io::stdout(),
+        );
+        return ExitCode::SUCCESS;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            PluginCommand::Status(a) => {
+                plugin::status::run(plugin::status::Options {
+                    connection,
+                    name: a.name,
+                    watch: a.watch,
+                    output: a.output.into(),
+                })
+                .await
+            }
+            PluginCommand::Rollout(a) => {
+                use plugin::rollout::{Action, Options, Verb};
+                let (name, action) = match a.command {
+                    RolloutCommand::Status {
+                        name,
+                        watch,
+                        timeout,
+                    } => (name, Action::Status { watch, timeout }),
+                    RolloutCommand::Promote { name } => (name, Action::Act(Verb::Promote)),
+                    RolloutCommand::Pause { name } => (name, Action::Act(Verb::Pause)),
+                    RolloutCommand::Resume { name } => (name, Action::Act(Verb::Resume)),
+                    RolloutCommand::Abort { name } => (name, Action::Act(Verb::Abort)),
+                };
+                plugin::rollout::run(Options {
+                    connection,
+                    name,
+                    action,
+                })
+                .await
+            }
+            PluginCommand::Why(a) => {
+                plugin::why::run(plugin::why::Options {
+                    connection,
+                    name: a.name,
+                })
+                .await
+            }
+            PluginCommand::Fit(a) => {
+                plugin::fit::run(plugin::fit::Options {
+                    connection,
+                    model: a.model,
+                    class: a.class,
+                    max_model_len: a.max_model_len,
+                    files: a.files,
+                })
+                .await
+            }
+            PluginCommand::Budget(a) => {
+                plugin::budget::run(plugin::budget::Options {
+                    connection,
+                    all_namespaces: a.all_namespaces,
+                    output: a.output.into(),
+                })
+                .await
+            }
+            PluginCommand::Completion(_) => ExitCode::SUCCESS,
+        }
+    })
+}

@@ -1,0 +1,344 @@
+//! `kubectl infergate status NAME`: one screen of a service's facts;
+//! `-w` redraws on every watch event; `-o json|yaml` prints the facts.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use super::client::{Connection, PluginError};
+use super::facts::{ServiceFacts, gather};
+use super::term::{Style, Tone, tone_of};
+use super::watch::changes;
+use crate::engine::format_gateway_duration;
+
+/// How facts are printed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Output {
+    /// The screen.
+    #[default]
+    Human,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// `status` options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Where to connect.
+    pub connection: Connection,
+    /// The service.
+    pub name: String,
+    /// Redraw on every change.
+    pub watch: bool,
+    /// How to print.
+    pub output: Output,
+}
+
+/// Run `status`: 0 when printed, 1 when the service does not exist or the
+/// API server cannot be reached.
+pub async fn run(opts: Options) -> ExitCode {
+    match status(&opts).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn status(opts: &Options) -> Result<(), PluginError> {
+    let target = opts.connection.connect().await?;
+    let style = Style::detect();
+    let print = |facts: &ServiceFacts| -> Result<(), PluginError> {
+        let text = print_facts(facts, opts.output, style)?;
+        print!(
+            "{}{text}",
+            if opts.watch { style.frame_start() } else { "" }
+        );
+        Ok(())
+    };
+    if !opts.watch {
+        return print(&gather(&target, &opts.name).await?);
+    }
+    let mut events = std::pin::pin!(changes(&target, &opts.name));
+    let mut last = None;
+    while events.next().await.is_some() {
+        // A burst of events (a rollout step writes several objects) draws once.
+        while let Ok(Some(())) =
+            tokio::time::timeout(Duration::from_millis(50), events.next()).await
+        {}
+        let facts = gather(&target, &opts.name).await?;
+        if last.as_ref() != Some(&facts) {
+            print(&facts)?;
+            last = Some(facts);
+        }
+    }
+    Ok(())
+}
+
+/// The facts as `output` says.
+pub fn print_facts(
+    facts: &ServiceFacts,
+    output: Output,
+    style: Style,
+) -> Result<String, PluginError> {
+    match output {
+        Output::Human => Ok(render(facts, style)),
+        Output::Json => serde_json::to_string_pretty(facts)
+            .map(|s| s + "\n")
+            .map_err(|e| PluginError::Other(e.to_string())),
+        Output::Yaml => {
+            serde_saphyr::to_string(facts).map_err(|e| PluginError::Other(e.to_string()))
+        }
+    }
+}
+
+/// The screen: tracks, route, rollout, conditions, capacity, budget, graph.
+#[must_use]
+pub fn render(f: &ServiceFacts, style: Style) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "InferenceService {}/{} ({} backend, generation {}, observed {})",
+        f.namespace,
+        f.name,
+        f.backend,
+        f.generation.map_or("-".to_owned(), |g| g.to_string()),
+        f.observed_generation
+            .map_or("-".to_owned(), |g| g.to_string()),
+    );
+    out.push('\n');
+    let rows: Vec<[String; 4]> = f
+        .tracks
+        .iter()
+        .map(|t| {
+            let ready = format!("{}/{}", t.ready, t.desired);
+            let tone = if !t.exists {
+                Tone::Wait
+            } else if t.ready >= t.desired {
+                Tone::Good
+            } else {
+                Tone::Wait
+            };
+            [
+                t.track.clone(),
+                t.model.clone(),
+                t.engine_image.clone().unwrap_or_else(|| "-".to_owned()),
+                style.paint(tone, &ready),
+            ]
+        })
+        .collect();
+    table(&mut out, ["TRACK", "MODEL", "ENGINE", "READY"], &rows);
+    out.push('\n');
+    match &f.route {
+        Some(r) => {
+            let backends: Vec<String> = r
+                .backends
+                .iter()
+                .map(|b| format!("{} {}", b.name, b.weight))
+                .collect();
+            let _ = writeln!(
+                out,
+                "Route       {} {} -> {}",
+                r.gateway,
+                r.path.as_deref().unwrap_or("-"),
+                backends.join(", ")
+            );
+        }
+        None => out.push_str("Route       none\n"),
+    }
+    if let Some(r) = &f.rollout {
+        let tone = match r.phase.as_str() {
+            "Stable" => Tone::Good,
+            "RolledBack" => Tone::Bad,
+            _ => Tone::Wait,
+        };
+        let mut line = format!("Rollout     {}", style.paint(tone, &r.phase));
+        if let (Some(step), "Progressing" | "Paused") = (r.step, r.phase.as_str()) {
+            let _ = write!(
+                line,
+                ", step {} of {}, weight {}",
+                step + 1,
+                r.steps.len(),
+                r.weight.unwrap_or(0)
+            );
+            if let Some(left) = r.soak_left_seconds {
+                let left = u64::try_from(left).unwrap_or(0);
+                let _ = write!(
+                    line,
+                    ", soak {} left of {}",
+                    format_gateway_duration(Duration::from_secs(left)),
+                    r.interval
+                );
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+        let _ = writeln!(out, "            {}", steps_bar(r.step, &r.steps, &r.phase));
+        if let (Some(stable), target) = (&r.stable, &r.target) {
+            let _ = write!(out, "            stable {stable}");
+            if let Some(t) = target
+                && r.phase != "Stable"
+            {
+                let _ = write!(out, ", target {t}");
+            }
+            out.push('\n');
+        }
+        if let Some(v) = &r.verdict {
+            let _ = writeln!(out, "            {v}");
+        }
+        if let Some(a) = &r.last_action {
+            let _ = writeln!(out, "            last action {a}");
+        }
+    }
+    out.push('\n');
+    let rows: Vec<[String; 4]> = f
+        .conditions
+        .iter()
+        .map(|c| {
+            [
+                c.type_.clone(),
+                style.paint(tone_of(&c.status), &c.status),
+                c.reason.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        ["CONDITION", "STATUS", "REASON", "MESSAGE"],
+        &rows,
+    );
+    out.push('\n');
+    if let Some(c) = &f.capacity {
+        let mut parts = Vec::new();
+        if let Some(g) = c.max_gpus {
+            parts.push(match c.gpus_per_replica {
+                Some(p) => format!("{g} GPUs at most ({p} per replica)"),
+                None => format!("{g} GPUs at most"),
+            });
+        }
+        if let Some(t) = c.kv_cache_tokens {
+            parts.push(format!("{t} KV tokens per replica"));
+        }
+        if let Some(m) = &c.max_concurrency {
+            parts.push(format!("{m} full-context requests per replica"));
+        }
+        if let Some(cost) = &c.cost_per_hour {
+            parts.push(format!("{cost}/h"));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(out, "Capacity    {}", parts.join(", "));
+        }
+    }
+    if let Some(b) = &f.budget {
+        let line = match (b.max_gpus, b.gpus_left()) {
+            (Some(max), Some(left)) => {
+                let tone = if left < 0 { Tone::Bad } else { Tone::Good };
+                format!(
+                    "{} of {max} GPUs used in {}, {} left",
+                    b.used_gpus,
+                    b.namespace,
+                    style.paint(tone, &left.to_string())
+                )
+            }
+            _ => format!(
+                "{} GPUs used in {}, no GPU budget",
+                b.used_gpus, b.namespace
+            ),
+        };
+        let _ = writeln!(out, "Budget      {line}");
+        if let Some(max) = &b.max_cost_per_hour {
+            let _ = writeln!(
+                out,
+                "            {} of {max}/h",
+                b.used_cost_per_hour.as_deref().unwrap_or("0.00")
+            );
+        }
+    }
+    if let Some(g) = &f.graph
+        && let Some(d) = &g.short_digest
+    {
+        let _ = writeln!(
+            out,
+            "Graph       sha256:{d} from {}",
+            g.url.as_deref().unwrap_or("-")
+        );
+        if let Some(e) = &g.last_fetch_error {
+            let _ = writeln!(out, "            last fetch failed: {e}");
+        }
+    }
+    out
+}
+
+/// The steps with the current one marked: `[x] 10  [>] 30  [ ] 60  [ ] 100`
+/// (100 is the promotion).
+#[must_use]
+pub fn steps_bar(step: Option<i32>, steps: &[i32], phase: &str) -> String {
+    let current = step.and_then(|s| usize::try_from(s).ok());
+    let mut all: Vec<i32> = steps.to_vec();
+    all.push(100);
+    all.iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let mark = match (phase, current) {
+                ("Stable", _) => "x",
+                ("RolledBack", _) => " ",
+                (_, Some(c)) if i < c => "x",
+                (_, Some(c)) if i == c => ">",
+                _ => " ",
+            };
+            format!("[{mark}] {w}")
+        })
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
+/// Rows under a header, columns padded to their widest cell (the last
+/// column unpadded); widths ignore colour codes.
+fn table<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N]]) {
+    let visible = |s: &str| strip_ansi(s).chars().count();
+    let mut widths = header.map(str::len);
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(visible(c));
+        }
+    }
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            l.push_str(c);
+            if i + 1 < N {
+                l.push_str(&" ".repeat(widths[i] - visible(c) + 2));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+/// `s` without ANSI colour codes.
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
