@@ -65,9 +65,17 @@ pub enum PluginCommand {
     /// Whether a model fits an AcceleratorClass at each tensor size, and
     /// the tokens and full-context requests it holds.
     ///
+    /// Reads the cluster's ModelProfiles and AcceleratorClasses, or with -f
+    /// manifest files (offline). Exit codes: 0 it fits at some tensor size,
+    /// 1 at none, 2 the profile or class is missing.
+    ///
     /// Example: kubectl infergate fit llama3-70b --class h100-80gb --max-model-len 32768
     Fit(FitArgs),
     /// Each namespace's GPU budget, what each service charges, what is left.
+    ///
+    /// A service's charge is its status.capacity (maxGPUs, costPerHour).
+    /// Exit codes: 0 printed, 1 a namespace is over its GPU budget, 2 the
+    /// API server could not be read.
     ///
     /// Example: kubectl infergate budget -A
     Budget(BudgetArgs),
@@ -179,6 +187,9 @@ pub struct FitArgs {
     /// cluster (repeatable): offline.
     #[arg(short = 'f', long = "filename")]
     pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputArg::Text)]
+    pub output: OutputArg,
 }
 
 /// Flags of `budget`.
@@ -291,6 +302,7 @@ pub fn run(cli: PluginCli) -> ExitCode {
                     class: a.class,
                     max_model_len: a.max_model_len,
                     files: a.files,
+                    output: a.output.into(),
                 })
                 .await
             }

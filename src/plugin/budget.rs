@@ -148,15 +148,143 @@ pub fn budget_from(
 pub struct Options {
     /// Where to connect.
     pub connection: super::client::Connection,
-    /// Every namespace (`-A`), else the one of `connection`.
+    /// Every namespace with services or policies (`-A`), else the one of `connection`.
     pub all_namespaces: bool,
     /// How to print.
     pub output: super::status::Output,
 }
 
-/// Run `budget`.
+/// Run `budget`: 0 when printed and no namespace is over its GPU budget,
+/// 1 when one is, 2 when the API server could not be read.
 pub async fn run(opts: Options) -> std::process::ExitCode {
-    let _ = opts;
-    eprintln!("error: budget is not available in this build");
-    std::process::ExitCode::from(2)
+    use std::process::ExitCode;
+    let budgets = match budgets(&opts).await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let text = match opts.output {
+        super::status::Output::Human => Ok(render(&budgets)),
+        super::status::Output::Json => serde_json::to_string_pretty(&budgets)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
+        super::status::Output::Yaml => serde_saphyr::to_string(&budgets).map_err(|e| e.to_string()),
+    };
+    match text {
+        Ok(t) => print!("{t}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if budgets.iter().any(|b| b.gpus_left().is_some_and(|l| l < 0)) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn budgets(opts: &Options) -> Result<Vec<NamespaceBudget>, PluginError> {
+    let target = opts.connection.connect().await?;
+    if !opts.all_namespaces {
+        return Ok(vec![
+            namespace_budget(&target.client, &target.namespace).await?,
+        ]);
+    }
+    let lp = ListParams::default();
+    let client = &target.client;
+    let services = Api::<InferenceService>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    let cluster = Api::<ClusterInferencePolicy>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    let namespaced = Api::<InferencePolicy>::all(client.clone())
+        .list(&lp)
+        .await?
+        .items;
+    let labels: BTreeMap<String, BTreeMap<String, String>> =
+        match Api::<Namespace>::all(client.clone()).list(&lp).await {
+            Ok(l) => l
+                .items
+                .into_iter()
+                .filter_map(|n| Some((n.metadata.name?, n.metadata.labels.unwrap_or_default())))
+                .collect(),
+            Err(kube::Error::Api(s)) if s.code == 403 => BTreeMap::new(),
+            Err(e) => return Err(e.into()),
+        };
+    let mut by_ns: BTreeMap<String, Vec<InferenceService>> = BTreeMap::new();
+    for s in services {
+        by_ns
+            .entry(s.metadata.namespace.clone().unwrap_or_default())
+            .or_default()
+            .push(s);
+    }
+    for p in &namespaced {
+        by_ns
+            .entry(p.metadata.namespace.clone().unwrap_or_default())
+            .or_default();
+    }
+    let policies = PolicySnapshot {
+        cluster,
+        namespaced,
+    };
+    let none = BTreeMap::new();
+    Ok(by_ns
+        .iter()
+        .map(|(ns, svcs)| budget_from(ns, labels.get(ns).unwrap_or(&none), &policies, svcs))
+        .collect())
+}
+
+/// One block per namespace: the budget, its use, each service's charge.
+#[must_use]
+pub fn render(budgets: &[NamespaceBudget]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for (i, b) in budgets.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let gpus = match (b.max_gpus, b.gpus_left()) {
+            (Some(max), Some(left)) if left < 0 => {
+                format!("{} of {max} GPUs used, {} over", b.used_gpus, -left)
+            }
+            (Some(max), Some(left)) => format!("{} of {max} GPUs used, {left} left", b.used_gpus),
+            _ => format!("{} GPUs used, no GPU budget", b.used_gpus),
+        };
+        let cost = match (&b.max_cost_per_hour, &b.used_cost_per_hour) {
+            (Some(max), used) => {
+                format!("; {} of {max} per hour", used.as_deref().unwrap_or("0.00"))
+            }
+            (None, Some(used)) => format!("; {used} per hour, no cost budget"),
+            (None, None) => String::new(),
+        };
+        let _ = writeln!(out, "Namespace {}: {gpus}{cost}", b.namespace);
+        if b.services.is_empty() {
+            let _ = writeln!(out, "  no services");
+            continue;
+        }
+        let width = b
+            .services
+            .iter()
+            .map(|s| s.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(7);
+        let _ = writeln!(out, "  {:<width$}  {:>4}  COST/H", "SERVICE", "GPUS");
+        for s in &b.services {
+            let _ = writeln!(
+                out,
+                "  {:<width$}  {:>4}  {}",
+                s.name,
+                s.gpus,
+                s.cost_per_hour.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    out
 }

@@ -117,13 +117,10 @@ impl ControlPlane {
     /// plugin's name on to it).
     pub fn kubectl_infergate(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(self.bin_dir.join("kubectl"));
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut dirs = vec![super::plugin::plugin_dir()];
-        dirs.extend(std::env::split_paths(&path));
         cmd.arg("infergate")
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
-            .env("PATH", std::env::join_paths(dirs).expect("PATH"))
+            .env("PATH", super::plugin::plugin_path())
             .env("NO_COLOR", "1");
         run(&mut cmd, None)
     }

@@ -45,6 +45,8 @@ pub use fixtures::*;
 #[allow(unused_imports)]
 pub use kuberay::*;
 #[allow(unused_imports)]
+pub use plugin::*;
+#[allow(unused_imports)]
 pub use process::*;
 #[allow(unused_imports)]
 pub use router::*;

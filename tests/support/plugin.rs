@@ -20,6 +20,14 @@ pub fn plugin_dir() -> PathBuf {
     .clone()
 }
 
+/// `PATH` with [`plugin_dir`] first.
+pub fn plugin_path() -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![plugin_dir()];
+    dirs.extend(std::env::split_paths(&path));
+    std::env::join_paths(dirs).expect("PATH")
+}
+
 /// Compare `actual` with the recorded `tests/fixtures/plugin/NAME.txt`;
 /// `INFERGATE_UPDATE_FIXTURES=1` records it instead. `replace` pairs turn
 /// what differs from run to run (a namespace's random suffix, a port) into
