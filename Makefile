@@ -1,7 +1,7 @@
 # infergate developer entry points. `make dev` runs the main job, `make test` every test.
 CARGO ?= cargo
 
-.PHONY: dev test lint unit crds control-plane kuberay upstream-crds tools bench fuzz help
+.PHONY: dev test lint unit crds control-plane kuberay upstream-crds tools plugin bench fuzz help
 
 help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
@@ -10,7 +10,8 @@ help:
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
 	@echo "make upstream-crds  fetch the Gateway API and Prometheus Operator CRDs into the cache"
-	@echo "make tools          build helm, the inference extension's endpoint picker and kwok into the cache"
+	@echo "make tools          build helm, the inference extension's endpoint picker, kwok and krew into the cache"
+	@echo "make plugin         install kubectl-infergate (and its kubectl completion) into PLUGIN_DIR (~/.local/bin)"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
@@ -43,6 +44,13 @@ tools:
 	@tests/support/build-tool.sh helm >/dev/null
 	@tests/support/build-tool.sh lwepp >/dev/null
 	@tests/support/build-tool.sh kwok >/dev/null
+	@tests/support/build-tool.sh krew >/dev/null
+
+PLUGIN_DIR ?= $(HOME)/.local/bin
+plugin:
+	$(CARGO) build --locked --release --bin infergate
+	install -D -m 0755 target/release/infergate $(PLUGIN_DIR)/kubectl-infergate
+	ln -sf kubectl-infergate $(PLUGIN_DIR)/kubectl_complete-infergate
 
 bench:
 	$(CARGO) bench --locked

@@ -26,6 +26,11 @@ fn main() -> ExitCode {
     if invoked_as == "kubectl-infergate" {
         return infergate::cli::plugin::run(infergate::cli::plugin::PluginCli::parse());
     }
+    // As `kubectl_complete-infergate`, kubectl's completion of the plugin.
+    if invoked_as == "kubectl_complete-infergate" {
+        let words: Vec<String> = std::env::args().skip(1).collect();
+        return infergate::cli::plugin::complete(&words);
+    }
     let cli = infergate::cli::Cli::parse();
     infergate::cli::run(cli)
 }

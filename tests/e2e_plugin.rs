@@ -334,3 +334,84 @@ async fn budget_and_fit_read_the_cluster() {
     let out = cp.kubectl_infergate(&["fit", "no/such-model", "--class", "h100-80gb"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn krew_installs_the_plugin_and_kubectl_completes_it() {
+    let cp = support::control_plane().await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dist = dir.path().join("dist");
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().expect("run");
+        assert!(out.status.success(), "{cmd:?}: {}", text(&out));
+        stdout(&out)
+    };
+    // The release archive and its krew manifest, as krew/ makes them.
+    let archive = run(Command::new(root.join("krew/package.sh"))
+        .arg(support::binary())
+        .args(["v0.1.0", "linux", "amd64"])
+        .arg(&dist));
+    let archive = archive.trim();
+    let manifest = run(Command::new(root.join("krew/manifest.sh")).args([
+        "v0.1.0",
+        "https://releases.example.com/v0.1.0",
+        archive,
+    ]));
+    let manifest_path = dir.path().join("infergate.yaml");
+    std::fs::write(&manifest_path, &manifest).expect("manifest");
+    // krew itself installs it (checking the archive's sha256).
+    let krew_root = dir.path().join("krew");
+    run(Command::new(support::go_tool("krew"))
+        .arg("install")
+        .arg(format!("--manifest={}", manifest_path.display()))
+        .arg(format!("--archive={archive}"))
+        .env("KREW_ROOT", &krew_root));
+    let bin = krew_root.join("bin");
+    assert!(
+        bin.join("kubectl-infergate").exists(),
+        "krew linked the plugin"
+    );
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let kubectl = |args: &[&str]| {
+        run(Command::new(cp.bin_dir().join("kubectl"))
+            .args(args)
+            .env("PATH", &path)
+            .env("KUBECONFIG", cp.kubeconfig()))
+    };
+    let help = kubectl(&["infergate", "--help"]);
+    for command in ["status", "rollout", "why", "fit", "budget", "completion"] {
+        assert!(
+            help.contains(&format!("  {command} "))
+                && help.contains(&format!("kubectl infergate {command}")),
+            "--help lists {command} with an example:\n{help}"
+        );
+    }
+    // kubectl completes the plugin through kubectl_complete-infergate.
+    std::os::unix::fs::symlink(
+        bin.join("kubectl-infergate"),
+        bin.join("kubectl_complete-infergate"),
+    )
+    .expect("link the completion");
+    let completed = kubectl(&["__complete", "infergate", "st"]);
+    assert!(completed.lines().any(|l| l == "status"), "{completed}");
+    let completed = kubectl(&["__complete", "infergate", "rollout", "pro"]);
+    assert!(completed.lines().any(|l| l == "promote"), "{completed}");
+    // Shell completion scripts: bash parses its own; zsh and fish name every command.
+    let bash = kubectl(&["infergate", "completion", "bash"]);
+    let script = dir.path().join("completion.bash");
+    std::fs::write(&script, &bash).expect("write");
+    run(Command::new("bash").arg("-n").arg(&script));
+    assert!(
+        bash.contains("complete -F") && bash.contains("kubectl-infergate"),
+        "{bash}"
+    );
+    for shell in ["zsh", "fish"] {
+        let s = kubectl(&["infergate", "completion", shell]);
+        for command in ["status", "rollout", "why", "fit", "budget"] {
+            assert!(s.contains(command), "{shell} completion lacks {command}");
+        }
+    }
+}

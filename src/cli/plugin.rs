@@ -318,3 +318,79 @@ pub fn run(cli: PluginCli) -> ExitCode {
         }
     })
 }
+
+/// kubectl's completion of `kubectl infergate ...`: kubectl runs
+/// `kubectl_complete-infergate ARGS...` (the words after `infergate`, the
+/// last one being completed) and reads one candidate per line, then
+/// `:DIRECTIVE` (4: no file completion), as for its own commands.
+pub fn complete(words: &[String]) -> ExitCode {
+    for candidate in candidates(words) {
+        println!("{candidate}");
+    }
+    println!(":4");
+    ExitCode::SUCCESS
+}
+
+/// The subcommands or flags that complete the last of `words`.
+#[must_use]
+pub fn candidates(words: &[String]) -> Vec<String> {
+    let root = PluginCli::command();
+    let (current, done) = match words.split_last() {
+        Some((current, done)) => (current.as_str(), done),
+        None => ("", &[][..]),
+    };
+    let mut cmd = &root;
+    let mut globals: Vec<&clap::Arg> = root.get_arguments().filter(|a| a.is_global_set()).collect();
+    let mut skip_value = false;
+    for w in done {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        if w.starts_with('-') {
+            skip_value = !w.contains('=') && takes_value(cmd, &globals, w);
+            continue;
+        }
+        if let Some(sub) = cmd.find_subcommand(w) {
+            cmd = sub;
+            globals.extend(cmd.get_arguments().filter(|a| a.is_global_set()));
+        }
+    }
+    if skip_value {
+        // A flag's value (a namespace, a file): nothing to offer here.
+        return Vec::new();
+    }
+    if current.starts_with('-') {
+        let mut flags: Vec<String> = cmd
+            .get_arguments()
+            .chain(globals.iter().copied())
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .chain(["--help".to_owned()])
+            .filter(|f| f.starts_with(current))
+            .collect();
+        flags.sort();
+        flags.dedup();
+        return flags;
+    }
+    cmd.get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .map(|s| s.get_name().to_owned())
+        .filter(|n| n.starts_with(current))
+        .collect()
+}
+
+/// Whether the flag `w` of `cmd` (or a global one) takes a value.
+fn takes_value(cmd: &clap::Command, globals: &[&clap::Arg], w: &str) -> bool {
+    let matches = |a: &&clap::Arg| {
+        if let Some(long) = w.strip_prefix("--") {
+            a.get_long() == Some(long)
+        } else {
+            let short = w.trim_start_matches('-');
+            short.len() == 1 && a.get_short().is_some_and(|s| short.starts_with(s))
+        }
+    };
+    cmd.get_arguments()
+        .chain(globals.iter().copied())
+        .find(matches)
+        .is_some_and(|a| a.get_action().takes_values())
+}

@@ -96,3 +96,24 @@ fn profile_flags_become_options() {
         assert!(Cli::try_parse_from(["infergate", "profile", "m", bad]).is_err());
     }
 }
+
+#[test]
+fn the_plugin_completes_subcommands_and_flags() {
+    use super::plugin::candidates;
+    let w = |s: &[&str]| s.iter().map(|x| (*x).to_owned()).collect::<Vec<_>>();
+    assert_eq!(candidates(&w(&["st"])), ["status"]);
+    assert_eq!(
+        candidates(&w(&[""])),
+        ["status", "rollout", "why", "fit", "budget", "completion"]
+    );
+    assert_eq!(
+        candidates(&w(&["rollout", ""])),
+        ["status", "promote", "pause", "resume", "abort"]
+    );
+    assert_eq!(candidates(&w(&["status", "chat", "--w"])), ["--watch"]);
+    assert!(candidates(&w(&["fit", "m", "--"])).contains(&"--max-model-len".to_owned()));
+    assert!(candidates(&w(&["fit", "m", "--"])).contains(&"--context".to_owned()));
+    // A flag's value is not completed with subcommands.
+    assert!(candidates(&w(&["-n", ""])).is_empty());
+    assert_eq!(candidates(&w(&["-n", "team-a", "wh"])), ["why"]);
+}

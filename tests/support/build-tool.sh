@@ -5,6 +5,7 @@
 #
 #   tests/support/build-tool.sh helm    # helm.sh/helm/v3/cmd/helm (helm lint, the chart tests)
 #   tests/support/build-tool.sh lwepp   # the Gateway API Inference Extension's minimal endpoint picker
+#   tests/support/build-tool.sh krew    # sigs.k8s.io/krew/cmd/krew (installs the plugin from its krew manifest)
 #   tests/support/build-tool.sh kwok    # sigs.k8s.io/kwok/cmd/kwok (fake Nodes and their pods, the scheduling tests),
 #                                       # with its "fast" Node and Pod stages in stages.yaml beside bin/
 #
@@ -12,6 +13,7 @@
 #   INFERGATE_HELM_VERSION               Helm release (default below)
 #   INFERGATE_INFERENCE_EXTENSION_VERSION  sigs.k8s.io/gateway-api-inference-extension release (default below)
 #   INFERGATE_KWOK_VERSION               sigs.k8s.io/kwok release (default below)
+#   INFERGATE_KREW_VERSION               sigs.k8s.io/krew release (default below)
 #   INFERGATE_CACHE_DIR                  cache root (default ~/.cache/infergate)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -37,7 +39,13 @@ case "${1:-}" in
     # Nodes made Ready and kept so with a Lease, pods run, completed, deleted.
     STAGES="node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml"
     ;;
-  *) die "usage: $0 helm|lwepp|kwok" ;;
+  krew)
+    NAME=krew
+    VERSION="${INFERGATE_KREW_VERSION:-v0.4.3}"
+    MODULE="sigs.k8s.io/krew"
+    PACKAGE="sigs.k8s.io/krew/cmd/krew"
+    ;;
+  *) die "usage: $0 helm|lwepp|kwok|krew" ;;
 esac
 DEST="$CACHE_ROOT/$NAME/${VERSION}"
 BIN="$DEST/bin/${PACKAGE##*/}"
