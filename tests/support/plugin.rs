@@ -28,7 +28,7 @@ pub fn plugin_path() -> std::ffi::OsString {
     std::env::join_paths(dirs).expect("PATH")
 }
 
-/// Compare `actual` with the recorded `tests/fixtures/plugin/NAME.txt`;
+/// Compare `actual` with the recording `NAME.txt` in `tests/fixtures/plugin/`;
 /// `INFERGATE_UPDATE_FIXTURES=1` records it instead. `replace` pairs turn
 /// what differs from run to run (a namespace's random suffix, a port) into
 /// fixed words first.
