@@ -108,18 +108,7 @@ async fn setup(prefix: &str) -> Setup {
         )
         .await
         .expect("secret");
-    let out = cp.kubectl(&[
-        "create",
-        "rolebinding",
-        "infergate-graph-token-reader",
-        "--namespace",
-        &ns,
-        "--clusterrole",
-        "infergate-graph-token-reader",
-        "--serviceaccount",
-        "infergate-system:infergate",
-    ]);
-    assert!(out.status.success(), "{}", support::text(&out));
+    cp.bind_graph_token_reader(&ns);
 
     let fetcher = Arc::new(
         GraphFetcher::new(FetchOptions::default(), vec![server.ca.clone()]).expect("fetcher"),

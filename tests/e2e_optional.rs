@@ -87,18 +87,7 @@ async fn back<K: Namespaced>(client: &Client, ns: &str, name: &str, since: Insta
 /// The graph token Secret of the namespace, readable by the reconciler.
 async fn graph_token(cp: &ControlPlane, client: &Client, ns: &str) {
     support::set_graph_token(client, ns, GRAPH_TOKEN).await;
-    let out = cp.kubectl(&[
-        "create",
-        "rolebinding",
-        "infergate-graph-token-reader",
-        "--namespace",
-        ns,
-        "--clusterrole",
-        "infergate-graph-token-reader",
-        "--serviceaccount",
-        "infergate-system:infergate",
-    ]);
-    assert!(out.status.success(), "{}", support::text(&out));
+    cp.bind_graph_token_reader(ns);
 }
 
 /// A service routed through gateway `gw/inference-gw`, to InferencePools

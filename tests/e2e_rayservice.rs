@@ -333,18 +333,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     let _reconciler = Reconciler::start(sa_kubeconfig, config);
     support::allow_graph_host(&client, &ns, "127.0.0.1").await;
     support::set_graph_token(&client, &ns, GRAPH_TOKEN).await;
-    let out = cp.kubectl(&[
-        "create",
-        "rolebinding",
-        "infergate-graph-token-reader",
-        "--namespace",
-        &ns,
-        "--clusterrole",
-        "infergate-graph-token-reader",
-        "--serviceaccount",
-        "infergate-system:infergate",
-    ]);
-    assert!(out.status.success(), "{}", support::text(&out));
+    cp.bind_graph_token_reader(&ns);
     let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
     let rayservices: Api<RayService> = Api::namespaced(client.clone(), &ns);
     let mut svc = server.service("rag");

@@ -125,6 +125,24 @@ impl ControlPlane {
         run(&mut cmd, None)
     }
 
+    /// Let infergate's ServiceAccount read the graph tokens of `ns`: the
+    /// RoleBinding a namespace creates to opt in (deploy/'s ClusterRole
+    /// `infergate-graph-token-reader`).
+    pub fn bind_graph_token_reader(&self, ns: &str) {
+        let out = self.kubectl(&[
+            "create",
+            "rolebinding",
+            "infergate-graph-token-reader",
+            "--namespace",
+            ns,
+            "--clusterrole",
+            "infergate-graph-token-reader",
+            "--serviceaccount",
+            "infergate-system:infergate",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+
     /// Run kubectl with `stdin` as its standard input.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
         run(&mut self.kubectl_cmd(args), Some(stdin.as_bytes()))
