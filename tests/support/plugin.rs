@@ -20,7 +20,7 @@ pub fn plugin_dir() -> PathBuf {
     .clone()
 }
 
-/// Compare `actual` with the recorded `tests/fixtures/plugin/NAME.txt`;
+/// Compare `actual` with the recorded `NAME.txt` in `tests/fixtures/plugin/`;
 /// `INFERGATE_UPDATE_FIXTURES=1` records it instead. `replace` pairs turn
 /// what differs from run to run (a namespace's random suffix, a port) into
 /// fixed words first.
