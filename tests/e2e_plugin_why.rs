@@ -20,7 +20,7 @@ use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
 use support::plugin::assert_recorded;
 use support::scheduler::{
-    ACCELERATOR_LABEL, RUN_WAIT, Scheduling, accelerator_class, gpu_taint, kwok_node, scheduling,
+    RUN_WAIT, Scheduling, accelerator_class, gpu_node, kwok_node, scheduling,
 };
 use support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, control_plane, eventually};
 
@@ -50,15 +50,7 @@ async fn setup() -> Env {
                 )
                 .await;
             sched
-                .create_node(
-                    &client,
-                    kwok_node(
-                        &format!("why-l4-{run}"),
-                        &[(ACCELERATOR_LABEL, L4)],
-                        vec![gpu_taint()],
-                        &[("nvidia.com/gpu", "1")],
-                    ),
-                )
+                .create_node(&client, gpu_node(&format!("why-l4-{run}"), L4, "1"))
                 .await;
             cp.install_crds().await;
             let name = format!("l4-{run}");

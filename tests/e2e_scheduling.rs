@@ -21,7 +21,7 @@ use tokio::sync::OnceCell;
 use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
 use support::scheduler::{
-    ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class as class, gpu_taint,
+    ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class as class, gpu_node,
     kwok_node, pod_condition, scheduling,
 };
 use support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, eventually};
@@ -74,15 +74,7 @@ async fn setup() -> Env {
                 )
                 .await;
             let gpu = sched
-                .create_node(
-                    &client,
-                    kwok_node(
-                        &format!("gpu-h100-{run}"),
-                        &[(ACCELERATOR_LABEL, H100)],
-                        vec![gpu_taint()],
-                        &[("nvidia.com/gpu", "8")],
-                    ),
-                )
+                .create_node(&client, gpu_node(&format!("gpu-h100-{run}"), H100, "8"))
                 .await;
             assert_eq!(
                 gpu.status.as_ref().unwrap().allocatable.as_ref().unwrap()["nvidia.com/gpu"].0,
@@ -90,15 +82,7 @@ async fn setup() -> Env {
                 "kwok keeps the allocatable the Node was written with"
             );
             sched
-                .create_node(
-                    &client,
-                    kwok_node(
-                        &format!("gpu-l4-{run}"),
-                        &[(ACCELERATOR_LABEL, L4)],
-                        vec![gpu_taint()],
-                        &[("nvidia.com/gpu", "1")],
-                    ),
-                )
+                .create_node(&client, gpu_node(&format!("gpu-l4-{run}"), L4, "1"))
                 .await;
             cp.install_crds().await;
             let h100_class = format!("h100-{run}");

@@ -253,6 +253,17 @@ pub fn gpu_taint() -> Taint {
     }
 }
 
+/// A GPU pool's Node for kwok: labelled [`ACCELERATOR_LABEL`]`=label`,
+/// tainted [`gpu_taint`], offering `gpus` `nvidia.com/gpu`.
+pub fn gpu_node(name: &str, label: &str, gpus: &str) -> Node {
+    kwok_node(
+        name,
+        &[(ACCELERATOR_LABEL, label)],
+        vec![gpu_taint()],
+        &[("nvidia.com/gpu", gpus)],
+    )
+}
+
 /// The AcceleratorClass `name` of the pool labelled [`ACCELERATOR_LABEL`]
 /// `=label`, claiming `devices` GPUs per node and tolerating [`GPU_TAINT`].
 pub fn accelerator_class(
