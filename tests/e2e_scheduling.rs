@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -20,11 +20,12 @@ use tokio::sync::OnceCell;
 
 use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
-use support::scheduler::{RUN_WAIT, Scheduling, kwok_node, pod_condition, scheduling};
+use support::scheduler::{
+    ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class as class, gpu_node,
+    kwok_node, pod_condition, scheduling,
+};
 use support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, eventually};
 
-const GPU_TAINT: &str = "nvidia.com/gpu";
-const ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
 const H100: &str = "nvidia-h100-80gb";
 const L4: &str = "nvidia-l4";
 
@@ -56,30 +57,6 @@ type Env = (
     &'static Nodes,
 );
 
-/// The GPU pools' taint, as GKE sets it.
-fn gpu_taint() -> Taint {
-    Taint {
-        key: GPU_TAINT.into(),
-        value: Some("present".into()),
-        effect: "NoSchedule".into(),
-        ..Taint::default()
-    }
-}
-
-/// The AcceleratorClass `name` of the pool labelled `label`.
-fn class(name: &str, label: &str, devices: i32) -> AcceleratorClass {
-    serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1", "kind": "AcceleratorClass",
-        "metadata": {"name": name},
-        "spec": {
-            "vendor": "nvidia", "memoryPerDevice": "80Gi", "devicesPerNode": devices,
-            "nodeSelector": {ACCELERATOR_LABEL: label},
-            "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
-        }
-    }))
-    .expect("class json")
-}
-
 /// The control plane, the scheduler and kwok, the Nodes and classes, and
 /// the reconciler.
 async fn setup() -> Env {
@@ -97,15 +74,7 @@ async fn setup() -> Env {
                 )
                 .await;
             let gpu = sched
-                .create_node(
-                    &client,
-                    kwok_node(
-                        &format!("gpu-h100-{run}"),
-                        &[(ACCELERATOR_LABEL, H100)],
-                        vec![gpu_taint()],
-                        &[("nvidia.com/gpu", "8")],
-                    ),
-                )
+                .create_node(&client, gpu_node(&format!("gpu-h100-{run}"), H100, "8"))
                 .await;
             assert_eq!(
                 gpu.status.as_ref().unwrap().allocatable.as_ref().unwrap()["nvidia.com/gpu"].0,
@@ -113,15 +82,7 @@ async fn setup() -> Env {
                 "kwok keeps the allocatable the Node was written with"
             );
             sched
-                .create_node(
-                    &client,
-                    kwok_node(
-                        &format!("gpu-l4-{run}"),
-                        &[(ACCELERATOR_LABEL, L4)],
-                        vec![gpu_taint()],
-                        &[("nvidia.com/gpu", "1")],
-                    ),
-                )
+                .create_node(&client, gpu_node(&format!("gpu-l4-{run}"), L4, "1"))
                 .await;
             cp.install_crds().await;
             let h100_class = format!("h100-{run}");

@@ -58,9 +58,16 @@ pub enum PluginCommand {
     /// Example: kubectl infergate rollout status chat -w --timeout 30m
     Rollout(RolloutArgs),
     /// Why a service is not ready, most telling first, each with the next
-    /// command to run.
+    /// command to run: a policy or the spec, the serving graph or its
+    /// Secret, pods no node can take (the scheduler's words), images that
+    /// cannot be pulled, engines that crash (the last exit code), a canary
+    /// held by its gate, routing.
     ///
-    /// Example: kubectl infergate why chat
+    /// Exit status: 0 when the service is ready (anything worth knowing is
+    /// still printed), 1 when it is not (the findings printed), 2 when it
+    /// cannot be told (no such service, the API server unreachable).
+    ///
+    /// Example: kubectl infergate why chat -n team-a -o json
     Why(WhyArgs),
     /// Whether a model fits an AcceleratorClass at each tensor size, and
     /// the tokens and full-context requests it holds.
@@ -170,6 +177,9 @@ pub enum RolloutCommand {
 pub struct WhyArgs {
     /// The InferenceService.
     pub name: String,
+    /// Output format: the sentences, or the findings as JSON or YAML.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputArg::Text)]
+    pub output: OutputArg,
 }
 
 /// Flags of `fit`.
@@ -292,6 +302,7 @@ pub fn run(cli: PluginCli) -> ExitCode {
                 plugin::why::run(plugin::why::Options {
                     connection,
                     name: a.name,
+                    output: a.output.into(),
                 })
                 .await
             }

@@ -238,6 +238,51 @@ pub fn kwok_node(
     }
 }
 
+/// The taint of a GPU pool's Nodes, as GKE sets it (`=present:NoSchedule`).
+pub const GPU_TAINT: &str = "nvidia.com/gpu";
+/// The label naming a GPU pool's accelerator, as GKE sets it.
+pub const ACCELERATOR_LABEL: &str = "cloud.google.com/gke-accelerator";
+
+/// The GPU pools' taint.
+pub fn gpu_taint() -> Taint {
+    Taint {
+        key: GPU_TAINT.into(),
+        value: Some("present".into()),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    }
+}
+
+/// A GPU pool's Node for kwok: labelled [`ACCELERATOR_LABEL`]`=label`,
+/// tainted [`gpu_taint`], offering `gpus` `nvidia.com/gpu`.
+pub fn gpu_node(name: &str, label: &str, gpus: &str) -> Node {
+    kwok_node(
+        name,
+        &[(ACCELERATOR_LABEL, label)],
+        vec![gpu_taint()],
+        &[("nvidia.com/gpu", gpus)],
+    )
+}
+
+/// The AcceleratorClass `name` of the pool labelled [`ACCELERATOR_LABEL`]
+/// `=label`, claiming `devices` GPUs per node and tolerating [`GPU_TAINT`].
+pub fn accelerator_class(
+    name: &str,
+    label: &str,
+    devices: i32,
+) -> infergate::api::AcceleratorClass {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "AcceleratorClass",
+        "metadata": {"name": name},
+        "spec": {
+            "vendor": "nvidia", "memoryPerDevice": "80Gi", "devicesPerNode": devices,
+            "nodeSelector": {ACCELERATOR_LABEL: label},
+            "tolerations": [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+        }
+    }))
+    .expect("class json")
+}
+
 /// Whether the Node's `Ready` condition is `True`.
 pub fn node_ready(node: &Node) -> bool {
     node.status
