@@ -10,7 +10,7 @@ help:
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
 	@echo "make upstream-crds  fetch the Gateway API and Prometheus Operator CRDs into the cache"
-	@echo "make tools          build helm, the inference extension's endpoint picker, kwok and krew into the cache"
+	@echo "make tools          build helm, the inference extension's endpoint picker, kwok and krew, and install ray[serve] (a venv), into the cache"
 	@echo "make plugin         install kubectl-infergate (and its kubectl completion) into PLUGIN_DIR (~/.local/bin)"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
@@ -45,6 +45,7 @@ tools:
 	@tests/support/build-tool.sh lwepp >/dev/null
 	@tests/support/build-tool.sh kwok >/dev/null
 	@tests/support/build-tool.sh krew >/dev/null
+	@tests/support/build-ray-serve.sh >/dev/null
 
 PLUGIN_DIR ?= $(HOME)/.local/bin
 plugin:

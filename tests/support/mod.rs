@@ -16,6 +16,7 @@
 //! - [`webhooks`]: its webhooks registered with the apiserver by URL;
 //! - [`kuberay`]: the real KubeRay operator, built from its Go module;
 //! - [`plugin`]: the kubectl plugin on `PATH`, and its recorded outputs;
+//! - [`ray_serve`]: Ray Serve's own config schema, from `ray[serve]` in a virtual environment;
 //! - [`process`] and [`fixtures`]: child processes, repository files.
 #![allow(dead_code)]
 
@@ -26,6 +27,7 @@ pub mod fixtures;
 pub mod kuberay;
 pub mod plugin;
 pub mod process;
+pub mod ray_serve;
 pub mod router;
 pub mod scheduler;
 pub mod servers;
@@ -48,6 +50,8 @@ pub use kuberay::*;
 pub use plugin::*;
 #[allow(unused_imports)]
 pub use process::*;
+#[allow(unused_imports)]
+pub use ray_serve::*;
 #[allow(unused_imports)]
 pub use router::*;
 #[allow(unused_imports)]
