@@ -1,71 +1,80 @@
-//! Ray Serve's own config schema: `ray[serve]` at a pinned version in a
-//! virtual environment in the cache (`build-ray-serve.sh`, installed when
-//! missing), and `validate_serve_config.py` running
-//! `ServeDeploySchema.model_validate` on each config.
+//! Ray Serve's own config schema: `ray[serve]` at a pinned version installed
+//! by `build-ray-serve.sh` into a virtual environment in the cache (once),
+//! and `validate_serve_config.py` run with its Python to check Serve configs
+//! with `ray.serve.schema.ServeDeploySchema`.
 
-use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::process::cached_by_script;
+use super::fixtures::root;
+use super::process::{cached_by_script, run, text};
 
-/// The virtual environment's python; `INFERGATE_RAY_SERVE_PYTHON` names
-/// one installed elsewhere.
-pub fn ray_serve_python() -> PathBuf {
+/// The directory holding the virtual environment `venv/`, whose Python
+/// imports `ray.serve.schema` (installed when missing;
+/// `INFERGATE_RAY_SERVE_DIR` names one made elsewhere).
+pub fn ray_serve_dir() -> PathBuf {
     cached_by_script(
-        "INFERGATE_RAY_SERVE_PYTHON",
+        "INFERGATE_RAY_SERVE_DIR",
         "build-ray-serve.sh",
         &[],
-        "it installs ray[serve] from PyPI into a virtual environment",
+        "it installs ray[serve] from PyPI into a virtual environment and needs python3 with venv and PyPI",
     )
 }
 
-/// Ray's verdict on one config: `Ok(())` or its error message.
-pub type Verdict = Result<(), String>;
+/// One config to check: a config object, or a `serveConfigV2` YAML string
+/// (parsed by the validator with YAML 1.1 rules, as KubeRay reads it).
+#[derive(Serialize, Debug, Clone)]
+pub struct ServeCase {
+    /// Names the case in the verdicts and in failure messages.
+    pub name: String,
+    /// The config as an object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// The config as YAML text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub yaml: Option<String>,
+}
 
-/// Validate each `(name, config)` with Ray's schema, in one Python process.
-pub fn validate_with_ray(cases: &[(String, Value)]) -> Vec<(String, Verdict)> {
-    let input: Vec<Value> = cases
-        .iter()
-        .map(|(name, config)| json!({"name": name, "config": config}))
-        .collect();
-    let script = super::fixtures::root().join("tests/support/validate_serve_config.py");
-    let mut child = Command::new(ray_serve_python())
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the Serve config validator");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(serde_json::to_string(&input).expect("JSON").as_bytes())
-        .expect("write the cases");
-    let out = child.wait_with_output().expect("validator output");
+/// What Ray's schema said of one case.
+#[derive(Deserialize, Debug, Clone)]
+pub struct ServeVerdict {
+    /// The case's name.
+    pub name: String,
+    /// `ServeDeploySchema.model_validate` accepted it.
+    pub ok: bool,
+    /// Ray's (pydantic's) error text when it did not.
+    pub error: Option<String>,
+    /// The config as validated (the YAML case as Python parsed it).
+    pub parsed: Option<Value>,
+}
+
+/// Check every case with Ray's schema in one Python process; the verdicts
+/// in the order of `cases`.
+pub fn validate_serve_configs(cases: &[ServeCase]) -> Vec<ServeVerdict> {
+    let python = ray_serve_dir().join("venv/bin/python");
+    let script = root().join("tests/support/validate_serve_config.py");
+    let input = serde_json::to_vec(cases).expect("cases as JSON");
+    let out = run(Command::new(&python).arg(&script), Some(&input));
     assert!(
         out.status.success(),
-        "the validator failed ({})",
-        out.status
+        "{} {} failed ({}):\n{}",
+        python.display(),
+        script.display(),
+        out.status,
+        text(&out)
     );
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    let verdicts: Vec<ServeVerdict> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("verdict {l:?}: {e}")))
         .collect();
-    assert_eq!(lines.len(), cases.len(), "one answer per case");
-    lines
-        .into_iter()
-        .map(|v| {
-            let name = v["name"].as_str().unwrap_or_default().to_owned();
-            let verdict = if v["ok"].as_bool() == Some(true) {
-                Ok(())
-            } else {
-                Err(v["error"].as_str().unwrap_or_default().to_owned())
-            };
-            (name, verdict)
-        })
-        .collect()
+    let names = |v: &mut dyn Iterator<Item = &String>| v.cloned().collect::<Vec<_>>();
+    assert_eq!(
+        names(&mut verdicts.iter().map(|v| &v.name)),
+        names(&mut cases.iter().map(|c| &c.name)),
+        "one verdict per case, in order"
+    );
+    verdicts
 }
