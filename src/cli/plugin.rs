@@ -88,7 +88,7 @@ pub enum PluginCommand {
     Budget(BudgetArgs),
     /// Print a shell completion script.
     ///
-    /// Example: kubectl infergate completion zsh > "${fpath[1]}/_kubectl-infergate"
+    /// Example: kubectl infergate completion zsh > ~/.zfunc/_kubectl-infergate
     Completion(CompletionArgs),
 }
 

@@ -37,7 +37,7 @@ pub struct GraphReport {
 }
 
 /// How a refresh value is recorded in `status.graph.lastRefresh`: as it
-/// is up to [`MAX_REFRESH_TOKEN`] bytes, else as `sha256:<hex>` of it (so
+/// is up to 128 bytes, else as `sha256:<hex>` of it (so
 /// status stays small and the same value is never acted on twice).
 #[must_use]
 pub fn refresh_key(token: &str) -> String {
