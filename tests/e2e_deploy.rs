@@ -9,6 +9,7 @@
 mod support;
 
 use std::path::Path;
+use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -199,8 +200,16 @@ async fn self_signed_mode_works_with_the_service_account_only() {
         child.try_wait().expect("status").is_none(),
         "infergate exited"
     );
-    let (code, _) = support::http_get(probe, "/readyz").await.expect("readyz");
-    assert_eq!(code, 200);
+    // Ready once the policy cache has synced too (the CA can be injected
+    // before that on a loaded machine).
+    support::eventually("/readyz 200", Duration::from_secs(30), async || {
+        match support::http_get(probe, "/readyz").await {
+            Ok((200, _)) => Ok(()),
+            Ok((code, body)) => Err(format!("{code}: {body}")),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
     assert_no_forbidden(&log);
     let _ = child.kill();
 }
