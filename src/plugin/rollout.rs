@@ -202,7 +202,7 @@ pub fn report(facts: &ServiceFacts, style: Style) -> String {
         ),
         Standing::InProgress => match (r.phase.as_str(), r.step) {
             ("Progressing" | "Paused", Some(step)) => format!(
-                "{who}: {} {} (stable {}), step {} of {}",
+                "{who}: {} {} (stable {}), {}",
                 version(r.target.as_ref()),
                 if r.phase == "Paused" {
                     "paused"
@@ -210,8 +210,10 @@ pub fn report(facts: &ServiceFacts, style: Style) -> String {
                     "rolling out"
                 },
                 version(r.stable.as_ref()),
-                step + 1,
-                r.steps.len() + 1
+                match usize::try_from(step) {
+                    Ok(i) if i < r.steps.len() => format!("step {} of {}", i + 1, r.steps.len()),
+                    _ => "promoting".to_owned(),
+                }
             ),
             _ => format!(
                 "{who}: waiting for the reconciler to observe generation {}",
@@ -485,7 +487,7 @@ mod tests {
     fn the_report_says_where_it_stands() {
         let r = report(&facts_with(Some(progressing()), 2, 2), Style::PLAIN);
         assert!(
-            r.starts_with("team/chat: v2 rolling out (stable v1), step 2 of 4\n"),
+            r.starts_with("team/chat: v2 rolling out (stable v1), step 2 of 3\n"),
             "{r}"
         );
         let r = report(
