@@ -140,6 +140,13 @@ pub struct RolloutArgs {
 pub enum RolloutCommand {
     /// Exit 0 when the rollout is promoted or the service stable, 1 when it
     /// rolled back, 2 on timeout (as `kubectl rollout status`).
+    ///
+    /// Without -w it prints where the rollout stands and exits: 0 also for
+    /// a rollout still in progress (as `kubectl rollout status --watch=false`).
+    /// With -w it waits on watch events until the status describes the
+    /// current spec and the rollout ended, drawing its progress. A service
+    /// without a canary rollout is stable at once (0); a missing service is
+    /// an error (1).
     Status {
         /// The InferenceService.
         name: String,
@@ -151,6 +158,11 @@ pub enum RolloutCommand {
         timeout: Option<Duration>,
     },
     /// Skip the remaining steps: the canary's version becomes the primary's.
+    ///
+    /// Each action writes infergate.dev/rollout-action VERB/TOKEN (server-side
+    /// apply, field manager kubectl-infergate) and waits up to 60s until the
+    /// reconciler acted on it: 0 acted on; 1 not acted on, or the service
+    /// has no canary rollout (nothing is written); 2 usage errors.
     Promote {
         /// The InferenceService.
         name: String,
