@@ -202,13 +202,15 @@ async fn self_signed_mode_works_with_the_service_account_only() {
     );
     // Ready once the policy cache has synced too (the CA can be injected
     // before that on a loaded machine).
-    support::eventually("/readyz 200", Duration::from_secs(30), async || {
-        match support::http_get(probe, "/readyz").await {
+    support::eventually(
+        "/readyz 200",
+        Duration::from_secs(30),
+        async || match support::http_get(probe, "/readyz").await {
             Ok((200, _)) => Ok(()),
             Ok((code, body)) => Err(format!("{code}: {body}")),
             Err(e) => Err(e.to_string()),
-        }
-    })
+        },
+    )
     .await;
     assert_no_forbidden(&log);
     let _ = child.kill();

@@ -227,6 +227,7 @@ async fn a_watched_rollout_promoted_exits_0() {
     track_complete(&client, &ns, "primary", "chat").await;
     let out = watcher.await.expect("watcher");
     let text = stdout(&out);
+    eprintln!("kubectl infergate rollout status chat -w --timeout 3m:\n{text}");
     assert_eq!(code(&out), Some(0), "{}", support::text(&out));
     assert!(!text.contains('\x1b'), "{text:?}");
     assert!(text.lines().any(|l| l.starts_with("Progressing")), "{text}");

@@ -359,7 +359,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     assert_eq!(
         header,
         [
-            "NAME", "MODEL", "REPLICAS", "READY", "PHASE", "WEIGHT", "PATH", "GPUS", "AGE"
+            "NAME", "MODEL", "REPLICAS", "READY", "PHASE", "WEIGHT", "PATH", "GRAPH", "GPUS", "AGE"
         ],
         "{table}"
     );

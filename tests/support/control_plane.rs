@@ -422,6 +422,10 @@ impl ControlPlane {
     /// writes (`deploy/admissionpolicy.yaml`, which needs infergate's CRDs
     /// installed); returns a kubeconfig with a token of that account.
     pub async fn deployed_service_account(&self) -> PathBuf {
+        // Tests of one binary run at once: one `kubectl apply` at a time
+        // (two creating the same ServiceAccount would race).
+        static APPLY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one = APPLY.lock().await;
         self.ensure_namespace(SYSTEM_NAMESPACE).await;
         let deploy = root().join("deploy");
         let out = self.kubectl(&[
