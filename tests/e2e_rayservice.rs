@@ -384,13 +384,20 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     assert_ne!(g.applied_at, first_applied, "a new graph, applied now");
     let rs = rayservices.get("rag").await.expect("RayService");
     assert!(rs.spec.serve_config_v2.contains("name: reranker"));
-    let notes = event_notes(&client, &ns, "GraphRefreshed").await;
+    // The event follows the status write.
     let want = format!(
         "refresh \"r1\": a new graph sha256:{} is applied (was sha256:{})",
         &d2[7..19],
         &d1[7..19]
     );
-    assert!(notes.contains(&want), "{notes:?}");
+    support::eventually("the new graph's event", WAIT, async || {
+        let notes = event_notes(&client, &ns, "GraphRefreshed").await;
+        notes
+            .contains(&want)
+            .then_some(())
+            .ok_or(format!("{notes:?}"))
+    })
+    .await;
 
     // Another value with nothing new says so; appliedAt stays.
     let applied = g.applied_at.clone();
