@@ -20,7 +20,7 @@ use infergate::api::rollout::{RolloutPhase, RolloutStatus};
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::{Config, LeaseTiming};
 use support::plugin::assert_recorded;
-use support::{ControlPlane, Reconciler, WAIT, eventually, get, mark_pods_ready};
+use support::{ControlPlane, Reconciler, WAIT, eventually, get};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -117,20 +117,7 @@ async fn model_of(client: &Client, ns: &str, name: &str) -> Option<String> {
 /// Play the kubelet for a track of `chat` until its Deployment is complete.
 async fn track_complete(client: &Client, ns: &str, track: &str, name: &str) {
     support::wait_exists::<Deployment>(client, ns, name).await;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    eventually(&format!("{name} complete"), WAIT, async || {
-        mark_pods_ready(client, ns, "chat", track, 1).await;
-        let d = deployments.get(name).await.map_err(|e| e.to_string())?;
-        let st = d.status.clone().unwrap_or_default();
-        let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        (d.metadata.generation == st.observed_generation
-            && st.updated_replicas == Some(want)
-            && st.ready_replicas == Some(want)
-            && st.replicas == Some(want))
-        .then_some(())
-        .ok_or(format!("{st:?}"))
-    })
-    .await;
+    support::chat_track_complete(client, ns, track, name).await;
 }
 
 /// `v1` stable and complete, then `v2` with its canary ready at the first step.

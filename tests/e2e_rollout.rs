@@ -28,7 +28,7 @@ use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LeaseTiming};
 use support::timeline::{Timeline, assert_route_first, route_backends, story};
-use support::{Reconciler, WAIT, eventually, get, mark_pods_ready, wait_gone};
+use support::{Reconciler, WAIT, eventually, get, wait_gone};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -255,24 +255,7 @@ async fn track_complete(client: &Client, ns: &str, track: &str) {
     } else {
         "chat-canary"
     };
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    eventually(
-        &format!("the {track} rollout to complete"),
-        WAIT,
-        async || {
-            mark_pods_ready(client, ns, "chat", track, 1).await;
-            let d = deployments.get(name).await.map_err(|e| e.to_string())?;
-            let st = d.status.clone().unwrap_or_default();
-            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            (d.metadata.generation == st.observed_generation
-                && st.updated_replicas == Some(want)
-                && st.ready_replicas == Some(want)
-                && st.replicas == Some(want))
-            .then_some(())
-            .ok_or(format!("{st:?}"))
-        },
-    )
-    .await;
+    support::chat_track_complete(client, ns, track, name).await;
 }
 
 async fn primary_complete(client: &Client, ns: &str) {

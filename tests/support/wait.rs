@@ -294,3 +294,24 @@ pub async fn mark_pods_ready(client: &Client, ns: &str, service: &str, track: &s
     )
     .await;
 }
+
+/// Play the kubelet for `track` of service `chat` (one pod made ready)
+/// until its Deployment `name` is complete: the current generation
+/// observed, every wanted replica updated and ready, no old pod left.
+pub async fn chat_track_complete(client: &Client, ns: &str, track: &str, name: &str) {
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(client.clone(), ns);
+    eventually(&format!("{name} ({track}) complete"), WAIT, async || {
+        mark_pods_ready(client, ns, "chat", track, 1).await;
+        let d = deployments.get(name).await.map_err(|e| e.to_string())?;
+        let st = d.status.clone().unwrap_or_default();
+        let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        (d.metadata.generation == st.observed_generation
+            && st.updated_replicas == Some(want)
+            && st.ready_replicas == Some(want)
+            && st.replicas == Some(want))
+        .then_some(())
+        .ok_or(format!("{st:?}"))
+    })
+    .await;
+}
