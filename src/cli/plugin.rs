@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::plugin::{self, client::Connection, status::Output};
+use crate::plugin::{self, client::Connection, term::Output};
 
 /// Watch, steer and explain infergate's InferenceServices.
 #[derive(Debug, Parser)]

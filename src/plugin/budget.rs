@@ -151,7 +151,7 @@ pub struct Options {
     /// Every namespace with services or policies (`-A`), else the one of `connection`.
     pub all_namespaces: bool,
     /// How to print.
-    pub output: super::status::Output,
+    pub output: super::term::Output,
 }
 
 /// Run `budget`: 0 when printed and no namespace is over its GPU budget,
@@ -166,11 +166,11 @@ pub async fn run(opts: Options) -> std::process::ExitCode {
         }
     };
     let text = match opts.output {
-        super::status::Output::Human => Ok(render(&budgets)),
-        super::status::Output::Json => serde_json::to_string_pretty(&budgets)
+        super::term::Output::Human => Ok(render(&budgets)),
+        super::term::Output::Json => serde_json::to_string_pretty(&budgets)
             .map(|s| s + "\n")
             .map_err(|e| e.to_string()),
-        super::status::Output::Yaml => serde_saphyr::to_string(&budgets).map_err(|e| e.to_string()),
+        super::term::Output::Yaml => serde_saphyr::to_string(&budgets).map_err(|e| e.to_string()),
     };
     match text {
         Ok(t) => print!("{t}"),

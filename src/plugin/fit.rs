@@ -14,7 +14,7 @@ use kube_quantity::ParsedQuantity;
 use serde::Serialize;
 
 use super::client::{Connection, PluginError};
-use super::status::Output;
+use super::term::Output;
 use crate::api::profile::ModelProfile;
 use crate::api::{AcceleratorClass, AcceleratorClassSpec};
 use crate::engine::builtin::DEFAULT_GPU_MEMORY_UTILIZATION;

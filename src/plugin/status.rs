@@ -9,21 +9,10 @@ use futures::StreamExt;
 
 use super::client::{Connection, PluginError};
 use super::facts::{ServiceFacts, gather};
+use super::term::Output;
 use super::term::{Style, Tone, tone_of};
 use super::watch::changes;
 use crate::engine::format_gateway_duration;
-
-/// How facts are printed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Output {
-    /// The screen.
-    #[default]
-    Human,
-    /// JSON.
-    Json,
-    /// YAML.
-    Yaml,
-}
 
 /// `status` options.
 #[derive(Clone, Debug, Default)]

@@ -2,6 +2,18 @@
 
 use std::io::IsTerminal;
 
+/// How a command prints what it found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Output {
+    /// For people: the screen.
+    #[default]
+    Human,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
 /// How output is drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Style {

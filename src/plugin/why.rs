@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::client::{Connection, PluginError};
 use super::facts::{ConditionFacts, ServiceFacts, gather};
-use super::status::Output;
+use super::term::Output;
 
 /// `why` options.
 #[derive(Clone, Debug)]

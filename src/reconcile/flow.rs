@@ -23,6 +23,7 @@ use super::context::Ctx;
 use super::error::Error;
 use super::graph as resolve;
 use super::progress;
+use super::requeue::OPTIONAL_API_RECHECK;
 use super::status::{Observation, Outcome, PolicyResult, PoolReport, Reason, Rollout, Routing};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::{Backend, InferenceService};
@@ -32,14 +33,6 @@ use crate::state::with_context;
 
 /// Periodic re-reconcile of every service (drift that no watch event reported).
 pub const RESYNC: Duration = Duration::from_secs(3600);
-/// Come back while waiting in line for a graph fetch slot (to say where it
-/// stands; its turn brings it back at once).
-pub const GRAPH_QUEUE_POLL: Duration = Duration::from_secs(30);
-/// Re-reconcile while waiting for an optional API (Gateway API, KubeRay,
-/// InferencePool) to be installed (its arrival also reconciles the
-/// services waiting for it).
-pub const OPTIONAL_API_RECHECK: Duration = Duration::from_secs(30);
-
 pub(super) async fn reconcile(svc: Arc<InferenceService>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let start = Instant::now();
     let span = info_span!(
@@ -94,16 +87,6 @@ pub(super) fn error_policy(svc: Arc<InferenceService>, error: &Error, ctx: Arc<C
         .saturating_mul(1 << n.saturating_sub(1).min(6))
         .min(300);
     Action::requeue(Duration::from_secs(secs))
-}
-
-/// Up to a second, fixed per service, so services deferred together do
-/// not come back together.
-pub(super) fn jitter(svc: &InferenceService) -> Duration {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    svc.metadata.uid.hash(&mut h);
-    svc.metadata.name.hash(&mut h);
-    Duration::from_millis(h.finish() % 1000)
 }
 
 /// Split policy findings from the object's own errors.
@@ -325,22 +308,6 @@ struct Evaluation {
     capacity: crate::api::v1beta1::CapacityStatus,
 }
 
-pub(super) fn gateway_display(svc: &InferenceService) -> String {
-    builders::gateway(svc)
-        .map(|g| format!("{}/{}", g.namespace.unwrap_or_default(), g.name))
-        .unwrap_or_default()
-}
-
-/// The message of a parent's `Accepted=False`, if any.
-pub(super) fn rejection(route: &HTTPRoute) -> Option<String> {
-    route.status.as_ref()?.parents.iter().find_map(|p| {
-        p.conditions
-            .iter()
-            .find(|c| c.type_ == "Accepted" && c.status == "False")
-            .map(|c| format!("{}: {}", c.reason, c.message))
-    })
-}
-
 /// The InferencePool of each track and, with `endpointPicker.mode:
 /// Owned`, its endpoint picker (removed with `mode: None`); what gateways
 /// report about the pools. `None` when the InferencePool CRD is not served.
@@ -549,7 +516,7 @@ async fn apply_all(
         }
         Some(_) if !ctx.installed::<HTTPRoute>().await? => (
             Routing::GatewayApiMissing {
-                gateway: gateway_display(defaulted),
+                gateway: builders::gateway_display(defaulted),
             },
             None,
         ),
@@ -559,10 +526,10 @@ async fn apply_all(
             match ctx.apply_and_read(svc, &route).await {
                 Ok(applied) => (
                     Routing::Applied {
-                        gateway: gateway_display(defaulted),
+                        gateway: builders::gateway_display(defaulted),
                         path: engine::render_route_path(defaulted)
                             .map_err(|e| builders::BuildError::Route(e.to_string()))?,
-                        rejection: rejection(&applied),
+                        rejection: builders::rejection(&applied),
                         pools: pools.clone(),
                     },
                     routed,
@@ -572,7 +539,7 @@ async fn apply_all(
                     ctx.forget::<HTTPRoute>();
                     (
                         Routing::GatewayApiMissing {
-                            gateway: gateway_display(defaulted),
+                            gateway: builders::gateway_display(defaulted),
                         },
                         None,
                     )

@@ -46,6 +46,7 @@ pub mod optional;
 pub mod pods;
 mod progress;
 pub mod ray;
+mod requeue;
 pub mod rollout;
 pub mod status;
 pub mod watches;

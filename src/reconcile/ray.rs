@@ -18,10 +18,11 @@ use tracing::{debug, warn};
 use super::children::httproute::HTTPRoute;
 use super::children::rayservice::{self, RayService, RayServiceError};
 use super::children::{self as builders, Track};
+use super::children::{gateway_display, rejection};
 use super::context::Ctx;
 use super::error::Error;
-use super::flow::{GRAPH_QUEUE_POLL, OPTIONAL_API_RECHECK, gateway_display, jitter, rejection};
 use super::graph as resolve;
+use super::requeue::{GRAPH_QUEUE_POLL, OPTIONAL_API_RECHECK, jitter};
 use super::status::{
     AppliedGraph, GraphReport, Observation, Outcome, Reason, Routing, live_graph, pending_refresh,
     short_digest,

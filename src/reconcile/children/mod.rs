@@ -37,8 +37,8 @@ pub use meta::{
     Track, child_name, labels, owner_reference, sanitize_label_value, selector_labels,
 };
 pub use routing::{
-    gateway, http_route, names_backend, ray_http_route, request_timeout, routed_canary_weight,
-    serve_route_prefix,
+    gateway, gateway_display, http_route, names_backend, ray_http_route, rejection,
+    request_timeout, routed_canary_weight, serve_route_prefix,
 };
 pub use service::service;
 

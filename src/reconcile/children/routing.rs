@@ -57,6 +57,25 @@ pub fn gateway(svc: &InferenceService) -> Option<GatewayRef> {
     })
 }
 
+/// `namespace/name` of the gateway the route attaches to, or empty.
+#[must_use]
+pub fn gateway_display(svc: &InferenceService) -> String {
+    gateway(svc)
+        .map(|g| format!("{}/{}", g.namespace.unwrap_or_default(), g.name))
+        .unwrap_or_default()
+}
+
+/// The message of a gateway's `Accepted=False` on `route`, if any.
+#[must_use]
+pub fn rejection(route: &HTTPRoute) -> Option<String> {
+    route.status.as_ref()?.parents.iter().find_map(|p| {
+        p.conditions
+            .iter()
+            .find(|c| c.type_ == "Accepted" && c.status == "False")
+            .map(|c| format!("{}: {}", c.reason, c.message))
+    })
+}
+
 /// The request timeout in force.
 #[must_use]
 pub fn request_timeout(svc: &InferenceService) -> String {
