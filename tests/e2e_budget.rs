@@ -88,6 +88,27 @@ async fn env() -> (&'static ControlPlane, Client, &'static Env) {
             }))
             .unwrap();
             classes.create(&PostParams::default(), &c).await.unwrap();
+            // Both servers' watch caches hold the class before a test
+            // names it (a dry run goes through the webhooks, charges nothing).
+            let probe: Api<InferenceService> = Api::namespaced(cp.client().await, "default");
+            let dry = PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            };
+            eventually(
+                "both servers to know the AcceleratorClass",
+                WAIT,
+                async || {
+                    for _ in 0..4 {
+                        probe
+                            .create(&dry, &service("class-probe", 1, Some(&class)))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok::<(), String>(())
+                },
+            )
+            .await;
             Env {
                 probes,
                 class,
