@@ -165,13 +165,7 @@ pub async fn run(opts: Options) -> std::process::ExitCode {
             return ExitCode::from(2);
         }
     };
-    let text = match opts.output {
-        super::term::Output::Human => Ok(render(&budgets)),
-        super::term::Output::Json => serde_json::to_string_pretty(&budgets)
-            .map(|s| s + "\n")
-            .map_err(|e| e.to_string()),
-        super::term::Output::Yaml => serde_saphyr::to_string(&budgets).map_err(|e| e.to_string()),
-    };
+    let text = opts.output.format(&budgets, |b| render(b));
     match text {
         Ok(t) => print!("{t}"),
         Err(e) => {

@@ -148,6 +148,10 @@ pub struct ServiceFacts {
     /// The namespace's budget and its use.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<NamespaceBudget>,
+    /// Why the budget could not be read (policies or services this user
+    /// may not list), instead of a budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_error: Option<String>,
     /// The live serving graph (RayService backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphStatus>,
@@ -170,8 +174,8 @@ pub struct Observed {
     pub canary: Option<Deployment>,
     /// HTTPRoute `S`.
     pub route: Option<HTTPRoute>,
-    /// The namespace's budget.
-    pub budget: Option<NamespaceBudget>,
+    /// The namespace's budget, or why it could not be read.
+    pub budget: Option<Result<NamespaceBudget, String>>,
 }
 
 /// Read the service `name` and what belongs to it.
@@ -200,7 +204,11 @@ pub async fn gather(target: &Target, name: &str) -> Result<ServiceFacts, PluginE
             None
         },
         route: optional(routes.get_opt(&engine::primary_name(&svc)).await)?,
-        budget: namespace_budget(client, ns).await.ok(),
+        budget: Some(
+            namespace_budget(client, ns)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
     };
     Ok(shape(&svc, &observed, Timestamp::now()))
 }
@@ -375,7 +383,8 @@ pub fn shape(svc: &InferenceService, observed: &Observed, now: Timestamp) -> Ser
             })
             .collect(),
         capacity: status.capacity.clone(),
-        budget: observed.budget.clone(),
+        budget: observed.budget.clone().and_then(Result::ok),
+        budget_error: observed.budget.clone().and_then(Result::err),
         graph: status.graph.clone(),
     }
 }

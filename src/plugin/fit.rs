@@ -110,13 +110,7 @@ pub async fn run(opts: Options) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let text = match opts.output {
-        Output::Human => Ok(render(&report)),
-        Output::Json => serde_json::to_string_pretty(&report)
-            .map(|s| s + "\n")
-            .map_err(|e| e.to_string()),
-        Output::Yaml => serde_saphyr::to_string(&report).map_err(|e| e.to_string()),
-    };
+    let text = opts.output.format(&report, render);
     match text {
         Ok(t) => print!("{t}"),
         Err(e) => {

@@ -75,15 +75,9 @@ pub fn print_facts(
     output: Output,
     style: Style,
 ) -> Result<String, PluginError> {
-    match output {
-        Output::Human => Ok(render(facts, style)),
-        Output::Json => serde_json::to_string_pretty(facts)
-            .map(|s| s + "\n")
-            .map_err(|e| PluginError::Other(e.to_string())),
-        Output::Yaml => {
-            serde_saphyr::to_string(facts).map_err(|e| PluginError::Other(e.to_string()))
-        }
-    }
+    output
+        .format(facts, |f| render(f, style))
+        .map_err(PluginError::Other)
 }
 
 /// The screen: tracks, route, rollout, conditions, capacity, budget, graph.
@@ -249,6 +243,9 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
             );
         }
     }
+    if let Some(e) = &f.budget_error {
+        let _ = writeln!(out, "Budget      cannot be read: {e}");
+    }
     if let Some(g) = &f.graph
         && let Some(d) = &g.short_digest
     {
@@ -330,4 +327,37 @@ fn strip_ansi(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_that_cannot_be_read_is_said_not_left_out() {
+        let f = ServiceFacts {
+            namespace: "team".into(),
+            name: "chat".into(),
+            budget_error: Some("clusterinferencepolicies is forbidden".into()),
+            ..ServiceFacts::default()
+        };
+        let screen = render(&f, Style::PLAIN);
+        assert!(
+            screen.contains("Budget      cannot be read: clusterinferencepolicies is forbidden"),
+            "{screen}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&print_facts(&f, Output::Json, Style::PLAIN).expect("json"))
+                .expect("parses");
+        assert_eq!(json["budgetError"], "clusterinferencepolicies is forbidden");
+    }
+
+    #[test]
+    fn the_steps_bar_marks_the_current_step() {
+        assert_eq!(
+            steps_bar(Some(1), &[10, 30], "Progressing"),
+            "[x] 10  [>] 30  [ ] 100"
+        );
+        assert_eq!(steps_bar(None, &[10], "Stable"), "[x] 10  [x] 100");
+    }
 }

@@ -14,6 +14,24 @@ pub enum Output {
     Yaml,
 }
 
+impl Output {
+    /// `value` as this format says: `human` draws the screen; JSON (pretty,
+    /// with a final newline) and YAML serialise it.
+    pub fn format<T: serde::Serialize>(
+        self,
+        value: &T,
+        human: impl FnOnce(&T) -> String,
+    ) -> Result<String, String> {
+        match self {
+            Output::Human => Ok(human(value)),
+            Output::Json => serde_json::to_string_pretty(value)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string()),
+            Output::Yaml => serde_saphyr::to_string(value).map_err(|e| e.to_string()),
+        }
+    }
+}
+
 /// How output is drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Style {

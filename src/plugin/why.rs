@@ -720,15 +720,11 @@ async fn why(opts: &Options) -> Result<bool, PluginError> {
     let target = opts.connection.connect().await?;
     let facts = gather(&target, &opts.name).await?;
     let e = explanation(&facts);
-    let text = match opts.output {
-        Output::Human => render(&e, facts.condition("Ready").map(|c| c.message.as_str())),
-        Output::Json => serde_json::to_string_pretty(&e)
-            .map(|s| s + "\n")
-            .map_err(|e| PluginError::Other(e.to_string()))?,
-        Output::Yaml => {
-            serde_saphyr::to_string(&e).map_err(|e| PluginError::Other(e.to_string()))?
-        }
-    };
+    let ready = facts.condition("Ready").map(|c| c.message.as_str());
+    let text = opts
+        .output
+        .format(&e, |e| render(e, ready))
+        .map_err(PluginError::Other)?;
     print!("{text}");
     Ok(e.ready)
 }
