@@ -78,17 +78,7 @@ async fn setup() -> Env {
 async fn create_service(client: &Client, ns: &str, name: &str, mut spec: serde_json::Value) {
     spec["model"] = json!({"ref": "llama3-70b"});
     spec["engine"] = json!({"image": "registry.example.com/vllm:0.9"});
-    let svc: InferenceService = serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": spec,
-    }))
-    .expect("service json");
-    Api::<InferenceService>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+    support::create_service_json(client, ns, name, spec).await;
 }
 
 /// Wait until the service's Ready condition has `reason`.

@@ -77,17 +77,7 @@ async fn setup() -> (&'static ControlPlane, Client) {
 // -------------------------------------------------------------------- helpers
 
 async fn create_service(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
-    let svc: InferenceService = serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": spec,
-    }))
-    .expect("service json");
-    Api::<InferenceService>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+    support::create_service_json(client, ns, name, spec).await;
 }
 
 /// A spec with `model`, the test engine image and one replica.

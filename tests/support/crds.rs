@@ -248,3 +248,23 @@ pub async fn set_graph_token(client: &kube::Client, ns: &str, value: &str) {
         .await
         .expect("apply secret");
 }
+
+/// Create the InferenceService `ns/name` with `spec` given as JSON.
+pub async fn create_service_json(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    spec: serde_json::Value,
+) {
+    let svc: InferenceService = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infergate.dev/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }))
+    .expect("service json");
+    kube::Api::<InferenceService>::namespaced(client.clone(), ns)
+        .create(&kube::api::PostParams::default(), &svc)
+        .await
+        .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+}
