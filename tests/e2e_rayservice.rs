@@ -373,6 +373,12 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     server.set_graph(v2.clone(), "\"v2\"");
     // (Times in status have a second's precision.)
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    let s = services.get("rag").await.expect("service");
+    assert_eq!(
+        graph_of(&s).and_then(|g| g.digest),
+        Some(d1.clone()),
+        "no fetch before the resync or a refresh"
+    );
     refresh(&services, "r1").await;
     let s = wait_service(&client, &ns, "refresh r1 acted on", |s| {
         graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r1"))

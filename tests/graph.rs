@@ -767,6 +767,8 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
         service_account: "infergate-system:infergate",
         class: None,
         refresh: false,
+        // Every call below asks the server, but the one on reuse.
+        max_age: Duration::ZERO,
     };
     let key = format!("{ns}/rag");
     // A failed fetch backs the service off; the test waits it out.
@@ -886,8 +888,38 @@ async fn resolve_reads_the_secret_and_the_rayservice_is_accepted() {
     let again = resolve(&client, &fetcher, &svc, &route, access)
         .await
         .expect("resolved");
-    assert!(again.not_modified);
+    assert!(again.not_modified && again.fetched);
     assert_eq!(again.rayservice, resolved.rayservice);
+
+    // Within the resync the server is not asked at all, even if its graph
+    // changed; a refresh asks it.
+    let asked = server.state.requests.load(Ordering::SeqCst);
+    server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
+    let within = infergate::reconcile::graph::Access {
+        max_age: Duration::from_secs(3600),
+        ..access
+    };
+    let reused = resolve(&client, &fetcher, &svc, &route, within)
+        .await
+        .expect("resolved");
+    assert!(reused.not_modified && !reused.fetched);
+    assert_eq!(reused.rayservice, resolved.rayservice);
+    assert_eq!(server.state.requests.load(Ordering::SeqCst), asked);
+    let refreshed = resolve(
+        &client,
+        &fetcher,
+        &svc,
+        &route,
+        infergate::reconcile::graph::Access {
+            refresh: true,
+            ..within
+        },
+    )
+    .await
+    .expect("resolved");
+    assert!(refreshed.fetched && !refreshed.not_modified);
+    assert_ne!(refreshed.digest, resolved.digest);
+    assert_eq!(server.state.requests.load(Ordering::SeqCst), asked + 1);
 
     // A cyclic graph: an InvalidGraph error naming the cycle.
     server.set_graph(read_fixture("graph/cyclic.pb"), "\"cyclic\"");

@@ -65,6 +65,9 @@ pub trait GraphSource: Send + Sync {
     fn forget(&self, cache_key: &str);
     /// Time until the service `cache_key` may fetch `url` again after a failure.
     fn retry_in(&self, cache_key: &str, url: &str) -> Option<Duration>;
+    /// The graph the service `cache_key` last fetched from `url`, if that
+    /// fetch (or its revalidation) is younger than `max_age`.
+    fn fresh(&self, cache_key: &str, url: &str, max_age: Duration) -> Option<Fetched>;
 }
 
 impl GraphSource for GraphFetcher {
@@ -86,6 +89,10 @@ impl GraphSource for GraphFetcher {
 
     fn retry_in(&self, cache_key: &str, url: &str) -> Option<Duration> {
         GraphFetcher::retry_in(self, cache_key, url)
+    }
+
+    fn fresh(&self, cache_key: &str, url: &str, max_age: Duration) -> Option<Fetched> {
+        GraphFetcher::fresh(self, cache_key, url, max_age)
     }
 }
 
@@ -178,9 +185,11 @@ pub fn digest_of(bytes: &[u8]) -> String {
 #[derive(Clone, Debug)]
 struct CacheEntry {
     url: String,
-    etag: String,
+    etag: Option<String>,
     digest: String,
     graph: Arc<ServingGraph>,
+    /// When the server last sent or confirmed this graph.
+    checked: Instant,
 }
 
 /// A service's failing fetches.
@@ -324,6 +333,29 @@ impl GraphFetcher {
         entry.next.checked_duration_since(Instant::now())
     }
 
+    /// The graph `cache_key` last fetched from `url`, if the server sent
+    /// or confirmed it less than `max_age` ago: a reconcile in between
+    /// reuses it instead of asking the server again.
+    #[must_use]
+    pub fn fresh(&self, cache_key: &str, url: &str, max_age: Duration) -> Option<Fetched> {
+        let c = self.cached(cache_key, url)?;
+        (c.checked.elapsed() < max_age).then_some(Fetched {
+            graph: c.graph,
+            etag: c.etag,
+            not_modified: true,
+            digest: c.digest,
+        })
+    }
+
+    /// Mark `cache_key`'s graph as confirmed by the server now.
+    fn confirmed(&self, cache_key: &str) {
+        if let Ok(mut c) = self.cache.lock()
+            && let Some(e) = c.get_mut(cache_key)
+        {
+            e.checked = Instant::now();
+        }
+    }
+
     fn cached(&self, cache_key: &str, url: &str) -> Option<CacheEntry> {
         let c = self.cache.lock().ok()?;
         c.get(cache_key).filter(|e| e.url == url).cloned()
@@ -414,7 +446,9 @@ impl GraphFetcher {
         };
         match result {
             Ok((fetched, entry)) => {
-                if !fetched.not_modified {
+                if fetched.not_modified {
+                    self.confirmed(req.cache_key);
+                } else {
                     self.store(req.cache_key, entry);
                 }
                 self.record(&req, false);
@@ -444,8 +478,8 @@ impl GraphFetcher {
         if let Some(t) = req.token {
             get = get.header(AUTHORIZATION, t.header_value());
         }
-        if let Some(c) = cached
-            && let Ok(v) = HeaderValue::from_str(&c.etag)
+        if let Some(etag) = cached.and_then(|c| c.etag.as_deref())
+            && let Ok(v) = HeaderValue::from_str(etag)
         {
             get = get.header(IF_NONE_MATCH, v);
         }
@@ -460,11 +494,11 @@ impl GraphFetcher {
             detail,
         };
         match status {
-            StatusCode::NOT_MODIFIED => match cached {
+            StatusCode::NOT_MODIFIED => match cached.filter(|c| c.etag.is_some()) {
                 Some(c) => Ok((
                     Fetched {
                         graph: c.graph.clone(),
-                        etag: Some(c.etag.clone()),
+                        etag: c.etag.clone(),
                         not_modified: true,
                         digest: c.digest.clone(),
                     },
@@ -494,11 +528,12 @@ impl GraphFetcher {
                     },
                     other => other,
                 })?);
-                let entry = etag.clone().map(|etag| CacheEntry {
+                let entry = Some(CacheEntry {
                     url: url.to_owned(),
-                    etag,
+                    etag: etag.clone(),
                     digest: digest.clone(),
                     graph: graph.clone(),
+                    checked: Instant::now(),
                 });
                 Ok((
                     Fetched {

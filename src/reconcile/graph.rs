@@ -2,6 +2,7 @@
 //! decode, validate, build. The one call the reconciler makes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::ResourceExt;
 use tracing::Instrument;
@@ -25,8 +26,12 @@ pub struct Resolved {
     pub graph: Arc<ServingGraph>,
     /// The graph's ETag, if the server sent one.
     pub etag: Option<String>,
-    /// The server answered 304: the graph did not change since the last fetch.
+    /// The server answered 304, or was not asked (the graph was fetched
+    /// less than [`Access::max_age`] ago): the graph is the one last fetched.
     pub not_modified: bool,
+    /// The server was asked (`false`: the graph fetched less than
+    /// [`Access::max_age`] ago was reused).
+    pub fetched: bool,
     /// `sha256:<hex>` of the graph's bytes as fetched.
     pub digest: String,
 }
@@ -61,6 +66,10 @@ pub struct Access<'a> {
     /// A refresh was asked for (`infergate.dev/graph-refresh`): fetch now,
     /// not after the backoff of earlier failures.
     pub refresh: bool,
+    /// A graph fetched (or confirmed by the server) less than this long ago
+    /// is reused without asking the server again, unless a refresh was
+    /// asked for: the graph resync.
+    pub max_age: Duration,
 }
 
 /// Take a fetch slot (or a place in line: [`GraphError::Queued`]), read
@@ -83,6 +92,20 @@ pub async fn resolve(
     async {
         let namespace = svc.namespace().unwrap_or_default();
         let url = check_url(&spec.url)?;
+        if !access.refresh
+            && let Some(fresh) = fetcher.fresh(&key, &spec.url, access.max_age)
+        {
+            let rayservice = desired_rayservice(svc, &fresh.graph, route_prefix, access.class)?;
+            tracing::debug!("graph fetched less than the resync ago; reused");
+            return Ok(Resolved {
+                rayservice,
+                graph: fresh.graph,
+                etag: fresh.etag,
+                not_modified: true,
+                fetched: false,
+                digest: fresh.digest,
+            });
+        }
         // Waiting out a backoff, or in line for a slot, reads no Secret either.
         if !access.refresh
             && let Some(retry_in) = fetcher.retry_in(&key, &spec.url)
@@ -117,6 +140,7 @@ pub async fn resolve(
             graph: fetched.graph,
             etag: fetched.etag,
             not_modified: fetched.not_modified,
+            fetched: true,
             digest: fetched.digest,
         })
     }

@@ -81,6 +81,7 @@ pub(super) async fn reconcile(
         service_account: &ctx.config.service_account,
         class,
         refresh: refresh.is_some(),
+        max_age: ctx.config.graph_resync,
     };
     let prefix = builders::serve_route_prefix(defaulted, &path);
     let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &prefix, access)
@@ -186,7 +187,7 @@ pub(super) async fn reconcile(
         .map(|g| g.url.clone())
         .unwrap_or_default();
     obs.graph = Some(GraphReport {
-        fetched: true,
+        fetched: resolved.fetched,
         applied: Some(AppliedGraph {
             url,
             digest: resolved.digest.clone(),
