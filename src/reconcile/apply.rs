@@ -6,12 +6,10 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{
-    Api, DeleteParams, GetParams, PartialObjectMeta, Patch, PatchParams, Preconditions,
-};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -19,26 +17,28 @@ use serde::Serialize;
 use tracing::warn;
 
 use super::children::ANNOTATION_APPLIED;
+use super::echo::{Echoes, Seen};
 use super::error::{Error, status_not_found};
 use super::events::Recorders;
 use super::kinds::{Change, ChildKind};
 use super::status::{self, Observation, Reason};
+use super::watched::watched_of;
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 
-/// (kind, namespace, name) of a child.
-type ChildKey = (&'static str, String, String);
+use super::echo::ChildKey;
 /// (uid, generation or resourceVersion) of a child as last applied.
 type ChildMarker = (String, String);
 
 /// What [`Writer::apply`] did.
 #[derive(Debug)]
-pub enum Applied<K> {
+pub enum Applied<K: ChildKind> {
     /// The child was written; the API server's answer.
     Written(K),
     /// The child already holds what the service wants (its digest matches
-    /// and nobody changed its spec since): nothing was sent.
-    Unchanged,
+    /// and nobody changed its spec since): nothing was sent; the child as
+    /// its watch keeps it.
+    Unchanged(Arc<K::Watched>),
 }
 
 /// The digest [`ANNOTATION_APPLIED`] records: SHA-256 of the desired
@@ -65,6 +65,8 @@ pub struct Writer {
     /// service (namespace, name): announced when it ends
     /// ([`Writer::announce`]), one event per kind of change.
     changes: Mutex<HashMap<(String, String), Changes>>,
+    /// Where the child watches learn which events this writer caused.
+    echoes: Arc<Echoes>,
 }
 
 /// What one reconcile did to a service's children, as `Kind name`.
@@ -88,15 +90,17 @@ pub fn owned_by(meta: &kube::api::ObjectMeta, svc: &InferenceService) -> bool {
 }
 
 impl Writer {
-    /// A writer using `client`, publishing events as `reporter`.
+    /// A writer using `client`, publishing events as `reporter`, telling
+    /// `echoes` what each write of a child left.
     #[must_use]
-    pub fn new(client: Client, reporter: Reporter) -> Self {
+    pub fn new(client: Client, reporter: Reporter, echoes: Arc<Echoes>) -> Self {
         let events = client.clone();
         Writer {
             client,
             recorders: Recorders::new(|| Recorder::new(events.clone(), reporter.clone())),
             seen: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
+            echoes,
         }
     }
 
@@ -186,7 +190,7 @@ impl Writer {
         &self,
         svc: &InferenceService,
         obj: &K,
-        store: &Store<PartialObjectMeta<K>>,
+        store: &Store<K::Watched>,
     ) -> Result<Applied<K>, Error> {
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
@@ -208,7 +212,7 @@ impl Writer {
         if let Some(existing) = &cached {
             // Never take over an object another controller owns.
             if let Some(other) = existing
-                .metadata
+                .meta()
                 .owner_references
                 .iter()
                 .flatten()
@@ -222,20 +226,31 @@ impl Writer {
             }
         }
         let digest = digest_of(obj)?;
-        if let Some(existing) = &cached
-            && owned_by(&existing.metadata, svc)
-            && existing.metadata.deletion_timestamp.is_none()
+        if let Some(existing) = cached
+            && owned_by(existing.meta(), svc)
+            && existing.meta().deletion_timestamp.is_none()
             && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest)
-            && self.untouched(&key, marker(&existing.metadata), K::CHANGE)
+            && self.untouched(&key, marker(existing.meta()), K::CHANGE)
         {
-            return Ok(Applied::Unchanged);
+            return Ok(Applied::Unchanged(existing));
         }
         let mut obj = obj.clone();
         obj.annotations_mut()
             .insert(ANNOTATION_APPLIED.to_owned(), digest);
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
-        let applied = api.patch(&name, &params, &Patch::Apply(&obj)).await?;
+        self.echoes.begin(&key, ObjectRef::from_obj(svc));
+        let applied = match api.patch(&name, &params, &Patch::Apply(&obj)).await {
+            Ok(applied) => {
+                let left = applied.meta().resource_version.clone().map(Seen::Version);
+                self.echoes.end(&key, left);
+                applied
+            }
+            Err(e) => {
+                self.echoes.end(&key, None);
+                return Err(e.into());
+            }
+        };
         let now = marker(applied.meta());
         let before = self
             .seen
@@ -284,14 +299,14 @@ impl Writer {
         &self,
         svc: &InferenceService,
         obj: &K,
-        store: &Store<PartialObjectMeta<K>>,
+        store: &Store<K::Watched>,
     ) -> Result<bool, Error> {
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
         let Some(existing) = store.get(&ObjectRef::new(&name).within(&ns)) else {
             return Ok(false);
         };
-        let meta = &existing.metadata;
+        let meta = existing.meta();
         let current = (
             meta.uid.clone().unwrap_or_default(),
             meta.generation
@@ -313,30 +328,28 @@ impl Writer {
         &self,
         svc: &InferenceService,
         name: &str,
-        store: &Store<PartialObjectMeta<K>>,
+        store: &Store<K::Watched>,
     ) -> bool {
         let ns = svc.namespace().unwrap_or_default();
         store
             .get(&ObjectRef::new(name).within(&ns))
-            .is_some_and(|m| m.metadata.deletion_timestamp.is_none() && owned_by(&m.metadata, svc))
+            .is_some_and(|m| m.meta().deletion_timestamp.is_none() && owned_by(m.meta(), svc))
     }
 
-    /// [`Writer::apply`], returning the child as the API server holds it:
-    /// when nothing had to be written, read from the API server's watch
-    /// cache (`resourceVersion=0`: no etcd read), for its status.
+    /// [`Writer::apply`], returning the child as its watch keeps it, for
+    /// its status: the API server's answer when it was written, the cached
+    /// child when nothing had to be (no request either way but the write).
     pub async fn apply_and_read<K: ChildKind>(
         &self,
         svc: &InferenceService,
         obj: &K,
-        store: &Store<PartialObjectMeta<K>>,
-    ) -> Result<K, Error> {
+        store: &Store<K::Watched>,
+    ) -> Result<K::Watched, Error> {
         match self.apply(svc, obj, store).await? {
-            Applied::Written(applied) => Ok(applied),
-            Applied::Unchanged => {
-                let api: Api<K> =
-                    Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
-                Ok(api.get_with(&obj.name_any(), &GetParams::any()).await?)
+            Applied::Written(applied) => {
+                Ok(watched_of(&applied).map_err(kube::Error::SerdeError)?)
             }
+            Applied::Unchanged(cached) => Ok((*cached).clone()),
         }
     }
 
@@ -345,25 +358,35 @@ impl Writer {
         &self,
         svc: &InferenceService,
         name: &str,
-        store: &Store<PartialObjectMeta<K>>,
+        store: &Store<K::Watched>,
     ) -> Result<(), Error> {
         let ns = svc.namespace().unwrap_or_default();
-        let Some(meta) = store.get(&ObjectRef::new(name).within(&ns)) else {
+        let Some(cached) = store.get(&ObjectRef::new(name).within(&ns)) else {
             return Ok(());
         };
-        if meta.metadata.deletion_timestamp.is_some() || !owned_by(&meta.metadata, svc) {
+        let meta = cached.meta();
+        if meta.deletion_timestamp.is_some() || !owned_by(meta, svc) {
             return Ok(());
         }
         let kind = K::KIND;
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                uid: meta.uid(),
+                uid: meta.uid.clone(),
                 resource_version: None,
             }),
             ..DeleteParams::background()
         };
-        match api.delete(name, &params).await {
+        let key = (kind, ns.clone(), name.to_owned());
+        self.echoes.begin(&key, ObjectRef::from_obj(svc));
+        let deleted = api.delete(name, &params).await;
+        // Gone at once, or (a child with finalizers) marked for deletion.
+        let left = deleted.as_ref().ok().and_then(|d| match d.as_ref().left() {
+            Some(marked) => marked.meta().resource_version.clone().map(Seen::Version),
+            None => meta.uid.clone().map(Seen::Gone),
+        });
+        self.echoes.end(&key, left);
+        match deleted {
             Ok(_) => {
                 if let Ok(mut s) = self.seen.lock() {
                     s.retain(|(_, n, m), _| !(n == &ns && m == name));

@@ -16,6 +16,7 @@ use tracing::info;
 use super::children::httproute::HTTPRoute;
 use super::children::names_backend;
 use super::context::Ctx;
+use super::watched::WatchedDeployment;
 use super::error::{Error, status_not_found};
 use crate::api::v1beta1::InferenceService;
 
@@ -40,13 +41,13 @@ async fn routes_naming(ctx: &Ctx, ns: &str, name: &str) -> Result<Vec<String>, E
 /// Apply (`wanted`) or delete (`None`) the canary `name`'s Deployment and
 /// Service, once the route no longer names it; while a route still does,
 /// both stay as they are. Called after the route was written. The
-/// canary's Deployment as the API server holds it afterwards.
+/// canary's Deployment as its watch keeps it afterwards.
 pub(super) async fn settle(
     ctx: &Ctx,
     svc: &InferenceService,
     wanted: Option<(Deployment, Service)>,
     name: &str,
-) -> Result<Option<Deployment>, Error> {
+) -> Result<Option<WatchedDeployment>, Error> {
     let ns = svc.namespace().unwrap_or_default();
     let nothing_to_do = match &wanted {
         Some((deployment, service)) => ctx.holds(svc, deployment)? && ctx.holds(svc, service)?,
@@ -60,9 +61,8 @@ pub(super) async fn settle(
                 routes = ?naming,
                 "the canary stays as it is while a route names it"
             );
-            let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
             return Ok(match wanted {
-                Some(_) => api.get_opt(name).await?,
+                Some(_) => ctx.cached::<Deployment>(&ns, name).map(|d| (*d).clone()),
                 None => None,
             });
         }

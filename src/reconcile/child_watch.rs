@@ -1,107 +1,146 @@
-//! The watch of one child kind: by infergate's label, metadata only,
-//! trimmed to what the reconciler reads, and which of its events touch a
-//! child the controller is told of.
+//! The watch of one child kind: by infergate's label, each child kept as
+//! its kind's [`ChildKind::Watched`] says, and which of its events are
+//! news to the controller: a change someone else made that the reconciler
+//! reads, never the echo of its own writes.
+
+use std::sync::Arc;
 
 use kube::Client;
-use kube::api::{ObjectMeta, PartialObjectMeta};
+use kube::Resource;
+use kube::api::ObjectMeta;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
 use super::children::{ANNOTATION_APPLIED, LABEL_MANAGED_BY};
-use super::kinds::Child;
+use super::echo::{Echoes, Seen};
+use super::kinds::{Change, ChildKind};
+use super::watched::WatchedChild;
 use crate::api::MANAGER;
 use crate::state::Scope;
 
-/// The watch of one kind's children: by infergate's label, metadata only,
-/// trimmed to what the reconciler reads, retried with backoff.
-pub(super) fn child_stream<K: Child>(
+/// The watch of one kind's children: by infergate's label, trimmed to what
+/// the reconciler reads, retried with backoff.
+pub(super) fn child_stream<K: ChildKind>(
     client: &Client,
     scope: &Scope,
-) -> impl futures::Stream<Item = watcher::Result<Event<PartialObjectMeta<K>>>> + Send + 'static {
+) -> impl futures::Stream<Item = watcher::Result<Event<K::Watched>>> + Send + 'static {
     let wc = crate::state::scope::list_in_pages().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
     scope
-        .watch::<PartialObjectMeta<K>>(client, wc)
+        .watch::<K::Watched>(client, wc)
         .default_backoff()
-        .modify(|m| {
-            m.types = None;
-            keep_what_the_reconciler_reads(&mut m.metadata);
-        })
+        .modify(|w| w.trim())
 }
 
-/// The child an event touched, to hand on to the controller as an owner
-/// trigger: every applied or deleted object, and a list's objects once
-/// `listed` (a list after the first: the watch expired, and it carries
-/// what changed meanwhile). `listed` turns true when a list is done.
-pub(super) fn touched<K>(event: Event<K>, listed: &mut bool) -> Option<K> {
-    match event {
-        Event::Apply(obj) | Event::Delete(obj) => Some(obj),
-        Event::InitApply(obj) if *listed => Some(obj),
-        Event::InitDone => {
-            *listed = true;
-            None
+/// One kind's watch events into its cache, and the children whose events
+/// are news to the controller.
+pub(super) struct Feed<K: ChildKind> {
+    writer: Writer<K::Watched>,
+    cache: Store<K::Watched>,
+    echoes: Arc<Echoes>,
+    /// The first list is done: a list after it (the watch expired) carries
+    /// what changed meanwhile.
+    listed: bool,
+}
+
+impl<K: ChildKind> Feed<K> {
+    /// A feed into `writer`'s cache that asks `echoes` which events the
+    /// reconciler caused.
+    pub(super) fn new(writer: Writer<K::Watched>, echoes: Arc<Echoes>) -> Self {
+        let cache = writer.as_reader();
+        Self {
+            writer,
+            cache,
+            echoes,
+            listed: false,
         }
-        Event::Init | Event::InitApply(_) => None,
+    }
+
+    /// A new watch begins (an optional CRD installed again): its first
+    /// list is not handed on.
+    pub(super) fn restart(&mut self) {
+        self.listed = false;
+    }
+
+    /// The cache fed.
+    pub(super) fn writer(&mut self) -> &mut Writer<K::Watched> {
+        &mut self.writer
+    }
+
+    /// Take `event` into the cache; the child to hand on to the controller
+    /// as an owner trigger when the event is news: a child created,
+    /// changed or deleted by someone else in a way the reconciler reads
+    /// ([`matters`]). The first list is not handed on: the controller
+    /// reconciles every service once its caches are synced anyway.
+    pub(super) fn take(&mut self, event: Event<K::Watched>) -> Option<K::Watched> {
+        let news = match &event {
+            Event::Apply(obj) => {
+                let seen = Seen::Version(obj.meta().resource_version.clone().unwrap_or_default());
+                let before = self.cache.get(&ObjectRef::from_obj(obj));
+                (!self.echoes.absorbs(&key::<K>(obj.meta()), seen)
+                    && matters(before.as_deref(), obj, K::CHANGE))
+                .then(|| obj.clone())
+            }
+            Event::Delete(obj) => {
+                let seen = Seen::Gone(obj.meta().uid.clone().unwrap_or_default());
+                (!self.echoes.absorbs(&key::<K>(obj.meta()), seen)).then(|| obj.clone())
+            }
+            Event::InitApply(obj) if self.listed => {
+                let before = self.cache.get(&ObjectRef::from_obj(obj));
+                matters(before.as_deref(), obj, K::CHANGE).then(|| obj.clone())
+            }
+            Event::InitDone => {
+                self.listed = true;
+                None
+            }
+            Event::Init | Event::InitApply(_) => None,
+        };
+        self.writer.apply_watcher_event(&event);
+        news
     }
 }
 
-/// Trim a cached child's metadata to what the reconciler reads of it: its
-/// name and namespace (the cache's key), uid, resourceVersion and
-/// generation (whether it changed since infergate applied it), owner
-/// references (whose it is; the controller's trigger), deletion timestamp,
-/// and [`ANNOTATION_APPLIED`] (what infergate applied). Labels (the watch
-/// selects on them on the server), other annotations, finalizers and the
-/// managed fields (most of an applied object's metadata) are dropped: at a
-/// few kilobytes per child they were most of the reconciler's memory.
-fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
-    meta.managed_fields = None;
-    meta.labels = None;
-    meta.finalizers = None;
-    meta.creation_timestamp = None;
-    meta.generate_name = None;
-    meta.self_link = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == ANNOTATION_APPLIED);
-        if annotations.is_empty() {
-            meta.annotations = None;
-        }
-    }
+/// The writer's key of the child `meta` describes.
+pub(super) fn key<K: ChildKind>(meta: &ObjectMeta) -> super::echo::ChildKey {
+    (
+        K::KIND,
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Whether `now` differs from the cached `before` in anything the
+/// reconciler reads: a new object, a new revision of its spec (as the
+/// kind's `change` shows it), deletion begun, another applied digest or
+/// owner, or another [`WatchedChild::signal`]. The deployment controller's
+/// bookkeeping, an autoscaler's status, a resourceVersion moved by a write
+/// of no interest: not news.
+pub(super) fn matters<W: WatchedChild>(before: Option<&W>, now: &W, change: Change) -> bool {
+    let Some(before) = before else {
+        return true;
+    };
+    let (b, n) = (before.meta(), now.meta());
+    let revision = |m: &ObjectMeta| match change {
+        Change::Uid => None,
+        Change::Revision => Some(
+            m.generation
+                .map(|g| g.to_string())
+                .or_else(|| m.resource_version.clone()),
+        ),
+    };
+    let applied = |m: &ObjectMeta| {
+        m.annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_APPLIED).cloned())
+    };
+    b.uid != n.uid
+        || revision(b) != revision(n)
+        || b.deletion_timestamp.is_some() != n.deletion_timestamp.is_some()
+        || applied(b) != applied(n)
+        || b.owner_references != n.owner_references
+        || before.signal() != now.signal()
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn a_cached_child_keeps_only_what_the_reconciler_reads() {
-        let mut meta: ObjectMeta = serde_json::from_value(json!({
-            "name": "chat", "namespace": "team", "uid": "u-1", "resourceVersion": "42",
-            "generation": 3, "creationTimestamp": "2026-11-25T10:00:00Z",
-            "deletionTimestamp": "2026-11-25T11:00:00Z", "finalizers": ["x/y"],
-            "labels": {"app.kubernetes.io/managed-by": "infergate", "infergate.dev/track": "primary"},
-            "annotations": {ANNOTATION_APPLIED: "d1", "deployment.kubernetes.io/revision": "2"},
-            "ownerReferences": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
-                                 "name": "chat", "uid": "svc-uid", "controller": true}],
-            "managedFields": [{"manager": "infergate", "operation": "Apply",
-                               "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
-        }))
-        .expect("metadata");
-        keep_what_the_reconciler_reads(&mut meta);
-        assert_eq!(
-            serde_json::to_value(&meta).expect("json"),
-            json!({
-                "name": "chat", "namespace": "team", "uid": "u-1", "resourceVersion": "42",
-                "generation": 3, "deletionTimestamp": "2026-11-25T11:00:00Z",
-                "annotations": {ANNOTATION_APPLIED: "d1"},
-                "ownerReferences": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
-                                     "name": "chat", "uid": "svc-uid", "controller": true}]
-            })
-        );
-        // A child without the annotation keeps no empty map.
-        let mut bare: ObjectMeta =
-            serde_json::from_value(json!({"name": "x", "annotations": {"a": "b"}})).expect("meta");
-        keep_what_the_reconciler_reads(&mut bare);
-        assert_eq!(bare.annotations, None);
-    }
-}
+mod tests;

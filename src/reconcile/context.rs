@@ -109,7 +109,7 @@ impl Ctx {
         svc: &InferenceService,
         obj: &K,
     ) -> Result<Applied<K>, Error> {
-        self.writer.apply(svc, obj, self.children.store()).await
+        self.writer.apply(svc, obj, self.children.store::<K>()).await
     }
 
     /// [`Writer::apply_and_read`] against `K`'s cache.
@@ -117,10 +117,21 @@ impl Ctx {
         &self,
         svc: &InferenceService,
         obj: &K,
-    ) -> Result<K, Error> {
+    ) -> Result<K::Watched, Error> {
         self.writer
-            .apply_and_read(svc, obj, self.children.store())
+            .apply_and_read(svc, obj, self.children.store::<K>())
             .await
+    }
+
+    /// The child `namespace/name` of kind `K` as its watch keeps it.
+    pub(super) fn cached<K: ChildKind>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<std::sync::Arc<K::Watched>> {
+        self.children
+            .store::<K>()
+            .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
     }
 
     /// [`Writer::holds`] against `K`'s cache.
@@ -129,12 +140,12 @@ impl Ctx {
         svc: &InferenceService,
         obj: &K,
     ) -> Result<bool, Error> {
-        self.writer.holds(svc, obj, self.children.store())
+        self.writer.holds(svc, obj, self.children.store::<K>())
     }
 
     /// [`Writer::controls`] against `K`'s cache.
     pub(super) fn controls<K: ChildKind>(&self, svc: &InferenceService, name: &str) -> bool {
-        self.writer.controls(svc, name, self.children.store::<K>())
+        self.writer.controls::<K>(svc, name, self.children.store::<K>())
     }
 
     /// [`Writer::delete`] against `K`'s cache.
@@ -144,7 +155,7 @@ impl Ctx {
         name: &str,
     ) -> Result<(), Error> {
         self.writer
-            .delete::<K>(svc, name, self.children.store())
+            .delete::<K>(svc, name, self.children.store::<K>())
             .await
     }
 

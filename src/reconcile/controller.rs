@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 use super::apply::Writer;
 use super::config::Config;
 use super::context::{Ctx, GraphFetching};
+use super::echo::Echoes;
 use super::error::Error;
 use super::flow::{error_policy, reconcile};
 use super::optional::waits_for_an_optional_api;
@@ -69,11 +70,23 @@ pub async fn run_controller(
     // (PodMonitor, InferencePool), or else the services whose status says
     // they wait for an optional CRD (Gateway API, KubeRay).
     let (crd_tx, crd_appeared) = futures::channel::mpsc::unbounded();
+    // The child watches hand on no echo of this term's own writes; an
+    // event during a write that turns out not to be its echo reconciles
+    // the service again.
+    let (retrigger, retriggered) = futures::channel::mpsc::unbounded();
+    let echoes = Arc::new(Echoes::new(retrigger));
     let ChildWatches {
         caches,
         synced,
         triggers,
-    } = ChildWatches::start(&mut tasks, &client, &config.scope, &config.metrics, crd_tx);
+    } = ChildWatches::start(
+        &mut tasks,
+        &client,
+        &config.scope,
+        &config.metrics,
+        &echoes,
+        crd_tx,
+    );
     // A service whose turn for a graph fetch slot comes is reconciled at once.
     let (graph_turns, turns) = tokio::sync::mpsc::unbounded_channel();
     let graph = GraphFetching::new(config.graph_fetcher.clone(), graph_turns);
@@ -145,7 +158,7 @@ pub async fn run_controller(
         deleted_rx,
         token.clone(),
     ));
-    let writer = Writer::new(client.clone(), reporter);
+    let writer = Writer::new(client.clone(), reporter, echoes);
     let ctx = Arc::new(Ctx::new(
         client, config, writer, state, caches, pod_states, graph,
     ));
@@ -167,6 +180,7 @@ pub async fn run_controller(
         .attach(controller)
         .reconcile_all_on(reconcile_all)
         .reconcile_on(pod_changes)
+        .reconcile_on(retriggered)
         .reconcile_on(arrived)
         .reconcile_on(graph_turn_triggers(turns))
         .graceful_shutdown_on(shutdown)

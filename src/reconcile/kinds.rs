@@ -16,7 +16,6 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 use serde::Serialize;
@@ -27,6 +26,7 @@ use super::children::inferencepool::InferencePool;
 use super::children::podmonitor::PodMonitor;
 use super::children::rayservice::RayService;
 use super::discovery::ApiDiscovery;
+use super::watched::{WatchedChild, WatchedDeployment, WatchedMeta};
 
 /// A namespaced Kubernetes object the reconciler can watch, apply and
 /// delete: the bound every child kind meets, written once.
@@ -89,6 +89,8 @@ pub trait ChildKind: Child {
     const CHANGE: Change;
     /// Whether its API may be missing.
     const CRD: Crd;
+    /// What its watch keeps of a child.
+    type Watched: WatchedChild;
 }
 
 /// Something done once per child kind.
@@ -100,12 +102,13 @@ pub trait KindVisitor {
 /// The table of child kinds: each row makes its type a [`ChildKind`] and
 /// a kind of [`each_kind`].
 macro_rules! child_kinds {
-    ($($kind:ident: $change:expr, $crd:expr;)*) => {
+    ($($kind:ident: $change:expr, $crd:expr, $watched:ty;)*) => {
         $(
             impl ChildKind for $kind {
                 const KIND: &'static str = stringify!($kind);
                 const CHANGE: Change = $change;
                 const CRD: Crd = $crd;
+                type Watched = $watched;
             }
         )*
 
@@ -120,17 +123,17 @@ macro_rules! child_kinds {
 }
 
 child_kinds! {
-    Deployment: Change::Revision, Crd::BuiltIn;
-    Service: Change::Revision, Crd::BuiltIn;
-    HorizontalPodAutoscaler: Change::Uid, Crd::BuiltIn;
-    HTTPRoute: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false };
-    RayService: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false };
-    PodMonitor: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true };
-    InferencePool: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true };
-    ServiceAccount: Change::Revision, Crd::BuiltIn;
-    Role: Change::Revision, Crd::BuiltIn;
-    RoleBinding: Change::Revision, Crd::BuiltIn;
-    ConfigMap: Change::Revision, Crd::BuiltIn;
+    Deployment: Change::Revision, Crd::BuiltIn, WatchedDeployment;
+    Service: Change::Revision, Crd::BuiltIn, WatchedMeta<Service>;
+    HorizontalPodAutoscaler: Change::Uid, Crd::BuiltIn, WatchedMeta<HorizontalPodAutoscaler>;
+    HTTPRoute: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false }, HTTPRoute;
+    RayService: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false }, RayService;
+    PodMonitor: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true }, WatchedMeta<PodMonitor>;
+    InferencePool: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true }, InferencePool;
+    ServiceAccount: Change::Revision, Crd::BuiltIn, WatchedMeta<ServiceAccount>;
+    Role: Change::Revision, Crd::BuiltIn, WatchedMeta<Role>;
+    RoleBinding: Change::Revision, Crd::BuiltIn, WatchedMeta<RoleBinding>;
+    ConfigMap: Change::Revision, Crd::BuiltIn, WatchedMeta<ConfigMap>;
 }
 
 /// Discovery of whether the cluster serves `K`'s API.
@@ -139,10 +142,11 @@ pub fn discovery<K: ChildKind>() -> ApiDiscovery {
     ApiDiscovery::new(K::api_version(&()), K::plural(&()))
 }
 
-/// One kind's cache (its children's metadata, by infergate's label) and,
-/// for an optional CRD, whether the cluster serves it.
+/// One kind's cache (its children as [`ChildKind::Watched`] keeps them,
+/// by infergate's label) and, for an optional CRD, whether the cluster
+/// serves it.
 struct Cache<K: ChildKind> {
-    store: Store<PartialObjectMeta<K>>,
+    store: Store<K::Watched>,
     api: Option<Arc<ApiDiscovery>>,
 }
 
@@ -156,11 +160,11 @@ impl ChildCaches {
     /// Keep `K`'s cache and, for an optional CRD, its discovery.
     pub fn insert<K: ChildKind>(
         &mut self,
-        store: Store<PartialObjectMeta<K>>,
+        store: Store<K::Watched>,
         api: Option<Arc<ApiDiscovery>>,
     ) {
         self.by_kind
-            .insert(TypeId::of::<K>(), Box::new(Cache { store, api }));
+            .insert(TypeId::of::<K>(), Box::new(Cache::<K> { store, api }));
     }
 
     fn cache<K: ChildKind>(&self) -> &Cache<K> {
@@ -172,7 +176,7 @@ impl ChildCaches {
 
     /// The cache of `K`'s children.
     #[must_use]
-    pub fn store<K: ChildKind>(&self) -> &Store<PartialObjectMeta<K>> {
+    pub fn store<K: ChildKind>(&self) -> &Store<K::Watched> {
         &self.cache::<K>().store
     }
 
@@ -208,7 +212,7 @@ mod tests {
 
     impl KindVisitor for Fill {
         fn visit<K: ChildKind>(&mut self) {
-            let (store, _writer) = kube::runtime::reflector::store::<PartialObjectMeta<K>>();
+            let (store, _writer) = kube::runtime::reflector::store::<K::Watched>();
             let api = matches!(K::CRD, Crd::Optional { .. }).then(|| Arc::new(discovery::<K>()));
             self.caches.insert::<K>(store, api);
             self.kinds.push((K::KIND, K::CHANGE, K::CRD));

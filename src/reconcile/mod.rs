@@ -8,10 +8,11 @@
 //!
 //! - `lease`: leader election ([`run`]), and the controller of each term;
 //! - [`controller`]: the kube-runtime Controller of one term, fed by
-//!   [`watches`] (every kind of [`kinds`], each by a [`child_watch`], an
-//!   optional CRD's while it is served, see [`optional`], and the shared
-//!   [`crate::state`]'s service events), running [`flow`] with a
-//!   [`context::Ctx`];
+//!   [`watches`] (every kind of [`kinds`], each by a [`child_watch`] that
+//!   keeps what [`watched`] says of each child and hands on only news, not
+//!   the [`echo`] of infergate's own writes; an optional CRD's while it is
+//!   served, see [`optional`]; and the shared [`crate::state`]'s service
+//!   events), running [`flow`] with a [`context::Ctx`];
 //! - [`flow`]: the prelude both backends share and the `Deployment`
 //!   backend (`progress` drives a rollout); [`ray`] the `RayService` backend;
 //!   [`apply`] writes children, status and events; `canary` changes or
@@ -36,6 +37,7 @@ pub mod config;
 pub mod context;
 pub mod controller;
 pub mod discovery;
+pub mod echo;
 pub mod error;
 mod events;
 pub mod flow;
@@ -49,6 +51,7 @@ pub mod ray;
 mod requeue;
 pub mod rollout;
 pub mod status;
+pub mod watched;
 pub mod watches;
 
 pub use config::{Config, GRAPH_RESYNC, LeaseTiming};

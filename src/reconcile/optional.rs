@@ -14,12 +14,10 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::channel::mpsc;
 use kube::Client;
-use kube::api::PartialObjectMeta;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
 use tracing::{debug, info, warn};
 
-use super::child_watch::{child_stream, touched};
+use super::child_watch::{Feed, child_stream};
 use super::discovery::{ApiDiscovery, DISCOVERY_POLL};
 use super::error::status_not_found;
 use super::kinds::ChildKind;
@@ -62,10 +60,10 @@ pub(super) struct OptionalChildren<K: ChildKind> {
     pub(super) metrics: Metrics,
     /// Whether the cluster serves the kind (shared with the reconciles).
     pub(super) discovery: Arc<ApiDiscovery>,
-    /// The kind's cache.
-    pub(super) writer: Writer<PartialObjectMeta<K>>,
-    /// Touched children, for the controller's owner triggers.
-    pub(super) tx: mpsc::UnboundedSender<PartialObjectMeta<K>>,
+    /// The kind's cache, fed.
+    pub(super) feed: Feed<K>,
+    /// Children whose events are news, for the controller's owner triggers.
+    pub(super) tx: mpsc::UnboundedSender<K::Watched>,
     /// Told of an arrival after the term began.
     pub(super) appeared: mpsc::UnboundedSender<bool>,
     /// What is told: reconcile every service (`true`) or only those
@@ -99,9 +97,10 @@ impl<K: ChildKind> OptionalChildren<K> {
             );
             // The cache is emptied, then the services that had children of
             // the kind are reconciled: each reports the missing CRD.
-            let cached = self.writer.as_reader().state();
-            self.writer.apply_watcher_event(&Event::Init);
-            self.writer.apply_watcher_event(&Event::InitDone);
+            let writer = self.feed.writer();
+            let cached = writer.as_reader().state();
+            writer.apply_watcher_event(&Event::Init);
+            writer.apply_watcher_event(&Event::InitDone);
             for child in cached {
                 if self.tx.unbounded_send((*child).clone()).is_err() {
                     return;
@@ -143,6 +142,7 @@ impl<K: ChildKind> OptionalChildren<K> {
     /// [`DISCOVERY_POLL`], and at once when the watch finds the resource
     /// gone) or the controller is.
     async fn watch_while_installed(&mut self) -> Ended {
+        self.feed.restart();
         let mut stream = std::pin::pin!(child_stream::<K>(&self.client, &self.scope));
         let mut poll =
             tokio::time::interval_at(tokio::time::Instant::now() + DISCOVERY_POLL, DISCOVERY_POLL);
@@ -150,13 +150,11 @@ impl<K: ChildKind> OptionalChildren<K> {
         // The first list is not handed on: at the start of the term every
         // service is reconciled anyway, and after an arrival the services
         // that wait for the kind are.
-        let mut listed = false;
         loop {
             tokio::select! {
                 item = stream.next() => match item {
                     Some(Ok(event)) => {
-                        self.writer.apply_watcher_event(&event);
-                        if let Some(child) = touched(event, &mut listed)
+                        if let Some(child) = self.feed.take(event)
                             && self.tx.unbounded_send(child).is_err()
                         {
                             return Ended::ControllerGone;

@@ -23,6 +23,7 @@ use super::rollout::{
     StepClock, StepTimes,
 };
 use super::status::Rollout;
+use super::watched::WatchedDeployment;
 use crate::api::AcceleratorClassSpec;
 use crate::api::rollout::{RolloutPhase, RolloutStatus, VersionRef};
 use crate::api::v1beta1::{CanarySpec, EngineSpec, InferenceService};
@@ -269,7 +270,7 @@ async fn observe_rollout(
     {
         let want = builders::deployment(&expected, Track::Canary, class)?;
         if runs(&d, &want) {
-            let r = Rollout::of(&d);
+            let r = Rollout::of(&WatchedDeployment::of(&d));
             observed.canary = Some(Readiness {
                 ready: if r.complete() { r.ready } else { 0 },
                 desired: r.desired,
@@ -281,7 +282,8 @@ async fn observe_rollout(
         .await?
     {
         let want = builders::deployment(&expected, Track::Primary, class)?;
-        observed.primary_complete = promoting && runs(&d, &want) && Rollout::of(&d).complete();
+        observed.primary_complete =
+            promoting && runs(&d, &want) && WatchedDeployment::of(&d).complete();
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let selector = builders::selector_labels(defaulted, Track::Canary)

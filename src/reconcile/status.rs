@@ -4,12 +4,12 @@
 //! `message`, `observedGeneration`, `lastTransitionTime`); the transition
 //! time moves only when `status` changes.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::v1beta1::{CanaryStatus, InferenceServiceStatus};
 use crate::reconcile::children::Track;
 use crate::reconcile::pods::PodState;
+use crate::reconcile::watched::{WatchedDeployment, rollout_complete};
 
 mod cond;
 mod graph;
@@ -52,23 +52,15 @@ pub struct Rollout {
 }
 
 impl Rollout {
-    /// Read a Deployment as returned by the apiserver.
+    /// Read a Deployment as its watch keeps it.
     #[must_use]
-    pub fn of(d: &Deployment) -> Self {
-        // A Deployment without replicas runs one (Kubernetes' own default).
-        let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        let st = d.status.clone().unwrap_or_default();
-        let observed = match (st.observed_generation, d.metadata.generation) {
-            (Some(seen), Some(current)) => seen >= current,
-            (_, None) => true,
-            (None, Some(_)) => false,
-        };
+    pub fn of(d: &WatchedDeployment) -> Self {
         Self {
-            desired,
-            ready: st.ready_replicas.unwrap_or(0),
-            updated: st.updated_replicas.unwrap_or(0),
-            total: st.replicas.unwrap_or(0),
-            observed,
+            desired: d.desired(),
+            ready: d.ready(),
+            updated: d.updated(),
+            total: d.total(),
+            observed: d.observed(),
             blocker: None,
         }
     }
@@ -98,10 +90,13 @@ impl Rollout {
     /// may be old ones).
     #[must_use]
     pub fn complete(&self) -> bool {
-        self.observed
-            && self.ready >= self.desired
-            && self.updated >= self.desired
-            && self.total <= self.updated
+        rollout_complete(
+            self.observed,
+            self.desired,
+            self.ready,
+            self.updated,
+            self.total,
+        )
     }
 }
 

@@ -10,12 +10,12 @@ use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
 use kube::Client;
-use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{Controller, Predicate, WatchStreamExt, predicates};
+use kube::runtime::{Controller, Predicate, predicates};
 use tokio::task::JoinSet;
 
-use super::child_watch::{child_stream, touched};
+use super::child_watch::{Feed, child_stream};
+use super::echo::Echoes;
 use super::graph as resolve;
 use super::kinds::{ChildCaches, ChildKind, Crd, KindVisitor, discovery, each_kind};
 use super::optional::OptionalChildren;
@@ -49,6 +49,7 @@ impl ChildWatches {
         client: &Client,
         scope: &Scope,
         metrics: &Metrics,
+        echoes: &Arc<Echoes>,
         crd_appeared: mpsc::UnboundedSender<bool>,
     ) -> Self {
         let mut starter = Starter {
@@ -56,6 +57,7 @@ impl ChildWatches {
             client,
             scope,
             metrics,
+            echoes,
             crd_appeared,
             caches: ChildCaches::default(),
             synced: Vec::new(),
@@ -95,6 +97,7 @@ struct Starter<'a> {
     client: &'a Client,
     scope: &'a Scope,
     metrics: &'a Metrics,
+    echoes: &'a Arc<Echoes>,
     crd_appeared: mpsc::UnboundedSender<bool>,
     caches: ChildCaches,
     synced: Vec<BoxFuture<'static, ()>>,
@@ -104,6 +107,7 @@ struct Starter<'a> {
 impl KindVisitor for Starter<'_> {
     fn visit<K: ChildKind>(&mut self) {
         let (reader, writer) = reflector::store();
+        let feed = Feed::<K>::new(writer, Arc::clone(self.echoes));
         let (tx, rx) = mpsc::unbounded();
         let api = match K::CRD {
             Crd::BuiltIn => {
@@ -115,7 +119,7 @@ impl KindVisitor for Starter<'_> {
                     self.client.clone(),
                     self.scope.clone(),
                     self.metrics.clone(),
-                    writer,
+                    feed,
                     tx,
                 ));
                 None
@@ -132,7 +136,7 @@ impl KindVisitor for Starter<'_> {
                         scope: self.scope.clone(),
                         metrics: self.metrics.clone(),
                         discovery: api.clone(),
-                        writer,
+                        feed,
                         tx,
                         appeared: self.crd_appeared.clone(),
                         reconcile_all_on_arrival,
@@ -148,32 +152,28 @@ impl KindVisitor for Starter<'_> {
     }
 }
 
-/// Watch the children of a built-in kind into `writer`, and forward every
-/// touched object after the first list (deletions included) to the
-/// controller as an owner trigger, until the controller is gone. The first
-/// list is not handed on: the controller waits for this cache and
-/// reconciles every service once it is synced anyway, and thousands of
-/// queued copies would only cost memory.
+/// Watch the children of a built-in kind through `feed` into its cache,
+/// and forward every child whose event is news (see [`Feed::take`]) to
+/// the controller as an owner trigger, until the controller is gone.
 async fn forward_children<K: ChildKind>(
     client: Client,
     scope: Scope,
     metrics: Metrics,
-    writer: reflector::store::Writer<PartialObjectMeta<K>>,
-    tx: mpsc::UnboundedSender<PartialObjectMeta<K>>,
+    mut feed: Feed<K>,
+    tx: mpsc::UnboundedSender<K::Watched>,
 ) {
     metrics.child_watch_started(K::KIND);
-    let mut stream = std::pin::pin!(child_stream::<K>(&client, &scope).reflect(writer));
-    let mut listed = false;
+    let mut stream = std::pin::pin!(child_stream::<K>(&client, &scope));
     while let Some(item) = stream.next().await {
-        let touched = match item {
-            Ok(event) => touched(event, &mut listed),
+        let news = match item {
+            Ok(event) => feed.take(event),
             Err(e) => {
                 metrics.child_watch_error(K::KIND);
                 crate::state::log_watch_error(K::KIND, &e, "child watch");
                 None
             }
         };
-        if let Some(obj) = touched
+        if let Some(obj) = news
             && tx.unbounded_send(obj).is_err()
         {
             return;

@@ -11,6 +11,7 @@ use tower_test::mock::{self, Handle};
 
 use super::*;
 use crate::reconcile::status::{Outcome, PolicyResult};
+use crate::reconcile::watched::WatchedDeployment;
 
 type ApiServer = Handle<Request<Body>, Response<Body>>;
 
@@ -21,7 +22,10 @@ fn writer() -> (Writer, ApiServer) {
         controller: MANAGER.to_owned(),
         instance: Some("test".to_owned()),
     };
-    (Writer::new(client, reporter), handle)
+    (
+        Writer::new(client, reporter, Arc::new(Echoes::detached())),
+        handle,
+    )
 }
 
 fn service() -> InferenceService {
@@ -49,16 +53,11 @@ fn deployment(uid: &str, generation: i64, owner_uid: &str) -> Deployment {
     .expect("deployment decodes")
 }
 
-fn cache_of(objects: &[Deployment]) -> Store<PartialObjectMeta<Deployment>> {
+fn cache_of(objects: &[Deployment]) -> Store<WatchedDeployment> {
     let (store, mut writer) = reflector::store();
     writer.apply_watcher_event(&watcher::Event::Init);
     for d in objects {
-        let meta = PartialObjectMeta::<Deployment> {
-            types: None,
-            metadata: d.metadata.clone(),
-            _phantom: std::marker::PhantomData,
-        };
-        writer.apply_watcher_event(&watcher::Event::InitApply(meta));
+        writer.apply_watcher_event(&watcher::Event::InitApply(WatchedDeployment::of(d)));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
     store
@@ -231,7 +230,7 @@ async fn a_child_that_holds_what_the_service_wants_is_not_written_again() {
         writer.apply(&svc, &desired, &store),
         expect_none(&mut server)
     );
-    assert!(matches!(result, Ok(Applied::Unchanged)), "{result:?}");
+    assert!(matches!(result, Ok(Applied::Unchanged(_))), "{result:?}");
 
     // Somebody changed its spec since (a new generation): applied again.
     let moved = cache_of(&[applied_copy(&desired, "d-uid", 4)]);

@@ -69,7 +69,7 @@ fn kept_metadata<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D
 pub enum PodState {
     /// The pod's `Ready` condition is True.
     Ready,
-    /// Not ready, and nothing below: not placed yet, pulling its image,
+    /// Placed on a node, not ready, and nothing below: pulling its image,
     /// or running without passing its readiness probe.
     Starting,
     /// Starting, but a container waits for a reason the kubelet names that
@@ -136,7 +136,8 @@ impl PodState {
     }
 }
 
-/// What `pod`'s status says; `None` for a pod that no longer counts: one
+/// What `pod`'s status says; `None` for a pod that does not count (yet):
+/// one not placed on a node and not refused by the scheduler, one
 /// being deleted, or one that has finished (`Succeeded`, `Failed`: an
 /// evicted pod stays until it is collected, and its replacement is what
 /// the track waits for).
@@ -145,9 +146,8 @@ pub fn pod_state(pod: &WatchedPod) -> Option<PodState> {
     if pod.metadata.deletion_timestamp.is_some() {
         return None;
     }
-    let Some(status) = pod.status.as_ref() else {
-        return Some(PodState::Starting);
-    };
+    // Not reported on yet: not placed, nothing to say.
+    let status = pod.status.as_ref()?;
     if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) {
         return None;
     }
@@ -166,6 +166,16 @@ pub fn pod_state(pod: &WatchedPod) -> Option<PodState> {
         return Some(PodState::Unschedulable {
             message: kept(c.message.as_deref().unwrap_or_default()),
         });
+    }
+    // Not placed yet, and not refused by the scheduler either: it says
+    // nothing about the track yet (`Starting` is for a pod on a node).
+    // Until the scheduler answers, the track's count of ready replicas
+    // says all there is.
+    if !conditions
+        .iter()
+        .any(|c| c.type_ == "PodScheduled" && c.status == "True")
+    {
+        return None;
     }
     let containers = status
         .init_container_statuses
