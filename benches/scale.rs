@@ -372,7 +372,10 @@ struct Requests {
     writes: u64,
     /// Writes of the Lease (leader election: not per service).
     lease_writes: u64,
-    /// Requests for services: all but the Lease's and the watches.
+    /// Discovery (non-resource URLs, `/apis/...`): the optional CRDs'
+    /// watchers ask every few seconds, whatever the number of services.
+    discovery: u64,
+    /// Requests for services: all but the Lease's, the watches and discovery.
     for_services: u64,
     /// Of those, reads (get and list).
     reads: u64,
@@ -398,6 +401,8 @@ fn print_requests(
             if write {
                 sum.lease_writes += n;
             }
+        } else if resource.is_empty() {
+            sum.discovery += n;
         } else if verb != "watch" {
             sum.for_services += n;
             if !write {
@@ -572,7 +577,10 @@ async fn baseline(client: &Client, namespaces: &[String], prepared: Vec<Prepared
                     // which tries again a second later): again, soon.
                     let mut tries = 0;
                     loop {
-                        match api.patch(&o.name_any(), &params, &Patch::Apply(&body)).await {
+                        match api
+                            .patch(&o.name_any(), &params, &Patch::Apply(&body))
+                            .await
+                        {
                             Ok(_) => break,
                             Err(kube::Error::Api(s))
                                 if s.code == 422
@@ -768,9 +776,10 @@ async fn parent() {
         p1.writes as f64 / n.max(1) as f64
     );
     println!(
-        "  per service, the Lease and the watches aside: {:.2} requests (goal <= 7), of them {:.2} reads",
+        "  per service, the Lease, watches and discovery aside: {:.2} requests (goal <= 7), of them {:.2} reads; discovery {} in all",
         p1.for_services as f64 / n.max(1) as f64,
-        p1.reads as f64 / n.max(1) as f64
+        p1.reads as f64 / n.max(1) as f64,
+        p1.discovery
     );
     println!(
         "  reconciles per service: {:.2} (goal <= 1.2)",

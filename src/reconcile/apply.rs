@@ -346,9 +346,7 @@ impl Writer {
         store: &Store<K::Watched>,
     ) -> Result<K::Watched, Error> {
         match self.apply(svc, obj, store).await? {
-            Applied::Written(applied) => {
-                Ok(watched_of(&applied).map_err(kube::Error::SerdeError)?)
-            }
+            Applied::Written(applied) => Ok(watched_of(&applied).map_err(kube::Error::SerdeError)?),
             Applied::Unchanged(cached) => Ok((*cached).clone()),
         }
     }

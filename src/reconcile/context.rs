@@ -109,7 +109,9 @@ impl Ctx {
         svc: &InferenceService,
         obj: &K,
     ) -> Result<Applied<K>, Error> {
-        self.writer.apply(svc, obj, self.children.store::<K>()).await
+        self.writer
+            .apply(svc, obj, self.children.store::<K>())
+            .await
     }
 
     /// [`Writer::apply_and_read`] against `K`'s cache.
@@ -145,7 +147,8 @@ impl Ctx {
 
     /// [`Writer::controls`] against `K`'s cache.
     pub(super) fn controls<K: ChildKind>(&self, svc: &InferenceService, name: &str) -> bool {
-        self.writer.controls::<K>(svc, name, self.children.store::<K>())
+        self.writer
+            .controls::<K>(svc, name, self.children.store::<K>())
     }
 
     /// [`Writer::delete`] against `K`'s cache.

@@ -62,7 +62,6 @@ pub async fn run_controller(
     // first reconcile of every service and the events after it.
     let service_events = state.subscribe_services();
     let mut policy_changes = state.policy_changes();
-    policy_changes.mark_unchanged();
 
     let mut tasks = JoinSet::new();
     // An optional CRD installed during the term (again, after a removal)
@@ -129,7 +128,9 @@ pub async fn run_controller(
         super::budget::tap_deletions(&mut tasks, Arc::clone(&state), service_events, deleted_tx);
     let svc_stream = service_triggers(service_events, graph.fetcher.clone());
     // Every service once at the start of the term, then again whenever a
-    // policy or a namespace's labels change.
+    // policy or a namespace's labels change after it (the caches' first
+    // lists moved the counter: the first round covers them).
+    policy_changes.mark_unchanged();
     let reconcile_all = futures::stream::once(std::future::ready(())).chain(
         futures::stream::unfold(policy_changes, |mut rx| async move {
             rx.changed().await.ok().map(|()| ((), rx))

@@ -16,10 +16,10 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
+use super::children::ANNOTATION_APPLIED;
 use super::children::httproute::{HTTPRoute, HTTPRouteStatus};
 use super::children::inferencepool::{InferencePool, InferencePoolStatus};
 use super::children::rayservice::{RayService, RayServiceStatus};
-use super::children::ANNOTATION_APPLIED;
 
 /// An object of a child kind as its watch keeps it.
 pub trait WatchedChild:
@@ -219,7 +219,13 @@ impl WatchedDeployment {
 /// deployment controller has seen), and no pod of an older template is
 /// left (while one is, the ready replicas may be old ones).
 #[must_use]
-pub fn rollout_complete(observed: bool, desired: i32, ready: i32, updated: i32, total: i32) -> bool {
+pub fn rollout_complete(
+    observed: bool,
+    desired: i32,
+    ready: i32,
+    updated: i32,
+    total: i32,
+) -> bool {
     observed && ready >= desired && updated >= desired && total <= updated
 }
 

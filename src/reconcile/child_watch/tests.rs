@@ -50,7 +50,8 @@ fn the_first_list_is_not_news_and_a_change_by_someone_else_is() {
         None
     );
     // A pod ready: news.
-    let ready = json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1});
+    let ready =
+        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1});
     assert_eq!(
         names(feed.take(Event::Apply(deployment("3", 1, ready.clone())))),
         Some("3".into())
@@ -112,10 +113,7 @@ fn a_list_after_the_first_hands_on_only_what_changed_meanwhile() {
     feed.take(Event::InitDone);
     // The watch expired; the list again.
     assert_eq!(names(feed.take(Event::Init)), None);
-    assert_eq!(
-        names(feed.take(Event::InitApply(service("a", "1")))),
-        None
-    );
+    assert_eq!(names(feed.take(Event::InitApply(service("a", "1")))), None);
     assert_eq!(
         names(feed.take(Event::InitApply(service("b", "7")))),
         Some("7".into())
@@ -129,20 +127,29 @@ fn a_list_after_the_first_hands_on_only_what_changed_meanwhile() {
     // first list is not handed on.
     feed.restart();
     feed.take(Event::Init);
-    assert_eq!(
-        names(feed.take(Event::InitApply(service("d", "9")))),
-        None
-    );
+    assert_eq!(names(feed.take(Event::InitApply(service("d", "9")))), None);
 }
 
 #[test]
 fn what_matters_by_the_kinds_change_signal() {
     let before = deployment("1", 1, Value::Null);
     // Only the resourceVersion moved: not for a kind with a generation.
-    assert!(!matters(Some(&before), &deployment("2", 1, Value::Null), Change::Revision));
-    assert!(matters(Some(&before), &deployment("2", 2, Value::Null), Change::Revision));
+    assert!(!matters(
+        Some(&before),
+        &deployment("2", 1, Value::Null),
+        Change::Revision
+    ));
+    assert!(matters(
+        Some(&before),
+        &deployment("2", 2, Value::Null),
+        Change::Revision
+    ));
     // A kind whose resourceVersion moves on its own: a new object only.
-    assert!(!matters(Some(&before), &deployment("2", 2, Value::Null), Change::Uid));
+    assert!(!matters(
+        Some(&before),
+        &deployment("2", 2, Value::Null),
+        Change::Uid
+    ));
     let mut other = deployment("2", 1, Value::Null);
     other.metadata.uid = Some("u-2".into());
     assert!(matters(Some(&before), &other, Change::Uid));
@@ -151,7 +158,8 @@ fn what_matters_by_the_kinds_change_signal() {
     edited.metadata.annotations = None;
     assert!(matters(Some(&before), &edited, Change::Uid));
     let mut deleting = deployment("2", 1, Value::Null);
-    deleting.metadata.deletion_timestamp = serde_json::from_value(json!("2026-11-27T00:00:00Z")).ok();
+    deleting.metadata.deletion_timestamp =
+        serde_json::from_value(json!("2026-11-27T00:00:00Z")).ok();
     assert!(matters(Some(&before), &deleting, Change::Uid));
     let mut orphan = deployment("2", 1, Value::Null);
     orphan.metadata.owner_references = None;

@@ -226,12 +226,13 @@ fn removing_the_canary_clears_its_status() {
 
 #[test]
 fn rollout_reads_a_deployment() {
-    let d: crate::reconcile::watched::WatchedDeployment = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "chat", "generation": 4},
-        "spec": {"replicas": 3, "selector": {}, "template": {}},
-        "status": {"observedGeneration": 4, "readyReplicas": 2, "updatedReplicas": 3}
-    }))
-    .unwrap();
+    let d: crate::reconcile::watched::WatchedDeployment =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "chat", "generation": 4},
+            "spec": {"replicas": 3, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 4, "readyReplicas": 2, "updatedReplicas": 3}
+        }))
+        .unwrap();
     let r = Rollout::of(&d);
     assert_eq!(
         r,

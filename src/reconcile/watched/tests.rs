@@ -65,7 +65,10 @@ fn a_watched_deployment_keeps_its_metadata_replicas_and_counts_only() {
     let d: Deployment = serde_json::from_value(full).expect("deployment");
     assert_eq!(WatchedDeployment::of(&d), w);
     assert_eq!(watched_of::<_, WatchedDeployment>(&d).expect("watched"), w);
-    assert_eq!((w.desired(), w.ready(), w.updated(), w.total()), (2, 1, 2, 2));
+    assert_eq!(
+        (w.desired(), w.ready(), w.updated(), w.total()),
+        (2, 1, 2, 2)
+    );
     assert!(w.observed() && !w.complete());
 }
 

@@ -186,10 +186,7 @@ fn a_running_pod_not_ready_yet_is_starting_and_a_ready_one_is_ready() {
     // A pod the scheduler has not placed yet says nothing: the status
     // that says the track's replicas are not ready stays as it is until
     // the scheduler places the pod (Starting) or cannot (Unschedulable).
-    assert_eq!(
-        pod_state(&pod("chat-1", json!({"phase": "Pending"}))),
-        None
-    );
+    assert_eq!(pod_state(&pod("chat-1", json!({"phase": "Pending"}))), None);
     let mut unplaced = pod("chat-1", json!({"phase": "Pending"}));
     unplaced.status = None;
     assert_eq!(pod_state(&unplaced), None);
