@@ -45,7 +45,8 @@ pub trait WatchedChild:
 #[derive(Debug, Deserialize)]
 #[serde(bound = "")]
 pub struct WatchedMeta<K> {
-    /// What the reconciler reads of the metadata ([`kept_metadata`]).
+    /// What the reconciler reads of the metadata (see
+    /// [`keep_what_the_reconciler_reads`]).
     #[serde(default, deserialize_with = "kept_metadata")]
     pub metadata: ObjectMeta,
     #[serde(skip)]
@@ -106,7 +107,8 @@ where
 /// replica counts of its status.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct WatchedDeployment {
-    /// What the reconciler reads of the metadata ([`kept_metadata`]).
+    /// What the reconciler reads of the metadata (see
+    /// [`keep_what_the_reconciler_reads`]).
     #[serde(default, deserialize_with = "kept_metadata")]
     pub metadata: ObjectMeta,
     /// `spec.replicas` (after the HPA, when it manages the Deployment).
