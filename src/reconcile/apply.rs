@@ -17,7 +17,7 @@ use serde::Serialize;
 use tracing::warn;
 
 use super::children::ANNOTATION_APPLIED;
-use super::echo::{Echoes, Seen};
+use super::echo::{ChildKey, Echoes, Seen};
 use super::error::{Error, status_not_found};
 use super::events::Recorders;
 use super::kinds::{Change, ChildKind};
@@ -26,7 +26,6 @@ use super::watched::watched_of;
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 
-use super::echo::ChildKey;
 /// (uid, generation or resourceVersion) of a child as last applied.
 type ChildMarker = (String, String);
 
@@ -239,18 +238,9 @@ impl Writer {
             .insert(ANNOTATION_APPLIED.to_owned(), digest);
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
-        self.echoes.begin(&key, ObjectRef::from_obj(svc));
-        let applied = match api.patch(&name, &params, &Patch::Apply(&obj)).await {
-            Ok(applied) => {
-                let left = applied.meta().resource_version.clone().map(Seen::Version);
-                self.echoes.end(&key, left);
-                applied
-            }
-            Err(e) => {
-                self.echoes.end(&key, None);
-                return Err(e.into());
-            }
-        };
+        let write = self.echoes.write(&key, ObjectRef::from_obj(svc));
+        let applied = api.patch(&name, &params, &Patch::Apply(&obj)).await?;
+        write.left(applied.meta().resource_version.clone().map(Seen::Version));
         let now = marker(applied.meta());
         let before = self
             .seen
@@ -376,14 +366,13 @@ impl Writer {
             ..DeleteParams::background()
         };
         let key = (kind, ns.clone(), name.to_owned());
-        self.echoes.begin(&key, ObjectRef::from_obj(svc));
+        let write = self.echoes.write(&key, ObjectRef::from_obj(svc));
         let deleted = api.delete(name, &params).await;
         // Gone at once, or (a child with finalizers) marked for deletion.
-        let left = deleted.as_ref().ok().and_then(|d| match d.as_ref().left() {
+        write.left(deleted.as_ref().ok().and_then(|d| match d.as_ref().left() {
             Some(marked) => marked.meta().resource_version.clone().map(Seen::Version),
             None => meta.uid.clone().map(Seen::Gone),
-        });
-        self.echoes.end(&key, left);
+        }));
         match deleted {
             Ok(_) => {
                 if let Ok(mut s) = self.seen.lock() {

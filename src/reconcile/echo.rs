@@ -82,6 +82,18 @@ impl Echoes {
             .insert(key.clone(), Entry::Writing { owner, seen: None });
     }
 
+    /// [`Echoes::begin`], ended when the returned guard is: by
+    /// [`Write::left`], or (the write failed, or its future was dropped)
+    /// with nothing left.
+    pub fn write<'a>(&'a self, key: &'a ChildKey, owner: ObjectRef<InferenceService>) -> Write<'a> {
+        self.begin(key, owner);
+        Write {
+            echoes: self,
+            key,
+            done: false,
+        }
+    }
+
     /// The write of `key` ended: `left` is what it left (`None`: it
     /// failed, or left nothing to expect).
     pub fn end(&self, key: &ChildKey, left: Option<Seen>) {
@@ -133,6 +145,29 @@ impl Echoes {
     }
 }
 
+/// A write under way ([`Echoes::write`]).
+pub struct Write<'a> {
+    echoes: &'a Echoes,
+    key: &'a ChildKey,
+    done: bool,
+}
+
+impl Write<'_> {
+    /// The write ended and left `left`.
+    pub fn left(mut self, left: Option<Seen>) {
+        self.done = true;
+        self.echoes.end(self.key, left);
+    }
+}
+
+impl Drop for Write<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.echoes.end(self.key, None);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use futures::StreamExt;
@@ -174,6 +209,13 @@ mod tests {
         echoes.begin(&key("chat"), owner());
         echoes.end(&key("chat"), Some(Seen::Gone("u-1".into())));
         assert!(echoes.absorbs(&key("chat"), Seen::Gone("u-1".into())));
+        // A write whose future is dropped half-way waits for nothing.
+        let k = key("chat");
+        drop(echoes.write(&k, owner()));
+        assert_eq!(echoes.pending(), 0);
+        assert!(!echoes.absorbs(&k, v("12")));
+        echoes.write(&k, owner()).left(Some(v("13")));
+        assert!(echoes.absorbs(&k, v("13")));
     }
 
     #[tokio::test]
