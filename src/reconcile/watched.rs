@@ -171,32 +171,35 @@ impl WatchedDeployment {
         self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
     }
 
-    fn counts(&self) -> DeploymentCounts {
-        self.status.clone().unwrap_or_default()
+    fn count(&self, of: impl Fn(&DeploymentCounts) -> Option<i32>) -> i32 {
+        self.status.as_ref().and_then(of).unwrap_or(0)
     }
 
     /// `status.readyReplicas`.
     #[must_use]
     pub fn ready(&self) -> i32 {
-        self.counts().ready_replicas.unwrap_or(0)
+        self.count(|c| c.ready_replicas)
     }
 
     /// `status.updatedReplicas`.
     #[must_use]
     pub fn updated(&self) -> i32 {
-        self.counts().updated_replicas.unwrap_or(0)
+        self.count(|c| c.updated_replicas)
     }
 
     /// `status.replicas`.
     #[must_use]
     pub fn total(&self) -> i32 {
-        self.counts().replicas.unwrap_or(0)
+        self.count(|c| c.replicas)
     }
 
     /// The deployment controller has seen the current spec.
     #[must_use]
     pub fn observed(&self) -> bool {
-        match (self.counts().observed_generation, self.metadata.generation) {
+        match (
+            self.status.as_ref().and_then(|c| c.observed_generation),
+            self.metadata.generation,
+        ) {
             (Some(seen), Some(current)) => seen >= current,
             (_, None) => true,
             (None, Some(_)) => false,
