@@ -7,11 +7,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
 use kube::runtime::reflector::ObjectRef;
 
 use super::analysis;
@@ -23,7 +21,6 @@ use super::rollout::{
     StepClock, StepTimes,
 };
 use super::status::Rollout;
-use super::watched::WatchedDeployment;
 use crate::api::AcceleratorClassSpec;
 use crate::api::rollout::{RolloutPhase, RolloutStatus, VersionRef};
 use crate::api::v1beta1::{CanarySpec, EngineSpec, InferenceService};
@@ -153,18 +150,6 @@ fn with_versions(
     e
 }
 
-/// Whether `d` runs the engine container `want` describes (image and args).
-fn runs(d: &Deployment, want: &Deployment) -> bool {
-    let first = |d: &Deployment| {
-        d.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|p| p.containers.first())
-            .map(|c| (c.image.clone(), c.args.clone()))
-    };
-    first(d).is_some() && first(d) == first(want)
-}
-
 /// The rollout's decision for this reconcile (strategy Immediate: the
 /// spec's version is stable at once).
 pub(super) async fn plan_rollout(
@@ -196,7 +181,7 @@ pub(super) async fn plan_rollout(
     let under_way = current
         .is_some_and(|c| matches!(c.phase, RolloutPhase::Progressing | RolloutPhase::Paused));
     let observed = if under_way {
-        observe_rollout(ctx, defaulted, current, class).await?
+        observe_rollout(ctx, defaulted, current, class)?
     } else {
         Observed::default()
     };
@@ -237,7 +222,7 @@ pub(super) async fn plan_rollout(
 /// The tracks as the cluster shows them: the canary's readiness (only
 /// once it runs the target), its restarts, and whether the primary runs
 /// what the last decision asked and is complete.
-async fn observe_rollout(
+fn observe_rollout(
     ctx: &Ctx,
     defaulted: &InferenceService,
     current: Option<&RolloutStatus>,
@@ -247,7 +232,6 @@ async fn observe_rollout(
         return Ok(Observed::default());
     };
     let ns = defaulted.namespace().unwrap_or_default();
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &ns);
     let stable = st
         .stable
         .clone()
@@ -264,45 +248,26 @@ async fn observe_rollout(
     let primary_version = if promoting { &target } else { &stable };
     let expected = with_versions(defaulted, primary_version, Some(&(target.clone(), weight)));
     let mut observed = Observed::default();
-    if let Some(d) = api
-        .get_opt(&builders::child_name(defaulted, Track::Canary))
-        .await?
-    {
+    // The tracks' Deployments as their watch keeps them: the engine each
+    // runs (a fingerprint) and its replica counts.
+    let canary_name = builders::child_name(defaulted, Track::Canary);
+    if let Some(d) = ctx.cached::<Deployment>(&ns, &canary_name) {
         let want = builders::deployment(&expected, Track::Canary, class)?;
-        if runs(&d, &want) {
-            let r = Rollout::of(&WatchedDeployment::of(&d));
+        if d.runs(&want) {
+            let r = Rollout::of(&d);
             observed.canary = Some(Readiness {
                 ready: if r.complete() { r.ready } else { 0 },
                 desired: r.desired,
             });
         }
     }
-    if let Some(d) = api
-        .get_opt(&builders::child_name(defaulted, Track::Primary))
-        .await?
-    {
+    let primary_name = builders::child_name(defaulted, Track::Primary);
+    if let Some(d) = ctx.cached::<Deployment>(&ns, &primary_name) {
         let want = builders::deployment(&expected, Track::Primary, class)?;
-        observed.primary_complete =
-            promoting && runs(&d, &want) && WatchedDeployment::of(&d).complete();
+        observed.primary_complete = promoting && d.runs(&want) && d.complete();
     }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let selector = builders::selector_labels(defaulted, Track::Canary)
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    observed.canary_restarts = pods
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
-        .iter()
-        .flat_map(|p| {
-            p.status
-                .iter()
-                .flat_map(|s| s.container_statuses.iter().flatten())
-        })
-        .map(|c| c.restart_count)
-        .sum();
+    // The canary's restarts, as the engine pod watch counts them.
+    observed.canary_restarts = ctx.pods.canary_restarts(&ns, &defaulted.name_any());
     Ok(observed)
 }
 

@@ -119,12 +119,67 @@ pub struct WatchedDeployment {
     pub status: Option<DeploymentCounts>,
 }
 
-/// `spec.replicas` of a Deployment.
+/// `spec.replicas` of a Deployment, and a fingerprint of the engine its
+/// template runs.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 pub struct DeploymentReplicas {
     /// Desired pods; Kubernetes' default is 1.
     #[serde(default)]
     pub replicas: Option<i32>,
+    /// [`engine_fingerprint`] of the template's first container (the
+    /// engine): whether a track runs a rollout's version, without keeping
+    /// the template. `None` for a template without containers.
+    #[serde(default, rename = "template", deserialize_with = "template_engine")]
+    pub engine: Option<u64>,
+}
+
+/// A fingerprint of an engine container: its image and arguments. Equal
+/// for equal containers within one process (the hash's keys are fixed),
+/// and 8 bytes however long the arguments are.
+#[must_use]
+pub fn engine_fingerprint(image: Option<&str>, args: Option<&[String]>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    image.hash(&mut h);
+    args.hash(&mut h);
+    h.finish()
+}
+
+/// [`engine_fingerprint`] of a Deployment's first container.
+#[must_use]
+pub fn engine_of(d: &Deployment) -> Option<u64> {
+    let c = d
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?;
+    Some(engine_fingerprint(c.image.as_deref(), c.args.as_deref()))
+}
+
+/// `spec.template` decoded as far as its first container's image and
+/// arguments, into their fingerprint.
+fn template_engine<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Template {
+        spec: Option<PodSpec>,
+    }
+    #[derive(Deserialize)]
+    struct PodSpec {
+        #[serde(default)]
+        containers: Vec<Container>,
+    }
+    #[derive(Deserialize)]
+    struct Container {
+        image: Option<String>,
+        args: Option<Vec<String>>,
+    }
+    let t: Option<Template> = Option::deserialize(d)?;
+    Ok(t.and_then(|t| t.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .map(|c| engine_fingerprint(c.image.as_deref(), c.args.as_deref())))
 }
 
 /// The counts of a Deployment's status the reconciler reads.
@@ -155,6 +210,7 @@ impl WatchedDeployment {
             metadata,
             spec: d.spec.as_ref().map(|s| DeploymentReplicas {
                 replicas: s.replicas,
+                engine: engine_of(d),
             }),
             status: d.status.as_ref().map(|s| DeploymentCounts {
                 observed_generation: s.observed_generation,
@@ -163,6 +219,14 @@ impl WatchedDeployment {
                 ready_replicas: s.ready_replicas,
             }),
         }
+    }
+
+    /// Whether the template's engine container is the one `want`'s is
+    /// (image and arguments).
+    #[must_use]
+    pub fn runs(&self, want: &Deployment) -> bool {
+        let engine = self.spec.as_ref().and_then(|s| s.engine);
+        engine.is_some() && engine == engine_of(want)
     }
 
     /// Desired replicas: `spec.replicas`, or Kubernetes' default of one.

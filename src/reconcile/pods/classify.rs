@@ -136,6 +136,17 @@ impl PodState {
     }
 }
 
+/// The restarts of a pod's containers (init containers aside), as its
+/// status counts them.
+#[must_use]
+pub fn restarts(pod: &WatchedPod) -> i32 {
+    pod.status
+        .iter()
+        .flat_map(|s| s.container_statuses.iter().flatten())
+        .map(|c| c.restart_count)
+        .sum()
+}
+
 /// What `pod`'s status says; `None` for a pod that does not count (yet):
 /// one not placed on a node and not refused by the scheduler, one
 /// being deleted, or one that has finished (`Succeeded`, `Failed`: an

@@ -2,24 +2,52 @@
 //! ready, and the most telling of them.
 //!
 //! Only not-ready pods are held, each as a [`PodState`] of a few strings
-//! cut to [`super::classify::KEPT_MAX`] bytes; a service none of whose
-//! pods is held has no entry. A cluster whose pods all serve holds
-//! nothing; the Pod objects themselves are never kept.
+//! cut to [`super::classify::KEPT_MAX`] bytes, and a canary's pods whose
+//! containers restarted (a progressive rollout counts the restarts); a
+//! service none of whose pods is held has no entry. A cluster whose pods
+//! all serve and never restarted holds nothing; the Pod objects themselves
+//! are never kept.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::classify::{PodState, WatchedPod, pod_state};
+use super::classify::{PodState, WatchedPod, pod_state, restarts};
 use crate::api::v1beta1::InferenceService;
 use crate::reconcile::children::{LABEL_SERVICE, LABEL_TRACK, Track};
 
 /// `(namespace, service name)`.
 type ServiceKey = (String, String);
 
-/// A service's not-ready pods: pod name -> its track and state.
-type ServicePods = BTreeMap<String, (Track, PodState)>;
+/// A service's held pods by name.
+type ServicePods = BTreeMap<String, Held>;
+
+/// What is held of one pod.
+#[derive(Clone, Debug)]
+struct Held {
+    track: Track,
+    /// [`PodState::Ready`] only for a canary's pod held for its restarts.
+    state: PodState,
+    /// Its containers' restarts (a canary's pod; 0 for a primary's).
+    restarts: i32,
+}
+
+/// What to hold of a pod of `track`: a pod not ready, or a canary's pod
+/// whose containers restarted; `None` for any other (and a pod going away).
+fn held(track: Track, pod: &WatchedPod) -> Option<Held> {
+    let state = pod_state(pod)?;
+    let restarts = if track == Track::Canary {
+        restarts(pod)
+    } else {
+        0
+    };
+    (state.rank().is_some() || restarts > 0).then_some(Held {
+        track,
+        state,
+        restarts,
+    })
+}
 
 /// The most telling state of each track: `[primary, canary]`.
 type Summary = [Option<PodState>; 2];
@@ -84,8 +112,8 @@ fn settle(before: Option<&PodState>, now: PodState) -> PodState {
 fn worst_of(pods: Option<&ServicePods>, track: Track) -> Option<PodState> {
     pods?
         .values()
-        .filter(|(t, _)| *t == track)
-        .filter_map(|(_, s)| s.rank().map(|r| (r, s)))
+        .filter(|h| h.track == track)
+        .filter_map(|h| h.state.rank().map(|r| (r, &h.state)))
         .min_by_key(|(r, _)| *r)
         .map(|(_, s)| s.clone())
 }
@@ -114,7 +142,7 @@ impl PodStates {
     /// reconcile when the most telling state of one of its tracks changed.
     pub fn apply(&self, pod: &WatchedPod) -> Option<ObjectRef<InferenceService>> {
         let place = place(pod)?;
-        let now = pod_state(pod).filter(|s| s.rank().is_some());
+        let now = held(place.track, pod);
         self.update(place, now)
     }
 
@@ -124,14 +152,14 @@ impl PodStates {
         self.update(place(pod)?, None)
     }
 
-    fn update(&self, place: Place, now: Option<PodState>) -> Option<ObjectRef<InferenceService>> {
+    fn update(&self, place: Place, now: Option<Held>) -> Option<ObjectRef<InferenceService>> {
         let mut services = self.lock();
         let before = summary(services.get(&place.key));
         match now {
-            Some(state) => {
+            Some(mut held) => {
                 let pods = services.entry(place.key.clone()).or_default();
-                let state = settle(pods.get(&place.pod).map(|(_, s)| s), state);
-                pods.insert(place.pod, (place.track, state));
+                held.state = settle(pods.get(&place.pod).map(|h| &h.state), held.state);
+                pods.insert(place.pod, held);
             }
             None => {
                 if let Some(pods) = services.get_mut(&place.key) {
@@ -158,9 +186,12 @@ impl PodStates {
         let mut listed = listing.services;
         for (key, pods) in &mut listed {
             let old = services.get(key);
-            for (name, (_, state)) in pods.iter_mut() {
-                let before = old.and_then(|o| o.get(name)).map(|(_, s)| s);
-                *state = settle(before, std::mem::replace(state, PodState::Starting));
+            for (name, held) in pods.iter_mut() {
+                let before = old.and_then(|o| o.get(name)).map(|h| &h.state);
+                held.state = settle(
+                    before,
+                    std::mem::replace(&mut held.state, PodState::Starting),
+                );
             }
         }
         let mut changed = Vec::new();
@@ -192,6 +223,21 @@ impl PodStates {
         let pods = services.get(&(namespace.to_owned(), service.to_owned()));
         worst_of(pods, track)
     }
+
+    /// The container restarts of `service`'s canary pods that exist and
+    /// are not going away.
+    #[must_use]
+    pub fn canary_restarts(&self, namespace: &str, service: &str) -> i32 {
+        let services = self.lock();
+        services
+            .get(&(namespace.to_owned(), service.to_owned()))
+            .map_or(0, |pods| {
+                pods.values()
+                    .filter(|h| h.track == Track::Canary)
+                    .map(|h| h.restarts)
+                    .sum()
+            })
+    }
 }
 
 /// The not-ready pods of one complete list, before they replace what the
@@ -205,11 +251,11 @@ impl Listing {
     /// Add a listed pod.
     pub fn add(&mut self, pod: &WatchedPod) {
         let Some(place) = place(pod) else { return };
-        if let Some(state) = pod_state(pod).filter(|s| s.rank().is_some()) {
+        if let Some(held) = held(place.track, pod) {
             self.services
                 .entry(place.key)
                 .or_default()
-                .insert(place.pod, (place.track, state));
+                .insert(place.pod, held);
         }
     }
 }

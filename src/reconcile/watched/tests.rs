@@ -52,7 +52,10 @@ fn a_watched_deployment_keeps_its_metadata_replicas_and_counts_only() {
         w,
         WatchedDeployment {
             metadata,
-            spec: Some(DeploymentReplicas { replicas: Some(2) }),
+            spec: Some(DeploymentReplicas {
+                replicas: Some(2),
+                engine: Some(engine_fingerprint(Some("vllm"), None)),
+            }),
             status: Some(DeploymentCounts {
                 observed_generation: Some(3),
                 replicas: Some(2),
@@ -70,6 +73,45 @@ fn a_watched_deployment_keeps_its_metadata_replicas_and_counts_only() {
         (2, 1, 2, 2)
     );
     assert!(w.observed() && !w.complete());
+}
+
+#[test]
+fn a_watched_deployment_knows_which_engine_it_runs_without_its_template() {
+    let full = deployment_json(1, Value::Null);
+    let w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+    let d: Deployment = serde_json::from_value(full).expect("deployment");
+    assert!(w.runs(&d), "the same template");
+    let with = |image: &str, args: Option<Vec<&str>>| {
+        let mut other = d.clone();
+        let c = &mut other
+            .spec
+            .as_mut()
+            .expect("spec")
+            .template
+            .spec
+            .as_mut()
+            .expect("pod")
+            .containers[0];
+        c.image = Some(image.to_owned());
+        c.args = args.map(|a| a.into_iter().map(str::to_owned).collect());
+        other
+    };
+    assert!(w.runs(&with("vllm", None)));
+    assert!(!w.runs(&with("vllm:0.10", None)), "another image");
+    assert!(
+        !w.runs(&with("vllm", Some(vec!["--model", "b"]))),
+        "other arguments"
+    );
+    let args = with("vllm", Some(vec!["--model", "a"]));
+    assert!(WatchedDeployment::of(&args).runs(&args));
+    assert!(!WatchedDeployment::of(&args).runs(&with("vllm", Some(vec!["--model", "b"]))));
+    // Without containers nothing is known to run, not even "nothing".
+    let mut empty = d.clone();
+    empty.spec.as_mut().expect("spec").template.spec = None;
+    assert!(!WatchedDeployment::of(&empty).runs(&empty));
+    let decoded: WatchedDeployment =
+        serde_json::from_value(serde_json::to_value(&empty).expect("json")).expect("decodes");
+    assert!(!decoded.runs(&empty));
 }
 
 #[test]

@@ -194,3 +194,48 @@ fn a_new_list_replaces_its_namespace_and_triggers_what_changed() {
     );
     assert!(states.lock().is_empty());
 }
+
+#[test]
+fn a_canarys_restarts_are_held_while_its_pods_serve_and_counted_per_service() {
+    let states = PodStates::default();
+    let restarted = |n: i64| {
+        let mut s = running(true);
+        s["containerStatuses"][0]["restartCount"] = json!(n);
+        s
+    };
+    // A primary's restarts are not held: the rollout counts a canary's.
+    assert_eq!(states.apply(&pod("chat-1", restarted(2))), None);
+    assert_eq!(held(&states), 0);
+    // A canary's pod that serves after two restarts is held, and changes
+    // no track's summary.
+    assert_eq!(
+        states.apply(&pod_of("chat", "canary", "chat-next-1", restarted(2))),
+        None
+    );
+    assert_eq!(held(&states), 1);
+    assert_eq!(states.worst("team-a", "chat", Track::Canary), None);
+    // A second canary pod, crash looping (4 restarts): both count.
+    assert_eq!(
+        states.apply(&pod_of("chat", "canary", "chat-next-2", crash_looping())),
+        Some(chat())
+    );
+    assert_eq!(states.canary_restarts("team-a", "chat"), 6);
+    assert_eq!(states.canary_restarts("team-a", "other"), 0);
+    // A pod going away no longer counts; a canary pod that never
+    // restarted and serves is not held.
+    states.delete(&pod_of("chat", "canary", "chat-next-2", json!({})));
+    assert_eq!(states.canary_restarts("team-a", "chat"), 2);
+    states.apply(&pod_of("chat", "canary", "chat-next-1", running(true)));
+    assert_eq!(states.canary_restarts("team-a", "chat"), 0);
+    assert!(states.lock().is_empty());
+    // A new list holds the same.
+    let mut listing = Listing::default();
+    listing.add(&pod_of("chat", "canary", "chat-next-3", restarted(1)));
+    listing.add(&pod("chat-4", restarted(5)));
+    assert!(
+        states.replace(None, listing).is_empty(),
+        "no summary changed"
+    );
+    assert_eq!(states.canary_restarts("team-a", "chat"), 1);
+    assert_eq!(held(&states), 1);
+}
