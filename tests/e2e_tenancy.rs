@@ -470,9 +470,11 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
             .to_owned();
         match kind.as_str() {
             "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
-                d["metadata"]["name"] = Value::from(confine.as_str());
+                // Each policy (and binding) renamed with this test's suffix.
+                d["metadata"]["name"] = Value::from(format!("{name}-{system}"));
                 if kind == "ValidatingAdmissionPolicyBinding" {
-                    d["spec"]["policyName"] = Value::from(confine.as_str());
+                    let policy = d["spec"]["policyName"].as_str().unwrap_or_default();
+                    d["spec"]["policyName"] = Value::from(format!("{policy}-{system}"));
                 }
                 for c in d["spec"]["matchConditions"]
                     .as_array_mut()
@@ -514,7 +516,11 @@ async fn a_namespace_scoped_install_manages_only_its_namespaces() {
         6,
         "two Roles, two RoleBindings, a ClusterRole and its binding"
     );
-    assert_eq!(policy.len(), 2, "the admission policy and its binding");
+    assert_eq!(
+        policy.len(),
+        4,
+        "the two admission policies and their bindings"
+    );
     rbac.extend(policy);
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": rbac});
     let out = cp.kubectl_stdin(&["apply", "-f", "-"], &list.to_string());
