@@ -126,10 +126,15 @@ pub async fn run_controller(
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
     let service_events =
         super::budget::tap_deletions(&mut tasks, Arc::clone(&state), service_events, deleted_tx);
-    let svc_stream = service_triggers(service_events, graph.fetcher.clone());
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change after it (the caches' first
-    // lists moved the counter: the first round covers them).
+    // lists moved the counter: the first round covers them, and the
+    // services' first list, still on its way through the service events).
+    let svc_stream = service_triggers(
+        service_events,
+        graph.fetcher.clone(),
+        &state.services().state(),
+    );
     policy_changes.mark_unchanged();
     let reconcile_all = futures::stream::once(std::future::ready(())).chain(
         futures::stream::unfold(policy_changes, |mut rx| async move {

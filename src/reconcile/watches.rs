@@ -185,14 +185,26 @@ async fn forward_children<K: ChildKind>(
 /// generation, labels or annotations triggers (templates may read labels);
 /// a status-only update, our own status writes among them, does not. A
 /// deletion drops the service's cached graph.
+///
+/// `covered`: the services the term's first round reconciles (the cache as
+/// the term starts); an event that shows one of them as it was then (the
+/// cache's first list, handed on as it lands) is no news.
 pub(super) fn service_triggers(
     events: tokio::sync::mpsc::Receiver<ServiceEvent>,
     graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+    covered: &[Arc<InferenceService>],
 ) -> impl futures::Stream<Item = Arc<InferenceService>> + Send + 'static {
     let predicate = predicates::generation
         .combine(predicates::labels)
         .combine(predicates::annotations);
-    let mut seen: HashMap<ObjectRef<InferenceService>, u64> = HashMap::new();
+    let mut seen: HashMap<ObjectRef<InferenceService>, u64> = covered
+        .iter()
+        .filter_map(|svc| {
+            predicate
+                .hash_property(svc.as_ref())
+                .map(|hash| (ObjectRef::from_obj(svc.as_ref()), hash))
+        })
+        .collect();
     futures::stream::unfold(events, |mut rx| async move {
         rx.recv().await.map(|event| (event, rx))
     })
@@ -241,7 +253,7 @@ mod tests {
     #[tokio::test]
     async fn only_spec_label_and_annotation_changes_trigger() {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
-        let triggers = service_triggers(rx, Arc::new(std::sync::OnceLock::new()));
+        let triggers = service_triggers(rx, Arc::new(std::sync::OnceLock::new()), &[]);
         let events = [
             svc(1, json!({}), "Progressing"),
             // A status-only update (our own status write): no trigger.
@@ -274,5 +286,31 @@ mod tests {
             seen,
             [(Some(1), 0), (Some(2), 0), (Some(2), 1), (Some(2), 1)]
         );
+    }
+
+    #[tokio::test]
+    async fn services_the_first_round_covers_trigger_only_when_they_change() {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let at_start = svc(3, json!({}), "Available");
+        let triggers = service_triggers(
+            rx,
+            Arc::new(std::sync::OnceLock::new()),
+            std::slice::from_ref(&at_start),
+        );
+        // The cache's first list, handed on late: the first round has it.
+        tx.send(ServiceEvent::Applied(at_start.clone()))
+            .await
+            .expect("send");
+        // Its status written since: still nothing new.
+        tx.send(ServiceEvent::Applied(svc(3, json!({}), "Progressing")))
+            .await
+            .expect("send");
+        // Its spec changed after the start: a trigger.
+        tx.send(ServiceEvent::Applied(svc(4, json!({}), "Progressing")))
+            .await
+            .expect("send");
+        drop(tx);
+        let generations: Vec<Option<i64>> = triggers.map(|s| s.metadata.generation).collect().await;
+        assert_eq!(generations, [Some(4)]);
     }
 }
