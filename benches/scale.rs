@@ -297,23 +297,20 @@ fn reconciled_ok(s: &InferenceService) -> bool {
 /// generation, as one watch of all namespaces tells it: the driver's own
 /// load on the API server stays one watch, as the baseline's is none.
 fn all_reconciled(client: &Client, n: usize) -> tokio::task::JoinHandle<()> {
-    use kube::runtime::watcher;
+    use kube::runtime::{WatchStreamExt, watcher};
     let api = Api::<InferenceService>::all(client.clone());
     tokio::spawn(async move {
         let mut done = std::collections::HashSet::new();
-        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+        let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
         while let Some(event) = events.next().await {
-            let objects = match event {
-                Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => vec![s],
-                _ => continue,
+            let (Ok(watcher::Event::Apply(s)) | Ok(watcher::Event::InitApply(s))) = event else {
+                continue;
             };
-            for s in objects {
-                let key = (s.namespace().unwrap_or_default(), s.name_any());
-                if reconciled_ok(&s) {
-                    done.insert(key);
-                } else {
-                    done.remove(&key);
-                }
+            let key = (s.namespace().unwrap_or_default(), s.name_any());
+            if reconciled_ok(&s) {
+                done.insert(key);
+            } else {
+                done.remove(&key);
             }
             if done.len() >= n {
                 return;

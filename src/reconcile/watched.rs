@@ -113,7 +113,7 @@ pub struct WatchedDeployment {
     pub metadata: ObjectMeta,
     /// `spec.replicas` (after the HPA, when it manages the Deployment).
     #[serde(default)]
-    pub spec: Option<DeploymentReplicas>,
+    pub spec: Option<DeploymentSpecKept>,
     /// The replica counts the deployment controller reports.
     #[serde(default)]
     pub status: Option<DeploymentCounts>,
@@ -122,7 +122,7 @@ pub struct WatchedDeployment {
 /// `spec.replicas` of a Deployment, and a fingerprint of the engine its
 /// template runs.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-pub struct DeploymentReplicas {
+pub struct DeploymentSpecKept {
     /// Desired pods; Kubernetes' default is 1.
     #[serde(default)]
     pub replicas: Option<i32>,
@@ -208,7 +208,7 @@ impl WatchedDeployment {
         keep_what_the_reconciler_reads(&mut metadata);
         Self {
             metadata,
-            spec: d.spec.as_ref().map(|s| DeploymentReplicas {
+            spec: d.spec.as_ref().map(|s| DeploymentSpecKept {
                 replicas: s.replicas,
                 engine: engine_of(d),
             }),

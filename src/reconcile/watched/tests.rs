@@ -52,7 +52,7 @@ fn a_watched_deployment_keeps_its_metadata_replicas_and_counts_only() {
         w,
         WatchedDeployment {
             metadata,
-            spec: Some(DeploymentReplicas {
+            spec: Some(DeploymentSpecKept {
                 replicas: Some(2),
                 engine: Some(engine_fingerprint(Some("vllm"), None)),
             }),
