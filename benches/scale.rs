@@ -586,26 +586,11 @@ async fn baseline(client: &Client, namespaces: &[String], prepared: Vec<Prepared
                 for (ar, o) in &p.children {
                     let body = retarget(ar, o, &ns, &svc);
                     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
-                    // The first service of a namespace may not be among the
-                    // admission policy's parameters yet (as for infergate,
-                    // which tries again a second later): again, soon.
-                    let mut tries = 0;
-                    loop {
-                        match api
-                            .patch(&o.name_any(), &params, &Patch::Apply(&body))
-                            .await
-                        {
-                            Ok(_) => break,
-                            Err(kube::Error::Api(s))
-                                if s.code == 422
-                                    && s.message.contains("no params found")
-                                    && tries < 100 =>
-                            {
-                                tries += 1;
-                                tokio::time::sleep(Duration::from_millis(100)).await;
-                            }
-                            Err(e) => panic!("baseline apply: {e}"),
-                        }
+                    if let Err(e) = api
+                        .patch(&o.name_any(), &params, &Patch::Apply(&body))
+                        .await
+                    {
+                        panic!("baseline apply: {e}");
                     }
                 }
                 let status = json!({

@@ -340,7 +340,8 @@ pub async fn serve(
             client.clone(),
             metrics.clone(),
         ))
-        .with_ledger(ledger.clone()),
+        .with_ledger(ledger.clone())
+        .with_owners(crate::webhook::confine::Owners::new(client.clone())),
     );
     {
         let state = Arc::clone(&state);

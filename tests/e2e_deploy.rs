@@ -44,16 +44,12 @@ fn chat_field(cp: &ControlPlane, ns: &str, jsonpath: &str) -> String {
     ]))
 }
 
-/// No line of the log says infergate was denied, but for the admission
-/// policy's "no params found": a service created a moment ago that the API
-/// server's cache does not show the policy yet, retried a second later
-/// (docs/security.md).
+/// No line of the log says infergate was denied.
 fn assert_no_forbidden(log: &Path) {
     let log = std::fs::read_to_string(log).unwrap_or_default();
     let denied: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
-        .filter(|l| !l.contains("no params found for policy binding"))
         .collect();
     assert!(
         denied.is_empty(),

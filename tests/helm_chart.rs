@@ -253,6 +253,10 @@ fn prometheus_egress_and_the_admission_policy_follow_their_values() {
         other["ValidatingAdmissionPolicy /infergate-confine"]["spec"]["matchConditions"][0]["expression"],
         "request.userInfo.username == 'system:serviceaccount:ml-platform:infergate'"
     );
+    assert_eq!(
+        confine_webhook(&other).expect("the confining webhook")["matchConditions"][0]["expression"],
+        "request.userInfo.username == 'system:serviceaccount:ml-platform:infergate'"
+    );
 
     let without = objects(&helm_template(&[
         "networkPolicy.prometheusPort=null",
@@ -266,6 +270,16 @@ fn prometheus_egress_and_the_admission_policy_follow_their_values() {
         "{:?}",
         without.keys()
     );
+    assert!(confine_webhook(&without).is_none());
+}
+
+/// The webhook that confines infergate's own writes of children, if rendered.
+fn confine_webhook(objects: &BTreeMap<String, Value>) -> Option<Value> {
+    objects["ValidatingWebhookConfiguration /infergate"]["webhooks"]
+        .as_array()?
+        .iter()
+        .find(|w| w["name"] == "confine.children.infergate.dev")
+        .cloned()
 }
 
 #[test]

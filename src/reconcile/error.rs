@@ -88,21 +88,7 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::Kube(kube::Error::Api(s)) if status_conflict(s))
     }
-
-    /// The admission policy that confines infergate's writes
-    /// (`deploy/admissionpolicy.yaml`) found no InferenceService in the
-    /// namespace: the API server's own cache has not yet seen the service
-    /// created a moment ago.
-    #[must_use]
-    pub fn is_policy_params_pending(&self) -> bool {
-        matches!(self, Self::Kube(kube::Error::Api(s))
-            if s.code == 422 && s.message.contains(POLICY_NO_PARAMS))
-    }
 }
-
-/// What the API server says when a ValidatingAdmissionPolicy binding with
-/// `parameterNotFoundAction: Deny` finds no parameter.
-const POLICY_NO_PARAMS: &str = "no params found for policy binding";
 
 /// A 404, with or without a parseable Status body (an unknown API group
 /// answers a plain-text `404 page not found`).
@@ -142,19 +128,6 @@ mod tests {
             Error::CrdMissing("inferenceservices.infergate.dev".into()).metric_label(),
             "crd_missing"
         );
-    }
-
-    #[test]
-    fn a_policy_without_its_parameters_yet_is_told_apart() {
-        let denied = Error::Kube(kube::Error::Api(Box::new(kube::core::Status {
-            code: 422,
-            reason: "Invalid".to_owned(),
-            message: "deployments.apps \"chat\" is forbidden: ValidatingAdmissionPolicy 'infergate-confine' with binding 'infergate-confine' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction".to_owned(),
-            ..kube::core::Status::default()
-        })));
-        assert!(denied.is_policy_params_pending());
-        assert!(!api_error(422, "Invalid").is_policy_params_pending());
-        assert!(!api_error(409, "Conflict").is_policy_params_pending());
     }
 
     #[test]

@@ -78,11 +78,6 @@ pub(super) fn error_policy(svc: Arc<InferenceService>, error: &Error, ctx: Arc<C
             *n
         })
         .unwrap_or(1);
-    // A service created a moment ago that the admission policy does not
-    // see yet: soon, twice, then the usual backoff.
-    if error.is_policy_params_pending() && n <= 2 {
-        return Action::requeue(Duration::from_secs(1));
-    }
     let secs = 5u64
         .saturating_mul(1 << n.saturating_sub(1).min(6))
         .min(300);

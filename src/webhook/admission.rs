@@ -16,6 +16,7 @@ use std::time::Instant;
 use kube::core::Status;
 use kube::core::admission::Operation;
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
+use kube::runtime::reflector::ObjectRef;
 
 use crate::api::GROUP;
 use crate::api::v1beta1::InferenceService;
@@ -27,6 +28,7 @@ use crate::state::ledger::Ledger;
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
 use crate::webhook::access::AccessReviewer;
+use crate::webhook::confine::{Needs, Owners};
 use crate::webhook::ledger as judge;
 use crate::webhook::patch;
 use crate::webhook::review::{self, Object, Response, Review};
@@ -50,6 +52,9 @@ pub struct Admission {
     pub access: AccessReviewer,
     /// The GPU budget ledgers service writes are charged in.
     pub ledger: Ledger,
+    /// Asks the API server about a service that controls a child infergate
+    /// writes, when the watch cache does not confirm the write.
+    pub owners: Owners,
 }
 
 /// The answer to one review plus what the trace records.
@@ -76,6 +81,8 @@ pub struct Pending {
     refs: Vec<Reference>,
     /// The charge the namespace's ledger must record.
     charge: Option<Charge>,
+    /// A child write of infergate's own that the cache did not confirm.
+    confine: Option<Needs>,
     /// When the request arrived.
     start: Instant,
 }
@@ -90,7 +97,12 @@ fn charge_time_left(start: Instant) -> std::time::Duration {
 }
 
 /// What [`Admission::finish`] settles, before the time it started is known.
-type Waiting = (Review, Vec<Reference>, Option<Charge>);
+struct Waiting {
+    head: Review,
+    refs: Vec<Reference>,
+    charge: Option<Charge>,
+    confine: Option<Needs>,
+}
 
 impl Answer {
     /// The AdmissionReview to send back ([`review::encode`]).
@@ -109,10 +121,11 @@ impl Admission {
             Webhook::Mutate => (self.mutate(&review), None),
             Webhook::Validate => self.validate_pending(&review),
         };
-        let pending = pending.map(|(head, refs, charge)| Pending {
-            head,
-            refs,
-            charge,
+        let pending = pending.map(|w| Pending {
+            head: w.head,
+            refs: w.refs,
+            charge: w.charge,
+            confine: w.confine,
             start,
         });
         let answer = Answer {
@@ -137,6 +150,15 @@ impl Admission {
             return answer;
         };
         let head = &pending.head;
+        if let Some(needs) = &pending.confine {
+            if let Err(message) = self.owners.settle(needs).await {
+                let allowed = std::mem::take(&mut answer.response);
+                answer.response = deny(allowed, 403, "Forbidden", message, &[], head);
+                answer.allowed = false;
+            }
+            self.record(Webhook::Validate, head, &answer, pending.start);
+            return answer;
+        }
         let mut errors = if pending.refs.is_empty() {
             Vec::new()
         } else {
@@ -253,7 +275,15 @@ impl Admission {
     pub fn validate(&self, review: &Review) -> Response {
         match self.validate_pending(review) {
             (resp, None) => resp,
-            (resp, Some((head, refs, charge))) => {
+            (resp, Some(Waiting { head, confine: Some(needs), .. })) => deny(
+                resp,
+                403,
+                "Forbidden",
+                needs.denial("its controlling InferenceService needs a lookup this caller cannot wait for; denied"),
+                &[],
+                &head,
+            ),
+            (resp, Some(Waiting { head, refs, charge, .. })) => {
                 let ledger = charge.map(|_| {
                     FieldError::forbidden(
                         judge::FIELD,
@@ -286,10 +316,11 @@ impl Admission {
     /// review it waits for (with the request they belong to).
     fn validate_pending(&self, review: &Review) -> (Response, Option<Waiting>) {
         let resp = Response::allow(review);
-        if !matches!(review.operation, Operation::Create | Operation::Update)
-            || review.kind.group != GROUP
-        {
+        if !matches!(review.operation, Operation::Create | Operation::Update) {
             return (resp, None);
+        }
+        if review.kind.group != GROUP {
+            return self.confine(review, resp);
         }
         let Some(object) = review.object.as_ref() else {
             return (bad_object(resp, review, "no object in request"), None);
@@ -318,7 +349,7 @@ impl Admission {
                 };
                 with_warnings(bad_object(resp, review, e), warnings)
             }
-            Object::Other => resp,
+            Object::Other | Object::Child(_) => resp,
         };
         (resp, None)
     }
@@ -378,7 +409,48 @@ impl Admission {
         if !verdict.allowed() || (ask.is_empty() && admit.charge.is_none()) {
             return (resp, None);
         }
-        (resp, Some((review.head(), ask, admit.charge)))
+        let waiting = Waiting {
+            head: review.head(),
+            refs: ask,
+            charge: admit.charge,
+            confine: None,
+        };
+        (resp, Some(waiting))
+    }
+
+    /// A write of another group's object: a child of infergate's own
+    /// (the API server sends only those, `confine.children.infergate.dev`).
+    /// Allowed when the watch cache shows the controlling service allows
+    /// it; otherwise asked again of the API server ([`Admission::finish`]),
+    /// or denied when there is none to ask.
+    fn confine(&self, review: &Review, resp: Response) -> (Response, Option<Waiting>) {
+        let child = match review.object.as_ref() {
+            Some(Object::Child(child)) => child,
+            Some(Object::Invalid(e)) => return (bad_object(resp, review, e), None),
+            _ => return (resp, None),
+        };
+        let namespace = review.namespace();
+        let Some(needs) = Needs::of(child, &review.kind.kind, &review.name, namespace) else {
+            return (resp, None);
+        };
+        let (ns, owner) = needs.owner();
+        let cached = self.state.services().get(&ObjectRef::new(owner).within(ns));
+        match needs.check(cached.as_deref()) {
+            Ok(()) => (resp, None),
+            Err(reason) if !self.owners.can_ask() => {
+                let message = needs.denial(&reason);
+                (deny(resp, 403, "Forbidden", message, &[], review), None)
+            }
+            Err(_) => {
+                let waiting = Waiting {
+                    head: review.head(),
+                    refs: Vec::new(),
+                    charge: None,
+                    confine: Some(needs),
+                };
+                (resp, Some(waiting))
+            }
+        }
     }
 
     /// Run `f` with the engine's view of the review's namespace, the

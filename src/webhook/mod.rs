@@ -8,6 +8,8 @@
 //!   of its answer;
 //! - [`admission`] and [`conversion`]: what the handlers do, on typed reviews;
 //! - [`access`]: the access reviews of what a service makes its pods use;
+//! - [`confine`]: infergate's own writes of children, checked against the
+//!   services that control them;
 //! - [`ledger`]: what admission decides about a charge on a namespace's
 //!   GPU budget ledger ([`crate::state::ledger`]);
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
@@ -16,6 +18,7 @@
 
 pub mod access;
 pub mod admission;
+pub mod confine;
 pub mod conversion;
 pub mod ledger;
 pub mod limits;

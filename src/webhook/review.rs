@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 use crate::api::{ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1};
+use crate::webhook::confine::Child;
 
 /// The `apiVersion` of the reviews this webhook answers.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -96,6 +97,10 @@ pub enum Object {
     ClusterPolicy(Box<ClusterInferencePolicy>),
     /// An InferencePolicy.
     Policy(Box<InferencePolicy>),
+    /// An object of another group, written by infergate's own
+    /// ServiceAccount: a child, read as far as its checks need
+    /// ([`crate::webhook::confine`]).
+    Child(Box<Child>),
     /// A kind infergate does not admit (left undecoded).
     Other,
     /// JSON that is not an object of the request's kind: why not.
@@ -115,7 +120,7 @@ impl Object {
             }
         }
         if kind.group != GROUP {
-            return Object::Other;
+            return typed(raw, |c| Object::Child(Box::new(c)));
         }
         match kind.kind.as_str() {
             "InferenceService" if kind.version == "v1alpha1" => {
@@ -135,6 +140,7 @@ impl Object {
             Object::ServiceV1alpha1(s) => s.metadata.namespace.as_deref(),
             Object::ClusterPolicy(p) => p.metadata.namespace.as_deref(),
             Object::Policy(p) => p.metadata.namespace.as_deref(),
+            Object::Child(c) => c.namespace(),
             Object::Other | Object::Invalid(_) => None,
         }
     }

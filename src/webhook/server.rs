@@ -80,6 +80,7 @@ impl AppState {
                 metrics,
                 access: crate::webhook::access::AccessReviewer::default(),
                 ledger: crate::state::ledger::Ledger::default(),
+                owners: crate::webhook::confine::Owners::default(),
             },
             resolver,
             tls_bound: AtomicBool::new(false),
@@ -109,6 +110,15 @@ impl AppState {
     #[must_use]
     pub fn with_ledger(mut self, ledger: crate::state::ledger::Ledger) -> Self {
         self.admission.ledger = ledger;
+        self
+    }
+
+    /// This state asking the API server with `owners` about the services
+    /// that control infergate's own child writes (the default has none to
+    /// ask, and denies what the watch cache does not confirm).
+    #[must_use]
+    pub fn with_owners(mut self, owners: crate::webhook::confine::Owners) -> Self {
+        self.admission.owners = owners;
         self
     }
 

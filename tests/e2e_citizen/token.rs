@@ -1,19 +1,20 @@
-//! End-to-end: the ValidatingAdmissionPolicy of `deploy/admissionpolicy.yaml`
-//! confines what infergate's own ServiceAccount writes, against a real
-//! kube-apiserver.
+//! Somebody holding infergate's own ServiceAccount token (TokenRequest of
+//! `deploy/`'s ServiceAccount, with `deploy/`'s RBAC, admission policy and
+//! webhook registrations): what it may still write, and every way out that
+//! is closed.
 //!
-//! The ServiceAccount, RBAC and policy of `deploy/` are applied, and every
-//! write is made with a token of that ServiceAccount (TokenRequest), by
-//! server-side apply as the reconciler writes. What infergate builds for a
-//! service (its Deployment, its endpoint picker's, a RayService with the same
-//! pod template) is admitted; the same objects made privileged, given
+//! What infergate builds for a service (its Deployment, its endpoint
+//! picker's Deployment, Role and RoleBinding, a RayService with the same pod
+//! template) is admitted; the same objects made privileged, given
 //! capabilities, host namespaces, host ports, hostPath volumes or another
-//! ServiceAccount, without an owning service, or under a forged owner, are
-//! each denied by the policy; a RayCluster's replica counts may change, its
-//! pod templates may not. Last, the reconciler running as that
-//! ServiceAccount reconciles services under the policy.
-
-mod support;
+//! ServiceAccount, without an owning service, under a forged owner or an
+//! owner that does not exist, are each denied by the admission policy
+//! `infergate-confine` or by infergate's webhook
+//! `confine.children.infergate.dev`; a RayCluster's replica counts may
+//! change, its pod templates may not; a Role or RoleBinding other than a
+//! picker's, a ClusterRole and a ClusterRoleBinding are denied. Last, the
+//! reconciler running as that ServiceAccount reconciles services under all
+//! of it.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{
@@ -24,10 +25,15 @@ use serde_json::{Value, json};
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::Track;
 use infergate::reconcile::children::endpoint_picker::endpoint_picker;
-use support::{Reconciler, WAIT, condition, wait_for};
+
+use super::TURN;
+use super::support::{self, Hooks, Reconciler, WAIT, condition, wait_for};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
+/// The admission policy (what an object says on its own).
 const POLICY: &str = "infergate-confine";
+/// infergate's webhook (what the controlling service allows).
+const WEBHOOK: &str = "confine.children.infergate.dev";
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
@@ -43,6 +49,19 @@ fn rayservices() -> ApiResource {
 
 fn rayclusters() -> ApiResource {
     resource("ray.io", "v1", "RayCluster", "rayclusters")
+}
+
+fn roles() -> ApiResource {
+    resource("rbac.authorization.k8s.io", "v1", "Role", "roles")
+}
+
+fn rolebindings() -> ApiResource {
+    resource(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+    )
 }
 
 /// Server-side apply of `obj` into `ns` with `client`, as the reconciler
@@ -65,16 +84,18 @@ async fn apply(
         .map(|_| ())
 }
 
-/// The policy denied `what` with the HTTP status `code` (403 for its
-/// validations, reason Forbidden) and a message that `says` so.
+/// The policy or the webhook denied `what` with the HTTP status `code`
+/// (403, reason Forbidden) and a message that `says` so.
 fn assert_denied_with(what: &str, result: Result<(), kube::Error>, code: u16, says: &str) {
     match result {
-        Err(kube::Error::Api(status)) if status.message.contains(POLICY) => {
+        Err(kube::Error::Api(status))
+            if status.message.contains(POLICY) || status.message.contains(WEBHOOK) =>
+        {
             assert_eq!(status.code, code, "{what}: {status:?}");
             assert!(status.message.contains(says), "{what}: {}", status.message);
             eprintln!("denied, {what}: {}", status.message);
         }
-        other => panic!("{what}: not denied by the policy: {other:?}"),
+        other => panic!("{what}: not denied by the policy or the webhook: {other:?}"),
     }
 }
 
@@ -138,9 +159,16 @@ fn rayservice(svc: &InferenceService, template: &Value) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_admission_policy_confines_what_infergates_service_account_writes() {
+async fn infergates_token_writes_only_what_its_services_allow() {
+    let _turn = TURN.lock().await;
     let (cp, client, sa_kubeconfig) =
         support::reconciler_setup(&[support::rayservice_crd(), support::raycluster_crd()]).await;
+    // infergate's webhooks, its confinement of its own writes among them,
+    // served by a process that only answers (the reconciler below is the
+    // ServiceAccount's).
+    let _server = support::start_infergate(cp, support::binary(), &["--no-reconcile"], Hooks::All)
+        .await
+        .unwrap_or_else(|e| panic!("starting infergate: {e:#}"));
     let sa = support::client_from(&sa_kubeconfig)
         .await
         .expect("SA client");
@@ -264,7 +292,7 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
         (
             "another ServiceAccount",
             template(&|s| s["serviceAccountName"] = json!("deployer")),
-            "names a ServiceAccount other than",
+            "not one InferenceService",
         ),
         (
             "another ServiceAccount in the deprecated field",
@@ -272,7 +300,7 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
                 s.as_object_mut().map(|s| s.remove("serviceAccountName"));
                 s["serviceAccount"] = json!("deployer");
             }),
-            "names a ServiceAccount other than",
+            "not one InferenceService",
         ),
         (
             // A new object: on the stored one, the API server keeps the
@@ -283,7 +311,7 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
                 let spec = &mut d["spec"]["template"]["spec"];
                 spec.as_object_mut().map(|s| s.remove("serviceAccountName"));
             }),
-            "names a ServiceAccount other than",
+            "not one InferenceService",
         ),
         (
             "an endpoint picker's ServiceAccount for a service without pickers",
@@ -292,14 +320,14 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
                     json!("endpoint-picker");
                 d["spec"]["template"]["spec"]["serviceAccountName"] = json!("chat-epp");
             }),
-            "names a ServiceAccount other than",
+            "not one InferenceService",
         ),
         (
             "another endpoint picker's ServiceAccount",
             edited(&picker, |d| {
                 d["spec"]["template"]["spec"]["serviceAccountName"] = json!("deployer");
             }),
-            "names a ServiceAccount other than",
+            "not one InferenceService",
         ),
         (
             "no owning service",
@@ -319,7 +347,7 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
                     json!("00000000-0000-0000-0000-000000000000");
                 d["spec"]["template"]["spec"]["serviceAccountName"] = json!("deployer");
             }),
-            "with another uid",
+            "that service has uid",
         ),
         (
             "a label naming another service than the owner",
@@ -333,8 +361,20 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
         assert_denied(what, apply(&sa, &ns, &deployments(), obj).await, says);
     }
 
-    // A namespace without any InferenceService: nothing to own a workload.
-    assert_denied_with(
+    // An owner that does not exist skips nothing: in a namespace with
+    // services and in one without any.
+    let ghost = edited(&deployment, |d| {
+        d["metadata"]["name"] = json!("ghost");
+        d["metadata"]["labels"]["infergate.dev/service"] = json!("ghost");
+        d["metadata"]["ownerReferences"][0]["name"] = json!("ghost");
+        d["spec"]["template"]["spec"]["serviceAccountName"] = json!("deployer");
+    });
+    assert_denied(
+        "a Deployment owned by a service that does not exist",
+        apply(&sa, &ns, &deployments(), &ghost).await,
+        "InferenceService ghost, which does not exist in namespace",
+    );
+    assert_denied(
         "a Deployment in a namespace without services",
         apply(
             &sa,
@@ -343,9 +383,142 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
             &edited(&deployment, |d| d["metadata"]["namespace"] = json!(empty)),
         )
         .await,
-        422,
-        "no params found",
+        "which does not exist in namespace",
     );
+
+    // Roles and RoleBindings: an endpoint picker's, exactly, and nothing else.
+    let picker_rbac = endpoint_picker(&pools, Track::Primary).expect("build");
+    let role = serde_json::to_value(&picker_rbac.role).expect("json");
+    let binding = serde_json::to_value(&picker_rbac.role_binding).expect("json");
+    apply(&sa, &ns, &roles(), &role)
+        .await
+        .expect("the endpoint picker's Role is admitted");
+    apply(&sa, &ns, &rolebindings(), &binding)
+        .await
+        .expect("the endpoint picker's RoleBinding is admitted");
+    let grant_deployments = json!({"apiGroups": ["apps"], "resources": ["deployments"],
+        "verbs": ["create"]});
+    let rbac_cases: Vec<(&str, ApiResource, &str, Value, &str)> = vec![
+        (
+            "a picker's Role with one more rule",
+            roles(),
+            ns.as_str(),
+            edited(&role, |r| {
+                r["rules"]
+                    .as_array_mut()
+                    .expect("rules")
+                    .push(grant_deployments.clone())
+            }),
+            "only with an endpoint picker's rules",
+        ),
+        (
+            "a Role named for no picker",
+            roles(),
+            ns.as_str(),
+            edited(&role, |r| r["metadata"]["name"] = json!("grant")),
+            "named after its owning InferenceService",
+        ),
+        (
+            "a Role in kube-system without an owner",
+            roles(),
+            "kube-system",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "grant", "namespace": "kube-system"},
+                "rules": [grant_deployments.clone()]}),
+            "only under a controller reference to an InferenceService",
+        ),
+        (
+            "a picker's Role for a service that runs no pickers",
+            roles(),
+            ns.as_str(),
+            {
+                let chat_role = endpoint_picker(
+                    &serde_json::from_value::<InferenceService>(edited(
+                        &serde_json::to_value(&chat).expect("json"),
+                        |c| {
+                            c["spec"]["routing"] = json!({"backendKind": "InferencePool",
+                                "endpointPicker": {"mode": "Owned", "image": "registry.example.com/epp:v1"}});
+                        },
+                    ))
+                    .expect("service"),
+                    Track::Primary,
+                )
+                .expect("build")
+                .role;
+                serde_json::to_value(chat_role).expect("json")
+            },
+            "runs no endpoint pickers",
+        ),
+        (
+            // (A ClusterRole whose rights infergate holds, so that RBAC's
+            // own escalation check lets the request reach admission.)
+            "a picker's RoleBinding to a ClusterRole",
+            rolebindings(),
+            ns.as_str(),
+            edited(&binding, |b| {
+                b["roleRef"] = json!({"apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole", "name": "system:basic-user"});
+            }),
+            "bind only an endpoint picker's Role",
+        ),
+        (
+            "a picker's RoleBinding to a tenant's ServiceAccount",
+            rolebindings(),
+            ns.as_str(),
+            edited(&binding, |b| b["subjects"][0]["name"] = json!("deployer")),
+            "bind only an endpoint picker's Role",
+        ),
+        (
+            "a RoleBinding in kube-system without an owner",
+            rolebindings(),
+            "kube-system",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "grant", "namespace": "kube-system"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "system:basic-user"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": ns}]}),
+            "only under a controller reference to an InferenceService",
+        ),
+    ];
+    for (what, ar, in_ns, obj, says) in &rbac_cases {
+        let obj = edited(obj, |o| o["metadata"]["namespace"] = json!(in_ns));
+        assert_denied(what, apply(&sa, in_ns, ar, &obj).await, says);
+    }
+    // Cluster-wide RBAC: not even asked (infergate holds no right to it).
+    for (kind, plural, obj) in [
+        (
+            "ClusterRole",
+            "clusterroles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "infergate-grant"}, "rules": [grant_deployments.clone()]}),
+        ),
+        (
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "infergate-grant"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": ns}]}),
+        ),
+    ] {
+        let ar = resource("rbac.authorization.k8s.io", "v1", kind, plural);
+        let obj: DynamicObject = serde_json::from_value(obj).expect("object");
+        let result = Api::<DynamicObject>::all_with(sa.clone(), &ar)
+            .patch(
+                "infergate-grant",
+                &PatchParams::apply("infergate").force(),
+                &Patch::Apply(&obj),
+            )
+            .await;
+        match result {
+            Err(kube::Error::Api(s))
+                if s.code == 403 && s.message.contains("cannot patch resource") =>
+            {
+                eprintln!("denied, a {kind}: {}", s.message);
+            }
+            other => panic!("a {kind} written with infergate's token: {other:?}"),
+        }
+    }
 
     // RayServices: the head's and the workers' templates.
     let pod_template = &deployment["spec"]["template"];
@@ -396,12 +569,12 @@ async fn the_admission_policy_confines_what_infergates_service_account_writes() 
         (
             "a Ray worker as another ServiceAccount",
             at(worker, &|s| s["serviceAccountName"] = json!("deployer")),
-            "names a ServiceAccount other than",
+            "not one InferenceService",
         ),
         (
             "a Ray head as another ServiceAccount",
             at(head, &|s| s["serviceAccountName"] = json!("deployer")),
-            "names a ServiceAccount other than",
+            "not one InferenceService",
         ),
         (
             "autoscaler options (a container of the head infergate does not build)",
