@@ -305,6 +305,11 @@ async fn installing_infergate_takes_nothing_from_anyone_else() {
             "{flavor:?} installs the admission policy"
         );
         uninstall_admission(cp);
+        // The test harness points the CRD's conversion at its own server by
+        // URL; the install names the in-cluster Service (one of the two).
+        support::unregister_conversion(cp)
+            .await
+            .expect("the CRD's conversion back at its Service");
         apply_yaml(cp, &rendered);
         let n = first_seconds(cp, &users, &plain, &round, Duration::from_secs(5));
         eprintln!("{flavor:?}: {n} writes in the first 5 s after the install, all admitted");

@@ -455,7 +455,10 @@ async fn infergates_token_writes_only_what_its_services_allow() {
             "a picker's RoleBinding to a ClusterRole",
             rolebindings(),
             ns.as_str(),
+            // (A new binding: a stored one's roleRef cannot change.)
             edited(&binding, |b| {
+                b["metadata"]["name"] = json!("pools-canary-epp");
+                b["subjects"][0]["name"] = json!("pools-canary-epp");
                 b["roleRef"] = json!({"apiGroup": "rbac.authorization.k8s.io",
                     "kind": "ClusterRole", "name": "system:basic-user"});
             }),

@@ -359,10 +359,11 @@ impl ControlPlane {
             )
         })?;
 
-        // kube-controller-manager: garbage collection, namespaces, deployments.
+        // kube-controller-manager: garbage collection, namespaces, deployments,
+        // aggregated ClusterRoles (`view`, `edit`, `admin`).
         let mut kcm = Command::new(bin_dir.join("kube-controller-manager"));
         kcm.arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller")
+            .arg("--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,clusterrole-aggregation-controller")
             .arg("--leader-elect=false")
             .arg("--secure-port=0")
             .arg("--v=0");
