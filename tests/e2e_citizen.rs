@@ -1,7 +1,9 @@
 //! End-to-end, as the cluster's other users see infergate: the tests that
-//! act beside it rather than as it (API.md section 13, its first two
-//! blocks). One control plane, one test at a time (some install and
-//! uninstall cluster-wide objects).
+//! act beside it rather than as it (the guarantees of a shared cluster:
+//! installing infergate takes nothing from anyone else, and a tenant's spec
+//! reaches only what its policies allow; docs/security.md). One control
+//! plane, one test at a time (some install and uninstall cluster-wide
+//! objects).
 //!
 //! - [`install`]: infergate installed as a platform team installs it
 //!   (`kubectl apply -k deploy/`, the namespaced component, the Helm

@@ -1,8 +1,7 @@
-//! Installing infergate takes nothing from anyone else (API.md section
-//! 13): the admin and an `edit` ServiceAccount write Deployments,
-//! RayServices and RayClusters as they would without infergate, whatever
-//! the install (`deploy/`, the namespaced component, the Helm chart) and
-//! whatever state it is in.
+//! Installing infergate takes nothing from anyone else: the admin and an
+//! `edit` ServiceAccount write Deployments, RayServices and RayClusters as
+//! they would without infergate, whatever the install (`deploy/`, the
+//! namespaced component, the Helm chart) and whatever state it is in.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
