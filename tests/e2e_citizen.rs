@@ -12,6 +12,11 @@
 //!   without InferenceServices and (dry run) in `kube-system`: everything
 //!   behaves as without infergate, also in the first seconds after the
 //!   policies are created, with infergate down and with its CRD deleted.
+//! - [`tenant`]: a team's `edit` ServiceAccount applies services past each
+//!   of its namespace's limits (a GPU service without a class, a node
+//!   selector or toleration that reaches a pool it may not use, a priority
+//!   class it may not use, a rollout query nested past the bound) and is
+//!   told which field and why; what the policy allows is admitted.
 //! - [`token`]: somebody holding infergate's own ServiceAccount token: a
 //!   child of a service that does not exist, Roles and RoleBindings other
 //!   than an endpoint picker's, ClusterRoles and ClusterRoleBindings.
@@ -20,6 +25,8 @@ mod support;
 
 #[path = "e2e_citizen/install.rs"]
 mod install;
+#[path = "e2e_citizen/tenant.rs"]
+mod tenant;
 #[path = "e2e_citizen/token.rs"]
 mod token;
 
