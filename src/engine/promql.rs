@@ -1,21 +1,64 @@
-//! The rollout gate's PromQL: placeholders, and the rewrite that confines a
-//! tenant's query to its own namespace. The query is parsed with
+//! The rollout gate's PromQL: placeholders, bounds, and the rewrite that
+//! confines a tenant's query to its own namespace. The query is parsed with
 //! `promql-parser`; every vector and range selector loses whatever
 //! `namespace` matchers it had and gets `namespace="<ns>"`, the way
 //! prom-label-proxy enforces a label. The scoped query is the parsed tree
 //! printed back.
+//!
+//! The parser, its own checks, the scoping walk, printing and dropping a
+//! tree all recurse, one stack frame or more per level, and a stack
+//! overflow aborts the whole process. So a query is held to
+//! [`MAX_QUERY_BYTES`] and [`MAX_QUERY_DEPTH`] before any of them runs: a
+//! lexical pre-scan (no recursion) refuses a longer query or one whose
+//! parentheses nest deeper, and proves most queries shallow enough; a query
+//! it cannot prove so (at most 4 KiB) is parsed on a stack of its own and
+//! its depth measured exactly by a walk with its own stack; a tree too deep
+//! is taken apart the same way, never dropped recursively.
 
 use promql_parser::label::{MatchOp, Matcher, Matchers};
-use promql_parser::parser::{self, Expr, VectorSelector};
+use promql_parser::parser::{self, Expr, NumberLiteral, VectorSelector};
 
 use super::field_error::FieldError;
 
 /// The label every selector is confined by.
 pub const NAMESPACE_LABEL: &str = "namespace";
+/// The longest query the gate runs, in bytes: as written (the CRD's
+/// `maxLength`, also for a review posted straight to the webhook) and once
+/// its placeholders are filled.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// The deepest a query may nest: each parenthesis, function call,
+/// aggregation, subquery, unary and binary operator on the way from the
+/// top of the expression to a selector or literal is one level; a selector
+/// or literal is none.
+pub const MAX_QUERY_DEPTH: usize = 64;
 /// The most of a parser message an admission error repeats.
 const MAX_MESSAGE: usize = 512;
 /// The most of the query an admission error repeats.
 const MAX_SHOWN_QUERY: usize = 120;
+
+/// Why a query cannot be scoped. `Display` reads after "the query ".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryError {
+    /// Longer than [`MAX_QUERY_BYTES`] (its length in bytes).
+    TooLong(usize),
+    /// Nests deeper than [`MAX_QUERY_DEPTH`].
+    TooDeep,
+    /// No namespace to confine it to.
+    NoNamespace,
+    /// Not PromQL the gate can scope (the parser's message).
+    Invalid(String),
+}
+
+impl std::fmt::Display for QueryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::TooLong(n) => write!(f, "is {n} bytes, over the limit of {MAX_QUERY_BYTES}"),
+            Self::TooDeep => write!(f, "nests deeper than {MAX_QUERY_DEPTH} levels"),
+            Self::NoNamespace => f.write_str("has no namespace to be confined to"),
+            Self::Invalid(e) => write!(f, "is not valid PromQL: {}", cut(e.trim(), MAX_MESSAGE)),
+        }
+    }
+}
 
 /// The query with its placeholders replaced.
 #[must_use]
@@ -29,19 +72,265 @@ pub fn render_query(query: &str, namespace: &str, service: &str, canary: &str) -
 /// Parse `query` and confine every vector and range selector in it to
 /// `namespace`: any `namespace` matcher (`=`, `!=`, `=~`, `!~`) is removed
 /// and `namespace="<namespace>"` added. A query without selectors comes
-/// back unchanged in meaning. The error is the parser's message (or says
-/// that `namespace` is empty).
-pub fn scope_query(query: &str, namespace: &str) -> Result<String, String> {
+/// back unchanged in meaning. A query longer than [`MAX_QUERY_BYTES`] or
+/// deeper than [`MAX_QUERY_DEPTH`] is refused before anything recursive
+/// reads it.
+pub fn scope_query(query: &str, namespace: &str) -> Result<String, QueryError> {
     if namespace.is_empty() {
         // `namespace=""` would select the series that have no namespace.
-        return Err("no namespace to confine the query to".into());
+        return Err(QueryError::NoNamespace);
     }
-    let mut expr = parser::parse(query)?;
+    let mut expr = parse_bounded(query)?;
     scope_expr(&mut expr, namespace)?;
     Ok(expr.to_string())
 }
 
-fn scope_expr(expr: &mut Expr, namespace: &str) -> Result<(), String> {
+/// Hold `query` to the bounds, then parse it: the tree returned is at most
+/// [`MAX_QUERY_DEPTH`] deep, so walking, printing and dropping it recurse
+/// at most that far.
+fn parse_bounded(query: &str) -> Result<Expr, QueryError> {
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(QueryError::TooLong(query.len()));
+    }
+    match nesting_bound(query) {
+        Nesting::TooDeep => Err(QueryError::TooDeep),
+        Nesting::AtMost(levels) if levels <= MAX_QUERY_DEPTH => {
+            parser::parse(query).map_err(QueryError::Invalid)
+        }
+        // Unproven: the parser's own checks (and the copy it makes of an
+        // aggregation's argument) recurse once per level of the tree, up to
+        // a level per byte, so it runs on a stack of its own.
+        Nesting::AtMost(_) => stacker::grow(PARSE_STACK, || {
+            let expr = parser::parse(query).map_err(QueryError::Invalid)?;
+            if depth_exceeds(&expr, MAX_QUERY_DEPTH) {
+                drop_flat(expr);
+                return Err(QueryError::TooDeep);
+            }
+            Ok(expr)
+        }),
+    }
+}
+
+/// The stack a query the pre-scan cannot prove shallow is parsed on,
+/// whatever the stack of the calling thread: the worst query of 4 KiB found
+/// (64 aggregations around a chain of unary minus signs) needs about
+/// 1.5 MiB in a debug build. Mapped for the parse and unmapped after it;
+/// only the pages the parse touches are ever backed by memory.
+const PARSE_STACK: usize = 16 << 20;
+
+/// What the lexical pre-scan proves of a query's depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Nesting {
+    /// Parentheses nest deeper than [`MAX_QUERY_DEPTH`]: each `(` around
+    /// another belongs to a level (a label list such as `by (...)` holds no
+    /// parenthesis), so the query is too deep or not PromQL.
+    TooDeep,
+    /// The tree, if the query parses, is at most this deep.
+    AtMost(usize),
+}
+
+/// A bound on the depth of `query`'s tree, from its tokens alone, in one
+/// pass with a stack of at most [`MAX_QUERY_DEPTH`] groups.
+///
+/// The text is read as `promql-parser`'s lexer reads it wherever that lexer
+/// accepts it: string literals (`"..."`, `'...'` and `` `...` ``, a
+/// backslash escaping the next character), `#` comments to the end of the
+/// line, label matchers in braces (which hold no level: a selector is
+/// none), and brackets (which hold only durations). Each node on the way
+/// from the root to a leaf is either a group around that leaf (a
+/// parenthesis, call or aggregation: its `(`) or a token at the top of one
+/// of those groups (a unary or binary operator, or a subquery's `[`). So
+/// the depth is at most, over the chains of nested groups, the sum of each
+/// group's own operators plus one per group: what this returns.
+fn nesting_bound(query: &str) -> Nesting {
+    #[derive(Default)]
+    struct Group {
+        /// Operator tokens directly inside this group.
+        operators: usize,
+        /// The deepest bound of a group inside this one.
+        inner: usize,
+    }
+    let b = query.as_bytes();
+    let mut groups = Vec::with_capacity(MAX_QUERY_DEPTH + 1);
+    groups.push(Group::default());
+    let close = |groups: &mut Vec<Group>| {
+        if groups.len() > 1 {
+            let g = groups.pop().unwrap_or_default();
+            let total = 1 + g.operators + g.inner;
+            if let Some(parent) = groups.last_mut() {
+                parent.inner = parent.inner.max(total);
+            }
+        }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        i += 1;
+        match c {
+            b'"' | b'\'' | b'`' => i = skip_string(b, i, c),
+            b'#' => i = skip_line(b, i),
+            b'{' => i = skip_braces(b, i),
+            b'[' => {
+                // A subquery is a level; a range is none (counted anyway).
+                if let Some(g) = groups.last_mut() {
+                    g.operators += 1;
+                }
+                i = b[i..]
+                    .iter()
+                    .position(|&c| c == b']')
+                    .map_or(b.len(), |p| i + p + 1);
+            }
+            b'(' => {
+                if groups.len() > MAX_QUERY_DEPTH {
+                    return Nesting::TooDeep;
+                }
+                groups.push(Group::default());
+            }
+            // An unmatched `)` is the lexer's error, before any parse.
+            b')' => close(&mut groups),
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'^' | b'=' | b'!' | b'<' | b'>' => {
+                if matches!(c, b'=' | b'!' | b'<' | b'>') && b.get(i) == Some(&b'=') {
+                    i += 1;
+                }
+                if let Some(g) = groups.last_mut() {
+                    g.operators += 1;
+                }
+            }
+            c if c.is_ascii_alphanumeric() || c == b'_' || c == b':' || c == b'.' => {
+                // A word or a number (a number's own `+` or `-`, as in
+                // `1e-3`, is counted as an operator: a bound may be high).
+                let start = i - 1;
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric() || matches!(b[i], b'_' | b':' | b'.'))
+                {
+                    i += 1;
+                }
+                let word = &b[start..i];
+                if ["and", "or", "unless", "atan2"]
+                    .iter()
+                    .any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
+                {
+                    if let Some(g) = groups.last_mut() {
+                        g.operators += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // An unclosed `(` is the lexer's error too; the bound counts it closed.
+    while groups.len() > 1 {
+        close(&mut groups);
+    }
+    let root = groups.pop().unwrap_or_default();
+    Nesting::AtMost(root.operators + root.inner)
+}
+
+/// The index after the string literal opened by `quote` just before `i`.
+fn skip_string(b: &[u8], mut i: usize, quote: u8) -> usize {
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            c if c == quote => return i + 1,
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+/// The index after the line that `i` is on.
+fn skip_line(b: &[u8], i: usize) -> usize {
+    b[i..]
+        .iter()
+        .position(|&c| c == b'\n' || c == b'\r')
+        .map_or(b.len(), |p| i + p + 1)
+}
+
+/// The index after the label matchers opened by `{` just before `i`.
+fn skip_braces(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() {
+        let c = b[i];
+        i += 1;
+        match c {
+            b'"' | b'\'' | b'`' => i = skip_string(b, i, c),
+            b'#' => i = skip_line(b, i),
+            b'}' => return i,
+            _ => {}
+        }
+    }
+    b.len()
+}
+
+/// The children of a node, and whether the node is a level.
+fn children(expr: &Expr) -> (bool, [Option<&Expr>; 2], &[Box<Expr>]) {
+    match expr {
+        Expr::Aggregate(a) => (true, [Some(&*a.expr), a.param.as_deref()], &[]),
+        Expr::Unary(u) => (true, [Some(&*u.expr), None], &[]),
+        Expr::Binary(b) => (true, [Some(&*b.lhs), Some(&*b.rhs)], &[]),
+        Expr::Paren(p) => (true, [Some(&*p.expr), None], &[]),
+        Expr::Subquery(s) => (true, [Some(&*s.expr), None], &[]),
+        Expr::Call(c) => (true, [None, None], &c.args.args),
+        Expr::VectorSelector(_)
+        | Expr::MatrixSelector(_)
+        | Expr::NumberLiteral(_)
+        | Expr::StringLiteral(_)
+        | Expr::Extension(_) => (false, [None, None], &[]),
+    }
+}
+
+/// Whether `expr` nests deeper than `max` levels, by a walk with its own
+/// stack (no recursion), stopping at the first level too deep.
+fn depth_exceeds(expr: &Expr, max: usize) -> bool {
+    let mut stack = vec![(expr, 0usize)];
+    while let Some((e, above)) = stack.pop() {
+        let (level, pair, args) = children(e);
+        if !level {
+            continue;
+        }
+        let depth = above + 1;
+        if depth > max {
+            return true;
+        }
+        stack.extend(pair.into_iter().flatten().map(|c| (c, depth)));
+        stack.extend(args.iter().map(|c| (&**c, depth)));
+    }
+    false
+}
+
+/// Drop `expr` node by node with a stack of its own: the derived `Drop`
+/// recurses once per level.
+fn drop_flat(expr: Expr) {
+    fn take(b: &mut Expr) -> Expr {
+        std::mem::replace(b, Expr::NumberLiteral(NumberLiteral::new(0.0)))
+    }
+    let mut stack = vec![expr];
+    while let Some(mut e) = stack.pop() {
+        match &mut e {
+            Expr::Aggregate(a) => {
+                stack.push(take(&mut a.expr));
+                if let Some(p) = a.param.as_deref_mut() {
+                    stack.push(take(p));
+                }
+            }
+            Expr::Unary(u) => stack.push(take(&mut u.expr)),
+            Expr::Binary(b) => {
+                stack.push(take(&mut b.lhs));
+                stack.push(take(&mut b.rhs));
+            }
+            Expr::Paren(p) => stack.push(take(&mut p.expr)),
+            Expr::Subquery(s) => stack.push(take(&mut s.expr)),
+            Expr::Call(c) => stack.extend(c.args.args.iter_mut().map(|a| take(a))),
+            Expr::VectorSelector(_)
+            | Expr::MatrixSelector(_)
+            | Expr::NumberLiteral(_)
+            | Expr::StringLiteral(_)
+            | Expr::Extension(_) => {}
+        }
+        // `e` holds no deep child now: dropping it is shallow.
+    }
+}
+
+fn scope_expr(expr: &mut Expr, namespace: &str) -> Result<(), QueryError> {
     match expr {
         Expr::Aggregate(a) => {
             scope_expr(&mut a.expr, namespace)?;
@@ -65,7 +354,11 @@ fn scope_expr(expr: &mut Expr, namespace: &str) -> Result<(), String> {
         Expr::MatrixSelector(ms) => scope_selector(&mut ms.vs, namespace),
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) => {}
         // The parser never makes one; an unknown node is never sent unscoped.
-        Expr::Extension(_) => return Err("the query has an expression it cannot scope".into()),
+        Expr::Extension(_) => {
+            return Err(QueryError::Invalid(
+                "an expression the gate cannot scope".into(),
+            ));
+        }
     }
     Ok(())
 }
@@ -93,25 +386,56 @@ fn scope_selector(vs: &mut VectorSelector, namespace: &str) {
     };
 }
 
-/// The admission rule: the query, its placeholders filled with sample
-/// values, is PromQL the gate can scope. A parse failure is an error on
-/// `field` carrying the parser's message.
+/// The admission rule: the query is at most [`MAX_QUERY_BYTES`] long as
+/// written, and, its placeholders filled with sample values, within the
+/// bounds and PromQL the gate can scope. Each failure is an error on
+/// `field`: too long, too deep, or the parser's message.
 pub fn check_query(
     errs: &mut Vec<FieldError>,
     field: &str,
     query: &str,
     (namespace, service, canary): (&str, &str, &str),
 ) {
+    if query.len() > MAX_QUERY_BYTES {
+        errs.push(FieldError::too_long(
+            field,
+            &format!(
+                "may not be more than {MAX_QUERY_BYTES} bytes (is {})",
+                query.len()
+            ),
+        ));
+        return;
+    }
     if query.trim().is_empty() {
         return;
     }
     let rendered = render_query(query, namespace, service, canary);
-    if let Err(e) = scope_query(&rendered, namespace) {
-        errs.push(FieldError::invalid(
+    let shown = || format!("{:?}", cut(query.trim(), MAX_SHOWN_QUERY));
+    match scope_query(&rendered, namespace) {
+        Ok(_) => {}
+        Err(QueryError::TooLong(n)) => errs.push(FieldError::too_long(
             field,
-            format!("{:?}", cut(query.trim(), MAX_SHOWN_QUERY)),
+            &format!(
+                "may not be more than {MAX_QUERY_BYTES} bytes once its placeholders are filled (is {n})"
+            ),
+        )),
+        Err(QueryError::TooDeep) => errs.push(FieldError::invalid(
+            field,
+            shown(),
+            &format!(
+                "may not nest more than {MAX_QUERY_DEPTH} levels (each parenthesis, function call, aggregation, subquery, unary and binary operator is one)"
+            ),
+        )),
+        Err(QueryError::Invalid(e)) => errs.push(FieldError::invalid(
+            field,
+            shown(),
             &format!("not valid PromQL: {}", cut(e.trim(), MAX_MESSAGE)),
-        ));
+        )),
+        Err(QueryError::NoNamespace) => errs.push(FieldError::invalid(
+            field,
+            shown(),
+            "no namespace to confine the query to",
+        )),
     }
 }
 
@@ -473,5 +797,389 @@ mod tests {
             ),
             "x{namespace=\"team-a\",pod=~\"chat-canary-.*\",svc=\"chat\"}"
         );
+    }
+
+    /// The depth of a (small) tree, as the bound counts it.
+    fn depth(expr: &Expr) -> usize {
+        let (level, pair, args) = children(expr);
+        let below = pair
+            .into_iter()
+            .flatten()
+            .chain(args.iter().map(|a| &**a))
+            .map(depth)
+            .max()
+            .unwrap_or(0);
+        below + usize::from(level)
+    }
+
+    /// `open` `n` times, then `middle`, then `close` `n` times.
+    fn nested(open: &str, n: usize, middle: &str, close: &str) -> String {
+        format!("{}{middle}{}", open.repeat(n), close.repeat(n))
+    }
+
+    /// A left-leaning chain of `n` binary operators.
+    fn chain(op: &str, n: usize) -> String {
+        format!("x{}", format!(" {op} x").repeat(n))
+    }
+
+    /// Every kind of level, `n` deep.
+    fn every_kind(n: usize) -> Vec<(&'static str, String)> {
+        vec![
+            ("parentheses", nested("(", n, "x", ")")),
+            ("sum", nested("sum(", n, "x", ")")),
+            ("aggregation by", nested("sum by (a) (", n, "x", ")")),
+            ("calls", nested("abs(", n, "x", ")")),
+            ("unary minus", format!("{}x", "-".repeat(n))),
+            ("binary +", chain("+", n)),
+            ("binary and", chain("and", n)),
+            ("binary ^ (right)", chain("^", n)),
+            ("unary in parentheses", nested("-(", n / 2, "x", ")")),
+            (
+                "subqueries",
+                nested("max_over_time(", n / 2, "x", "[5m:1m])"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_depth_counts_every_kind_of_level() {
+        for (query, want) in [
+            ("x", 0),
+            ("1", 0),
+            ("-1", 0),
+            (r#"x{a="1"}[5m]"#, 0),
+            ("-x", 1),
+            ("(x)", 1),
+            ("x + y", 1),
+            ("rate(x[5m])", 1),
+            ("sum by (le) (x)", 1),
+            ("topk(3, -x)", 2),
+            ("max_over_time(rate(x[5m])[30m:1m])", 3),
+            ("histogram_quantile(0.99, sum by (le) (rate(x[5m])))", 3),
+            ("a + b * c", 2),
+            ("-(a + b) / c", 4),
+        ] {
+            let tree = parser::parse(query).unwrap();
+            assert_eq!(depth(&tree), want, "{query}");
+            assert!(!depth_exceeds(&tree, want), "{query}");
+            assert_eq!(
+                depth_exceeds(&tree, want.saturating_sub(1)),
+                want > 0,
+                "{query}"
+            );
+        }
+    }
+
+    #[test]
+    fn sixty_four_levels_of_every_kind_are_scoped_and_sixty_five_refused() {
+        for (n, kind_of) in [(MAX_QUERY_DEPTH, "deep"), (MAX_QUERY_DEPTH + 1, "too deep")] {
+            for (kind, query) in every_kind(n) {
+                let tree = parser::parse(&query).unwrap_or_else(|e| panic!("{kind}: {e}"));
+                let levels = depth(&tree);
+                assert!(levels == n || levels == n - 1, "{kind}: {levels} levels");
+                let scoped = scope_query(&query, "team-a");
+                if levels <= MAX_QUERY_DEPTH {
+                    let text = scoped.unwrap_or_else(|e| panic!("{kind} ({kind_of}): {e}"));
+                    assert!(text.contains(r#"x{namespace="team-a"}"#), "{kind}");
+                } else {
+                    assert_eq!(scoped, Err(QueryError::TooDeep), "{kind} ({kind_of})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_issues_queries_are_refused_by_length_before_any_parse() {
+        let field = "spec.rollout.analysis.prometheus.query";
+        let sample = ("team-a", "chat", "chat-canary");
+        for query in [
+            nested("(", 100_000, "x", ")"),
+            format!("{}x", "-".repeat(100_000)),
+            nested("sum(", 20_000, "x", ")"),
+            chain("+", 50_000),
+        ] {
+            let started = std::time::Instant::now();
+            assert_eq!(
+                scope_query(&query, "team-a"),
+                Err(QueryError::TooLong(query.len()))
+            );
+            let mut errs = Vec::new();
+            check_query(&mut errs, field, &query, sample);
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert_eq!(errs[0].field, field);
+            assert_eq!(
+                errs[0].reason,
+                super::super::field_error::FieldErrorReason::TooLong
+            );
+            assert_eq!(
+                errs[0].message,
+                format!(
+                    "Too long: may not be more than 4096 bytes (is {})",
+                    query.len()
+                )
+            );
+            assert!(started.elapsed() < std::time::Duration::from_millis(500));
+        }
+    }
+
+    #[test]
+    fn a_query_too_deep_is_a_field_error_naming_the_bound() {
+        let mut errs = Vec::new();
+        let sample = ("team-a", "chat", "chat-canary");
+        let deep = nested("sum(", 65, "x", ")");
+        check_query(&mut errs, "f", &deep, sample);
+        check_query(&mut errs, "f", &chain("+", 65), sample);
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        for e in &errs {
+            assert!(
+                e.message.starts_with("Invalid value: \"")
+                    && e.message.ends_with(
+                        ": may not nest more than 64 levels (each parenthesis, function call, aggregation, subquery, unary and binary operator is one)"
+                    ),
+                "{e}"
+            );
+            assert!(e.message.len() < 400, "{e}");
+        }
+        // The limit holds once the placeholders are filled, too.
+        errs.clear();
+        let query = format!("{}{}", "x + ".repeat(1020), "{{namespace}}");
+        assert!(query.len() <= MAX_QUERY_BYTES);
+        check_query(
+            &mut errs,
+            "f",
+            &query,
+            ("a".repeat(63).as_str(), "chat", "c"),
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].message.starts_with(
+                "Too long: may not be more than 4096 bytes once its placeholders are filled (is "
+            ),
+            "{}",
+            errs[0]
+        );
+        // At the limit, a query is judged on its content.
+        errs.clear();
+        let long = format!("x{}", " ".repeat(MAX_QUERY_BYTES - 1));
+        check_query(&mut errs, "f", &long, sample);
+        assert!(errs.is_empty(), "{errs:?}");
+    }
+
+    #[test]
+    fn the_pre_scan_skips_strings_comments_and_matchers() {
+        for (query, bound) in [
+            ("x", 0),
+            (r#"x{a="((((-+-+", b=~'[)]+', c!="\"(("}"#, 0),
+            ("x # ((((( - + - \n", 0),
+            (r#"label_replace(x, "d", "$1", "s", "((-)))")"#, 1),
+            ("rate(x[5m])", 2),
+            ("max_over_time((a - b)[5m:1m])", 4),
+            ("1e-3 * x", 2),
+            ("a AND b Or c unless d atan2 e", 4),
+            ("a >= bool b", 1),
+            (r#"x{a="1" or b="2"}"#, 0),
+            ("sum by (a) (x) + sum(y) without (b)", 2),
+        ] {
+            assert_eq!(nesting_bound(query), Nesting::AtMost(bound), "{query}");
+        }
+        assert_eq!(
+            nesting_bound(&nested("(", MAX_QUERY_DEPTH + 1, "x", ")")),
+            Nesting::TooDeep
+        );
+        // Brackets inside strings and matchers nest nothing.
+        let quoted = format!(r#"x{{a="{}"}}"#, "(".repeat(1000));
+        assert_eq!(nesting_bound(&quoted), Nesting::AtMost(0));
+    }
+
+    #[test]
+    fn a_query_the_pre_scan_cannot_prove_is_measured() {
+        // Ten products of ten: 99 operators at one level, 18 levels deep.
+        let product = vec!["x"; 10].join(" * ");
+        let query = vec![product.as_str(); 10].join(" + ");
+        assert!(matches!(nesting_bound(&query), Nesting::AtMost(n) if n > MAX_QUERY_DEPTH));
+        assert_eq!(depth(&parser::parse(&query).unwrap()), 18);
+        assert!(scope_query(&query, "team-a").is_ok());
+    }
+
+    /// The worst queries of at most 4 KiB: each refused or scoped on a
+    /// thread with a 256 KiB stack (the webhook's and the reconciler's
+    /// threads have 2 MiB). A stack overflow would abort this test binary.
+    /// (Parsed on the caller's stack, 64 aggregations around a chain of
+    /// unary minus signs needed about 1.5 MiB in a debug build.)
+    #[test]
+    fn the_worst_queries_within_the_length_fit_a_small_stack() {
+        let max = MAX_QUERY_BYTES;
+        let worst: Vec<(&str, String)> = vec![
+            ("unary minus", format!("{}x", "-".repeat(max - 1))),
+            ("unary plus", format!("{}x", "+".repeat(max - 1))),
+            ("binary chain", format!("x{}", "+x".repeat((max - 1) / 2))),
+            ("scalar chain", format!("1{}", "+1".repeat((max - 1) / 2))),
+            ("right-leaning", format!("x{}", "^x".repeat((max - 1) / 2))),
+            ("comparisons", format!("x{}", ">x".repeat((max - 1) / 2))),
+            ("sets", format!("x{}", " or x".repeat((max - 1) / 5))),
+            (
+                "unary in 64 parentheses",
+                nested("(", 64, &format!("{}x", "-".repeat(max - 1 - 128)), ")"),
+            ),
+            (
+                "64 sums of unary",
+                nested(
+                    "sum(",
+                    64,
+                    &format!("{}x", "-".repeat(max - 1 - 5 * 64)),
+                    ")",
+                ),
+            ),
+            (
+                "a deep tree, then a syntax error",
+                format!("x{} x", "+x".repeat((max - 3) / 2)),
+            ),
+            (
+                "a deep unary, then a syntax error",
+                format!("{}x x", "-".repeat(max - 3)),
+            ),
+            (
+                "a deep tree, then a type error",
+                format!("x{} + \"s\"", "+x".repeat((max - 7) / 2)),
+            ),
+            ("unclosed", format!("{}x", "-(".repeat((max - 1) / 2))),
+            (
+                "64 levels, scoped and printed",
+                nested("sum(", 64, "x", ")"),
+            ),
+            ("64 levels of calls", nested("abs(", 64, "x", ")")),
+        ];
+        let judged = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                worst
+                    .into_iter()
+                    .map(|(kind, query)| {
+                        assert!(query.len() <= MAX_QUERY_BYTES, "{kind}: {}", query.len());
+                        let mut errs = Vec::new();
+                        check_query(&mut errs, "f", &query, ("team-a", "chat", "chat-canary"));
+                        (kind, scope_query(&query, "team-a"), errs)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .expect("the thread returns");
+        for (kind, scoped, errs) in judged {
+            match kind {
+                "64 levels, scoped and printed" | "64 levels of calls" => {
+                    assert!(
+                        scoped.is_ok() && errs.is_empty(),
+                        "{kind}: {scoped:?} {errs:?}"
+                    );
+                }
+                "unclosed"
+                | "a deep tree, then a syntax error"
+                | "a deep unary, then a syntax error"
+                | "a deep tree, then a type error" => {
+                    assert!(
+                        matches!(scoped, Err(QueryError::Invalid(_) | QueryError::TooDeep)),
+                        "{kind}: {scoped:?}"
+                    );
+                    assert_eq!(errs.len(), 1, "{kind}");
+                }
+                // `+x` is `x`, and `-1` a number: neither is a level.
+                "unary plus" | "scalar chain" if scoped.is_ok() => {
+                    assert!(errs.is_empty(), "{kind}")
+                }
+                _ => {
+                    assert_eq!(scoped, Err(QueryError::TooDeep), "{kind}");
+                    assert_eq!(errs.len(), 1, "{kind}");
+                }
+            }
+        }
+    }
+
+    /// Queries built from every kind of level, with strings, matchers and
+    /// comments holding brackets and operators.
+    fn arb_query() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just("x".to_owned()),
+            Just(r#"x{a="(-(", b=~'[)]+'}"#.to_owned()),
+            Just("rate(x[5m])".to_owned()),
+            Just("1".to_owned()),
+            Just("1e-3".to_owned()),
+            Just(r#"{__name__="a-b"}"#.to_owned()),
+            Just("time()".to_owned()),
+            Just(r#""s(-""#.to_owned()),
+        ];
+        let op = prop_oneof![
+            Just("+"),
+            Just("-"),
+            Just("*"),
+            Just("/"),
+            Just("%"),
+            Just("^"),
+            Just("== bool"),
+            Just("> bool"),
+            Just("<="),
+            Just("!="),
+            Just("and"),
+            Just("or"),
+            Just("unless"),
+            Just("atan2"),
+            Just("+ on(a) group_left(b)"),
+            Just("* ignoring(c)"),
+        ];
+        leaf.prop_recursive(8, 96, 3, move |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|e| format!("({e})")).boxed(),
+                inner.clone().prop_map(|e| format!("-{e}")).boxed(),
+                inner.clone().prop_map(|e| format!("+{e}")).boxed(),
+                inner.clone().prop_map(|e| format!("sum({e})")).boxed(),
+                inner
+                    .clone()
+                    .prop_map(|e| format!("sum by (a) ({e})"))
+                    .boxed(),
+                inner
+                    .clone()
+                    .prop_map(|e| format!("max({e}) without (b)"))
+                    .boxed(),
+                inner.clone().prop_map(|e| format!("abs({e})")).boxed(),
+                inner.clone().prop_map(|e| format!("({e})[5m:1m]")).boxed(),
+                inner
+                    .clone()
+                    .prop_map(|e| format!("{e} offset -5m"))
+                    .boxed(),
+                inner
+                    .clone()
+                    .prop_map(|e| format!("{e} # ( - \" '\n"))
+                    .boxed(),
+                (inner.clone(), inner.clone(), op.clone())
+                    .prop_map(|(a, b, op)| format!("{a} {op} {b}"))
+                    .boxed(),
+                (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| format!("topk({a}, {b})"))
+                    .boxed(),
+                (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| format!("clamp_max({a}, {b})"))
+                    .boxed(),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The pre-scan's bound is never below the depth of the tree the
+        /// parser builds: a query it proves shallow is shallow.
+        #[test]
+        fn the_pre_scan_never_undercounts(query in arb_query()) {
+            if let (true, Ok(tree)) = (query.len() <= MAX_QUERY_BYTES, parser::parse(&query)) {
+                let levels = depth(&tree);
+                match nesting_bound(&query) {
+                    Nesting::AtMost(n) => proptest::prop_assert!(n >= levels, "{} < {}: {}", n, levels, query),
+                    Nesting::TooDeep => proptest::prop_assert!(levels > MAX_QUERY_DEPTH, "{}", query),
+                }
+                proptest::prop_assert_eq!(
+                    scope_query(&query, "team-a").is_ok(),
+                    levels <= MAX_QUERY_DEPTH
+                );
+            }
+        }
     }
 }

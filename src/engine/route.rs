@@ -525,6 +525,16 @@ mod tests {
         }
     }
 
+    /// A template is read in one loop, without recursion, whatever it
+    /// nests or repeats.
+    #[test]
+    fn deep_or_long_templates_are_read_in_one_loop() {
+        let e = render(&format!("/{{{}}}", "{".repeat(100_000))).unwrap_err();
+        assert!(e.contains("nested '{' in placeholder"), "{e}");
+        let e = render(&"/{.metadata.name}".repeat(20_000)).unwrap_err();
+        assert!(e.contains("the limit is 200"), "{}", &e[e.len() - 80..]);
+    }
+
     #[test]
     fn claim_resolves_gateway_namespace() {
         let mut s = svc("/{.metadata.name}");

@@ -196,6 +196,26 @@ mod tests {
         }
     }
 
+    /// A user config is read by serde_json (at most 127 levels) before it
+    /// is rendered (serialising recurses once per level): one that deep
+    /// renders, a deeper one makes the graph invalid.
+    #[test]
+    fn a_user_config_renders_as_deep_as_json_reads() {
+        let mut g = sample();
+        g.nodes[1].user_config_json = format!("{}1{}", "[".repeat(127), "]".repeat(127));
+        let yaml = to_yaml(&generate(&g, "svc", "/").unwrap()).unwrap();
+        assert!(yaml.contains("user_config:"), "{yaml}");
+        g.nodes[1].user_config_json = "[".repeat(100_000);
+        match generate(&g, "svc", "/") {
+            Err(GraphError::Invalid(v)) => assert!(
+                v.0.iter().any(|v| v.field == "nodes[1].userConfigJson"
+                    && v.message.contains("recursion limit exceeded")),
+                "{v}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn one_application_with_the_ingress_import_path_and_every_node() {
         let c = generate(&sample(), "chat", "/team-a/chat").expect("valid");

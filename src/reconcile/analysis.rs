@@ -113,12 +113,13 @@ fn client() -> &'static Result<reqwest::Client, String> {
 }
 
 /// Confine the rendered query to `namespace`, run it at `address` and
-/// judge the answer. Any failure to ask, a query that does not parse
-/// included, is a failed evaluation (the failure limit decides what it does).
+/// judge the answer. Any failure to ask, a query that does not parse or
+/// is over its bounds included, is a failed evaluation (the failure limit
+/// decides what it does).
 pub async fn evaluate(address: &str, query: &str, namespace: &str, gate: &PrometheusGate) -> Gate {
     let query = match scope_query(query, namespace) {
         Ok(q) => q,
-        Err(e) => return Gate::Fail(format!("the query is not valid PromQL: {e}")),
+        Err(e) => return Gate::Fail(format!("the query {e}")),
     };
     let client = match client() {
         Ok(c) => c,

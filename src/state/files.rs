@@ -437,3 +437,55 @@ pub fn load_policies(paths: &[PathBuf]) -> Result<PolicyFiles, PolicyFileError> 
     out.profiles = profiles.into_iter().collect();
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever a manifest nests, `check` and `--policy-file` read it
+    /// without recursing past a bound: JSON at serde_json's 128 levels,
+    /// YAML at serde-saphyr's default budget (64 levels).
+    #[test]
+    fn deep_manifests_are_refused_without_recursing_past_a_bound() {
+        for (format, text) in [
+            ("JSON", "[".repeat(100_000)),
+            ("JSON", format!("{}1{}", "[".repeat(129), "]".repeat(129))),
+            ("YAML", format!("a: {}", "[".repeat(100_000))),
+            ("YAML", format!("a: {}1{}", "[".repeat(65), "]".repeat(65))),
+            (
+                "YAML",
+                (0..1_000)
+                    .map(|i| format!("{}- ", "  ".repeat(i)))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            (
+                "YAML",
+                (0..70)
+                    .map(|i| format!("{}k{i}:", "  ".repeat(i)))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+        ] {
+            match parse_documents("deep", &text) {
+                Err(InputError::Syntax { format: f, .. }) => assert_eq!(f, format),
+                other => panic!(
+                    "{format} of {} bytes: {:?}",
+                    text.len(),
+                    other.map(|d| d.len())
+                ),
+            }
+        }
+        // Within the bounds, nesting reads as usual.
+        let within = format!("a: {}1{}", "[".repeat(60), "]".repeat(60));
+        assert_eq!(
+            parse_documents("ok", &within).map(|d| d.len()).ok(),
+            Some(1)
+        );
+        let within = format!("{}1{}", "[".repeat(120), "]".repeat(120));
+        assert_eq!(
+            parse_documents("ok", &within).map(|d| d.len()).ok(),
+            Some(1)
+        );
+    }
+}
