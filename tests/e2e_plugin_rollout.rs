@@ -4,7 +4,10 @@
 //! aborted into a rollback, each watched by `rollout status -w` with its exit
 //! code checked; a rollout held by its gate that `-w --timeout` gives up on
 //! (2); `promote` and `abort` written by server-side apply and acted on;
-//! the human output of `rollout status` compared to recorded expectations.
+//! an annotation a GitOps field manager owns left alone (the manifest change
+//! printed instead) unless `--force`, and that manager's re-applied value,
+//! acted on before, changing nothing; the human output of `rollout status`
+//! compared to recorded expectations.
 
 mod support;
 
@@ -374,5 +377,110 @@ async fn a_held_rollout_times_out_with_2_and_is_promoted() {
         !plain
             .annotations()
             .contains_key("infergate.dev/rollout-action")
+    );
+}
+
+/// The server-side apply of `chat`'s action annotation by the field
+/// manager `flux`, as a GitOps tool that owns it applies its copy.
+async fn flux_applies(client: &Client, ns: &str, value: &str) {
+    Api::<InferenceService>::namespaced(client.clone(), ns)
+        .patch(
+            "chat",
+            &PatchParams::apply("flux").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                "metadata": {"name": "chat",
+                             "annotations": {"infergate.dev/rollout-action": value}},
+            })),
+        )
+        .await
+        .expect("server-side apply by flux");
+}
+
+/// A GitOps tool owns the action annotation: `rollout resume` writes
+/// nothing, names the manager and prints the manifest change to make;
+/// `--force` takes the annotation over and is acted on; the tool's next
+/// apply of its own value (acted on before) changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_annotation_a_gitops_tool_owns_is_taken_only_with_force() {
+    let s = setup("plugin-gitops").await;
+    let (cp, client, ns) = (s.cp, s.client.clone(), s.ns.clone());
+    create(&client, &ns, "chat", Some(canary(&[10, 30, 60], "2s"))).await;
+    canary_at_the_first_step(&client, &ns).await;
+    flux_applies(&client, &ns, "pause/from-git").await;
+    wait_rollout(&client, &ns, "paused by the manifest's value", |r| {
+        r.phase == RolloutPhase::Paused
+    })
+    .await;
+
+    let out = plugin(cp, &ns, &["rollout", "resume", "chat"]).await;
+    eprintln!(
+        "kubectl infergate rollout resume chat:\n{}",
+        support::text(&out)
+    );
+    assert_eq!(code(&out), Some(1), "{}", support::text(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!(
+            "infergate.dev/rollout-action of {ns}/chat is managed by \"flux\" (Apply), not by kubectl-infergate: nothing was written.\n"
+        )),
+        "{text}"
+    );
+    let snippet = text
+        .split("\n\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no manifest change in {text}"));
+    let manifest: serde_json::Value = serde_saphyr::from_str(snippet).expect("YAML");
+    let proposed = manifest["metadata"]["annotations"]["infergate.dev/rollout-action"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no annotation in {snippet}"))
+        .to_owned();
+    assert!(proposed.starts_with("resume/"), "{proposed}");
+    assert!(
+        text.contains(&format!(
+            "kubectl infergate rollout resume chat -n {ns} --force"
+        )),
+        "{text}"
+    );
+    let svc = get::<InferenceService>(&client, &ns, "chat").await.unwrap();
+    assert_eq!(
+        svc.annotations()
+            .get("infergate.dev/rollout-action")
+            .map(String::as_str),
+        Some("pause/from-git"),
+        "nothing written"
+    );
+    assert_eq!(
+        svc.status.and_then(|s| s.rollout).map(|r| r.phase),
+        Some(RolloutPhase::Paused)
+    );
+
+    let out = plugin(cp, &ns, &["rollout", "resume", "chat", "--force"]).await;
+    assert_eq!(code(&out), Some(0), "{}", support::text(&out));
+    let value = written(&out);
+    assert!(value.starts_with("resume/") && value != proposed, "{value}");
+    let svc = get::<InferenceService>(&client, &ns, "chat").await.unwrap();
+    assert_applied_by_plugin(&svc);
+    let st = svc.status.and_then(|s| s.rollout).unwrap();
+    assert_eq!(
+        st.actions_seen,
+        ["pause/from-git".to_owned(), value.clone()]
+    );
+
+    // The tool applies its copy again: its value, acted on before, changes
+    // nothing; the rollout walks every remaining step (2 s each).
+    flux_applies(&client, &ns, "pause/from-git").await;
+    let st = wait_rollout(&client, &ns, "the last step passed", |r| {
+        r.reason.as_deref() == Some("Promoting")
+    })
+    .await;
+    assert_eq!(st.phase, RolloutPhase::Progressing, "{st:?}");
+    assert_eq!(st.actions_seen, ["pause/from-git".to_owned(), value]);
+    let svc = get::<InferenceService>(&client, &ns, "chat").await.unwrap();
+    assert_eq!(
+        svc.annotations()
+            .get("infergate.dev/rollout-action")
+            .map(String::as_str),
+        Some("pause/from-git")
     );
 }

@@ -6,13 +6,15 @@
 
 mod support;
 
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use infergate::api::v1beta1::InferenceService;
+use infergate::graph::fetch::FetchOptions;
 use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::rayservice::RayService;
@@ -59,6 +61,10 @@ fn stale_condition(reason: &'static str) -> impl Fn(&InferenceService) -> bool {
     }
 }
 
+/// The tests of this file take turns: only the Lease holder reconciles, and
+/// each test's reconciler trusts only its own graph server.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn serve_config(rs: &RayService) -> ServeConfig {
     serde_saphyr::from_str(&rs.spec.serve_config_v2).expect("serveConfigV2 parses")
 }
@@ -67,6 +73,7 @@ fn serve_config(rs: &RayService) -> ServeConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
+    let _turn = TURN.lock().await;
     let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
     let ns = cp.fresh_namespace("ray").await;
 
@@ -319,6 +326,7 @@ async fn refresh(services: &Api<InferenceService>, token: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
+    let _turn = TURN.lock().await;
     let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
     let ns = cp.fresh_namespace("ray-live").await;
     let server = GraphServer::start();
@@ -359,6 +367,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     assert_eq!(g.short_digest.as_deref(), Some(&d1[7..19]));
     assert_eq!(g.url.as_deref(), Some(url.as_str()));
     assert!(g.applied_at.is_some() && g.last_fetch_at.is_some(), "{g:?}");
+    assert!(g.refreshes_seen.is_empty(), "{g:?}");
     assert_eq!((g.last_fetch_error, g.last_refresh), (None, None));
     let first_applied = g.applied_at.clone();
     // The Graph printer column shows the short digest.
@@ -426,6 +435,22 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     })
     .await;
 
+    // r1 again (r1, r2, r1): a value acted on before is not acted on again,
+    // however long after (here well past the fetcher's 500 ms between a
+    // service's refreshes).
+    let asked = server.state.requests.load(Ordering::SeqCst);
+    refresh(&services, "r1").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let s = services.get("rag").await.expect("service");
+    let g = graph_of(&s).expect("status.graph");
+    assert_eq!(g.refreshes_seen, ["r1", "r2"]);
+    assert_eq!(g.last_refresh.as_deref(), Some("r2"));
+    assert_eq!(
+        server.state.requests.load(Ordering::SeqCst),
+        asked,
+        "no fetch for a value acted on before"
+    );
+
     // A failed fetch keeps the live graph serving and says so.
     let before = rayservices.get("rag").await.expect("RayService");
     server
@@ -450,6 +475,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
         "the live graph stays"
     );
     assert_eq!(g.last_refresh.as_deref(), Some("r3"));
+    assert_eq!(g.refreshes_seen, ["r1", "r2", "r3"]);
     assert!(
         g.last_fetch_error
             .as_deref()
@@ -471,8 +497,10 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     })
     .await;
 
-    // The next fetch that works clears the error (the backoff of the
-    // failure does not hold a refresh back).
+    // The retry after the failure's backoff (200 ms here) fetches again
+    // and, the server answering now, clears the error; a new value is
+    // acted on by a fetch too (not within a backoff, nor within 500 ms of
+    // the service's last fetch here).
     refresh(&services, "r4").await;
     let s = wait_service(&client, &ns, "GraphReady=True again", |s| {
         condition(s, "GraphReady").is_some_and(|c| c.status == "True")
@@ -489,4 +517,97 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
             .map(String::as_str),
         Some("r4")
     );
+}
+
+/// Ten refresh values in ten seconds, with the shipped limits (a refresh
+/// fetches at most once per 30 s per service; the resync every 60 s): the
+/// first fetches at once, the others wait for the end of the 30 s and are
+/// answered by one fetch, the last value's. At most one fetch more than
+/// the resync alone would make.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_refresh_values_in_ten_seconds_fetch_at_most_once_more_than_the_resync() {
+    let _turn = TURN.lock().await;
+    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
+    let ns = cp.fresh_namespace("ray-burst").await;
+    let server = GraphServer::start();
+    server.set_graph(read_fixture("graph/rag.pb"), "\"v1\"");
+    let options = FetchOptions {
+        deadline: Duration::from_secs(3),
+        ..FetchOptions::default()
+    };
+    let interval = options.refresh_interval;
+    let fetcher = server.fetcher_with(options);
+    let config = Config {
+        graph_resync: infergate::reconcile::config::GRAPH_RESYNC,
+        ..support::reconcile_config("ray-burst-e2e").with_graph_fetcher(fetcher.clone())
+    };
+    let resync = config.graph_resync;
+    assert_eq!(
+        (interval, resync),
+        (Duration::from_secs(30), Duration::from_secs(60))
+    );
+    let _reconciler = Reconciler::start(sa_kubeconfig, config);
+    support::allow_graph_host(&client, &ns, "127.0.0.1").await;
+    support::set_graph_token(&client, &ns, GRAPH_TOKEN).await;
+    cp.bind_graph_token_reader(&ns);
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    services
+        .create(&PostParams::default(), &server.service("rag"))
+        .await
+        .expect("create service");
+    let graph_of = |s: &InferenceService| s.status.as_ref().and_then(|st| st.graph.clone());
+    wait_service(&client, &ns, "the first graph", |s| {
+        condition(s, "GraphReady").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    // The first fetch ended by now (a moment ago: the resync's next fetch
+    // is due within 60 s of here).
+    let first_fetch = Instant::now();
+    // The burst starts once a refresh may fetch at once (its worst case).
+    let key = format!("{ns}/rag");
+    let url = server.url("/graph");
+    while let Some(w) = fetcher.refresh_in(&key, &url) {
+        tokio::time::sleep(w).await;
+    }
+    let asked = server.state.requests.load(Ordering::SeqCst);
+    let burst = Instant::now();
+    for i in 0..10 {
+        refresh(&services, &format!("b{i}")).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // The last value is acted on once the 30 s after the burst's first
+    // fetch have passed.
+    let s = wait_service(&client, &ns, "b9 acted on", |s| {
+        graph_of(s).is_some_and(|g| g.refreshes_seen.iter().any(|r| r == "b9"))
+    })
+    .await;
+    let acted = burst.elapsed();
+    // A moment more: nothing else fetches.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let fetches = server.state.requests.load(Ordering::SeqCst) - asked;
+    let end = first_fetch.elapsed();
+    let start = burst.duration_since(first_fetch);
+    // Resync fetches in [start, end] after the first fetch, had nothing
+    // been refreshed: one at each multiple of 60 s (the first fetch ended
+    // a moment before `first_fetch`, so its multiples come a moment sooner:
+    // counted generously).
+    let multiples = |d: Duration| (d.as_secs_f64() / resync.as_secs_f64()).floor() as usize;
+    let resync_alone = multiples(end + Duration::from_secs(1)) - multiples(start);
+    let seen = graph_of(&s).expect("status.graph").refreshes_seen;
+    eprintln!(
+        "ten values from {start:?} after the first fetch: b9 acted on after {acted:?}; {fetches} fetches by {end:?} (the resync alone: {resync_alone}); acted on: {seen:?}"
+    );
+    assert!(
+        fetches <= resync_alone + 1,
+        "{fetches} fetches, the resync alone {resync_alone}"
+    );
+    assert!(
+        acted >= interval - Duration::from_secs(2),
+        "b9 acted on after {acted:?}, within 30 s of the burst's first fetch"
+    );
+    // Each value acted on once at most, the last among them, newest last.
+    assert_eq!(seen.last().map(String::as_str), Some("b9"));
+    let mut unique = seen.clone();
+    unique.dedup();
+    assert_eq!(unique, seen);
 }

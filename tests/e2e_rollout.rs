@@ -521,6 +521,67 @@ async fn actions_pause_resume_and_abort_once_per_value() {
     }
 }
 
+/// A, B, A acts twice: the values acted on are a set. The third write (a
+/// GitOps tool's server-side apply of its own copy, the value it applied
+/// first) changes nothing: the rollout resumed by B walks on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_b_a_acts_twice_and_a_reapplied_value_changes_nothing() {
+    let s = setup("aba").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[10, 30, 60], "2s", json!({})).await;
+    canary_at_the_first_step(&client, &ns).await;
+    let services = Api::<InferenceService>::namespaced(client.clone(), &ns);
+    let gitops_apply = |value: &'static str| {
+        let services = services.clone();
+        async move {
+            services
+                .patch(
+                    "chat",
+                    &PatchParams::apply("gitops").force(),
+                    &Patch::Apply(json!({
+                        "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                        "metadata": {"name": "chat",
+                                     "annotations": {"infergate.dev/rollout-action": value}},
+                    })),
+                )
+                .await
+                .expect("server-side apply by the gitops manager");
+        }
+    };
+    // A, by the GitOps tool: paused.
+    gitops_apply("pause/A").await;
+    let paused = wait_rollout(&client, &ns, "A acted on", |r| {
+        r.phase == RolloutPhase::Paused
+    })
+    .await;
+    assert_eq!(paused.actions_seen, ["pause/A"]);
+    // B, by hand: resumed.
+    act(&client, &ns, "resume/B").await;
+    let resumed = wait_rollout(&client, &ns, "B acted on", |r| {
+        r.actions_seen.iter().any(|a| a == "resume/B")
+    })
+    .await;
+    assert_eq!(resumed.phase, RolloutPhase::Progressing);
+    // A again, applied by the same manager: not acted on. The rollout
+    // walks every remaining step (each soaks 2 s, so the reconciles that
+    // read A again come before the last) as if nothing had been written.
+    gitops_apply("pause/A").await;
+    let svc = get::<InferenceService>(&client, &ns, "chat").await.unwrap();
+    assert_eq!(
+        svc.annotations()
+            .get("infergate.dev/rollout-action")
+            .map(String::as_str),
+        Some("pause/A")
+    );
+    let st = wait_rollout(&client, &ns, "the last step passed after A again", |r| {
+        r.reason.as_deref() == Some("Promoting")
+    })
+    .await;
+    assert_eq!(st.phase, RolloutPhase::Progressing, "{st:?}");
+    assert_eq!(st.actions_seen, ["pause/A", "resume/B"]);
+    assert_eq!(st.last_action.as_deref(), Some("resume/B"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_skips_the_remaining_steps_without_more_weight() {
     let s = setup("promote").await;

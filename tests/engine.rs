@@ -229,6 +229,7 @@ fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
         opt("/[a-z]{1,5}/[a-z]{1,5}"),
         opt(gateway_duration()),
         opt(graph_status()),
+        opt(rollout_status()),
     )
         .prop_map(
             |(
@@ -240,6 +241,7 @@ fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
                 route,
                 rt,
                 graph,
+                rollout,
             )| {
                 InferenceServiceStatus {
                     observed_generation,
@@ -249,12 +251,35 @@ fn beta_status() -> impl Strategy<Value = InferenceServiceStatus> {
                     canary,
                     route_path: route,
                     request_timeout: rt,
-                    rollout: None,
+                    rollout,
                     capacity: None,
                     graph,
                 }
             },
         )
+}
+
+/// `status.rollout`: the phase and the rollout actions acted on.
+fn rollout_status() -> impl Strategy<Value = infergate::api::rollout::RolloutStatus> {
+    use infergate::api::rollout::{RolloutPhase, RolloutStatus};
+    (
+        prop_oneof![
+            Just(RolloutPhase::Stable),
+            Just(RolloutPhase::Progressing),
+            Just(RolloutPhase::Paused),
+            Just(RolloutPhase::RolledBack),
+        ],
+        opt(0i32..3),
+        opt("(pause|resume|promote|abort)/[a-z0-9]{1,8}"),
+        prop::collection::vec("(pause|resume)/[a-z0-9]{1,8}", 0..4),
+    )
+        .prop_map(|(phase, step, last_action, actions_seen)| RolloutStatus {
+            phase,
+            step,
+            last_action,
+            actions_seen,
+            ..RolloutStatus::default()
+        })
 }
 
 /// `status.graph`: the live graph and the last fetch.
@@ -265,9 +290,10 @@ fn graph_status() -> impl Strategy<Value = GraphStatus> {
         opt("\"[a-z0-9]{1,8}\""),
         opt("[A-Za-z]{1,10}: [a-z ]{0,20}"),
         opt("[a-z0-9-]{1,12}"),
+        prop::collection::vec("[a-z0-9-]{1,12}", 0..4),
     )
         .prop_map(
-            |(url, hex, etag, last_fetch_error, last_refresh)| GraphStatus {
+            |(url, hex, etag, last_fetch_error, last_refresh, refreshes_seen)| GraphStatus {
                 url,
                 short_digest: hex.as_ref().map(|h| h[..12].to_owned()),
                 digest: hex.map(|h| format!("sha256:{h}")),
@@ -276,6 +302,7 @@ fn graph_status() -> impl Strategy<Value = GraphStatus> {
                 last_fetch_at: None,
                 last_fetch_error,
                 last_refresh,
+                refreshes_seen,
             },
         )
 }

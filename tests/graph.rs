@@ -284,6 +284,7 @@ fn quick() -> FetchOptions {
         queued_after: Duration::from_secs(10),
         backoff: Duration::from_millis(200),
         max_backoff: Duration::from_millis(800),
+        refresh_interval: Duration::from_millis(1500),
     }
 }
 
@@ -525,6 +526,62 @@ async fn failing_fetches_back_off_per_service() {
         .expect("third attempt");
     assert_eq!(got.graph.ingress, "router");
     assert!(fetcher.retry_in("a/flaky", &url).is_none());
+}
+
+#[tokio::test]
+async fn a_refresh_waits_for_the_interval_and_for_the_backoff() {
+    let server = GraphServer::start();
+    server.set_graph(rag(), "\"v1\"");
+    let options = quick();
+    let interval = options.refresh_interval;
+    let fetcher = GraphFetcher::new(options, vec![server.ca.clone()]).expect("fetcher");
+    let t = token();
+    let url = server.url("/flaky");
+    // Never fetched: a refresh may fetch at once.
+    assert_eq!(fetcher.refresh_in("a/r", &url), None);
+    fetcher
+        .fetch(req("a/r", &url, Some(&t)))
+        .await
+        .expect("first fetch");
+    // Right after a fetch: not before the interval has passed since it ended.
+    let wait = fetcher.refresh_in("a/r", &url).expect("waits");
+    assert!(
+        wait > interval - Duration::from_millis(500) && wait <= interval,
+        "{wait:?}"
+    );
+    assert!(
+        fetcher
+            .fresh("a/r", &url, Duration::from_secs(60))
+            .is_some()
+    );
+    // Another service is not held back by this one's refreshes.
+    assert_eq!(fetcher.refresh_in("a/other", &url), None);
+    tokio::time::sleep(wait).await;
+    assert_eq!(fetcher.refresh_in("a/r", &url), None);
+    // A failed fetch: the backoff holds a refresh too, and the graph at
+    // hand is no longer reused as fresh (the retry comes after the backoff).
+    server.state.flaky_failures.store(20, Ordering::SeqCst);
+    fetcher.fetch(req("a/r", &url, Some(&t))).await.unwrap_err();
+    assert!(
+        fetcher
+            .fresh("a/r", &url, Duration::from_secs(60))
+            .is_none()
+    );
+    let retry = fetcher.retry_in("a/r", &url).expect("backing off");
+    let refresh = fetcher.refresh_in("a/r", &url).expect("waits");
+    assert!(refresh >= retry, "{refresh:?} < {retry:?}");
+    // Failing again and again: a refresh never comes sooner than the
+    // backoff, which grows to its longest.
+    for _ in 0..4 {
+        tokio::time::sleep(fetcher.retry_in("a/r", &url).unwrap_or_default()).await;
+        fetcher.fetch(req("a/r", &url, Some(&t))).await.unwrap_err();
+        let retry = fetcher.retry_in("a/r", &url).expect("backing off");
+        assert!(fetcher.refresh_in("a/r", &url) >= Some(retry));
+    }
+    assert!(
+        fetcher.retry_in("a/r", &url) > Some(Duration::from_millis(600)),
+        "the backoff doubled to its longest"
+    );
 }
 
 #[tokio::test]

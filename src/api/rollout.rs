@@ -158,9 +158,16 @@ pub struct RolloutStatus {
     /// Consecutive failed analysis evaluations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failures: Option<i32>,
-    /// The last `infergate.dev/rollout-action` value acted on.
+    /// The last `infergate.dev/rollout-action` value acted on (over 128
+    /// bytes, as `sha256:<hex>` of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_action: Option<String>,
+    /// The last 16 `infergate.dev/rollout-action` values acted on, newest
+    /// last (each as `lastAction` keeps it): a value among them is not
+    /// acted on again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 128)))]
+    pub actions_seen: Vec<String>,
     /// Machine-readable reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -435,9 +435,16 @@ pub struct GraphStatus {
     /// Why the last fetch failed (`Reason: message`); absent after a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_fetch_error: Option<String>,
-    /// The last `infergate.dev/graph-refresh` value acted on.
+    /// The last `infergate.dev/graph-refresh` value acted on (over 128
+    /// bytes, as `sha256:<hex>` of it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_refresh: Option<String>,
+    /// The last 16 `infergate.dev/graph-refresh` values acted on, newest
+    /// last (each as `lastRefresh` keeps it): a value among them is not
+    /// acted on again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(max = 128)))]
+    pub refreshes_seen: Vec<String>,
 }
 
 /// The service's capacity: GPUs, the KV cache its model fits, and cost.

@@ -159,29 +159,31 @@ pub enum RolloutCommand {
     },
     /// Skip the remaining steps: the canary's version becomes the primary's.
     ///
-    /// Each action writes infergate.dev/rollout-action VERB/TOKEN (server-side
-    /// apply, field manager kubectl-infergate) and waits up to 60s until the
-    /// reconciler acted on it: 0 acted on; 1 not acted on, or the service
-    /// has no canary rollout (nothing is written); 2 usage errors.
-    Promote {
-        /// The InferenceService.
-        name: String,
-    },
+    /// Each action writes infergate.dev/rollout-action VERB/TOKEN with a
+    /// fresh token (server-side apply, field manager kubectl-infergate, not
+    /// forced) and waits up to 60s until the reconciler acted on it: 0 acted
+    /// on; 1 not acted on, the service has no canary rollout, or another
+    /// field manager (a GitOps tool) owns the annotation (nothing is written;
+    /// the manifest change to make is printed); 2 usage errors.
+    Promote(ActArgs),
     /// Freeze the rollout at its step.
-    Pause {
-        /// The InferenceService.
-        name: String,
-    },
+    Pause(ActArgs),
     /// Go on from where it was paused.
-    Resume {
-        /// The InferenceService.
-        name: String,
-    },
+    Resume(ActArgs),
     /// Send all traffic back to the primary and remove the canary.
-    Abort {
-        /// The InferenceService.
-        name: String,
-    },
+    Abort(ActArgs),
+}
+
+/// Flags of the rollout actions.
+#[derive(Debug, Args)]
+pub struct ActArgs {
+    /// The InferenceService.
+    pub name: String,
+    /// Take the annotation over when another field manager (a GitOps tool)
+    /// owns it; that tool may apply its own value again later (infergate
+    /// ignores a value it acted on before).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Flags of `why`.
@@ -292,16 +294,25 @@ pub fn run(cli: PluginCli) -> ExitCode {
             }
             PluginCommand::Rollout(a) => {
                 use plugin::rollout::{Action, Options, Verb};
+                let act = |a: ActArgs, verb| {
+                    (
+                        a.name,
+                        Action::Act {
+                            verb,
+                            force: a.force,
+                        },
+                    )
+                };
                 let (name, action) = match a.command {
                     RolloutCommand::Status {
                         name,
                         watch,
                         timeout,
                     } => (name, Action::Status { watch, timeout }),
-                    RolloutCommand::Promote { name } => (name, Action::Act(Verb::Promote)),
-                    RolloutCommand::Pause { name } => (name, Action::Act(Verb::Pause)),
-                    RolloutCommand::Resume { name } => (name, Action::Act(Verb::Resume)),
-                    RolloutCommand::Abort { name } => (name, Action::Act(Verb::Abort)),
+                    RolloutCommand::Promote(a) => act(a, Verb::Promote),
+                    RolloutCommand::Pause(a) => act(a, Verb::Pause),
+                    RolloutCommand::Resume(a) => act(a, Verb::Resume),
+                    RolloutCommand::Abort(a) => act(a, Verb::Abort),
                 };
                 plugin::rollout::run(Options {
                     connection,

@@ -6,8 +6,10 @@
 //! `If-None-Match`, and a `304 Not Modified` answers from the cache), at
 //! most [`FetchOptions::per_namespace`] fetches of a namespace and
 //! [`FetchOptions::in_flight`] in all at once (the others wait in line, first
-//! come, first served: [`super::queue`]), and a backoff per service after a
-//! failed fetch. It connects only to the addresses
+//! come, first served: [`super::queue`]), a backoff per service after a
+//! failed fetch, and at most one fetch per [`FetchOptions::refresh_interval`]
+//! per service on a refresh ([`GraphFetcher::refresh_in`]). It connects only
+//! to the addresses
 //! [`super::destination`] checked, follows redirects only within the same
 //! host and port, and sends no `Referer`. Tokens: [`super::token`].
 
@@ -65,8 +67,11 @@ pub trait GraphSource: Send + Sync {
     fn forget(&self, cache_key: &str);
     /// Time until the service `cache_key` may fetch `url` again after a failure.
     fn retry_in(&self, cache_key: &str, url: &str) -> Option<Duration>;
+    /// Time until a refresh of the service `cache_key` may fetch `url`.
+    fn refresh_in(&self, cache_key: &str, url: &str) -> Option<Duration>;
     /// The graph the service `cache_key` last fetched from `url`, if that
-    /// fetch (or its revalidation) is younger than `max_age`.
+    /// fetch (or its revalidation) is younger than `max_age` and no fetch
+    /// of it failed since.
     fn fresh(&self, cache_key: &str, url: &str, max_age: Duration) -> Option<Fetched>;
 }
 
@@ -89,6 +94,10 @@ impl GraphSource for GraphFetcher {
 
     fn retry_in(&self, cache_key: &str, url: &str) -> Option<Duration> {
         GraphFetcher::retry_in(self, cache_key, url)
+    }
+
+    fn refresh_in(&self, cache_key: &str, url: &str) -> Option<Duration> {
+        GraphFetcher::refresh_in(self, cache_key, url)
     }
 
     fn fresh(&self, cache_key: &str, url: &str, max_age: Duration) -> Option<Fetched> {
@@ -116,6 +125,9 @@ pub struct FetchOptions {
     pub backoff: Duration,
     /// Longest wait between a service's fetches while they fail.
     pub max_backoff: Duration,
+    /// A refresh (`infergate.dev/graph-refresh`) fetches only this long
+    /// after the service's last fetch ended, and never within a backoff.
+    pub refresh_interval: Duration,
 }
 
 impl Default for FetchOptions {
@@ -128,9 +140,14 @@ impl Default for FetchOptions {
             queued_after: Duration::from_secs(10),
             backoff: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),
+            refresh_interval: REFRESH_INTERVAL,
         }
     }
 }
+
+/// The shipped [`FetchOptions::refresh_interval`]: a refresh fetches at
+/// most once per 30 s per service.
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Why a [`GraphFetcher`] could not be built (a start-up error of `serve`).
 #[derive(Debug, thiserror::Error)]
@@ -209,6 +226,8 @@ pub struct GraphFetcher {
     options: FetchOptions,
     cache: Mutex<HashMap<String, CacheEntry>>,
     failing: Mutex<HashMap<String, Failing>>,
+    /// When each service's last fetch ended, whatever it gave.
+    ended: Mutex<HashMap<String, Instant>>,
     slots: Arc<SlotQueue>,
 }
 
@@ -275,6 +294,7 @@ impl GraphFetcher {
             options,
             cache: Mutex::new(HashMap::new()),
             failing: Mutex::new(HashMap::new()),
+            ended: Mutex::new(HashMap::new()),
             slots,
         })
     }
@@ -322,6 +342,9 @@ impl GraphFetcher {
         if let Ok(mut f) = self.failing.lock() {
             f.remove(cache_key);
         }
+        if let Ok(mut e) = self.ended.lock() {
+            e.remove(cache_key);
+        }
     }
 
     /// Time until `cache_key` may fetch `url` again, while its fetches of
@@ -333,11 +356,44 @@ impl GraphFetcher {
         entry.next.checked_duration_since(Instant::now())
     }
 
+    /// Time until a refresh of `cache_key` may fetch `url`: a
+    /// [`FetchOptions::refresh_interval`] after its last fetch ended, and
+    /// not before its backoff ends. A refresh asked for sooner waits for
+    /// it, so asking again and again fetches no more often than that.
+    #[must_use]
+    pub fn refresh_in(&self, cache_key: &str, url: &str) -> Option<Duration> {
+        let interval = self
+            .ended
+            .lock()
+            .ok()
+            .and_then(|e| e.get(cache_key).copied())
+            .and_then(|at| {
+                self.options
+                    .refresh_interval
+                    .checked_sub(at.elapsed())
+                    .filter(|d| !d.is_zero())
+            });
+        match (interval, self.retry_in(cache_key, url)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The graph `cache_key` last fetched from `url`, if the server sent
-    /// or confirmed it less than `max_age` ago: a reconcile in between
-    /// reuses it instead of asking the server again.
+    /// or confirmed it less than `max_age` ago and no fetch of it failed
+    /// since: a reconcile in between reuses it instead of asking the
+    /// server again. (A service whose fetch failed is retried after its
+    /// backoff, and says it failed meanwhile.)
     #[must_use]
     pub fn fresh(&self, cache_key: &str, url: &str, max_age: Duration) -> Option<Fetched> {
+        let failed = self
+            .failing
+            .lock()
+            .ok()
+            .is_some_and(|f| f.get(cache_key).is_some_and(|e| e.url == url));
+        if failed {
+            return None;
+        }
         let c = self.cached(cache_key, url)?;
         (c.checked.elapsed() < max_age).then_some(Fetched {
             graph: c.graph,
@@ -444,6 +500,9 @@ impl GraphFetcher {
                 timeout_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
             }),
         };
+        if let Ok(mut e) = self.ended.lock() {
+            e.insert(req.cache_key.to_owned(), Instant::now());
+        }
         match result {
             Ok((fetched, entry)) => {
                 if fetched.not_modified {

@@ -11,7 +11,11 @@
 //! The actions write `infergate.dev/rollout-action: VERB/TOKEN` with a fresh
 //! token by server-side apply under the field manager `kubectl-infergate`
 //! (GitOps tools keep owning the rest of the object), then wait until
-//! `status.rollout.lastAction` shows the reconciler acted on it.
+//! `status.rollout.actionsSeen` shows the reconciler acted on it. The apply
+//! is not forced: when another field manager (a GitOps tool) owns the
+//! annotation, nothing is written and the plugin names that manager and
+//! prints the manifest change to make instead; `--force` takes the
+//! annotation over.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -50,7 +54,12 @@ pub enum Action {
         timeout: Option<Duration>,
     },
     /// Write `infergate.dev/rollout-action: VERB/TOKEN` and wait until acted on.
-    Act(Verb),
+    Act {
+        /// What to do.
+        verb: Verb,
+        /// Take the annotation from another field manager that owns it.
+        force: bool,
+    },
 }
 
 /// A rollout action.
@@ -267,11 +276,70 @@ pub fn action_patch(name: &str, value: &str) -> serde_json::Value {
     })
 }
 
+/// The field managers other than the plugin that own the action
+/// annotation of `svc`, with their operation (`Apply` or `Update`).
+#[must_use]
+pub fn annotation_owners(svc: &InferenceService) -> Vec<(String, String)> {
+    let pointer = format!(
+        "/f:metadata/f:annotations/f:{}",
+        ACTION_ANNOTATION.replace('~', "~0").replace('/', "~1")
+    );
+    svc.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() != Some(FIELD_MANAGER))
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer(&pointer).is_some())
+        })
+        .map(|m| {
+            (
+                m.manager.clone().unwrap_or_default(),
+                m.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// What to do instead when `owners` (field managers, with their
+/// operation) own the annotation: the change to make in the manifest they
+/// apply, or `--force`.
+#[must_use]
+pub fn owned_elsewhere(
+    namespace: &str,
+    name: &str,
+    verb: Verb,
+    value: &str,
+    owners: &[(String, String)],
+) -> String {
+    let who = if owners.is_empty() {
+        "another field manager".to_owned()
+    } else {
+        owners
+            .iter()
+            .map(|(m, op)| format!("{m:?} ({op})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{ACTION_ANNOTATION} of {namespace}/{name} is managed by {who}, not by {FIELD_MANAGER}: nothing was written.\n\
+         Set it where that manager's copy of the service comes from (its manifest in Git), with a value not used before:\n\
+         \n\
+         metadata:\n  annotations:\n    {ACTION_ANNOTATION}: {value}\n\
+         \n\
+         or take the annotation over: kubectl infergate rollout {} {name} -n {namespace} --force\n\
+         (infergate acts on each value once: when the manager applies a value it acted on before, nothing happens.)\n",
+        verb.as_str()
+    )
+}
+
 /// Run `rollout`.
 pub async fn run(opts: Options) -> ExitCode {
     let result = match opts.action {
         Action::Status { watch, timeout } => status(&opts, watch, timeout).await,
-        Action::Act(verb) => act(&opts, verb).await,
+        Action::Act { verb, force } => act(&opts, verb, force).await,
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -345,7 +413,7 @@ async fn follow(target: &Target, name: &str, style: Style) -> Result<u8, PluginE
     Err(PluginError::Other("the watch ended".into()))
 }
 
-async fn act(opts: &Options, verb: Verb) -> Result<u8, PluginError> {
+async fn act(opts: &Options, verb: Verb, force: bool) -> Result<u8, PluginError> {
     let target = opts.connection.connect().await?;
     let facts = gather(&target, &opts.name).await?;
     if facts.rollout.is_none() {
@@ -357,25 +425,48 @@ async fn act(opts: &Options, verb: Verb) -> Result<u8, PluginError> {
         )));
     }
     let value = format!("{}/{}", verb.as_str(), fresh_token());
-    Api::<InferenceService>::namespaced(target.client.clone(), &target.namespace)
+    let api = Api::<InferenceService>::namespaced(target.client.clone(), &target.namespace);
+    // Not forced: an annotation another manager (a GitOps tool) owns is
+    // theirs to change, unless the user says otherwise.
+    let params = if force {
+        PatchParams::apply(FIELD_MANAGER).force()
+    } else {
+        PatchParams::apply(FIELD_MANAGER)
+    };
+    match api
         .patch(
             &opts.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
+            &params,
             &Patch::Apply(action_patch(&opts.name, &value)),
         )
-        .await?;
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 && !force => {
+            let owners = match api.get_opt(&opts.name).await {
+                Ok(Some(svc)) => annotation_owners(&svc),
+                _ => Vec::new(),
+            };
+            eprintln!("error: {}", s.message);
+            print!(
+                "{}",
+                owned_elsewhere(&target.namespace, &opts.name, verb, &value, &owners)
+            );
+            return Ok(1);
+        }
+        Err(e) => return Err(e.into()),
+    }
     println!("{ACTION_ANNOTATION}: {value} written");
     let wait = async {
         let mut events = std::pin::pin!(changes(&target, &opts.name));
         while events.next().await.is_some() {
-            let facts = gather(&target, &opts.name).await?;
-            if facts
-                .rollout
-                .as_ref()
-                .and_then(|r| r.last_action.as_deref())
-                == Some(&value)
-            {
-                return Ok(facts);
+            let acted = api.get_opt(&opts.name).await?.is_some_and(|svc| {
+                svc.status.and_then(|s| s.rollout).is_some_and(|r| {
+                    r.actions_seen.contains(&value) || r.last_action == Some(value.clone())
+                })
+            });
+            if acted {
+                return gather(&target, &opts.name).await;
             }
         }
         Err(PluginError::Other("the watch ended".into()))
@@ -518,6 +609,51 @@ mod tests {
         assert_eq!(base36(0), "0");
         assert_eq!(base36(35), "z");
         assert_eq!(base36(36), "10");
+    }
+
+    #[test]
+    fn another_managers_annotation_is_named_with_the_manifest_change() {
+        let svc: InferenceService = serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "chat", "namespace": "team", "managedFields": [
+                {"manager": "kubectl-infergate", "operation": "Apply",
+                 "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:annotations": {"f:infergate.dev/rollout-action": {}}}}},
+                {"manager": "flux", "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:annotations": {"f:infergate.dev/rollout-action": {}}},
+                              "f:spec": {"f:model": {}}}},
+                {"manager": "kubectl-edit", "operation": "Update", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+            ]},
+            "spec": {"model": {"ref": "v1"}}
+        }))
+        .expect("service");
+        let owners = annotation_owners(&svc);
+        assert_eq!(owners, [("flux".to_owned(), "Apply".to_owned())]);
+        let text = owned_elsewhere("team", "chat", Verb::Pause, "pause/abc", &owners);
+        assert!(
+            text.starts_with(
+                "infergate.dev/rollout-action of team/chat is managed by \"flux\" (Apply), not by kubectl-infergate: nothing was written.\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\nmetadata:\n  annotations:\n    infergate.dev/rollout-action: pause/abc\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubectl infergate rollout pause chat -n team --force"),
+            "{text}"
+        );
+        // The manifest snippet is YAML that says what the text says.
+        let yaml = text.split("\n\n").nth(1).expect("the snippet");
+        let v: serde_json::Value = serde_saphyr::from_str(yaml).expect("YAML");
+        assert_eq!(
+            v["metadata"]["annotations"]["infergate.dev/rollout-action"],
+            "pause/abc"
+        );
     }
 
     #[test]

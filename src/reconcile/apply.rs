@@ -66,6 +66,9 @@ pub struct Writer {
     changes: Mutex<HashMap<(String, String), Changes>>,
     /// Where the child watches learn which events this writer caused.
     echoes: Arc<Echoes>,
+    /// The values of the once-per-value annotations each service's last
+    /// status write held acted on.
+    once: super::once::Written,
 }
 
 /// What one reconcile did to a service's children, as `Kind name`.
@@ -100,7 +103,21 @@ impl Writer {
             seen: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
             echoes,
+            once: super::once::Written::default(),
         }
+    }
+
+    /// The values of the once-per-value annotations this writer last wrote
+    /// in `svc`'s status: acted on, whether or not the status read shows
+    /// them yet.
+    #[must_use]
+    pub fn acted_on(&self, svc: &InferenceService) -> super::once::Lists {
+        self.once.get(svc)
+    }
+
+    /// Forget what was written for `svc` (deleted).
+    pub fn forget(&self, svc: &InferenceService) {
+        self.once.forget(svc);
     }
 
     /// Remember a change to one of the service's children.
@@ -394,7 +411,10 @@ impl Writer {
         obs: &Observation,
     ) -> Result<(), Error> {
         let previous = svc.status.as_ref();
-        let new = status::compute(previous, obs, Timestamp::now());
+        let mut new = status::compute(previous, obs, Timestamp::now());
+        // A status read a moment before this writer's last write landed
+        // must not lose the values acted on since.
+        self.once.get(svc).fill(&mut new);
         if previous == Some(&new) {
             return Ok(());
         }
@@ -426,6 +446,7 @@ impl Writer {
             &Patch::Apply(&patch),
         )
         .await?;
+        self.once.wrote(svc, &new);
         Ok(())
     }
 }

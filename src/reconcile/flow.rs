@@ -121,6 +121,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
         if let Some(g) = ctx.graph.fetcher.get() {
             g.forget(&resolve::cache_key(svc));
         }
+        ctx.writer.forget(svc);
         return Ok(Action::await_change());
     }
     let Some(Prelude {

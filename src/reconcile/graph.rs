@@ -63,12 +63,13 @@ pub struct Access<'a> {
     pub service_account: &'a str,
     /// The AcceleratorClass the workers run on.
     pub class: Option<&'a AcceleratorClassSpec>,
-    /// A refresh was asked for (`infergate.dev/graph-refresh`): fetch now,
-    /// not after the backoff of earlier failures.
+    /// A refresh (`infergate.dev/graph-refresh`) is due
+    /// ([`GraphSource::refresh_in`] says it may fetch now): the server is
+    /// asked even if the graph was fetched less than `max_age` ago.
     pub refresh: bool,
     /// A graph fetched (or confirmed by the server) less than this long ago
-    /// is reused without asking the server again, unless a refresh was
-    /// asked for: the graph resync.
+    /// is reused without asking the server again, unless a refresh is
+    /// due: the graph resync.
     pub max_age: Duration,
 }
 
@@ -106,10 +107,9 @@ pub async fn resolve(
                 digest: fresh.digest,
             });
         }
-        // Waiting out a backoff, or in line for a slot, reads no Secret either.
-        if !access.refresh
-            && let Some(retry_in) = fetcher.retry_in(&key, &spec.url)
-        {
+        // Waiting out a backoff (a refresh included), or in line for a
+        // slot, reads no Secret either.
+        if let Some(retry_in) = fetcher.retry_in(&key, &spec.url) {
             return Err(GraphError::BackingOff { retry_in }.into());
         }
         let slot = fetcher.slot(&key, &namespace)?;

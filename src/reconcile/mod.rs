@@ -44,6 +44,7 @@ pub mod flow;
 pub mod graph;
 pub mod kinds;
 mod lease;
+pub mod once;
 pub mod optional;
 pub mod pods;
 mod progress;

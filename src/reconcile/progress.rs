@@ -160,15 +160,21 @@ pub(super) async fn plan_rollout(
 ) -> Result<Planned, Error> {
     let desired = engine::rollout::version_of(defaulted);
     let current = svc.status.as_ref().and_then(|s| s.rollout.as_ref());
+    let action = svc.annotations().get(ACTION_ANNOTATION).map(String::as_str);
+    let acted_on = ctx.writer.acted_on(svc).actions;
     if !engine::rollout::is_progressive(defaulted) {
-        let status = RolloutStatus {
+        let mut status = RolloutStatus {
             phase: RolloutPhase::Stable,
             stable: Some(desired.clone()),
             last_action: current.and_then(|c| c.last_action.clone()),
+            actions_seen: current.map(|c| c.actions_seen.clone()).unwrap_or_default(),
             reason: Some("Stable".into()),
             message: Some(format!("{} is stable", desired.model.r#ref)),
             ..RolloutStatus::default()
         };
+        // Nothing to act on, but the value counts as seen: it does not act
+        // on a canary rollout later.
+        let _ = machine::new_action(&mut status, action, &acted_on);
         return Ok(Planned {
             effective: defaulted.clone(),
             status,
@@ -194,7 +200,6 @@ pub(super) async fn plan_rollout(
         }
         _ => None,
     };
-    let action = svc.annotations().get(ACTION_ANNOTATION).map(String::as_str);
     let Decision {
         status,
         primary,
@@ -208,6 +213,7 @@ pub(super) async fn plan_rollout(
         observed,
         gate,
         action,
+        acted_on: &acted_on,
         clock,
         now,
     });

@@ -5,7 +5,9 @@
 //!
 //! A graph that cannot be had leaves the RayService as it is: the last good
 //! graph keeps serving (`GraphReady=False`, `StaleGraph`). The annotation
-//! [`REFRESH_ANNOTATION`] asks for a fetch now, once per distinct value.
+//! [`REFRESH_ANNOTATION`] asks for a fetch, at most once per value ever and
+//! no sooner than the fetcher's refresh interval after the service's last
+//! fetch, nor within its backoff.
 
 use std::time::Duration;
 
@@ -32,9 +34,11 @@ use crate::api::v1beta1::InferenceService;
 use crate::engine;
 use crate::graph::GraphError;
 
-/// The annotation that asks for a fetch of the graph now, once per
-/// distinct value (recorded in `status.graph.lastRefresh`; infergate
-/// never removes it).
+/// The annotation that asks for a fetch of the graph, at most once per
+/// value ever (the values acted on are kept in `status.graph.refreshesSeen`;
+/// infergate never removes it). The fetch happens once the service's last
+/// fetch ended a refresh interval (30 s) ago and no backoff holds it; a
+/// value that came sooner is acted on then.
 pub const REFRESH_ANNOTATION: &str = "infergate.dev/graph-refresh";
 /// Come back this often while KubeRay has not made the serve Service the
 /// route names.
@@ -75,12 +79,20 @@ pub(super) async fn reconcile(
             .get(REFRESH_ANNOTATION)
             .map(String::as_str),
         svc.status.as_ref(),
+        &ctx.writer.acted_on(svc).refreshes,
     );
+    let key = resolve::cache_key(svc);
+    let url = defaulted.spec.graph.as_ref().map_or("", |g| g.url.as_str());
+    // A new refresh value fetches only when the fetcher allows it; until
+    // then it waits (not recorded), and any fetch that happens meanwhile
+    // (the resync, a retry after a failure) answers it.
+    let refresh_wait = refresh.as_ref().and_then(|_| fetcher.refresh_in(&key, url));
+    let refresh_due = refresh.is_some() && refresh_wait.is_none();
     let access = resolve::Access {
         internal_allowed: graph_internal_allowed,
         service_account: &ctx.config.service_account,
         class,
-        refresh: refresh.is_some(),
+        refresh: refresh_due,
         max_age: ctx.config.graph_resync,
     };
     let prefix = builders::serve_route_prefix(defaulted, &path);
@@ -115,6 +127,9 @@ pub(super) async fn reconcile(
         }
         Err(e) => {
             debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
+            // A due refresh is answered by this failure; one that is not
+            // due yet waits for its turn.
+            let refresh = refresh.filter(|_| refresh_due);
             // A spec whose workers cannot hold the graph is the spec's
             // problem; anything else keeps the last good graph serving.
             let spec_problem = matches!(
@@ -148,14 +163,13 @@ pub(super) async fn reconcile(
                     .await;
             }
             // A failed fetch waits out its backoff; a Secret or graph that
-            // someone must change is looked at again on the resync.
+            // someone must change is looked at again on the resync; a
+            // refresh not due yet, when it is.
             let wait = fetcher
-                .retry_in(
-                    &resolve::cache_key(svc),
-                    defaulted.spec.graph.as_ref().map_or("", |g| g.url.as_str()),
-                )
+                .retry_in(&key, url)
                 .unwrap_or(ctx.config.graph_resync)
-                .min(ctx.config.graph_resync);
+                .min(ctx.config.graph_resync)
+                .min(refresh_wait.unwrap_or(Duration::MAX));
             return Ok(Action::requeue(wait + jitter(svc)));
         }
     };
@@ -180,16 +194,19 @@ pub(super) async fn reconcile(
         .as_ref()
         .and_then(|s| s.graph.as_ref())
         .and_then(|g| g.digest.clone());
-    let url = defaulted
-        .spec
-        .graph
-        .as_ref()
-        .map(|g| g.url.clone())
-        .unwrap_or_default();
+    // Any fetch answers a refresh; without one, it waits for its turn.
+    let (refresh, refresh_wait) = if resolved.fetched {
+        (refresh, None)
+    } else {
+        let wait = refresh
+            .as_ref()
+            .map(|_| fetcher.refresh_in(&key, url).unwrap_or_default());
+        (None, wait)
+    };
     obs.graph = Some(GraphReport {
         fetched: resolved.fetched,
         applied: Some(AppliedGraph {
-            url,
+            url: url.to_owned(),
             digest: resolved.digest.clone(),
             etag: resolved.etag.clone(),
         }),
@@ -201,7 +218,8 @@ pub(super) async fn reconcile(
         Routing::GatewayApiMissing { .. } => OPTIONAL_API_RECHECK,
         _ => ctx.config.graph_resync,
     }
-    .min(ctx.config.graph_resync);
+    .min(ctx.config.graph_resync)
+    .min(refresh_wait.map_or(Duration::MAX, |w| w + jitter(svc)));
     obs.outcome = Outcome::RayServiceApplied {
         observed: rayservice::observe(&applied),
         nodes: resolved.graph.nodes.len(),

@@ -18,8 +18,10 @@ use crate::engine::rollout::{
     DEFAULT_FAILURE_LIMIT, DEFAULT_INTERVAL, DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_DEADLINE,
     duration_or,
 };
+use crate::reconcile::once;
 
-/// The annotation whose value `VERB/TOKEN` acts once per distinct value.
+/// The annotation whose value `VERB/TOKEN` acts at most once per value,
+/// ever (the values acted on are kept in `status.rollout.actionsSeen`).
 pub const ACTION_ANNOTATION: &str = "infergate.dev/rollout-action";
 /// How often a rollout that waits for the cluster looks again (watch
 /// events come sooner).
@@ -125,6 +127,9 @@ pub struct Input<'a> {
     pub gate: Option<Gate>,
     /// The `infergate.dev/rollout-action` annotation.
     pub action: Option<&'a str>,
+    /// Action values this process recorded as acted on, whether or not
+    /// `current` shows them yet.
+    pub acted_on: &'a [String],
     /// The current step's times as this process took them.
     pub clock: StepClock,
     /// Now.
@@ -199,12 +204,18 @@ pub fn decide(input: &Input<'_>) -> Decision {
     let mut st = current.cloned().unwrap_or_default();
     let mut notes = Vec::new();
 
+    // A value not acted on before acts once; it is recorded whatever it
+    // did (also when there is nothing to act on), and a value seen before
+    // (a GitOps tool re-applying its copy) is ignored.
+    let verb = new_action(&mut st, *action, input.acted_on);
+
     // The first version of a new service is stable at once.
     let Some(stable) = st.stable.clone() else {
         st = RolloutStatus {
             phase: RolloutPhase::Stable,
             stable: Some(desired.clone()),
             last_action: st.last_action,
+            actions_seen: st.actions_seen,
             reason: Some("Stable".into()),
             message: Some(format!("{} is stable", desired.model.r#ref)),
             ..RolloutStatus::default()
@@ -217,14 +228,6 @@ pub fn decide(input: &Input<'_>) -> Decision {
             requeue: None,
         };
     };
-
-    // A new action value acts once; it is recorded whatever it did.
-    let verb = action
-        .filter(|a| st.last_action.as_deref() != Some(*a))
-        .map(|a| {
-            st.last_action = Some((*a).to_owned());
-            a.split('/').next().unwrap_or_default().to_owned()
-        });
 
     let start = |st: &mut RolloutStatus, target: &VersionRef| {
         st.phase = RolloutPhase::Progressing;
@@ -353,6 +356,27 @@ pub fn decide(input: &Input<'_>) -> Decision {
         notes,
         requeue,
     }
+}
+
+/// The verb of `action` when its value was not acted on before (neither
+/// in `st` nor in `acted_on`), recorded in `st` as acted on.
+#[must_use]
+pub fn new_action(
+    st: &mut RolloutStatus,
+    action: Option<&str>,
+    acted_on: &[String],
+) -> Option<String> {
+    let action = action?;
+    let key = once::key(action);
+    if once::contains(&st.actions_seen, st.last_action.as_deref(), &key) || acted_on.contains(&key)
+    {
+        return None;
+    }
+    // A status from before the list existed: its last value was acted on.
+    once::seed(&mut st.actions_seen, st.last_action.as_deref());
+    once::remember(&mut st.actions_seen, key.clone());
+    st.last_action = Some(key);
+    Some(action.split('/').next().unwrap_or_default().to_owned())
 }
 
 /// How long until the step next has something to do: the soak's end, the

@@ -373,15 +373,20 @@ impl GraphServer {
         svc
     }
 
-    /// A graph fetcher trusting this server's CA, with deadlines and
-    /// backoffs short enough for tests.
+    /// A graph fetcher trusting this server's CA, with deadlines, backoffs
+    /// and the interval between a service's refreshes short enough for tests.
     pub fn fetcher(&self) -> Arc<GraphFetcher> {
-        let options = FetchOptions {
+        self.fetcher_with(FetchOptions {
             deadline: Duration::from_secs(3),
             backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(1),
+            refresh_interval: Duration::from_millis(500),
             ..FetchOptions::default()
-        };
+        })
+    }
+
+    /// A graph fetcher trusting this server's CA, with `options`.
+    pub fn fetcher_with(&self, options: FetchOptions) -> Arc<GraphFetcher> {
         Arc::new(GraphFetcher::new(options, vec![self.ca.clone()]).expect("graph fetcher"))
     }
 

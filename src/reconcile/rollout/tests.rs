@@ -55,6 +55,7 @@ fn step(
         observed,
         gate,
         action,
+        acted_on: &[],
         clock: exact(st),
         now: t(now),
     })
@@ -76,6 +77,7 @@ fn stable_at(model: &str) -> RolloutStatus {
         observed: Observed::default(),
         gate: None,
         action: None,
+        acted_on: &[],
         clock: StepClock::default(),
         now: t(0),
     })
@@ -279,6 +281,108 @@ fn actions_act_once_per_value() {
 }
 
 #[test]
+fn a_b_a_acts_twice_and_a_reapplied_value_changes_nothing() {
+    let p = plan();
+    let (_, at10) = started_and_at_first_step(&p);
+    // A: pause.
+    let a = step(&p, "v2", &at10, READY, None, Some("pause/A"), 20).status;
+    assert_eq!(a.phase, RolloutPhase::Paused);
+    // B: resume.
+    let b = step(&p, "v2", &a, READY, None, Some("resume/B"), 30).status;
+    assert_eq!(b.phase, RolloutPhase::Progressing);
+    assert_eq!(b.actions_seen, ["pause/A", "resume/B"]);
+    // A again (a GitOps tool re-applying its copy): nothing changes.
+    let d = step(&p, "v2", &b, READY, None, Some("pause/A"), 31);
+    assert_eq!(d.status, b);
+    assert!(d.notes.is_empty(), "{:?}", d.notes);
+    // A value this process recorded a moment ago, not in the status read
+    // yet, does not act again either.
+    let d = decide(&Input {
+        plan: &p,
+        desired: version("v2"),
+        current: Some(&at10),
+        observed: READY,
+        gate: None,
+        action: Some("pause/A"),
+        acted_on: &["pause/A".to_owned()],
+        clock: exact(&at10),
+        now: t(20),
+    });
+    assert_eq!(d.status.phase, RolloutPhase::Progressing);
+    // A status written before the list existed: its lastAction counts.
+    let legacy = RolloutStatus {
+        actions_seen: Vec::new(),
+        last_action: Some("pause/A".into()),
+        ..b.clone()
+    };
+    let d = step(&p, "v2", &legacy, READY, None, Some("pause/A"), 31);
+    assert_eq!(d.status.phase, RolloutPhase::Progressing);
+    let d = step(&p, "v2", &legacy, READY, None, Some("pause/C"), 31);
+    assert_eq!(d.status.phase, RolloutPhase::Paused);
+    assert_eq!(d.status.actions_seen, ["pause/A", "pause/C"]);
+    // ... kept in full when it was long: seen by its digest, listed as one.
+    let long = format!("pause/{}", "x".repeat(200));
+    let legacy = RolloutStatus {
+        last_action: Some(long.clone()),
+        ..legacy
+    };
+    let d = step(&p, "v2", &legacy, READY, None, Some(&long), 31);
+    assert_eq!(d.status.phase, RolloutPhase::Progressing);
+    let d = step(&p, "v2", &legacy, READY, None, Some("pause/D"), 31);
+    assert_eq!(d.status.phase, RolloutPhase::Paused);
+    assert!(
+        d.status.actions_seen.iter().all(|a| a.len() <= 128),
+        "{:?}",
+        d.status.actions_seen
+    );
+}
+
+#[test]
+fn a_value_seen_before_the_rollout_does_not_act_on_it() {
+    let p = plan();
+    // The service was created with the annotation (its manifest's copy).
+    let first = decide(&Input {
+        plan: &p,
+        desired: version("v1"),
+        current: None,
+        observed: Observed::default(),
+        gate: None,
+        action: Some("pause/in-the-manifest"),
+        acted_on: &[],
+        clock: StepClock::default(),
+        now: t(0),
+    })
+    .status;
+    assert_eq!(first.actions_seen, ["pause/in-the-manifest"]);
+    let d = step(
+        &p,
+        "v2",
+        &first,
+        READY,
+        None,
+        Some("pause/in-the-manifest"),
+        5,
+    );
+    assert_eq!(d.status.phase, RolloutPhase::Progressing);
+    // Sixteen values kept, newest last; a long value as its digest.
+    let mut st = d.status;
+    for i in 0..20 {
+        st = step(&p, "v2", &st, READY, None, Some(&format!("nothing/{i}")), 6).status;
+    }
+    assert_eq!(st.actions_seen.len(), 16);
+    assert_eq!(
+        st.actions_seen.last().map(String::as_str),
+        Some("nothing/19")
+    );
+    let long = format!("pause/{}", "x".repeat(200));
+    let paused = step(&p, "v2", &st, READY, None, Some(&long), 7).status;
+    assert_eq!(paused.phase, RolloutPhase::Paused);
+    let key = paused.last_action.clone().expect("recorded");
+    assert!(key.starts_with("sha256:"), "{key}");
+    assert_eq!(paused.actions_seen.last(), Some(&key));
+}
+
+#[test]
 fn a_new_target_restarts_and_a_restart_of_infergate_resumes_where_it_was() {
     let p = plan();
     let (_, at10) = started_and_at_first_step(&p);
@@ -344,6 +448,7 @@ fn no_data_holds_at_most_the_progress_deadline_and_asks_once_per_interval() {
         observed: READY,
         gate: None,
         action: None,
+        acted_on: &[],
         clock,
         now: t(71),
     });
@@ -358,6 +463,7 @@ fn no_data_holds_at_most_the_progress_deadline_and_asks_once_per_interval() {
             observed: READY,
             gate: None,
             action: None,
+            acted_on: &[],
             clock,
             now: t(0),
         }
@@ -434,6 +540,7 @@ fn a_soak_timed_from_a_stored_second_is_never_short() {
             observed: READY,
             gate: None,
             action: None,
+            acted_on: &[],
             clock: StepClock::default(),
             now: t(now),
         })
@@ -456,6 +563,7 @@ fn a_soak_timed_from_a_stored_second_is_never_short() {
             observed: READY,
             gate: None,
             action: None,
+            acted_on: &[],
             clock,
             now,
         })

@@ -4,10 +4,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::v1beta1::{GraphStatus, InferenceServiceStatus};
+use crate::reconcile::once;
 
-/// Longest `infergate.dev/graph-refresh` value kept as it is; a longer one
-/// is recorded as its digest.
-pub const MAX_REFRESH_TOKEN: usize = 128;
 /// Hex digits of the digest in `status.graph.shortDigest`.
 const SHORT_DIGEST: usize = 12;
 
@@ -36,29 +34,28 @@ pub struct GraphReport {
     pub refresh: Option<String>,
 }
 
-/// How a refresh value is recorded in `status.graph.lastRefresh`: as it
-/// is up to 128 bytes, else as `sha256:<hex>` of it (so
-/// status stays small and the same value is never acted on twice).
+/// How a refresh value is recorded in `status.graph.refreshesSeen`
+/// ([`once::key`]).
 #[must_use]
 pub fn refresh_key(token: &str) -> String {
-    if token.len() <= MAX_REFRESH_TOKEN {
-        token.to_owned()
-    } else {
-        crate::graph::fetch::digest_of(token.as_bytes())
-    }
+    once::key(token)
 }
 
-/// The refresh the annotation asks for, if it was not acted on yet.
+/// The refresh the annotation asks for, if its value was not acted on yet
+/// (neither in `status.graph.refreshesSeen` nor in `also_seen`, the list
+/// this process last wrote).
 #[must_use]
 pub fn pending_refresh(
     annotation: Option<&str>,
     status: Option<&InferenceServiceStatus>,
+    also_seen: &[String],
 ) -> Option<String> {
     let key = refresh_key(annotation?);
-    let done = status
-        .and_then(|s| s.graph.as_ref())
-        .and_then(|g| g.last_refresh.as_deref());
-    (done != Some(key.as_str())).then_some(key)
+    let g = status.and_then(|s| s.graph.as_ref());
+    let seen = g.map_or(&[][..], |g| g.refreshes_seen.as_slice());
+    let last = g.and_then(|g| g.last_refresh.as_deref());
+    let done = once::contains(seen, last, &key) || also_seen.contains(&key);
+    (!done).then_some(key)
 }
 
 /// `status.graph.shortDigest` of a digest.
@@ -102,6 +99,9 @@ pub fn record(st: &mut InferenceServiceStatus, report: &GraphReport, now: Timest
         g.etag.clone_from(&a.etag);
     }
     if let Some(r) = &report.refresh {
+        // A status from before the list existed: its last value was acted on.
+        once::seed(&mut g.refreshes_seen, g.last_refresh.as_deref());
+        once::remember(&mut g.refreshes_seen, r.clone());
         g.last_refresh = Some(r.clone());
     }
 }
@@ -164,36 +164,67 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_refresh_acts_once_per_value_and_long_values_are_kept_as_digests() {
-        let mut st = InferenceServiceStatus::default();
-        assert_eq!(pending_refresh(None, Some(&st)), None);
-        assert_eq!(
-            pending_refresh(Some("t1"), Some(&st)).as_deref(),
-            Some("t1")
-        );
+    fn refreshed(st: &mut InferenceServiceStatus, key: &str, s: i64) {
         let report = GraphReport {
-            refresh: Some("t1".into()),
+            refresh: Some(key.to_owned()),
             ..GraphReport::default()
         };
-        record(&mut st, &report, at(0));
-        assert_eq!(pending_refresh(Some("t1"), Some(&st)), None);
+        record(st, &report, at(s));
+    }
+
+    #[test]
+    fn a_refresh_acts_once_per_value_ever_and_long_values_are_kept_as_digests() {
+        let mut st = InferenceServiceStatus::default();
+        assert_eq!(pending_refresh(None, Some(&st), &[]), None);
         assert_eq!(
-            pending_refresh(Some("t2"), Some(&st)).as_deref(),
-            Some("t2")
+            pending_refresh(Some("A"), Some(&st), &[]).as_deref(),
+            Some("A")
         );
-        let long = "x".repeat(MAX_REFRESH_TOKEN + 1);
-        let key = pending_refresh(Some(&long), Some(&st)).expect("pending");
+        refreshed(&mut st, "A", 0);
+        assert_eq!(pending_refresh(Some("A"), Some(&st), &[]), None);
+        assert_eq!(
+            pending_refresh(Some("B"), Some(&st), &[]).as_deref(),
+            Some("B")
+        );
+        refreshed(&mut st, "B", 1);
+        // A, B, A: the second A is not acted on.
+        assert_eq!(pending_refresh(Some("A"), Some(&st), &[]), None);
+        let g = st.graph.clone().expect("graph");
+        assert_eq!(g.refreshes_seen, ["A", "B"]);
+        assert_eq!(g.last_refresh.as_deref(), Some("B"));
+        // A value this process wrote a moment ago, not yet in the status read.
+        assert_eq!(
+            pending_refresh(Some("C"), Some(&st), &["C".to_owned()]),
+            None
+        );
+        let long = "x".repeat(once::MAX_KEY + 1);
+        let key = pending_refresh(Some(&long), Some(&st), &[]).expect("pending");
         assert!(key.starts_with("sha256:") && key.len() == 71, "{key}");
-        record(
-            &mut st,
-            &GraphReport {
-                refresh: Some(key),
-                ..GraphReport::default()
-            },
-            at(1),
-        );
-        assert_eq!(pending_refresh(Some(&long), Some(&st)), None);
+        refreshed(&mut st, &key, 2);
+        assert_eq!(pending_refresh(Some(&long), Some(&st), &[]), None);
+        // Sixteen kept, newest last.
+        for i in 0..20 {
+            refreshed(&mut st, &format!("v{i}"), 3 + i);
+        }
+        let g = st.graph.clone().expect("graph");
+        assert_eq!(g.refreshes_seen.len(), once::KEEP);
+        assert_eq!(g.refreshes_seen.last().map(String::as_str), Some("v19"));
+        assert_eq!(g.refreshes_seen.first().map(String::as_str), Some("v4"));
+    }
+
+    #[test]
+    fn a_status_from_before_the_list_keeps_its_last_value_seen() {
+        let mut st = InferenceServiceStatus {
+            graph: Some(GraphStatus {
+                last_refresh: Some("old".into()),
+                ..GraphStatus::default()
+            }),
+            ..InferenceServiceStatus::default()
+        };
+        assert_eq!(pending_refresh(Some("old"), Some(&st), &[]), None);
+        refreshed(&mut st, "new", 0);
+        let g = st.graph.expect("graph");
+        assert_eq!(g.refreshes_seen, ["old", "new"]);
     }
 
     #[test]
