@@ -1,6 +1,6 @@
 //! In-process cost of the admission path on realistic bodies: the engine
-//! alone (default + validate + JSON patch on a ~3 KB InferenceService with
-//! a cluster and a namespace policy), and the handlers from review bytes to
+//! alone (default + validate + JSON patch on a ~3 KB InferenceService on
+//! the example H100 class, with a cluster and a namespace policy), and the handlers from review bytes to
 //! response bytes (the load bench's kubectl-shaped bodies).
 //! Run: `cargo bench --bench engine`.
 //!
@@ -42,15 +42,28 @@ fn snapshot() -> PolicySnapshot {
     }
 }
 
+/// The AcceleratorClasses of `examples/good/accelerator-classes.yaml`.
+fn example_classes() -> infergate::engine::AcceleratorClasses {
+    serde_saphyr::from_multiple::<infergate::api::AcceleratorClass>(include_str!(
+        "../examples/good/accelerator-classes.yaml"
+    ))
+    .expect("classes example")
+    .into_iter()
+    .map(|c| (c.metadata.name.unwrap_or_default(), c.spec))
+    .collect()
+}
+
 fn bench(c: &mut Criterion) {
     let policies = snapshot();
     let labels = BTreeMap::from([("tier".to_owned(), "prod".to_owned())]);
     let server = ServerDefaults::default();
+    // The namespace policy allows GPUs only through its classes.
+    let classes = example_classes();
     let ctx = Context {
         namespace: "team-a",
         namespace_labels: &labels,
         policies: &policies,
-        classes: &infergate::engine::AcceleratorClasses::new(),
+        classes: &classes,
         profiles: &infergate::engine::ModelProfiles::default(),
         server: &server,
         routes: &NoRoutes,
@@ -158,16 +171,9 @@ fn handlers(c: &mut Criterion) {
 /// defaults pick, and default + validate of a service on a class with a
 /// profile beside the same service without one (the baseline, same run).
 fn fit(c: &mut Criterion) {
-    use infergate::api::{AcceleratorClass, ModelProfile};
+    use infergate::api::ModelProfile;
     use infergate::engine::capacity::sizing::{choose, fit_model, misfit, sizing};
-    let classes: infergate::engine::AcceleratorClasses =
-        serde_saphyr::from_multiple::<AcceleratorClass>(include_str!(
-            "../examples/good/accelerator-classes.yaml"
-        ))
-        .expect("classes example")
-        .into_iter()
-        .map(|c| (c.metadata.name.unwrap_or_default(), c.spec))
-        .collect();
+    let classes = example_classes();
     let profiles: infergate::engine::ModelProfiles = serde_saphyr::from_multiple::<ModelProfile>(
         include_str!("../examples/good/model-profiles.yaml"),
     )

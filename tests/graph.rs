@@ -175,6 +175,10 @@ fn example_graphs_work_and_fit_the_example_service() {
         ex("examples/good/cluster-policy.yaml"),
         "--policy".to_owned(),
         ex("examples/good/namespace-policy.yaml"),
+        // The service names the H100 class (team-a's policy allows GPUs
+        // only through its classes).
+        "--policy".to_owned(),
+        ex("examples/good/accelerator-classes.yaml"),
         "--namespace-labels".to_owned(),
         "tier=prod".to_owned(),
     ];

@@ -257,10 +257,17 @@ pub struct PolicyLimits {
     /// Accelerator types services may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_accelerators: Option<Vec<AcceleratorType>>,
-    /// AcceleratorClasses services may name.
+    /// AcceleratorClasses services may name. Where it (or
+    /// `maxCostPerHourPerNamespace`) applies, a service with GPUs must have
+    /// a class, and its `placement` may not select or tolerate the pool of
+    /// a class the list does not allow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), inner(length(min = 1, max = 253)))]
     pub allowed_accelerator_classes: Option<Vec<String>>,
+    /// PriorityClasses `placement.priorityClassName` may name (absent: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 253)))]
+    pub allowed_priority_classes: Option<Vec<String>>,
     /// Hosts `spec.graph.url` may name (`graphs.example.com`,
     /// `graph-api.ml.svc:8443`, `*.ml.example.com`); a literal entry also
     /// lets the fetcher reach an internal address.
@@ -284,7 +291,8 @@ pub struct PolicyLimits {
     #[x_kube(validation = Rule::new("self >= 0").message("limits.maxGPUsPerNamespace must be at least 0"))]
     pub max_gpus_per_namespace: Option<i64>,
     /// Cost per hour the InferenceServices of one namespace may hold at
-    /// once, a decimal string such as `"120.50"`.
+    /// once, a decimal string such as `"120.50"`. Where it applies, a
+    /// service with GPUs must have an AcceleratorClass (cost comes from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 32))]
     #[x_kube(validation = Rule::new("self.matches('^[0-9]+([.][0-9]+)?$')").message("limits.maxCostPerHourPerNamespace must be a decimal such as 120.50"))]

@@ -35,6 +35,35 @@ const CONCURRENT_REVIEWS: usize = 8;
 /// write over it is denied (the references past it named), and can be split.
 pub const MAX_REVIEWS: usize = 32;
 
+/// The references of one write, split by what the cache already knows
+/// ([`AccessReviewer::from_cache`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// The field errors of references the user may not use, known from the cache.
+    pub denied: Vec<FieldError>,
+    /// References whose answer is not known yet.
+    pub ask: Vec<Reference>,
+    /// The field of every reference, in the spec's order.
+    fields: Vec<String>,
+}
+
+impl Split {
+    /// The known denials and `more` (errors of the references asked
+    /// about), in the order of the spec's fields.
+    #[must_use]
+    pub fn with(self, more: Vec<FieldError>) -> Vec<FieldError> {
+        let mut errors = self.denied;
+        errors.extend(more);
+        errors.sort_by_key(|e| {
+            self.fields
+                .iter()
+                .position(|f| *f == e.field)
+                .unwrap_or(usize::MAX)
+        });
+        errors
+    }
+}
+
 /// One question: may this user do this to this object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Key {
@@ -107,14 +136,10 @@ impl AccessReviewer {
     /// Split `refs` into the field errors of answers already known (denied)
     /// and the references still to ask about.
     #[must_use]
-    pub fn from_cache(
-        &self,
-        user: &UserInfo,
-        namespace: &str,
-        refs: Vec<Reference>,
-    ) -> (Vec<FieldError>, Vec<Reference>) {
+    pub fn from_cache(&self, user: &UserInfo, namespace: &str, refs: Vec<Reference>) -> Split {
         let digest = identity(user);
         let total = refs.len();
+        let fields = refs.iter().map(|r| r.field.clone()).collect();
         let mut denied = Vec::new();
         let mut ask = Vec::new();
         for r in refs {
@@ -128,7 +153,25 @@ impl AccessReviewer {
             "cached",
             u64::try_from(total - ask.len()).unwrap_or(u64::MAX),
         );
-        (denied, ask)
+        Split {
+            denied,
+            ask,
+            fields,
+        }
+    }
+
+    /// Every reference of `split` the user may not use: the denials the
+    /// cache knew and those of asking about the rest ([`Self::review`]),
+    /// in the order of the spec's fields. A known denial does not spare
+    /// the others their review: a write is denied naming each reference
+    /// it may not make, as the API server lists every field error.
+    pub async fn settle(&self, user: &UserInfo, namespace: &str, split: Split) -> Vec<FieldError> {
+        let asked = if split.ask.is_empty() {
+            Vec::new()
+        } else {
+            self.review(user, namespace, &split.ask).await
+        };
+        split.with(asked)
     }
 
     /// Ask about every reference of `refs` (concurrently, within the

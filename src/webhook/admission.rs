@@ -21,13 +21,13 @@ use kube::runtime::reflector::ObjectRef;
 use crate::api::GROUP;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::capacity::charge::Charge;
-use crate::engine::references::{self, Reference};
+use crate::engine::references;
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
 use crate::metrics::{Metrics, Webhook};
 use crate::state::ledger::Ledger;
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
-use crate::webhook::access::AccessReviewer;
+use crate::webhook::access::{AccessReviewer, Split};
 use crate::webhook::confine::{Needs, Owners};
 use crate::webhook::ledger as judge;
 use crate::webhook::patch;
@@ -77,8 +77,8 @@ pub struct Answer {
 pub struct Pending {
     /// The request without its objects (what a denial names).
     head: Review,
-    /// What to ask about.
-    refs: Vec<Reference>,
+    /// The references to settle: denials the cache knew, and what to ask about.
+    refs: Split,
     /// The charge the namespace's ledger must record.
     charge: Option<Charge>,
     /// A child write of infergate's own that the cache did not confirm.
@@ -99,7 +99,7 @@ fn charge_time_left(start: Instant) -> std::time::Duration {
 /// What [`Admission::finish`] settles, before the time it started is known.
 struct Waiting {
     head: Review,
-    refs: Vec<Reference>,
+    refs: Split,
     charge: Option<Charge>,
     confine: Option<Needs>,
 }
@@ -159,13 +159,10 @@ impl Admission {
             self.record(Webhook::Validate, head, &answer, pending.start);
             return answer;
         }
-        let mut errors = if pending.refs.is_empty() {
-            Vec::new()
-        } else {
-            self.access
-                .review(&head.user_info, head.namespace(), &pending.refs)
-                .await
-        };
+        let mut errors = self
+            .access
+            .settle(&head.user_info, head.namespace(), pending.refs)
+            .await;
         if let Some(charge) = pending.charge.filter(|_| errors.is_empty()) {
             let name = head.name.as_str();
             let charged = self
@@ -290,7 +287,8 @@ impl Admission {
                         "the namespace's GPU budget ledger must record this charge, which this caller cannot wait for; denied",
                     )
                 });
-                let errors = refs
+                let unasked: Vec<FieldError> = refs
+                    .ask
                     .iter()
                     .map(|r| {
                         FieldError::forbidden(
@@ -301,8 +299,8 @@ impl Admission {
                             ),
                         )
                     })
-                    .chain(ledger)
                     .collect();
+                let errors = refs.with(unasked).into_iter().chain(ledger).collect();
                 let verdict = Verdict {
                     errors,
                     warnings: Vec::new(),
@@ -396,23 +394,28 @@ impl Admission {
         }
         // The references this write adds: answers already known first.
         let refs = references::new_references(&svc, old.as_deref());
-        let ask = if refs.is_empty() {
-            refs
+        let mut refs = if refs.is_empty() {
+            Split::default()
         } else {
-            let (denied, ask) = self
-                .access
-                .from_cache(&review.user_info, review.namespace(), refs);
-            verdict.errors.extend(denied);
-            ask
+            self.access
+                .from_cache(&review.user_info, review.namespace(), refs)
         };
+        if refs.ask.is_empty() {
+            // Every answer is known: settled here.
+            verdict.errors.append(&mut refs.denied);
+        }
         let resp = verdict_response(review, resp, &verdict, warnings);
-        if !verdict.allowed() || (ask.is_empty() && admit.charge.is_none()) {
+        if !verdict.allowed() || (refs.ask.is_empty() && admit.charge.is_none()) {
             return (resp, None);
         }
+        // A write the cache already denies records no charge, but its
+        // other references are still asked about, so that the denial
+        // names each one.
+        let charge = admit.charge.filter(|_| refs.denied.is_empty());
         let waiting = Waiting {
             head: review.head(),
-            refs: ask,
-            charge: admit.charge,
+            refs,
+            charge,
             confine: None,
         };
         (resp, Some(waiting))
@@ -444,7 +447,7 @@ impl Admission {
             Err(_) => {
                 let waiting = Waiting {
                     head: review.head(),
-                    refs: Vec::new(),
+                    refs: Split::default(),
                     charge: None,
                     confine: Some(needs),
                 };

@@ -2,8 +2,8 @@
 //! users impersonated with `kubectl --as` (and `--as-group`) write services
 //! that reference a Secret, a ConfigMap and a ServiceAccount. A user who
 //! may not read them (or act as the ServiceAccount) is denied, each denial
-//! naming the field, the object and the verb; a user who may (through a
-//! group) is admitted; an update that leaves the references alone makes no
+//! naming the field, the object and the verb (every object it may not
+//! use, not only the first); a user who may (through a group) is admitted; an update that leaves the references alone makes no
 //! review and is admitted for anyone who may write the service.
 
 use super::*;
@@ -11,7 +11,7 @@ use super::*;
 /// RBAC of the scene in `ns`: `writer` may write InferenceServices (users
 /// alice and bob); `reader` may read Secret `hf` and ConfigMap
 /// `engine-config` and act as ServiceAccount `chat-engine` (group
-/// `ml-leads` only).
+/// `ml-leads` only). Nobody but the admin reads ConfigMap `tuning`.
 fn scene(ns: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -23,6 +23,11 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {{name: engine-config, namespace: {ns}}}
 data: {{MODE: fast}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: tuning, namespace: {ns}}}
+data: {{BLOCK_SIZE: "32"}}
 ---
 apiVersion: v1
 kind: ServiceAccount
@@ -131,6 +136,43 @@ async fn a_requester_makes_the_pods_use_only_what_the_requester_may_use() {
             )),
             "the denial names {field}, the object and the verb: {said}"
         );
+    }
+
+    // Two objects she may not read in one envFrom: each is named. First
+    // with neither asked about before, then with one of them (hf) denied
+    // to her a moment ago and still in the webhook's cache: a known denial
+    // does not hide the other.
+    for (name, secret, config_map) in [("chat-3", "db", "proxy"), ("chat-4", "hf", "tuning")] {
+        let out = apply_as(
+            cp,
+            &alice,
+            &service_yaml(
+                &ns,
+                name,
+                &format!(
+                    "  model: {{ref: m}}\n  engine:\n    envFrom:\n      - secretRef: {{name: {secret}}}\n      - configMapRef: {{name: {config_map}}}\n"
+                ),
+            ),
+        );
+        let said = text(&out);
+        assert!(!out.status.success(), "alice was admitted: {said}");
+        for (field, object) in [
+            (
+                "spec.engine.envFrom[0].secretRef.name",
+                format!("get secrets for Secret \"{secret}\" in namespace \"{ns}\""),
+            ),
+            (
+                "spec.engine.envFrom[1].configMapRef.name",
+                format!("get configmaps for ConfigMap \"{config_map}\" in namespace \"{ns}\""),
+            ),
+        ] {
+            assert!(
+                said.contains(&format!(
+                    "{field}: Forbidden: user \"alice\" may not {object}"
+                )),
+                "the denial of {name} names {field}, the object and the verb: {said}"
+            );
+        }
     }
 
     // bob may, through his group: admitted (the review carries the groups).

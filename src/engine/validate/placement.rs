@@ -1,16 +1,23 @@
 //! Placement rules: the AcceleratorClass a service names (it exists, the
 //! type is its vendor, the service fits one of its nodes, the placement
 //! does not contradict it), the pod fields that go with it (`/dev/shm`,
-//! env, pull secrets), and the AcceleratorClass itself.
+//! env, pull secrets), what the policies bound (a class for GPUs, no
+//! placement into a pool they do not allow, the PriorityClass), and the
+//! AcceleratorClass itself.
 
+use k8s_openapi::api::core::v1::Toleration;
+
+use crate::api::policy::Enforcement;
 use crate::api::v1beta1::InferenceService;
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
 use crate::engine::builtin::DEFAULT_PARALLELISM;
 use crate::engine::context::Context;
 use crate::engine::field_error::FieldError;
+use crate::engine::policy::Layer;
+use crate::engine::resources;
 use crate::engine::verdict::Verdict;
 
-use super::fields::check_positive_quantity;
+use super::fields::{check_positive_quantity, quoted_list};
 
 /// The rules of section "Placement" for `svc` (defaulted) against the classes of `ctx`.
 pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceService, ctx: &Context) {
@@ -97,6 +104,196 @@ pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceServic
             }
         }
     }
+}
+
+/// What the policies of `layers` bound in `svc`'s (defaulted) placement,
+/// each violation with the enforcement of the policy it breaks:
+///
+/// - where a policy sets `limits.allowedAcceleratorClasses` or
+///   `limits.maxCostPerHourPerNamespace`, a service with GPUs has a class
+///   (one error, naming the first such Deny policy, else Warn policy);
+/// - under every `allowedAcceleratorClasses`, a `placement.nodeSelector`
+///   entry or a `placement.tolerations` item that equals one of a known
+///   class's own, and of no class the list allows, reaches a pool the
+///   policy does not allow (the service's own class aside: naming it is
+///   judged on its own);
+/// - under every `allowedPriorityClasses`, `placement.priorityClassName`
+///   is one of the list.
+pub(super) fn limit_violations(
+    svc: &InferenceService,
+    ctx: &Context,
+    layers: &[Layer<'_>],
+) -> Vec<(Enforcement, FieldError)> {
+    let mut out = Vec::new();
+    let s = &svc.spec;
+    let own_class = s.accelerator.as_ref().and_then(|a| a.class.as_deref());
+    if own_class.is_none()
+        && resources::gpus_per_replica(svc) > 0
+        && let Some((layer, why)) = class_requiring(layers, Enforcement::Deny)
+            .or_else(|| class_requiring(layers, Enforcement::Warn))
+    {
+        out.push((
+            layer.enforcement,
+            FieldError::required(
+                "spec.accelerator.class",
+                &format!(
+                    "a service with GPUs must name an AcceleratorClass ({why} of {})",
+                    layer.display()
+                ),
+            ),
+        ));
+    }
+    let placement = s.placement.as_ref();
+    for l in layers {
+        let Some(limits) = l.limits else { continue };
+        if let Some(allowed) = limits.allowed_accelerator_classes.as_ref()
+            && let Some(p) = placement
+        {
+            let pools = Pools {
+                ctx,
+                allowed,
+                own: own_class,
+            };
+            for (k, v) in p.node_selector.iter().flatten() {
+                let reached = pools.reached(|c| {
+                    c.node_selector
+                        .as_ref()
+                        .is_some_and(|m| m.get(k) == Some(v))
+                });
+                if !reached.is_empty() {
+                    out.push((
+                        l.enforcement,
+                        FieldError::forbidden(
+                            format!("spec.placement.nodeSelector[{k}]"),
+                            &format!(
+                                "{k}={v:?} selects the nodes of {}, which {} does not allow (limits.allowedAcceleratorClasses: {})",
+                                named(&reached),
+                                l.display(),
+                                quoted_list(allowed)
+                            ),
+                        ),
+                    ));
+                }
+            }
+            for (i, t) in p.tolerations.iter().flatten().enumerate() {
+                let reached = pools.reached(|c| {
+                    c.tolerations
+                        .iter()
+                        .flatten()
+                        .any(|own| same_toleration(own, t))
+                });
+                if !reached.is_empty() {
+                    out.push((
+                        l.enforcement,
+                        FieldError::forbidden(
+                            format!("spec.placement.tolerations[{i}]"),
+                            &format!(
+                                "tolerates the taint of the nodes of {}, which {} does not allow (limits.allowedAcceleratorClasses: {})",
+                                named(&reached),
+                                l.display(),
+                                quoted_list(allowed)
+                            ),
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(allowed) = limits.allowed_priority_classes.as_ref()
+            && let Some(name) = placement.and_then(|p| p.priority_class_name.as_deref())
+            && !name.is_empty()
+            && !allowed.iter().any(|a| a == name)
+        {
+            let supported: Vec<&str> = allowed.iter().map(String::as_str).collect();
+            out.push((
+                l.enforcement,
+                FieldError::not_supported(
+                    "spec.placement.priorityClassName",
+                    name,
+                    &supported,
+                    &format!(" ({})", l.display()),
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// The first layer of `enforcement` whose limits make a class required
+/// for GPUs, and the limit that does.
+fn class_requiring<'l, 'a>(
+    layers: &'l [Layer<'a>],
+    enforcement: Enforcement,
+) -> Option<(&'l Layer<'a>, &'static str)> {
+    layers
+        .iter()
+        .filter(|l| l.enforcement == enforcement)
+        .find_map(|l| {
+            let limits = l.limits?;
+            if limits.allowed_accelerator_classes.is_some() {
+                Some((l, "limits.allowedAcceleratorClasses"))
+            } else if limits.max_cost_per_hour_per_namespace.is_some() {
+                Some((l, "limits.maxCostPerHourPerNamespace"))
+            } else {
+                None
+            }
+        })
+}
+
+/// The classes one policy's `allowedAcceleratorClasses` allows and the
+/// others, as the watch cache knows them.
+struct Pools<'c, 'x> {
+    ctx: &'c Context<'x>,
+    allowed: &'c [String],
+    /// The service's own class: naming it is judged by the class rules.
+    own: Option<&'c str>,
+}
+
+impl<'c> Pools<'c, '_> {
+    /// The names of the classes the list does not allow (the service's
+    /// own aside) that `has` holds for, or none when an allowed class's
+    /// does too.
+    fn reached(&self, has: impl Fn(&AcceleratorClassSpec) -> bool) -> Vec<&'c str> {
+        let allowed_has = self
+            .allowed
+            .iter()
+            .filter_map(|n| self.ctx.classes.get(n))
+            .any(&has);
+        if allowed_has {
+            return Vec::new();
+        }
+        self.ctx
+            .classes
+            .iter()
+            .filter(|(n, c)| {
+                !self.allowed.iter().any(|a| a == *n) && Some(n.as_str()) != self.own && has(c)
+            })
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+}
+
+/// `AcceleratorClass "a"` or `AcceleratorClasses "a", "b"`.
+fn named(classes: &[&str]) -> String {
+    match classes {
+        [one] => format!("AcceleratorClass {one:?}"),
+        many => format!("AcceleratorClasses {}", quoted_list(many)),
+    }
+}
+
+/// Two tolerations that tolerate the same taints: key, operator (absent is
+/// `Equal`), value and effect alike; how long a toleration lasts under a
+/// `NoExecute` taint does not change which nodes it reaches.
+fn same_toleration(a: &Toleration, b: &Toleration) -> bool {
+    fn text(s: &Option<String>) -> &str {
+        s.as_deref().unwrap_or_default()
+    }
+    fn operator(t: &Toleration) -> &str {
+        t.operator.as_deref().unwrap_or("Equal")
+    }
+    text(&a.key) == text(&b.key)
+        && operator(a) == operator(b)
+        && text(&a.value) == text(&b.value)
+        && text(&a.effect) == text(&b.effect)
 }
 
 /// The AcceleratorClass `class` as its CRD's schema and CEL rules judge it

@@ -320,6 +320,20 @@ fn check_policy_spec(
                 ),
             ));
         }
+        if let (Some(name), Some(list)) = (
+            default_priority_class(d),
+            limits.and_then(|l| l.allowed_priority_classes.as_ref()),
+        ) && !list.iter().any(|c| c == name)
+        {
+            errs.push(FieldError::invalid(
+                "spec.defaults.placement.priorityClassName",
+                format!("{name:?}"),
+                &format!(
+                    "must be one of spec.limits.allowedPriorityClasses ({})",
+                    quoted_list(list)
+                ),
+            ));
+        }
         if let Some(q) = d.engine.as_ref().and_then(|e| e.shm_size.as_ref()) {
             check_quantity(errs, "spec.defaults.engine.shmSize", Some(q));
         }
@@ -428,6 +442,22 @@ fn check_policy_spec(
                 }
             }
         }
+        if let (Some(mine), Some(theirs)) =
+            (&l.allowed_priority_classes, &ol.allowed_priority_classes)
+        {
+            for (i, c) in mine.iter().enumerate() {
+                if !theirs.contains(c) {
+                    out.push(FieldError::invalid(
+                        format!("spec.limits.allowedPriorityClasses[{i}]"),
+                        format!("{c:?}"),
+                        &format!(
+                            "may not loosen the allowed priority classes {} of {who}",
+                            quoted_list(theirs)
+                        ),
+                    ));
+                }
+            }
+        }
         if let Some(d) = defaults {
             if let (Some(class), Some(list)) = (
                 d.accelerator.as_ref().and_then(|a| a.class.as_deref()),
@@ -437,6 +467,17 @@ fn check_policy_spec(
                 out.push(FieldError::invalid(
                     "spec.defaults.accelerator.class",
                     format!("{class:?}"),
+                    &format!("must be one of {} ({who})", quoted_list(list)),
+                ));
+            }
+            if let (Some(name), Some(list)) = (
+                default_priority_class(d),
+                ol.allowed_priority_classes.as_ref(),
+            ) && !list.iter().any(|c| c == name)
+            {
+                out.push(FieldError::invalid(
+                    "spec.defaults.placement.priorityClassName",
+                    format!("{name:?}"),
                     &format!("must be one of {} ({who})", quoted_list(list)),
                 ));
             }
@@ -482,6 +523,11 @@ fn check_policy_spec(
             Enforcement::Warn => v.warnings.extend(out.iter().map(ToString::to_string)),
         }
     }
+}
+
+/// The PriorityClass a policy defaults.
+fn default_priority_class(d: &PolicyDefaults) -> Option<&str> {
+    d.placement.as_ref()?.priority_class_name.as_deref()
 }
 
 /// The replica counts a policy defaults, by field.

@@ -324,6 +324,9 @@ pub fn validate_service(
     if let Some(class) = s.accelerator.as_ref().and_then(|a| a.class.as_deref()) {
         lim.accelerator_class(class);
     }
+    for (enforcement, e) in super::placement::limit_violations(svc, ctx, &layers) {
+        lim.report(enforcement, e);
+    }
     let mut images: Vec<(&str, &str)> = Vec::new();
     if let Some(img) = engine_image {
         images.push(("spec.engine.image", img));
