@@ -162,6 +162,11 @@ fn nesting_bound(query: &str) -> Nesting {
             }
         }
     };
+    let operator = |groups: &mut Vec<Group>| {
+        if let Some(g) = groups.last_mut() {
+            g.operators += 1;
+        }
+    };
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
@@ -172,9 +177,7 @@ fn nesting_bound(query: &str) -> Nesting {
             b'{' => i = skip_braces(b, i),
             b'[' => {
                 // A subquery is a level; a range is none (counted anyway).
-                if let Some(g) = groups.last_mut() {
-                    g.operators += 1;
-                }
+                operator(&mut groups);
                 i = b[i..]
                     .iter()
                     .position(|&c| c == b']')
@@ -192,9 +195,7 @@ fn nesting_bound(query: &str) -> Nesting {
                 if matches!(c, b'=' | b'!' | b'<' | b'>') && b.get(i) == Some(&b'=') {
                     i += 1;
                 }
-                if let Some(g) = groups.last_mut() {
-                    g.operators += 1;
-                }
+                operator(&mut groups);
             }
             c if c.is_ascii_alphanumeric() || c == b'_' || c == b':' || c == b'.' => {
                 // A word or a number (a number's own `+` or `-`, as in
@@ -210,9 +211,7 @@ fn nesting_bound(query: &str) -> Nesting {
                     .iter()
                     .any(|k| word.eq_ignore_ascii_case(k.as_bytes()))
                 {
-                    if let Some(g) = groups.last_mut() {
-                        g.operators += 1;
-                    }
+                    operator(&mut groups);
                 }
             }
             _ => {}
@@ -994,8 +993,8 @@ mod tests {
     #[test]
     fn a_query_the_pre_scan_cannot_prove_is_measured() {
         // Ten products of ten: 99 operators at one level, 18 levels deep.
-        let product = vec!["x"; 10].join(" * ");
-        let query = vec![product.as_str(); 10].join(" + ");
+        let product = ["x"; 10].join(" * ");
+        let query = [product.as_str(); 10].join(" + ");
         assert!(matches!(nesting_bound(&query), Nesting::AtMost(n) if n > MAX_QUERY_DEPTH));
         assert_eq!(depth(&parser::parse(&query).unwrap()), 18);
         assert!(scope_query(&query, "team-a").is_ok());
