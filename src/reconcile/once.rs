@@ -122,11 +122,14 @@ impl Lists {
     }
 }
 
+/// A service's namespace and name.
+type Name = (String, String);
+
 /// The lists each service's last status write held, by namespace and name,
 /// for the service's uid.
 #[derive(Debug, Default)]
 pub struct Written {
-    lists: Mutex<HashMap<(String, String), (Option<String>, Lists)>>,
+    lists: Mutex<HashMap<Name, (Option<String>, Lists)>>,
 }
 
 impl Written {
