@@ -312,20 +312,30 @@ async fn toggled_refreshes_against_tarpits_leave_a_new_tenant_its_graph() {
             Duration::from_secs(10)
         )
     );
+    // Four namespaces for the tarpits and a fifth for the new service; the
+    // reconciler watches only these (services the other tests of this file
+    // left behind would take fetch slots too).
+    let mut namespaces = Vec::new();
+    for n in 0..TOGGLING_NAMESPACES {
+        namespaces.push(cp.fresh_namespace(&format!("toggle{n}")).await);
+    }
+    let fifth = cp.fresh_namespace("toggle-new").await;
+    let scope =
+        infergate::state::Scope::from_list(&[namespaces.clone(), vec![fifth.clone()]].concat());
     let _reconciler = Reconciler::start(
         sa_kubeconfig,
         support::reconcile_config("toggle-e2e")
-            .with_graph_fetcher(server.fetcher_with(options.clone())),
+            .with_graph_fetcher(server.fetcher_with(options.clone()))
+            .with_scope(scope),
     );
 
     // Eight services, two in each of four namespaces, each with a tarpit
     // of its own (connections at once counted across all of them).
     let spans = Spans::default();
     let mut toggled: Vec<(Api<InferenceService>, String, Tarpit)> = Vec::new();
-    for n in 0..TOGGLING_NAMESPACES {
-        let ns = cp.fresh_namespace(&format!("toggle{n}")).await;
-        support::allow_graph_host(&client, &ns, "127.0.0.1").await;
-        let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    for ns in &namespaces {
+        support::allow_graph_host(&client, ns, "127.0.0.1").await;
+        let services: Api<InferenceService> = Api::namespaced(client.clone(), ns);
         for i in 0..TOGGLING_PER_NAMESPACE {
             let tarpit = Tarpit::sharing(Arc::clone(&spans));
             let name = format!("slow-{i}");
@@ -366,7 +376,7 @@ async fn toggled_refreshes_against_tarpits_leave_a_new_tenant_its_graph() {
     .await;
 
     // A fifth namespace's new Ray service, while every slot is held.
-    let ns = cp.fresh_namespace("toggle-new").await;
+    let ns = fifth;
     support::allow_graph_host(&client, &ns, "127.0.0.1").await;
     support::set_graph_token(&client, &ns, support::GRAPH_TOKEN).await;
     cp.bind_graph_token_reader(&ns);
