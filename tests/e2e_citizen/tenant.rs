@@ -68,8 +68,13 @@ async fn a_tenants_spec_reaches_only_what_its_policies_allow() {
     apply_yaml(cp, &policy(&team));
     cp.kubectl(&["create", "serviceaccount", "developer", "-n", &team]);
     let out = cp.kubectl(&[
-        "create", "rolebinding", "developer-edit", "--clusterrole=edit",
-        &format!("--serviceaccount={team}:developer"), "-n", &team,
+        "create",
+        "rolebinding",
+        "developer-edit",
+        "--clusterrole=edit",
+        &format!("--serviceaccount={team}:developer"),
+        "-n",
+        &team,
     ]);
     assert!(out.status.success(), "{}", text(&out));
     let kubeconfig = support::service_account_kubeconfig(cp, &team, "developer").expect("token");
@@ -131,6 +136,11 @@ async fn a_tenants_spec_reaches_only_what_its_policies_allow() {
         "chat",
         "  accelerator: {class: citizen-l4}\n  placement: {priorityClassName: team-normal}\n",
     );
-    tenant.must(cp, "apply an allowed GPU service", &["apply", "-f", "-"], Some(&good));
+    tenant.must(
+        cp,
+        "apply an allowed GPU service",
+        &["apply", "-f", "-"],
+        Some(&good),
+    );
     let _ = cp.kubectl(&["delete", "acceleratorclass", "citizen-h100", "citizen-l4"]);
 }
