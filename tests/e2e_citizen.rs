@@ -5,6 +5,9 @@
 //! plane, one test at a time (some install and uninstall cluster-wide
 //! objects).
 //!
+//! - [`gitops`]: a GitOps tool that owns a service's manifest re-applies its
+//!   copy of a rollout action already acted on, after somebody wrote
+//!   another value: nothing is acted on again.
 //! - [`install`]: infergate installed as a platform team installs it
 //!   (`kubectl apply -k deploy/`, the namespaced component, the Helm
 //!   chart's rendering); the cluster admin and an `edit` ServiceAccount
@@ -23,6 +26,8 @@
 
 mod support;
 
+#[path = "e2e_citizen/gitops.rs"]
+mod gitops;
 #[path = "e2e_citizen/install.rs"]
 mod install;
 #[path = "e2e_citizen/tenant.rs"]

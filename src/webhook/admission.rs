@@ -8,7 +8,11 @@
 //! ServiceAccount, or that raises its charge in a namespace with a GPU
 //! budget, leaves a [`Pending`] that [`Admission::finish`] settles with
 //! access reviews ([`crate::webhook::access`]) and then a write of the
-//! namespace's ledger ([`crate::state::ledger`]).
+//! namespace's ledger ([`crate::state::ledger`]). `/validate` also answers
+//! for infergate's own writes of children (another group's objects:
+//! [`crate::webhook::confine`]), from the watched services, and reads the
+//! controlling service from the API server only when the cache does not
+//! confirm the write.
 
 use std::borrow::Cow;
 use std::time::Instant;

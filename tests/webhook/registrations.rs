@@ -1,5 +1,6 @@
 //! The committed webhook registrations (`webhooks/`): scoped to
-//! infergate's kinds and explicit about every policy.
+//! infergate's kinds (or, for the confinement of its own writes, to its
+//! own ServiceAccount) and explicit about every policy.
 
 use std::path::Path;
 
@@ -101,7 +102,40 @@ fn registrations_are_scoped_and_explicit() {
         assert_eq!(w.reinvocation_policy.as_deref(), Some("IfNeeded"));
         check!(w, "/mutate");
     }
-    let vw = v.webhooks.unwrap();
+    let all = v.webhooks.unwrap();
+    // The confinement of infergate's own child writes: called for nobody
+    // but infergate's ServiceAccount, whatever the kind.
+    let (confine, vw): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|w| w.name == "confine.children.infergate.dev");
+    assert_eq!(confine.len(), 1, "the confining webhook is registered");
+    let confine = &confine[0];
+    let conditions = confine.match_conditions.clone().unwrap_or_default();
+    assert_eq!(
+        conditions.first().map(|c| c.expression.as_str()),
+        Some("request.userInfo.username == 'system:serviceaccount:infergate-system:infergate'"),
+        "the confining webhook matches infergate's username before anything else"
+    );
+    assert_eq!(confine.side_effects, "None");
+    assert_eq!(confine.failure_policy.as_deref(), Some("Fail"));
+    assert!(
+        confine
+            .timeout_seconds
+            .is_some_and(|t| (1..=10).contains(&t))
+    );
+    for r in confine.rules.iter().flatten() {
+        assert_eq!(
+            r.operations.as_deref(),
+            Some(&["CREATE".to_owned(), "UPDATE".to_owned()][..])
+        );
+        assert!(
+            !r.api_groups
+                .iter()
+                .flatten()
+                .any(|g| g == "infergate.dev" || g == "*"),
+            "the confining webhook is for children, not infergate's kinds: {r:?}"
+        );
+    }
     let mut resources: Vec<String> = vw
         .iter()
         .flat_map(|w| {
