@@ -3,16 +3,18 @@
 //! built from their Go modules by `build-control-plane.sh` into a cache
 //! outside the repository; kubeconfigs, kubectl and namespaces on it.
 //!
-//! One control plane serves all tests of a test binary; each test takes a
-//! fresh namespace. The processes die with the test binary (see
-//! [`spawn_logged`]).
+//! The tests of one module share a control plane ([`control_plane`]); each
+//! test takes a fresh namespace. A module's plane starts with its first test
+//! and stops once its last test has ended; whatever is left runs until the
+//! test binary exits and dies with it (see [`spawn_logged`]).
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -35,7 +37,12 @@ pub const SYSTEM_NAMESPACE: &str = "infergate-system";
 /// How long the apiserver may take to become ready (2 cores, cold caches).
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
-static CONTROL_PLANE: OnceCell<ControlPlane> = OnceCell::const_new();
+/// How long a module's control plane outlives the end of its last running
+/// test. libtest hands out tests in name order, so a module's tests run one
+/// after another: the next one starts as soon as a thread is free, well
+/// within this.
+const IDLE_GRACE: Duration = Duration::from_secs(20);
+
 static NAMESPACE_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// Set (to anything) before the control plane starts, the API server writes
@@ -51,21 +58,126 @@ pub struct ControlPlane {
     apiserver_port: u16,
     ca_pem: String,
     children: Mutex<Vec<Child>>,
+    /// The CRD files installed on it so far ([`Self::install_crd_file`]).
+    pub(super) crds_installed: tokio::sync::Mutex<BTreeSet<&'static str>>,
+    /// The scheduler and kwok against it, once started.
+    pub(super) scheduling: OnceCell<super::scheduler::Scheduling>,
 }
 
-/// The control plane shared by all tests of this test binary, started on first use.
+/// The control plane of the calling test's module, started on its first use.
+///
+/// Which module a test belongs to comes from its thread's name, which
+/// libtest sets to the test's path (`e2e_rollout::a_canary_...`): call this
+/// on the test's own thread (the body of a `#[tokio::test]`), not from a
+/// spawned task, and hand the reference on. A program that is not a test
+/// (a benchmark, thread `main`) gets one plane of its own. The tests of one
+/// module may rely on one another's cluster-wide objects (registrations,
+/// CRDs, the reconciler's Lease); different modules never share a plane.
 ///
 /// Panics with the cause (and how to fix it) when it cannot be built or started:
 /// an end-to-end test never passes by skipping.
 pub async fn control_plane() -> &'static ControlPlane {
-    CONTROL_PLANE
+    let module = calling_module();
+    let cell = Plane::enter(&module);
+    *cell
         .get_or_init(|| async {
             match ControlPlane::start().await {
-                Ok(cp) => cp,
+                Ok(cp) => &*Box::leak(Box::new(cp)),
                 Err(e) => panic!("the test control plane could not start: {e:#}"),
             }
         })
         .await
+}
+
+/// The module of the test running on this thread: the first segment of
+/// the thread's name.
+fn calling_module() -> String {
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("main");
+    match name.split_once("::") {
+        Some((module, _)) => module.to_owned(),
+        None if name == "main" => name.to_owned(),
+        None => panic!(
+            "control_plane() called on thread {name:?}, which is no test's own: call it in the test's body and pass the plane on"
+        ),
+    }
+}
+
+/// One module's control plane, while any of its tests runs.
+struct Plane {
+    cell: Arc<OnceCell<&'static ControlPlane>>,
+    /// Test threads of the module that have asked for it and not ended.
+    users: usize,
+    /// Tells this plane from a later one of the same module.
+    generation: u64,
+}
+
+static PLANES: Mutex<BTreeMap<String, Plane>> = Mutex::new(BTreeMap::new());
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The modules whose planes this thread uses; dropped when it ends.
+    static USING: RefCell<Vec<User>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A test thread's use of its module's plane, released when the thread ends.
+struct User(String);
+
+impl Drop for User {
+    fn drop(&mut self) {
+        Plane::leave(&self.0);
+    }
+}
+
+impl Plane {
+    /// Count this thread as a user of `module`'s plane (once) and return
+    /// the cell that holds it.
+    fn enter(module: &str) -> Arc<OnceCell<&'static ControlPlane>> {
+        let mut planes = PLANES.lock().expect("planes lock");
+        let plane = planes.entry(module.to_owned()).or_insert_with(|| Plane {
+            cell: Arc::new(OnceCell::new()),
+            users: 0,
+            generation: GENERATION.fetch_add(1, Ordering::SeqCst),
+        });
+        USING.with(|using| {
+            let mut using = using.borrow_mut();
+            if !using.iter().any(|u| u.0 == module) {
+                plane.users += 1;
+                using.push(User(module.to_owned()));
+            }
+        });
+        plane.cell.clone()
+    }
+
+    /// One user of `module`'s plane ended; the last one stops it after
+    /// [`IDLE_GRACE`] unless another test of the module has come.
+    fn leave(module: &str) {
+        let generation = {
+            let mut planes = PLANES.lock().expect("planes lock");
+            let Some(plane) = planes.get_mut(module) else {
+                return;
+            };
+            plane.users -= 1;
+            if plane.users > 0 {
+                return;
+            }
+            plane.generation
+        };
+        let module = module.to_owned();
+        std::thread::spawn(move || {
+            std::thread::sleep(IDLE_GRACE);
+            let idle = {
+                let mut planes = PLANES.lock().expect("planes lock");
+                match planes.get(&module) {
+                    Some(p) if p.users == 0 && p.generation == generation => planes.remove(&module),
+                    _ => None,
+                }
+            };
+            if let Some(cp) = idle.and_then(|p| p.cell.get().copied()) {
+                cp.stop();
+            }
+        });
+    }
 }
 
 impl ControlPlane {
@@ -351,6 +463,8 @@ impl ControlPlane {
             apiserver_port: port,
             ca_pem,
             children: Mutex::new(children),
+            crds_installed: tokio::sync::Mutex::const_new(BTreeSet::new()),
+            scheduling: OnceCell::new(),
         };
         cp.wait_ready().await.with_context(|| {
             format!(
@@ -398,6 +512,19 @@ impl ControlPlane {
                 anyhow::bail!("not ready after {READY_TIMEOUT:?}: {last}");
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// Stop this plane: the processes started against it (the children of
+    /// the test binary whose command line names its directory: infergate,
+    /// the scheduler, the operators), then kube-controller-manager,
+    /// kube-apiserver and etcd.
+    fn stop(&self) {
+        kill_children_naming(&self.dir);
+        let mut children = self.children.lock().expect("children lock");
+        for child in children.iter_mut().rev() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 
@@ -524,4 +651,33 @@ fn scratch_dir() -> anyhow::Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// Kill this process's children whose command line names `dir`.
+fn kill_children_naming(dir: &Path) {
+    let me = std::process::id().to_string();
+    let dir = dir.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let proc = entry.path();
+        let stat = std::fs::read_to_string(proc.join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid ...`: comm may hold spaces, the rest not.
+        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if parent != Some(me.as_str()) {
+            continue;
+        }
+        let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(&dir) {
+            // SAFETY: kill(2) with a pid read from /proc; a process gone
+            // since is ESRCH, ignored.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
 }

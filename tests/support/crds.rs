@@ -3,7 +3,6 @@
 //! fetched from their Go modules at pinned versions; manifests of
 //! infergate's kinds.
 
-use std::collections::BTreeSet;
 
 use infergate::api::v1beta1::{
     Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
@@ -94,10 +93,6 @@ fn upstream_dir(project: &str, env: &str) -> std::path::PathBuf {
     )
 }
 
-/// The CRD files installed so far by this test binary.
-static INSTALLED: tokio::sync::Mutex<BTreeSet<&'static str>> =
-    tokio::sync::Mutex::const_new(BTreeSet::new());
-
 impl ControlPlane {
     /// Install infergate's CRDs ([`INFERGATE_CRDS`]); see [`Self::install_crd_file`].
     pub async fn install_crds(&self) {
@@ -106,9 +101,9 @@ impl ControlPlane {
 
     /// Apply the CRDs of `path` with plain client-side `kubectl apply`, as a
     /// user would, and wait until every one is Established. Once per file and
-    /// test binary (the tests of a binary run in parallel).
+    /// control plane (the tests of a module run in parallel).
     pub async fn install_crd_file(&self, path: &'static str) {
-        let mut installed = INSTALLED.lock().await;
+        let mut installed = self.crds_installed.lock().await;
         if installed.contains(path) {
             return;
         }

@@ -1,7 +1,7 @@
 //! A real scheduler for end-to-end tests: kube-scheduler (built with the
 //! control plane by `build-control-plane.sh`) and kwok (built by
-//! `build-tool.sh kwok`) against the shared control plane, started once per
-//! test binary and killed with it (see [`spawn_logged`]).
+//! `build-tool.sh kwok`) against a control plane, started once per plane
+//! and stopped with it (see [`super::control_plane`]).
 //!
 //! kwok plays the kubelet of every Node annotated [`KWOK_NODE_ANNOTATION`]
 //! `=` [`KWOK_NODE_VALUE`]: it keeps the Node Ready (status heartbeats and
@@ -22,7 +22,6 @@ use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Client, ResourceExt};
-use tokio::sync::OnceCell;
 
 use super::control_plane::ControlPlane;
 use super::process::{go_tool, spawn_logged, tail};
@@ -39,20 +38,18 @@ pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 /// Where kwok's fake pods take their IPs from (no network exists).
 const POD_CIDR: &str = "10.244.0.0/16";
 
-static SCHEDULING: OnceCell<Scheduling> = OnceCell::const_new();
-
 /// kube-scheduler, kwok and the node lifecycle controller, running.
 pub struct Scheduling {
     dir: PathBuf,
     children: Mutex<Vec<Child>>,
 }
 
-/// The scheduler and kwok of this test binary against `cp`, started on first use.
+/// The scheduler and kwok against `cp`, started on first use.
 ///
 /// Panics with how to build them when a binary is missing: a scheduling test
 /// never passes by skipping.
-pub async fn scheduling(cp: &ControlPlane) -> &'static Scheduling {
-    SCHEDULING
+pub async fn scheduling(cp: &ControlPlane) -> &Scheduling {
+    cp.scheduling
         .get_or_init(|| async {
             Scheduling::start(cp)
                 .unwrap_or_else(|e| panic!("the test scheduler could not start: {e:#}"))
