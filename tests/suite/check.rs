@@ -1,7 +1,6 @@
 //! `infergate check` over the examples and over malformed input, through
 //! the built binary, as CI would run it.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -8,13 +8,16 @@
 //! point at the proxy. Both servers charge the ledgers in
 //! `infergate-system`; the reconciler corrects them.
 
-
 use crate::support;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::{
+    ControlPlane, SYSTEM_NAMESPACE, Serve, WAIT, client_config, control_plane, eventually,
+    http_get, pki, serve_args, write_pair,
+};
 use infergate::api::AcceleratorClass;
 use infergate::api::policy::InferencePolicy;
 use infergate::api::v1beta1::InferenceService;
@@ -28,10 +31,6 @@ use kube::{Client, ResourceExt};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::json;
-use crate::support::{
-    ControlPlane, SYSTEM_NAMESPACE, Serve, WAIT, client_config, control_plane, eventually,
-    http_get, pki, serve_args, write_pair,
-};
 use tokio::sync::OnceCell;
 
 /// The two servers, the proxy in front of them, and the class the tests use.

@@ -12,7 +12,6 @@
 //! chosen, its CRD absent: the route stays as it was), the canary stays
 //! while the route names it.
 
-
 use crate::support;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -20,12 +19,12 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use infergate::api::v1beta1::InferenceService;
-use infergate::reconcile::LeaseTiming;
 use crate::support::timeline::{Timeline, assert_route_first, route_backends, story};
 use crate::support::{
     Reconciler, WAIT, eventually, get, mark_pods_ready, merge_patch, wait_condition, wait_gone,
 };
+use infergate::api::v1beta1::InferenceService;
+use infergate::reconcile::LeaseTiming;
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 

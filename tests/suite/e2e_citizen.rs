@@ -15,6 +15,11 @@
 //!   without InferenceServices and (dry run) in `kube-system`: everything
 //!   behaves as without infergate, also in the first seconds after the
 //!   policies are created, with infergate down and with its CRD deleted.
+//! - [`refresh`]: tenants toggling `infergate.dev/graph-refresh` every
+//!   second: ten values in ten seconds fetch at most once more than the
+//!   resync; eight services in four namespaces against tarpits fetch no
+//!   more often than their backoff allows, and a fifth namespace's new
+//!   service gets its graph within 20 s.
 //! - [`tenant`]: a team's `edit` ServiceAccount applies services past each
 //!   of its namespace's limits (a GPU service without a class, a node
 //!   selector or toleration that reaches a pool it may not use, a priority
@@ -24,11 +29,12 @@
 //!   child of a service that does not exist, Roles and RoleBindings other
 //!   than an endpoint picker's, ClusterRoles and ClusterRoleBindings.
 
-
 #[path = "e2e_citizen/gitops.rs"]
 mod gitops;
 #[path = "e2e_citizen/install.rs"]
 mod install;
+#[path = "e2e_citizen/refresh.rs"]
+mod refresh;
 #[path = "e2e_citizen/tenant.rs"]
 mod tenant;
 #[path = "e2e_citizen/token.rs"]

@@ -6,20 +6,19 @@
 //! reconciler (children, status, events, lease) and, in self-signed mode, the
 //! certificate Secret and the caBundle injection.
 
-
 use crate::support;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::{
+    ControlPlane, Hooks, SYSTEM_NAMESPACE, WAIT, binary, control_plane, conversion_ca_bundle,
+    eventually, root, text,
+};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use crate::support::{
-    ControlPlane, Hooks, SYSTEM_NAMESPACE, WAIT, binary, control_plane, conversion_ca_bundle,
-    eventually, root, text,
-};
 
 /// The two tests both own the webhook registrations: one at a time.
 static REGISTRATIONS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

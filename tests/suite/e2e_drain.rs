@@ -10,16 +10,15 @@
 //! pause. The webhook configurations of `webhooks/` are registered by URL
 //! at the balancer. No write may fail.
 
-
 use crate::support;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::{WAIT, control_plane, eventually, pki, spawn_logged, write_pair};
 use infergate::api::v1beta1::InferenceService;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use crate::support::{WAIT, control_plane, eventually, pki, spawn_logged, write_pair};
 use tokio::net::{TcpListener, TcpStream};
 
 const ENGINE_IMAGE: &str = "registry.example.com/vllm:0.9";

@@ -4,7 +4,6 @@
 //! printer columns and the `infergate` category work, and objects breaking a
 //! CEL rule are rejected by the apiserver itself (no webhook involved).
 
-
 use crate::support;
 use crate::support::{ControlPlane, control_plane, service_yaml, text};
 

@@ -14,7 +14,6 @@
 //! extension would call the picker for every request and report on the pools,
 //! and requests would reach the pod the picker chose.
 
-
 use crate::support;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -27,14 +26,14 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use infergate::api::v1beta1::InferenceService;
-use infergate::reconcile::children::endpoint_picker::ANNOTATION_CONFIG_HASH as CONFIG_HASH;
-use infergate::reconcile::children::httproute::HTTPRoute;
-use infergate::reconcile::children::inferencepool::InferencePool;
 use crate::support::{
     Reconciler, WAIT, eventually, get, merge_patch, spawn_logged, wait_condition, wait_exists,
     wait_gone,
 };
+use infergate::api::v1beta1::InferenceService;
+use infergate::reconcile::children::endpoint_picker::ANNOTATION_CONFIG_HASH as CONFIG_HASH;
+use infergate::reconcile::children::httproute::HTTPRoute;
+use infergate::reconcile::children::inferencepool::InferencePool;
 
 /// An optional CRD is picked up within 30 s of being installed.
 const APPEAR: Duration = Duration::from_secs(30);

@@ -24,7 +24,6 @@
 //! `status.activeServiceStatus.applicationStatuses`, and the serve Service
 //! would get endpoints.
 
-
 use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,15 +34,15 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectMeta, PostParams};
 use serde_json::{Value, json};
 
+use crate::support::{
+    GRAPH_TOKEN, GraphServer, Reconciler, condition, eventually, merge_patch, read_fixture,
+};
 use infergate::api::v1beta1::InferenceService;
 use infergate::graph::fetch::{FetchOptions, GraphFetcher, TOKEN_HOSTS_ANNOTATION};
 use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::raycluster::RayCluster;
 use infergate::reconcile::children::rayservice::{RayService, WORKER_GROUP};
-use crate::support::{
-    GRAPH_TOKEN, GraphServer, Reconciler, condition, eventually, merge_patch, read_fixture,
-};
 
 const WAIT: Duration = Duration::from_secs(90);
 

@@ -14,7 +14,6 @@
 //! This binary deletes CRDs: it holds this one test, so no other test of
 //! the binary loses a CRD under its feet.
 
-
 use crate::support;
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,11 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use crate::support::wait::Namespaced;
+use crate::support::{
+    ControlPlane, GRAPH_TOKEN, GraphServer, Reconciler, WAIT, eventually, get, read_fixture,
+    wait_condition, wait_exists,
+};
 use infergate::api::v1beta1::InferenceService;
 use infergate::metrics::Metrics;
 use infergate::reconcile::Config;
@@ -29,11 +33,6 @@ use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::children::inferencepool::InferencePool;
 use infergate::reconcile::children::podmonitor::PodMonitor;
 use infergate::reconcile::children::rayservice::RayService;
-use crate::support::wait::Namespaced;
-use crate::support::{
-    ControlPlane, GRAPH_TOKEN, GraphServer, Reconciler, WAIT, eventually, get, read_fixture,
-    wait_condition, wait_exists,
-};
 
 /// How soon after a reinstall the children must be back (the contract).
 const BACK_WITHIN: Duration = Duration::from_secs(30);

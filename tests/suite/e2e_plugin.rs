@@ -9,7 +9,6 @@
 //! - `fit` reads the cluster's ModelProfile and AcceleratorClass and gives
 //!   the numbers the reconciler writes into `status.capacity`.
 
-
 use crate::support;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -19,9 +18,9 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::support::{Reconciler, WAIT, assert_recorded, condition, text, wait_for};
 use infergate::api::GatewayRef;
 use infergate::api::v1beta1::{AcceleratorSpec, InferenceService, ParallelismSpec, RoutingSpec};
-use crate::support::{Reconciler, WAIT, assert_recorded, condition, text, wait_for};
 
 const MODEL: &str = "meta-llama/Llama-3.1-70B-Instruct";
 

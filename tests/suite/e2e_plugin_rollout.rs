@@ -9,7 +9,6 @@
 //! acted on before, changing nothing; the human output of `rollout status`
 //! compared to recorded expectations.
 
-
 use crate::support;
 use std::process::Output;
 use std::time::Duration;
@@ -19,11 +18,11 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use crate::support::plugin::assert_recorded;
+use crate::support::{ControlPlane, Reconciler, WAIT, eventually, get};
 use infergate::api::rollout::{RolloutPhase, RolloutStatus};
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::{Config, LeaseTiming};
-use crate::support::plugin::assert_recorded;
-use crate::support::{ControlPlane, Reconciler, WAIT, eventually, get};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 

@@ -6,7 +6,6 @@
 //! output parsed, and the exit status checked (0 ready, 1 not, 2 no such
 //! service).
 
-
 use crate::support;
 use std::process::Output;
 
@@ -16,13 +15,13 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use infergate::api::AcceleratorClass;
-use infergate::api::v1beta1::InferenceService;
 use crate::support::plugin::assert_recorded;
 use crate::support::scheduler::{
     RUN_WAIT, Scheduling, accelerator_class, gpu_node, kwok_node, scheduling,
 };
 use crate::support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, control_plane, eventually};
+use infergate::api::AcceleratorClass;
+use infergate::api::v1beta1::InferenceService;
 
 /// The L4 pool's accelerator label value.
 const L4: &str = "nvidia-l4";

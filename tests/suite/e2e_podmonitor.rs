@@ -9,7 +9,6 @@
 //! runs here: a real cluster's Prometheus would scrape the pods the
 //! PodMonitor selects; the selector itself is checked in the unit tests.)
 
-
 use crate::support;
 use std::time::Duration;
 
@@ -17,11 +16,11 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::support::{Reconciler, eventually, wait_condition, wait_exists};
 use infergate::api::InferencePolicy;
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::podmonitor::{self, PodMonitor};
 use k8s_openapi::api::apps::v1::Deployment;
-use crate::support::{Reconciler, eventually, wait_condition, wait_exists};
 
 /// An optional CRD is picked up within 30 s of being installed.
 const APPEAR: Duration = Duration::from_secs(30);

@@ -4,21 +4,21 @@
 //! runtime, trusting the graph server's CA through its fetcher, as the
 //! ServiceAccount of deploy/ with only deploy/rbac.yaml's permissions.
 
-
 use crate::support;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use crate::support::{
+    GRAPH_TOKEN, GraphServer, Reconciler, WAIT, condition, read_fixture, wait_for,
+};
 use infergate::api::v1beta1::InferenceService;
-use infergate::graph::fetch::FetchOptions;
 use infergate::graph::serve_config::ServeConfig;
 use infergate::reconcile::Config;
 use infergate::reconcile::children::rayservice::RayService;
-use crate::support::{GRAPH_TOKEN, GraphServer, Reconciler, WAIT, condition, read_fixture, wait_for};
 
 /// Wait until the service satisfies `pred`; return it.
 async fn wait_service(
@@ -310,20 +310,6 @@ async fn event_notes(client: &Client, ns: &str, reason: &str) -> Vec<String> {
     found.into_iter().filter_map(|e| e.message).collect()
 }
 
-/// Ask for a refresh with `token`.
-async fn refresh(services: &Api<InferenceService>, token: &str) {
-    services
-        .patch(
-            "rag",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                "infergate.dev/graph-refresh": token
-            }}})),
-        )
-        .await
-        .expect("annotate");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     let _turn = TURN.lock().await;
@@ -388,7 +374,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
         Some(d1.clone()),
         "no fetch before the resync or a refresh"
     );
-    refresh(&services, "r1").await;
+    support::refresh_graph(&services, "rag", "r1").await;
     let s = wait_service(&client, &ns, "refresh r1 acted on", |s| {
         graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r1"))
     })
@@ -416,7 +402,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
 
     // Another value with nothing new says so; appliedAt stays.
     let applied = g.applied_at.clone();
-    refresh(&services, "r2").await;
+    support::refresh_graph(&services, "rag", "r2").await;
     let s = wait_service(&client, &ns, "refresh r2 acted on", |s| {
         graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r2"))
     })
@@ -439,7 +425,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     // however long after (here well past the fetcher's 500 ms between a
     // service's refreshes).
     let asked = server.state.requests.load(Ordering::SeqCst);
-    refresh(&services, "r1").await;
+    support::refresh_graph(&services, "rag", "r1").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let s = services.get("rag").await.expect("service");
     let g = graph_of(&s).expect("status.graph");
@@ -457,7 +443,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
         .state
         .flaky_failures
         .store(1, std::sync::atomic::Ordering::SeqCst);
-    refresh(&services, "r3").await;
+    support::refresh_graph(&services, "rag", "r3").await;
     let s = wait_service(&client, &ns, "StaleGraph", stale_condition("HTTPStatus")).await;
     let c = condition(&s, "GraphReady").expect("GraphReady");
     assert!(
@@ -501,7 +487,7 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
     // and, the server answering now, clears the error; a new value is
     // acted on by a fetch too (not within a backoff, nor within 500 ms of
     // the service's last fetch here).
-    refresh(&services, "r4").await;
+    support::refresh_graph(&services, "rag", "r4").await;
     let s = wait_service(&client, &ns, "GraphReady=True again", |s| {
         condition(s, "GraphReady").is_some_and(|c| c.status == "True")
             && graph_of(s).is_some_and(|g| g.last_refresh.as_deref() == Some("r4"))
@@ -517,97 +503,4 @@ async fn status_says_which_graph_is_live_and_a_refresh_fetches_now() {
             .map(String::as_str),
         Some("r4")
     );
-}
-
-/// Ten refresh values in ten seconds, with the shipped limits (a refresh
-/// fetches at most once per 30 s per service; the resync every 60 s): the
-/// first fetches at once, the others wait for the end of the 30 s and are
-/// answered by one fetch, the last value's. At most one fetch more than
-/// the resync alone would make.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_refresh_values_in_ten_seconds_fetch_at_most_once_more_than_the_resync() {
-    let _turn = TURN.lock().await;
-    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
-    let ns = cp.fresh_namespace("ray-burst").await;
-    let server = GraphServer::start();
-    server.set_graph(read_fixture("graph/rag.pb"), "\"v1\"");
-    let options = FetchOptions {
-        deadline: Duration::from_secs(3),
-        ..FetchOptions::default()
-    };
-    let interval = options.refresh_interval;
-    let fetcher = server.fetcher_with(options);
-    let config = Config {
-        graph_resync: infergate::reconcile::config::GRAPH_RESYNC,
-        ..support::reconcile_config("ray-burst-e2e").with_graph_fetcher(fetcher.clone())
-    };
-    let resync = config.graph_resync;
-    assert_eq!(
-        (interval, resync),
-        (Duration::from_secs(30), Duration::from_secs(60))
-    );
-    let _reconciler = Reconciler::start(sa_kubeconfig, config);
-    support::allow_graph_host(&client, &ns, "127.0.0.1").await;
-    support::set_graph_token(&client, &ns, GRAPH_TOKEN).await;
-    cp.bind_graph_token_reader(&ns);
-    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
-    services
-        .create(&PostParams::default(), &server.service("rag"))
-        .await
-        .expect("create service");
-    let graph_of = |s: &InferenceService| s.status.as_ref().and_then(|st| st.graph.clone());
-    wait_service(&client, &ns, "the first graph", |s| {
-        condition(s, "GraphReady").is_some_and(|c| c.status == "True")
-    })
-    .await;
-    // The first fetch ended by now (a moment ago: the resync's next fetch
-    // is due within 60 s of here).
-    let first_fetch = Instant::now();
-    // The burst starts once a refresh may fetch at once (its worst case).
-    let key = format!("{ns}/rag");
-    let url = server.url("/graph");
-    while let Some(w) = fetcher.refresh_in(&key, &url) {
-        tokio::time::sleep(w).await;
-    }
-    let asked = server.state.requests.load(Ordering::SeqCst);
-    let burst = Instant::now();
-    for i in 0..10 {
-        refresh(&services, &format!("b{i}")).await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    // The last value is acted on once the 30 s after the burst's first
-    // fetch have passed.
-    let s = wait_service(&client, &ns, "b9 acted on", |s| {
-        graph_of(s).is_some_and(|g| g.refreshes_seen.iter().any(|r| r == "b9"))
-    })
-    .await;
-    let acted = burst.elapsed();
-    // A moment more: nothing else fetches.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let fetches = server.state.requests.load(Ordering::SeqCst) - asked;
-    let end = first_fetch.elapsed();
-    let start = burst.duration_since(first_fetch);
-    // Resync fetches in [start, end] after the first fetch, had nothing
-    // been refreshed: one at each multiple of 60 s (the first fetch ended
-    // a moment before `first_fetch`, so its multiples come a moment sooner:
-    // counted generously).
-    let multiples = |d: Duration| (d.as_secs_f64() / resync.as_secs_f64()).floor() as usize;
-    let resync_alone = multiples(end + Duration::from_secs(1)) - multiples(start);
-    let seen = graph_of(&s).expect("status.graph").refreshes_seen;
-    eprintln!(
-        "ten values from {start:?} after the first fetch: b9 acted on after {acted:?}; {fetches} fetches by {end:?} (the resync alone: {resync_alone}); acted on: {seen:?}"
-    );
-    assert!(
-        fetches <= resync_alone + 1,
-        "{fetches} fetches, the resync alone {resync_alone}"
-    );
-    assert!(
-        acted >= interval - Duration::from_secs(2),
-        "b9 acted on after {acted:?}, within 30 s of the burst's first fetch"
-    );
-    // Each value acted on once at most, the last among them, newest last.
-    assert_eq!(seen.last().map(String::as_str), Some("b9"));
-    let mut unique = seen.clone();
-    unique.dedup();
-    assert_eq!(unique, seen);
 }

@@ -8,7 +8,6 @@
 //! kubelet runs, so tests play its part by marking pods Ready through the
 //! pods/status subresource.
 
-
 use crate::support;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -23,13 +22,13 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, P
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use infergate::api::v1beta1::InferenceService;
-use infergate::reconcile::children::httproute::HTTPRoute;
-use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
 use crate::support::{
     ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, condition, control_plane, eventually, get,
     mark_pods_ready, wait_condition, wait_exists, wait_gone,
 };
+use infergate::api::v1beta1::InferenceService;
+use infergate::reconcile::children::httproute::HTTPRoute;
+use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 

@@ -7,7 +7,6 @@
 //! Each test runs its own reconciler (the tests take turns: only the Lease
 //! holder reconciles), with `--prometheus-url` pointing at the fake.
 
-
 use crate::support;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -23,12 +22,12 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use crate::support::timeline::{Timeline, assert_route_first, route_backends, story};
+use crate::support::{Reconciler, WAIT, eventually, get, wait_gone};
 use infergate::api::rollout::RolloutPhase;
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
 use infergate::reconcile::{Config, LeaseTiming};
-use crate::support::timeline::{Timeline, assert_route_first, route_backends, story};
-use crate::support::{Reconciler, WAIT, eventually, get, wait_gone};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 

@@ -7,7 +7,6 @@
 //! scheduler binds, kwok runs; only the image-pull and crash-loop test
 //! writes container statuses, as a kubelet would, on pods kwok has run.
 
-
 use crate::support;
 use std::time::Duration;
 
@@ -18,13 +17,13 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
-use infergate::api::AcceleratorClass;
-use infergate::api::v1beta1::InferenceService;
 use crate::support::scheduler::{
     ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class as class, gpu_node,
     kwok_node, pod_condition, scheduling,
 };
 use crate::support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, eventually};
+use infergate::api::AcceleratorClass;
+use infergate::api::v1beta1::InferenceService;
 
 const H100: &str = "nvidia-h100-80gb";
 const L4: &str = "nvidia-l4";

@@ -11,30 +11,24 @@
 //!   fetched in the order they asked: every one is tried within the time
 //!   the namespace's two slots allow, before any is retried twice, and a
 //!   service waiting in line says so (`GraphReady=Unknown`, `FetchQueued`);
-//! - eight services in four namespaces whose graphs are tarpits, their
-//!   `infergate.dev/graph-refresh` toggled every second, fetch no more often
-//!   than their backoff allows, and a fifth namespace's new service gets its
-//!   graph (`GraphReady=True`) within 20 s;
 //! - the ServiceAccount reads no Secret of a namespace that did not bind
 //!   `infergate-graph-token-reader`;
 //! - the namespace-scoped install manages only its namespaces, under the
 //!   admission policy of `deploy/`.
 
-
 use crate::support;
-use std::io::Read;
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 
+use crate::support::tarpit::{Spans, Tarpit, most_at_once};
+use crate::support::{Reconciler, WAIT, condition, wait_for};
 use infergate::api::v1beta1::{GraphSpec, InferenceService};
 use infergate::graph::fetch::{FetchOptions, GraphFetcher};
-use crate::support::{Reconciler, WAIT, condition, wait_for};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -43,109 +37,6 @@ const ENGINE: &str = "registry.example.com/vllm:0.9";
 /// to be left alone. (Held for the whole test: declared first, dropped last.)
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const TARPIT_SERVICES: usize = 30;
-
-/// How late the tarpit may notice a connection's close. The fetcher closes
-/// a connection before it hands its slot to the next fetch, but the thread
-/// reading the closed connection can wake after the next one was accepted;
-/// a fetch beyond the limit would stay open for the whole deadline (4 s or
-/// more), far longer than this.
-const CLOSE_NOTICED_WITHIN: Duration = Duration::from_millis(500);
-
-/// When one connection was accepted and when its close was noticed.
-#[derive(Clone, Copy)]
-struct Span {
-    start: Instant,
-    end: Option<Instant>,
-}
-
-/// Connections, of one tarpit or of several sharing them.
-type Spans = Arc<Mutex<Vec<Span>>>;
-
-/// The most connections open at one instant, a close counted
-/// [`CLOSE_NOTICED_WITHIN`] before it was noticed.
-fn most_at_once(spans: &Spans) -> usize {
-    let now = Instant::now();
-    let mut edges: Vec<(Instant, i32)> = Vec::new();
-    for span in spans.lock().expect("lock").iter() {
-        let end = span
-            .end
-            .map_or(now, |e| e.checked_sub(CLOSE_NOTICED_WITHIN).unwrap_or(e))
-            .max(span.start);
-        if end > span.start {
-            edges.push((span.start, 1));
-            edges.push((end, -1));
-        }
-    }
-    // At one instant, closes before opens.
-    edges.sort();
-    let (mut open, mut most) = (0i32, 0i32);
-    for (_, d) in edges {
-        open += d;
-        most = most.max(open);
-    }
-    usize::try_from(most).unwrap_or(0)
-}
-
-/// Accepts connections and never answers; notes when each came and when
-/// its close was noticed (in `spans`, shared with other tarpits or not).
-struct Tarpit {
-    port: u16,
-    open: Arc<AtomicUsize>,
-    spans: Spans,
-    came: Arc<Mutex<Vec<Instant>>>,
-}
-
-impl Tarpit {
-    fn start() -> Self {
-        Self::sharing(Spans::default())
-    }
-
-    /// A tarpit noting its connections in `spans`.
-    fn sharing(spans: Spans) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind tarpit");
-        let port = listener.local_addr().expect("addr").port();
-        let came = Arc::new(Mutex::new(Vec::new()));
-        let open = Arc::new(AtomicUsize::new(0));
-        let (o, sp, c) = (open.clone(), spans.clone(), came.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let start = Instant::now();
-                c.lock().expect("lock").push(start);
-                o.fetch_add(1, Ordering::SeqCst);
-                let index = {
-                    let mut spans = sp.lock().expect("lock");
-                    spans.push(Span { start, end: None });
-                    spans.len() - 1
-                };
-                let (o, sp) = (o.clone(), sp.clone());
-                // Read (the ClientHello) and say nothing until the peer gives up.
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 4096];
-                    while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
-                    sp.lock().expect("lock")[index].end = Some(Instant::now());
-                    o.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
-        Self {
-            port,
-            open,
-            spans,
-            came,
-        }
-    }
-
-    /// Connections so far.
-    fn total(&self) -> usize {
-        self.came.lock().expect("lock").len()
-    }
-
-    /// When the first connection came.
-    fn first(&self) -> Option<Instant> {
-        self.came.lock().expect("lock").first().copied()
-    }
-}
 
 fn service(name: &str, graph_url: Option<String>) -> InferenceService {
     let graph = graph_url.map(|url| GraphSpec {
@@ -268,167 +159,6 @@ async fn a_tarpit_graph_host_does_not_hold_up_other_tenants() {
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
         other => panic!("the ServiceAccount read a Secret: {other:?}"),
     }
-}
-
-/// How many fetch slots the refresh test's tarpit services fill: the shipped
-/// 2 per namespace in 4 namespaces, the shipped 8 in all.
-const TOGGLING_NAMESPACES: usize = 4;
-const TOGGLING_PER_NAMESPACE: usize = 2;
-
-/// How many fetches a service whose every fetch fails may have started
-/// `elapsed` after its first: each waits the fetch deadline and then its
-/// backoff (`backoff`, doubling up to `max_backoff`) before the next. (A
-/// second of slack: the tarpit notes a connection a moment after the fetch
-/// began, and that moment varies.)
-fn fetches_allowed(options: &FetchOptions, elapsed: Duration) -> usize {
-    let (mut n, mut at, mut wait) = (1, Duration::ZERO, options.backoff);
-    loop {
-        at += options.deadline + wait;
-        if at > elapsed + Duration::from_secs(1) {
-            return n;
-        }
-        n += 1;
-        wait = (wait * 2).min(options.max_backoff);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn toggled_refreshes_against_tarpits_leave_a_new_tenant_its_graph() {
-    use infergate::api::v1beta1::InferenceService;
-    use kube::api::{Patch, PatchParams};
-
-    let _serial = ONE_AT_A_TIME.lock().await;
-    let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
-    // The shipped limits: 10 s deadline, 2 fetches per namespace and 8 in
-    // all, backoff from 5 s, a refresh at most once per 30 s per service.
-    let server = support::GraphServer::start();
-    server.set_graph(support::read_fixture("graph/rag.pb"), "\"v1\"");
-    let options = FetchOptions::default();
-    assert_eq!(
-        (options.per_namespace, options.in_flight, options.deadline),
-        (
-            TOGGLING_PER_NAMESPACE,
-            TOGGLING_NAMESPACES * TOGGLING_PER_NAMESPACE,
-            Duration::from_secs(10)
-        )
-    );
-    // Four namespaces for the tarpits and a fifth for the new service; the
-    // reconciler watches only these (services the other tests of this file
-    // left behind would take fetch slots too).
-    let mut namespaces = Vec::new();
-    for n in 0..TOGGLING_NAMESPACES {
-        namespaces.push(cp.fresh_namespace(&format!("toggle{n}")).await);
-    }
-    let fifth = cp.fresh_namespace("toggle-new").await;
-    let scope =
-        infergate::state::Scope::from_list(&[namespaces.clone(), vec![fifth.clone()]].concat());
-    let _reconciler = Reconciler::start(
-        sa_kubeconfig,
-        support::reconcile_config("toggle-e2e")
-            .with_graph_fetcher(server.fetcher_with(options.clone()))
-            .with_scope(scope),
-    );
-
-    // Eight services, two in each of four namespaces, each with a tarpit
-    // of its own (connections at once counted across all of them).
-    let spans = Spans::default();
-    let mut toggled: Vec<(Api<InferenceService>, String, Tarpit)> = Vec::new();
-    for ns in &namespaces {
-        support::allow_graph_host(&client, ns, "127.0.0.1").await;
-        let services: Api<InferenceService> = Api::namespaced(client.clone(), ns);
-        for i in 0..TOGGLING_PER_NAMESPACE {
-            let tarpit = Tarpit::sharing(Arc::clone(&spans));
-            let name = format!("slow-{i}");
-            let url = format!("https://127.0.0.1:{}/graph", tarpit.port);
-            services
-                .create(&PostParams::default(), &service(&name, Some(url)))
-                .await
-                .expect("create tarpit service");
-            toggled.push((services.clone(), name, tarpit));
-        }
-    }
-    // Every second, a new refresh value on each of them.
-    let writes: Vec<(Api<InferenceService>, String)> = toggled
-        .iter()
-        .map(|(api, name, _)| (api.clone(), name.clone()))
-        .collect();
-    let toggler = tokio::spawn(async move {
-        for round in 0u64.. {
-            for (api, name) in &writes {
-                let patch = serde_json::json!({"metadata": {"annotations": {
-                    "infergate.dev/graph-refresh": format!("t{round}")
-                }}});
-                let _ = api
-                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
-    let all = TOGGLING_NAMESPACES * TOGGLING_PER_NAMESPACE;
-    support::eventually("every fetch slot held by a tarpit", WAIT, async || {
-        let open = toggled
-            .iter()
-            .map(|(_, _, t)| t.open.load(Ordering::SeqCst))
-            .sum::<usize>();
-        (open >= all).then_some(()).ok_or(format!("{open} open"))
-    })
-    .await;
-
-    // A fifth namespace's new Ray service, while every slot is held.
-    let ns = fifth;
-    support::allow_graph_host(&client, &ns, "127.0.0.1").await;
-    support::set_graph_token(&client, &ns, support::GRAPH_TOKEN).await;
-    cp.bind_graph_token_reader(&ns);
-    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
-    let started = Instant::now();
-    services
-        .create(&PostParams::default(), &server.service("rag"))
-        .await
-        .expect("create service");
-    wait_for::<InferenceService>(&client, &ns, "rag", "GraphReady=True", WAIT, |s| {
-        condition(s, "GraphReady").is_some_and(|c| c.status == "True")
-    })
-    .await;
-    let took = started.elapsed();
-
-    // Toggling on for 40 s after the first tarpit connection at least,
-    // long enough for a service that refetched on every refresh to have
-    // started more fetches than its backoff allows.
-    let first = toggled
-        .iter()
-        .filter_map(|(_, _, t)| t.first())
-        .min()
-        .expect("a tarpit connection");
-    let until = first + Duration::from_secs(40);
-    if let Some(left) = until.checked_duration_since(Instant::now()) {
-        tokio::time::sleep(left).await;
-    }
-    toggler.abort();
-    let counts: Vec<(usize, usize)> = toggled
-        .iter()
-        .map(|(_, _, t)| {
-            let since = t.first().map_or(Duration::ZERO, |f| f.elapsed());
-            (t.total(), fetches_allowed(&options, since))
-        })
-        .collect();
-    eprintln!(
-        "a fifth namespace's service had its graph {took:?} after it was created, with all {all} slots held by tarpits; tarpit fetches per service (made, allowed by the backoff): {counts:?}; at most {} at once",
-        most_at_once(&spans)
-    );
-    assert!(
-        took < Duration::from_secs(20),
-        "GraphReady=True took {took:?}"
-    );
-    assert!(
-        counts.iter().all(|(made, allowed)| made <= allowed),
-        "toggling the refresh made a tarpit service fetch more often than its backoff allows: {counts:?}"
-    );
-    assert!(
-        most_at_once(&spans) <= all,
-        "{} at once",
-        most_at_once(&spans)
-    );
 }
 
 /// The fetch deadline of the queue test: short, so the 30 first fetches

@@ -7,7 +7,6 @@
 //! conversion webhook is pointed at `/convert`. Assertions are made the way
 //! a user sees them: through kubectl.
 
-
 #[path = "e2e_webhook/access.rs"]
 mod access;
 #[path = "e2e_webhook/capacity.rs"]
@@ -21,6 +20,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::support::{
+    ControlPlane, Serve, WAIT, client_config, connect, control_plane, conversion_ca_bundle,
+    eventually, pki, root, serve_args, service_yaml, serving_pair, text, write_pair,
+};
 use infergate::api::InferencePolicy;
 use infergate::api::v1beta1::InferenceService;
 use infergate::metrics::Metrics;
@@ -36,10 +39,6 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use crate::support::{
-    ControlPlane, Serve, WAIT, client_config, connect, control_plane, conversion_ca_bundle,
-    eventually, pki, root, serve_args, service_yaml, serving_pair, text, write_pair,
-};
 use tokio_util::sync::CancellationToken;
 
 const ENGINE_IMAGE: &str = "registry.example.com/vllm:0.9";

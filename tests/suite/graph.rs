@@ -2,13 +2,15 @@
 //! `infergate graph` through the binary, and the HTTPS fetcher against a
 //! local TLS graph server (rcgen certificates, bearer check, ETag, errors).
 
-
 use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::support::{
+    GRAPH_TOKEN, GraphServer, binary, fixture, infergate, read_fixture, root, run,
+};
 use infergate::graph::fetch::{
     BearerToken, FetchOptions, FetchRequest, GraphFetcher, TOKEN_HOSTS_ANNOTATION,
 };
@@ -16,7 +18,6 @@ use infergate::graph::{self, GraphError, ServingGraph};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use crate::support::{GRAPH_TOKEN, GraphServer, binary, fixture, infergate, read_fixture, root, run};
 
 /// Encode a text-format graph through the compiled descriptors.
 fn encode_text(path: &Path) -> Vec<u8> {

@@ -10,7 +10,6 @@
 //! --create-namespace` does). helm is built from its Go module
 //! (`tests/support/build-tool.sh helm`), kubectl with the control plane.
 
-
 use crate::support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,14 +5,18 @@
 //! cluster) and checks that it stays up, answers with the right status,
 //! and stays within its memory limit (read from `/proc`).
 
-use crate::support;
 use crate::reviews;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::{
+    binary, client_config, connect, free_port, http_get, install_crypto_provider, pki,
+    readyz_within, send, send_with_headers, write_pair,
+};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame};
@@ -20,10 +24,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use infergate::webhook::tls::certs::PemPair;
 use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
-use crate::support::{
-    binary, client_config, connect, free_port, http_get, install_crypto_provider, pki,
-    readyz_within, send, send_with_headers, write_pair,
-};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

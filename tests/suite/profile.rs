@@ -3,13 +3,12 @@
 //! the published `metadata.total_size` where the index is there) and over
 //! broken input.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support::{binary, fixture, run};
 use infergate::api::profile::{AttentionKind, AttentionSpec, ModelProfile, ModelProfileSpec};
 use infergate::profile::config::{grouped_attention, latent_attention};
-use crate::support::{binary, fixture, run};
 
 fn profile(args: &[&str]) -> Output {
     run(Command::new(binary()).arg("profile").args(args), None)

@@ -8,10 +8,11 @@
 //! virtual environment in the cache). Graphs infergate rejects never get that
 //! far; mutated configs Ray must reject show the check can fail.
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::support::ray_serve::{ServeCase, ServeVerdict, validate_serve_configs};
+use crate::support::{fixture, root};
 use infergate::api::AcceleratorClassSpec;
 use infergate::api::v1beta1::InferenceService;
 use infergate::engine::{
@@ -21,8 +22,6 @@ use infergate::graph::{self, GraphError, ServingGraph};
 use infergate::reconcile::children::rayservice::{self, RayServiceError};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use serde_json::{Value, json};
-use crate::support::ray_serve::{ServeCase, ServeVerdict, validate_serve_configs};
-use crate::support::{fixture, root};
 
 /// An AcceleratorClass of whole 8-GPU nodes (the rag graphs' generator asks 8).
 fn h100() -> AcceleratorClassSpec {

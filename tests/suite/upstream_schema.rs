@@ -10,7 +10,6 @@
 //! Secrets, GPUs of an AcceleratorClass with every constraint, placement,
 //! ServiceAccount, pull secrets, `/dev/shm`, autoscaling).
 
-
 use crate::support;
 use serde_json::Value;
 

@@ -661,13 +661,19 @@ fn kill_children_naming(dir: &Path) {
         return;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
             continue;
         };
         let proc = entry.path();
         let stat = std::fs::read_to_string(proc.join("stat")).unwrap_or_default();
         // `pid (comm) state ppid ...`: comm may hold spaces, the rest not.
-        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
         if parent != Some(me.as_str()) {
             continue;
         }

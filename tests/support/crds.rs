@@ -3,7 +3,6 @@
 //! fetched from their Go modules at pinned versions; manifests of
 //! infergate's kinds.
 
-
 use infergate::api::v1beta1::{
     Backend, EngineSpec, GraphSpec, InferenceService, InferenceServiceSpec, ModelSpec,
 };
@@ -262,4 +261,19 @@ pub async fn create_service_json(
         .create(&kube::api::PostParams::default(), &svc)
         .await
         .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
+}
+
+/// Ask for a new fetch of service `name`'s graph: `infergate.dev/graph-refresh: value`.
+pub async fn refresh_graph(services: &kube::Api<InferenceService>, name: &str, value: &str) {
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        "infergate.dev/graph-refresh": value
+    }}});
+    services
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .expect("annotate");
 }

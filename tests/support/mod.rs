@@ -9,6 +9,7 @@
 //! - [`timeline`]: a namespace's routes, Deployments and Services watched
 //!   together, in revision order (route first, always);
 //! - [`servers`]: ports, certificates, TLS server and client, the graph server;
+//!   [`tarpit`] a server that accepts and never answers;
 //! - [`router`]: the webhook's router in process: review fixtures, requests,
 //!   answers and patches;
 //! - [`app`]: infergate in process (webhook state, `serve`, reconciler) and as
@@ -31,6 +32,7 @@ pub mod ray_serve;
 pub mod router;
 pub mod scheduler;
 pub mod servers;
+pub mod tarpit;
 pub mod timeline;
 pub mod wait;
 pub mod webhooks;

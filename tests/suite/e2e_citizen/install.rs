@@ -6,8 +6,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{self, ControlPlane, Hooks, WAIT, text};
 use super::{TURN, Who, apply_yaml};
+use crate::support::{self, ControlPlane, Hooks, WAIT, text};
 
 const HELM_KUBE_VERSION: &str = "1.36.3";
 

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::{self, Hooks, WAIT, text};
 use super::{TURN, Who, apply_yaml};
+use crate::support::{self, Hooks, WAIT, text};
 
 /// The platform's two pools: H100s (allowed nowhere in the test) and L4s.
 const CLASSES: &str = "apiVersion: infergate.dev/v1beta1
