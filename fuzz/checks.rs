@@ -1,6 +1,6 @@
 #![allow(dead_code)] // each includer uses some of the checks
 //! What each fuzz target checks of one input, shared by the fuzz targets
-//! (`fuzz_targets/*.rs`) and the corpus replay (`tests/fuzz_corpus.rs`), so
+//! (`fuzz_targets/*.rs`) and the corpus replay (`tests/suite/fuzz_corpus.rs`), so
 //! both run the same code. Each check panics when the input finds a bug:
 //! a panic inside infergate, or two readings that disagree.
 

@@ -1,6 +1,6 @@
 //! End-to-end: `kubectl infergate why NAME`, run through kubectl's plugin
 //! mechanism against services the real kube-scheduler and kwok make
-//! unready (as `tests/e2e_scheduling.rs` does): one no Node can hold, one
+//! unready (as `tests/suite/e2e_scheduling.rs` does): one no Node can hold, one
 //! whose engine keeps crashing. The human output is compared with its
 //! recorded expectation (`tests/fixtures/plugin/why-*.txt`), the JSON
 //! output parsed, and the exit status checked (0 ready, 1 not, 2 no such

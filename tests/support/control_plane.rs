@@ -526,6 +526,7 @@ impl ControlPlane {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // Its directory stays, logs and all, until the next run.
     }
 
     fn ensure_running(&self) -> anyhow::Result<()> {
@@ -640,14 +641,18 @@ fn scratch_dir() -> anyhow::Result<PathBuf> {
     if let Ok(entries) = std::fs::read_dir(&root) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
+            // `infergate-e2e-<pid>-<plane>`: a test binary's that has exited.
             if let Some(pid) = name.strip_prefix("infergate-e2e-")
+                && let Some(pid) = pid.split('-').next()
                 && !Path::new("/proc").join(pid).exists()
             {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
     }
-    let dir = root.join(format!("infergate-e2e-{}", std::process::id()));
+    static PLANE_SEQ: AtomicU32 = AtomicU32::new(0);
+    let plane = PLANE_SEQ.fetch_add(1, Ordering::SeqCst);
+    let dir = root.join(format!("infergate-e2e-{}-{plane}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
