@@ -1,6 +1,7 @@
-//! Support shared by the test files (and the benches that include it): each
-//! `tests/*.rs` is its own crate and compiles this module with `mod support;`,
-//! so a helper one file does not use is dead code there.
+//! Support shared by the tests (`tests/suite/`, which declares it as
+//! `crate::support`) and the benches that include it (each bench is its own
+//! crate and compiles this module with `mod support;`, so a helper a bench
+//! does not use is dead code there).
 //!
 //! - [`control_plane`]: etcd, kube-apiserver and kube-controller-manager on
 //!   loopback, kubeconfigs, kubectl, namespaces;

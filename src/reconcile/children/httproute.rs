@@ -5,7 +5,7 @@
 //! depends on kube 4 / k8s-openapi 0.28 while infergate is on kube 5 /
 //! k8s-openapi 0.29. Only the fields infergate writes or reads are modelled;
 //! the end-to-end tests install the published Gateway API CRDs, and
-//! `tests/upstream_schema.rs` checks every field written here against them.
+//! `tests/suite/upstream_schema.rs` checks every field written here against them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;

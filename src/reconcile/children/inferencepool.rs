@@ -4,7 +4,7 @@
 //! infergate sets or reads.
 //!
 //! Only the fields infergate writes or reads are modelled; the end-to-end
-//! tests install the published CRD, and `tests/upstream_schema.rs` checks
+//! tests install the published CRD, and `tests/suite/upstream_schema.rs` checks
 //! every field written here against it.
 
 use std::collections::BTreeMap;

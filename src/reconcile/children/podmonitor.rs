@@ -3,7 +3,7 @@
 //! infergate sets.
 //!
 //! Only the fields infergate writes are modelled; the end-to-end tests
-//! install the published PodMonitor CRD, and `tests/upstream_schema.rs`
+//! install the published PodMonitor CRD, and `tests/suite/upstream_schema.rs`
 //! checks every field written here against it.
 
 use std::collections::BTreeMap;

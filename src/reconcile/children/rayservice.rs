@@ -4,7 +4,7 @@
 //! Written here rather than taken from a KubeRay crate: only the fields
 //! infergate writes or reads are modelled. The end-to-end tests install
 //! KubeRay's published CRDs (and run its operator), and
-//! `tests/upstream_schema.rs` checks every field written here against them.
+//! `tests/suite/upstream_schema.rs` checks every field written here against them.
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,8 @@
 //! Tenants toggling `infergate.dev/graph-refresh` as often as they like:
 //! infergate fetches no more often for it (at most once per 30 s per
 //! service, a failing source keeps its backoff) and takes no more of the
-//! fetch slots than waiting would (API.md section 13).
+//! fetch slots than waiting would (docs/security.md, "A tenant: the
+//! reconciler as a confused deputy").
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
