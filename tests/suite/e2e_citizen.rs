@@ -108,3 +108,27 @@ pub fn apply_yaml(cp: &ControlPlane, yaml: &str) {
     );
     assert!(out.status.success(), "applying: {}", text(&out));
 }
+
+/// Remove what an install leaves that confines or calls: the admission
+/// policies and the webhook registrations (the next install creates them
+/// anew, so its first seconds are seen).
+pub fn uninstall_admission(cp: &ControlPlane) {
+    for (kind, name) in [
+        ("validatingadmissionpolicybinding", "infergate-confine"),
+        ("validatingadmissionpolicy", "infergate-confine"),
+        (
+            "validatingadmissionpolicybinding",
+            "infergate-confine-owner",
+        ),
+        ("validatingadmissionpolicy", "infergate-confine-owner"),
+        ("validatingwebhookconfiguration", "infergate"),
+        ("mutatingwebhookconfiguration", "infergate"),
+    ] {
+        let out = cp.kubectl(&["delete", kind, name, "--ignore-not-found"]);
+        assert!(
+            out.status.success(),
+            "deleting {kind} {name}: {}",
+            text(&out)
+        );
+    }
+}

@@ -297,8 +297,18 @@ pub struct Infergate {
     pub ca_pem: String,
     /// Where its log goes.
     pub log: PathBuf,
-    /// The process (dies with the test binary).
+    /// The process, killed when this is dropped (or with the test binary).
     pub child: Child,
+}
+
+impl Drop for Infergate {
+    /// The test that started it is over: its webhooks and its reconciler
+    /// (which may hold the Lease) must not outlive it on a plane the
+    /// module's next test uses.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Which of infergate's webhooks the apiserver is told about.

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{TURN, Who, apply_yaml};
+use super::{TURN, Who, apply_yaml, uninstall_admission};
 use crate::support::{self, ControlPlane, Hooks, WAIT, text};
 
 const HELM_KUBE_VERSION: &str = "1.36.3";
@@ -50,30 +50,6 @@ fn render(cp: &ControlPlane, flavor: Flavor) -> String {
     };
     assert!(out.status.success(), "rendering {flavor:?}: {}", text(&out));
     String::from_utf8(out.stdout).expect("UTF-8")
-}
-
-/// Remove what an install leaves that confines or calls: the admission
-/// policies and the webhook registrations (the next install creates them
-/// anew, so its first seconds are seen).
-fn uninstall_admission(cp: &ControlPlane) {
-    for (kind, name) in [
-        ("validatingadmissionpolicybinding", "infergate-confine"),
-        ("validatingadmissionpolicy", "infergate-confine"),
-        (
-            "validatingadmissionpolicybinding",
-            "infergate-confine-owner",
-        ),
-        ("validatingadmissionpolicy", "infergate-confine-owner"),
-        ("validatingwebhookconfiguration", "infergate"),
-        ("mutatingwebhookconfiguration", "infergate"),
-    ] {
-        let out = cp.kubectl(&["delete", kind, name, "--ignore-not-found"]);
-        assert!(
-            out.status.success(),
-            "deleting {kind} {name}: {}",
-            text(&out)
-        );
-    }
 }
 
 fn deployment_yaml(ns: &str, name: &str, extra_labels: &str) -> String {

@@ -14,7 +14,7 @@ use infergate::api::v1beta1::{GraphSpec, InferenceService};
 use infergate::graph::fetch::FetchOptions;
 use infergate::reconcile::Config;
 
-use super::TURN;
+use super::{TURN, uninstall_admission};
 use crate::support::tarpit::{Spans, Tarpit, most_at_once};
 use crate::support::{
     self, GRAPH_TOKEN, GraphServer, Reconciler, WAIT, condition, read_fixture, wait_for,
@@ -47,6 +47,9 @@ fn fetches_allowed(options: &FetchOptions, elapsed: Duration) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn toggled_refreshes_against_tarpits_leave_a_new_tenant_its_graph() {
     let _turn = TURN.lock().await;
+    // Registrations an earlier test of this module left call nobody now
+    // (the admission policy is applied again below).
+    uninstall_admission(support::control_plane().await);
     let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
     // The shipped limits: 10 s deadline, 2 fetches per namespace and 8 in
     // all, backoff from 5 s, a refresh at most once per 30 s per service.
@@ -198,6 +201,9 @@ async fn toggled_refreshes_against_tarpits_leave_a_new_tenant_its_graph() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_refresh_values_in_ten_seconds_fetch_at_most_once_more_than_the_resync() {
     let _turn = TURN.lock().await;
+    // Registrations an earlier test of this module left call nobody now
+    // (the admission policy is applied again below).
+    uninstall_admission(support::control_plane().await);
     let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::rayservice_crd()]).await;
     let ns = cp.fresh_namespace("ray-burst").await;
     let server = GraphServer::start();
