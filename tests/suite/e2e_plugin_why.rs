@@ -19,7 +19,7 @@ use crate::support::plugin::assert_recorded;
 use crate::support::scheduler::{
     RUN_WAIT, Scheduling, accelerator_class, gpu_node, kwok_node, scheduling,
 };
-use crate::support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, control_plane, eventually};
+use crate::support::{ControlPlane, control_plane, eventually};
 use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
 
@@ -32,7 +32,6 @@ const L4: &str = "nvidia-l4";
 type Env = (&'static ControlPlane, Client, &'static Scheduling, String);
 
 static CLASS: OnceCell<String> = OnceCell::const_new();
-static RECONCILER: OnceCell<Reconciler> = OnceCell::const_new();
 
 async fn setup() -> Env {
     support::init_tracing();
@@ -61,15 +60,7 @@ async fn setup() -> Env {
         })
         .await
         .clone();
-    RECONCILER
-        .get_or_init(|| async {
-            cp.ensure_namespace(SYSTEM_NAMESPACE).await;
-            Reconciler::start(
-                cp.kubeconfig().to_path_buf(),
-                support::reconcile_config("why-reconciler"),
-            )
-        })
-        .await;
+    cp.shared_reconciler().await;
     (cp, client, sched, class)
 }
 

@@ -75,10 +75,6 @@ async fn setup() -> (&'static ControlPlane, Client) {
 
 // -------------------------------------------------------------------- helpers
 
-async fn create_service(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
-    support::create_service_json(client, ns, name, spec).await;
-}
-
 /// A spec with `model`, the test engine image and one replica.
 fn basic(model: &str) -> serde_json::Value {
     json!({"model": {"ref": model}, "engine": {"image": ENGINE}, "replicas": 1})
@@ -156,7 +152,7 @@ fn infergate_owns_replicas(d: &Deployment) -> bool {
 async fn lifecycle_with_gateway_api_installed_later() {
     let (cp, client) = setup().await;
     let ns = cp.fresh_namespace("lifecycle").await;
-    create_service(
+    support::create_service_json(
         &client,
         &ns,
         "chat",
@@ -469,7 +465,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     }
 
     // A second service with every child, deleted: the garbage collector removes all.
-    create_service(
+    support::create_service_json(
         &client,
         &ns,
         "gc",
@@ -505,7 +501,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
 async fn drift_is_corrected() {
     let (cp, client) = setup().await;
     let ns = cp.fresh_namespace("drift").await;
-    create_service(
+    support::create_service_json(
         &client,
         &ns,
         "s",
@@ -545,7 +541,7 @@ async fn drift_is_corrected() {
     .await;
 
     // A child name taken by another service's child is not taken over.
-    create_service(
+    support::create_service_json(
         &client,
         &ns,
         "x",
@@ -554,7 +550,7 @@ async fn drift_is_corrected() {
     )
     .await;
     let taken: Deployment = wait_exists(&client, &ns, "x-canary").await;
-    create_service(&client, &ns, "x-canary", basic("other")).await;
+    support::create_service_json(&client, &ns, "x-canary", basic("other")).await;
     let svc = wait_condition(
         &client,
         &ns,
@@ -581,7 +577,7 @@ async fn invalid_service_gets_a_condition_not_children() {
     let (cp, client) = setup().await;
     let ns = cp.fresh_namespace("invalid").await;
     // No engine image anywhere: no policy, no --default-engine-image.
-    create_service(
+    support::create_service_json(
         &client,
         &ns,
         "bad",
@@ -617,7 +613,7 @@ async fn invalid_service_gets_a_condition_not_children() {
 async fn tightened_policy_flags_without_changing() {
     let (cp, client) = setup().await;
     let ns = cp.fresh_namespace("policy").await;
-    create_service(
+    support::create_service_json(
         &client,
         &ns,
         "s",
@@ -706,7 +702,7 @@ async fn leader_fails_over() {
     // leader ignores status-only changes, a newly started one re-reconciles
     // everything without any spec edit.
     let ns = cp.fresh_namespace("failover").await;
-    create_service(&client, &ns, "pre", basic("m")).await;
+    support::create_service_json(&client, &ns, "pre", basic("m")).await;
     wait_condition(&client, &ns, "pre", "Reconciled", "True", "Applied", WAIT).await;
     Api::<InferenceService>::namespaced(client.clone(), &ns)
         .patch_status(
@@ -746,7 +742,7 @@ async fn leader_fails_over() {
         },
     )
     .await;
-    create_service(&client, &ns, "a", basic("m")).await;
+    support::create_service_json(&client, &ns, "a", basic("m")).await;
     let _: Deployment = wait_exists(&client, &ns, "a").await;
     let holder = lease_holder(&client).await;
     // Events about `a`, created after the failover: the crashed leader recorded
@@ -786,6 +782,6 @@ async fn leader_fails_over() {
             .filter(|h| *h != second && *h != leader)
     })
     .await;
-    create_service(&client, &ns, "b", basic("m")).await;
+    support::create_service_json(&client, &ns, "b", basic("m")).await;
     let _: Deployment = wait_exists(&client, &ns, "b").await;
 }

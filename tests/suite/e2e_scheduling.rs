@@ -21,7 +21,7 @@ use crate::support::scheduler::{
     ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class as class, gpu_node,
     kwok_node, pod_condition, scheduling,
 };
-use crate::support::{ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, eventually};
+use crate::support::{ControlPlane, WAIT, control_plane, eventually};
 use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
 
@@ -42,10 +42,6 @@ struct Nodes {
 }
 
 static NODES: OnceCell<Nodes> = OnceCell::const_new();
-
-/// The one reconciler of this binary (a test that started its own would
-/// share the Lease with the others and wait for its term).
-static RECONCILER: OnceCell<Reconciler> = OnceCell::const_new();
 
 /// What every test runs against: the control plane, a client, the scheduler
 /// and kwok, and the Nodes and classes.
@@ -101,15 +97,7 @@ async fn setup() -> Env {
             }
         })
         .await;
-    RECONCILER
-        .get_or_init(|| async {
-            cp.ensure_namespace(SYSTEM_NAMESPACE).await;
-            Reconciler::start(
-                cp.kubeconfig().to_path_buf(),
-                support::reconcile_config("scheduling-reconciler"),
-            )
-        })
-        .await;
+    cp.shared_reconciler().await;
     (cp, client, sched, nodes)
 }
 
@@ -314,17 +302,7 @@ async fn create_service(client: &Client, ns: &str, mut spec: serde_json::Value) 
     if spec["engine"]["image"].is_null() {
         spec["engine"]["image"] = json!("registry.example.com/vllm:0.9");
     }
-    let svc: InferenceService = serde_json::from_value(json!({
-        "apiVersion": "infergate.dev/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": "chat", "namespace": ns},
-        "spec": spec,
-    }))
-    .expect("service json");
-    Api::<InferenceService>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap_or_else(|e| panic!("creating {ns}/chat: {e}"));
+    support::create_service_json(client, ns, "chat", spec).await;
 }
 
 /// Wait until service `chat`'s Ready condition has `reason`; return it as

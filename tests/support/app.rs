@@ -200,6 +200,24 @@ pub async fn reconciler_setup(
     (cp, client, sa_kubeconfig)
 }
 
+impl ControlPlane {
+    /// The reconciler the tests of a module share on their plane, as the
+    /// admin, with the built-in defaults: started on first use, stopped
+    /// with the plane. (A test that started its own beside it would share
+    /// the Lease and wait for its term.)
+    pub async fn shared_reconciler(&self) -> &Reconciler {
+        self.reconciler
+            .get_or_init(|| async {
+                self.ensure_namespace(SYSTEM_NAMESPACE).await;
+                Reconciler::start(
+                    self.kubeconfig().to_path_buf(),
+                    reconcile_config("shared-reconciler"),
+                )
+            })
+            .await
+    }
+}
+
 /// The reconciler's configuration: built-in defaults, fresh metrics, the
 /// Lease in [`SYSTEM_NAMESPACE`] under `identity`.
 pub fn reconcile_config(identity: &str) -> Config {
@@ -258,6 +276,11 @@ impl Reconciler {
             crash: Some(crash_tx),
             thread: Some(thread),
         }
+    }
+
+    /// Ask it to stop gracefully (the lease is released), without waiting.
+    pub fn cancel(&self) {
+        self.token.cancel();
     }
 
     /// Graceful stop (the lease is released).

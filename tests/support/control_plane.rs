@@ -62,6 +62,8 @@ pub struct ControlPlane {
     pub(super) crds_installed: tokio::sync::Mutex<BTreeSet<&'static str>>,
     /// The scheduler and kwok against it, once started.
     pub(super) scheduling: OnceCell<super::scheduler::Scheduling>,
+    /// Its module's shared reconciler, once started.
+    pub(super) reconciler: OnceCell<super::app::Reconciler>,
 }
 
 /// The control plane of the calling test's module, started on its first use.
@@ -465,6 +467,7 @@ impl ControlPlane {
             children: Mutex::new(children),
             crds_installed: tokio::sync::Mutex::const_new(BTreeSet::new()),
             scheduling: OnceCell::new(),
+            reconciler: OnceCell::new(),
         };
         cp.wait_ready().await.with_context(|| {
             format!(
@@ -515,11 +518,14 @@ impl ControlPlane {
         }
     }
 
-    /// Stop this plane: the processes started against it (the children of
-    /// the test binary whose command line names its directory: infergate,
-    /// the scheduler, the operators), then kube-controller-manager,
-    /// kube-apiserver and etcd.
+    /// Stop this plane: its module's shared reconciler, the processes
+    /// started against it (the children of the test binary whose command
+    /// line names its directory: infergate, the scheduler, the operators),
+    /// then kube-controller-manager, kube-apiserver and etcd.
     fn stop(&self) {
+        if let Some(reconciler) = self.reconciler.get() {
+            reconciler.cancel();
+        }
         kill_children_naming(&self.dir);
         let mut children = self.children.lock().expect("children lock");
         for child in children.iter_mut().rev() {
