@@ -19,8 +19,12 @@ dev: control-plane kuberay upstream-crds tools
 	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 
+# Tests at once: most of an end-to-end test's time is waiting for the API
+# server or the reconciler, and a module that runs its tests one at a time
+# holds a thread per waiting test (tests/suite/main.rs).
+TEST_THREADS ?= 8
 test: control-plane kuberay upstream-crds tools lint
-	$(CARGO) test --locked
+	$(CARGO) test --locked -- --test-threads=$(TEST_THREADS)
 
 lint:
 	$(CARGO) fmt --all -- --check
