@@ -235,87 +235,17 @@ pub async fn serve(
     // once the webhook listener has stopped.
     let stop = CancellationToken::new();
     let _stop_on_return = stop.clone().drop_guard();
-    let limits = match listener::raise_open_files_limit() {
-        Ok(open_files) => listener::Limits::webhook().within_open_files(open_files),
-        Err(e) => {
-            tracing::warn!(error = %e, "failed to read or raise the open-files limit");
-            listener::Limits::webhook()
-        }
-    };
-    let limits = listener::Limits {
-        max_connections: limits.max_connections.min(args.max_connections.max(1)),
-        ..limits
-    };
-    let memory_limit = args.memory_limit.or_else(limits::cgroup_memory_limit);
-    let budget = limits::Budget::for_memory_limit(memory_limit);
-    tracing::info!(
-        memory_limit,
-        budget_bytes = budget.total_bytes(),
-        max_connections = limits.max_connections,
-        drain_period = ?args.drain_period,
-        "request limits"
-    );
+    let (limits, budget) = request_limits(&args);
 
     // Certificates first: nothing is served without one.
     let resolver = Arc::new(CertResolver::new());
-    let mut background = Vec::new();
-    match &args.certificates {
-        Some(Certificates::Files { cert, key }) => {
-            let sc = tls::load_files(cert, key)?;
-            metrics.set_certificate_expiry(CertificateKind::Serving, sc.not_after);
-            resolver.set(sc.key);
-            background.push(tokio::spawn(tls::watch_files(
-                cert.clone(),
-                key.clone(),
-                Arc::clone(&resolver),
-                metrics.clone(),
-                CERT_FILE_POLL,
-                stop.clone(),
-            )));
-        }
-        Some(Certificates::SelfSigned { dns_names, ips }) => {
-            let Some(client) = client.clone() else {
-                return Err(ServeError::NeedsCluster);
-            };
-            let mut cfg = SelfSignedConfig::new(&args.namespace, &identity());
-            cfg.dns_names.extend(dns_names.iter().cloned());
-            cfg.ips.extend(ips.iter().copied());
-            background.push(
-                selfsigned::start(
-                    client,
-                    cfg,
-                    Arc::clone(&resolver),
-                    metrics.clone(),
-                    stop.clone(),
-                )
-                .await?,
-            );
-        }
-        None => return Err(ServeError::NoCertificateSource),
-    }
+    let background = start_certificates(&args, client.as_ref(), &resolver, &metrics, &stop).await?;
 
     let scope = crate::state::Scope::from_list(&args.namespaces);
     if let crate::state::Scope::Namespaces(list) = &scope {
         tracing::info!(namespaces = %list.join(","), "managing only these namespaces");
     }
-    // The watched state: policies from files, or watched with the rest.
-    let cluster = Arc::new(if args.policy_files.is_empty() {
-        ClusterState::default()
-    } else {
-        let loaded = crate::state::files::load_policies(&args.policy_files)?;
-        let state = ClusterState::new(loaded.policies);
-        state.set_classes(loaded.classes);
-        state.set_profiles(loaded.profiles);
-        state
-    });
-    if let Some(client) = &client {
-        cluster.spawn_watches(
-            client.clone(),
-            &scope,
-            args.policy_files.is_empty(),
-            stop.clone(),
-        );
-    }
+    let cluster = watched_state(&args, client.as_ref(), &scope, &stop)?;
 
     // The GPU budget ledgers: watched in infergate's namespace, written at
     // admission, corrected by the reconciler.
@@ -327,11 +257,10 @@ pub async fn serve(
             stop.clone(),
         )
     });
-    let server_defaults = args.server_defaults.clone();
     let state = Arc::new(
         AppState::new(
             Arc::clone(&cluster),
-            server_defaults.clone(),
+            args.server_defaults.clone(),
             metrics.clone(),
             Arc::clone(&resolver),
         )
@@ -363,33 +292,21 @@ pub async fn serve(
     state.tls_bound.store(true, Ordering::Release);
     tracing::info!(listen = %args.listen, probe = %args.probe_listen, "serving webhooks");
 
-    let reconciler = match (&client, args.reconcile) {
-        (Some(client), true) => {
-            let config = crate::reconcile::Config::new(
-                server_defaults,
-                metrics.clone(),
-                args.namespace.clone(),
-                identity(),
-            )
-            .with_graph_ca_file(args.graph_ca_file.clone())
-            .with_prometheus_url(args.prometheus_url.clone())
-            .with_service_account(&args.service_account)
-            .with_scope(scope.clone())
-            .with_state(Arc::clone(&cluster))
-            .with_ledger(ledger);
-            let client = client.clone();
-            let token = shutdown.clone();
-            Some(tokio::spawn(async move {
-                let result = crate::reconcile::run(client, config, token.clone()).await;
-                if let Err(e) = &result {
-                    tracing::error!(error = %e, "reconciler stopped; shutting down");
-                    token.cancel();
-                }
-                result.map_err(|e| ServeError::Reconcile(e.to_string()))
-            }))
-        }
-        _ => None,
-    };
+    let reconciler = client.as_ref().filter(|_| args.reconcile).map(|client| {
+        let config = crate::reconcile::Config::new(
+            args.server_defaults.clone(),
+            metrics.clone(),
+            args.namespace.clone(),
+            identity(),
+        )
+        .with_graph_ca_file(args.graph_ca_file.clone())
+        .with_prometheus_url(args.prometheus_url.clone())
+        .with_service_account(&args.service_account)
+        .with_scope(scope.clone())
+        .with_state(Arc::clone(&cluster))
+        .with_ledger(ledger);
+        start_reconciler(client.clone(), config, shutdown.clone())
+    });
 
     let tls_config = tls::server_config(Arc::clone(&resolver))?;
     let drain = listener::Drain {
@@ -397,7 +314,7 @@ pub async fn serve(
         period: args.drain_period,
         timeout: listener::DRAIN_TIMEOUT,
     };
-    let mut result = listener::serve_tls_with(
+    let result = listener::serve_tls_with(
         tls_listener,
         tls_config,
         server::router(state),
@@ -410,7 +327,136 @@ pub async fn serve(
     // Already cancelled after a signal; stops the rest if serving failed.
     shutdown.cancel();
     stop.cancel();
+    let result = wait_for_the_rest(result, reconciler, probe, background).await;
+    tracing::info!("stopped");
+    result
+}
 
+/// The listener's limits (the open-files limit raised as far as it goes,
+/// `--max-connections`) and the budget of bytes in flight for the memory
+/// limit (`--memory-limit`, else the cgroup's).
+fn request_limits(args: &Options) -> (listener::Limits, limits::Budget) {
+    let limits = match listener::raise_open_files_limit() {
+        Ok(open_files) => listener::Limits::webhook().within_open_files(open_files),
+        Err(e) => {
+            tracing::warn!(error = %e, "failed to read or raise the open-files limit");
+            listener::Limits::webhook()
+        }
+    };
+    let limits = listener::Limits {
+        max_connections: limits.max_connections.min(args.max_connections.max(1)),
+        ..limits
+    };
+    let memory_limit = args.memory_limit.or_else(limits::cgroup_memory_limit);
+    let budget = limits::Budget::for_memory_limit(memory_limit);
+    tracing::info!(
+        memory_limit,
+        budget_bytes = budget.total_bytes(),
+        max_connections = limits.max_connections,
+        drain_period = ?args.drain_period,
+        "request limits"
+    );
+    (limits, budget)
+}
+
+/// Load the serving certificate into `resolver` (from files, or made and
+/// rotated in-cluster) and start what keeps it current.
+async fn start_certificates(
+    args: &Options,
+    client: Option<&kube::Client>,
+    resolver: &Arc<CertResolver>,
+    metrics: &Metrics,
+    stop: &CancellationToken,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, ServeError> {
+    match &args.certificates {
+        Some(Certificates::Files { cert, key }) => {
+            let sc = tls::load_files(cert, key)?;
+            metrics.set_certificate_expiry(CertificateKind::Serving, sc.not_after);
+            resolver.set(sc.key);
+            Ok(vec![tokio::spawn(tls::watch_files(
+                cert.clone(),
+                key.clone(),
+                Arc::clone(resolver),
+                metrics.clone(),
+                CERT_FILE_POLL,
+                stop.clone(),
+            ))])
+        }
+        Some(Certificates::SelfSigned { dns_names, ips }) => {
+            let Some(client) = client else {
+                return Err(ServeError::NeedsCluster);
+            };
+            let mut cfg = SelfSignedConfig::new(&args.namespace, &identity());
+            cfg.dns_names.extend(dns_names.iter().cloned());
+            cfg.ips.extend(ips.iter().copied());
+            Ok(vec![
+                selfsigned::start(
+                    client.clone(),
+                    cfg,
+                    Arc::clone(resolver),
+                    metrics.clone(),
+                    stop.clone(),
+                )
+                .await?,
+            ])
+        }
+        None => Err(ServeError::NoCertificateSource),
+    }
+}
+
+/// The watched state: policies from `--policy-file`s, or watched with the
+/// rest (classes, profiles, services) when there is a cluster.
+fn watched_state(
+    args: &Options,
+    client: Option<&kube::Client>,
+    scope: &crate::state::Scope,
+    stop: &CancellationToken,
+) -> Result<Arc<ClusterState>, ServeError> {
+    let cluster = Arc::new(if args.policy_files.is_empty() {
+        ClusterState::default()
+    } else {
+        let loaded = crate::state::files::load_policies(&args.policy_files)?;
+        let state = ClusterState::new(loaded.policies);
+        state.set_classes(loaded.classes);
+        state.set_profiles(loaded.profiles);
+        state
+    });
+    if let Some(client) = client {
+        cluster.spawn_watches(
+            client.clone(),
+            scope,
+            args.policy_files.is_empty(),
+            stop.clone(),
+        );
+    }
+    Ok(cluster)
+}
+
+/// The reconciler on a task of its own; its failure shuts the server down.
+fn start_reconciler(
+    client: kube::Client,
+    config: crate::reconcile::Config,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<Result<(), ServeError>> {
+    tokio::spawn(async move {
+        let result = crate::reconcile::run(client, config, shutdown.clone()).await;
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "reconciler stopped; shutting down");
+            shutdown.cancel();
+        }
+        result.map_err(|e| ServeError::Reconcile(e.to_string()))
+    })
+}
+
+/// Once the listener has stopped: wait (bounded) for the reconciler, the
+/// probe listener and the background tasks; the first failure is the one
+/// reported.
+async fn wait_for_the_rest(
+    mut result: Result<(), ServeError>,
+    reconciler: Option<tokio::task::JoinHandle<Result<(), ServeError>>>,
+    probe: tokio::task::JoinHandle<()>,
+    background: Vec<tokio::task::JoinHandle<()>>,
+) -> Result<(), ServeError> {
     if let Some(r) = reconciler {
         let reconciled = match tokio::time::timeout(Duration::from_secs(20), r).await {
             Ok(Ok(r)) => r,
@@ -420,7 +466,6 @@ pub async fn serve(
                 Ok(())
             }
         };
-        // The first failure is the one reported.
         if result.is_ok() {
             result = reconciled;
         }
@@ -429,6 +474,5 @@ pub async fn serve(
     for task in background {
         let _ = tokio::time::timeout(Duration::from_secs(6), task).await;
     }
-    tracing::info!("stopped");
     result
 }
