@@ -120,84 +120,9 @@ pub fn check(args: &Options) -> Report {
         server: args.server_defaults.clone(),
         ..Files::default()
     };
-
-    // Policies (and AcceleratorClasses and ModelProfiles) from --policy.
-    let mut snapshot = PolicySnapshot::default();
     let mut classes = AcceleratorClasses::new();
     let mut profiles = ModelProfiles::default();
-    let policy_docs = read_all(&args.policies, &mut r);
-    let mut policy_objects = Vec::new();
-    for d in &policy_docs {
-        match classify(d) {
-            Err(e) => {
-                r.lines.push(format!("error: {e}"));
-                r.input_errors += 1;
-            }
-            Ok((label, Object::Cluster(p))) => {
-                policy_objects.push((d.origin.clone(), label.clone()));
-                snapshot.cluster.push(*p);
-            }
-            Ok((label, Object::Namespaced(p))) => {
-                policy_objects.push((d.origin.clone(), label.clone()));
-                snapshot.namespaced.push(*p);
-            }
-            Ok((label, Object::Class(c))) => {
-                add_class(&mut r, &mut classes, &d.origin, &label, *c);
-            }
-            Ok((label, Object::Profile(p))) => {
-                add_profile(&mut r, &mut profiles, &d.origin, &label, *p);
-            }
-            Ok((label, Object::Invalid(e))) => {
-                r.lines.push(format!("{} {label}: {e}", d.origin));
-                r.violations += 1;
-            }
-            Ok((label, Object::Service(..))) => r.lines.push(format!(
-                "{} {label}: --policy takes policy objects; pass services with -f; skipped",
-                d.origin
-            )),
-            Ok((label, Object::Skipped(why))) => {
-                r.lines.push(format!("{} {label}: {why}", d.origin));
-            }
-        }
-    }
-    // Policies that admission would reject do not take effect.
-    let mut keep_cluster = Vec::new();
-    for p in std::mem::take(&mut snapshot.cluster) {
-        let v = engine::validate_cluster_policy(&p);
-        if report_policy(
-            &mut r,
-            &policy_objects,
-            "ClusterInferencePolicy",
-            None,
-            &p.metadata.name,
-            &v,
-        ) {
-            keep_cluster.push(p);
-        }
-    }
-    snapshot.cluster = keep_cluster;
-    let namespaced = std::mem::take(&mut snapshot.namespaced);
-    // Namespace policies are judged against the cluster policies that took effect.
-    files.policies = Arc::new(snapshot.clone());
-    let mut keep_ns = Vec::new();
-    for p in namespaced {
-        let ns = p.metadata.namespace.clone().unwrap_or_default();
-        let v = with_context(&files, &ns, |ctx| {
-            engine::validate_namespaced_policy(&p, ctx)
-        });
-        if report_policy(
-            &mut r,
-            &policy_objects,
-            "InferencePolicy",
-            Some(&ns),
-            &p.metadata.name,
-            &v,
-        ) {
-            keep_ns.push(p);
-        }
-    }
-    snapshot.namespaced = keep_ns;
-    files.policies = Arc::new(snapshot);
+    read_policies(args, &mut r, &mut files, &mut classes, &mut profiles);
 
     // Manifests from -f; the AcceleratorClasses and ModelProfiles among
     // them first, so a service is judged against every class and profile
@@ -218,14 +143,118 @@ pub fn check(args: &Options) -> Report {
     files.classes = Arc::new(classes);
     files.profiles = Arc::new(profiles);
 
-    // Default every service first, so routes collide across the input.
-    struct Pending {
-        origin: Origin,
-        label: String,
-        namespace: String,
-        defaulted: engine::Defaulted,
-        warnings: Vec<String>,
+    let pending = default_all(&docs, classified, &mut files, &mut r);
+    judge_services(args, pending, &files, &mut r);
+    if docs.is_empty() && r.input_errors == 0 {
+        r.lines
+            .push("warning: no documents found in the given files".to_owned());
     }
+    r
+}
+
+/// The policies (and AcceleratorClasses and ModelProfiles) of `--policy`:
+/// each judged as admission would judge it, the ones it would reject left
+/// out of `files.policies`.
+fn read_policies(
+    args: &Options,
+    r: &mut Report,
+    files: &mut Files,
+    classes: &mut AcceleratorClasses,
+    profiles: &mut ModelProfiles,
+) {
+    let mut snapshot = PolicySnapshot::default();
+    let policy_docs = read_all(&args.policies, r);
+    let mut policy_objects = Vec::new();
+    for d in &policy_docs {
+        match classify(d) {
+            Err(e) => {
+                r.lines.push(format!("error: {e}"));
+                r.input_errors += 1;
+            }
+            Ok((label, Object::Cluster(p))) => {
+                policy_objects.push((d.origin.clone(), label.clone()));
+                snapshot.cluster.push(*p);
+            }
+            Ok((label, Object::Namespaced(p))) => {
+                policy_objects.push((d.origin.clone(), label.clone()));
+                snapshot.namespaced.push(*p);
+            }
+            Ok((label, Object::Class(c))) => {
+                add_class(r, classes, &d.origin, &label, *c);
+            }
+            Ok((label, Object::Profile(p))) => {
+                add_profile(r, profiles, &d.origin, &label, *p);
+            }
+            Ok((label, Object::Invalid(e))) => {
+                r.lines.push(format!("{} {label}: {e}", d.origin));
+                r.violations += 1;
+            }
+            Ok((label, Object::Service(..))) => r.lines.push(format!(
+                "{} {label}: --policy takes policy objects; pass services with -f; skipped",
+                d.origin
+            )),
+            Ok((label, Object::Skipped(why))) => {
+                r.lines.push(format!("{} {label}: {why}", d.origin));
+            }
+        }
+    }
+    // Policies that admission would reject do not take effect.
+    let mut keep_cluster = Vec::new();
+    for p in std::mem::take(&mut snapshot.cluster) {
+        let v = engine::validate_cluster_policy(&p);
+        if report_policy(
+            r,
+            &policy_objects,
+            "ClusterInferencePolicy",
+            None,
+            &p.metadata.name,
+            &v,
+        ) {
+            keep_cluster.push(p);
+        }
+    }
+    snapshot.cluster = keep_cluster;
+    let namespaced = std::mem::take(&mut snapshot.namespaced);
+    // Namespace policies are judged against the cluster policies that took effect.
+    files.policies = Arc::new(snapshot.clone());
+    let mut keep_ns = Vec::new();
+    for p in namespaced {
+        let ns = p.metadata.namespace.clone().unwrap_or_default();
+        let v = with_context(files, &ns, |ctx| {
+            engine::validate_namespaced_policy(&p, ctx)
+        });
+        if report_policy(
+            r,
+            &policy_objects,
+            "InferencePolicy",
+            Some(&ns),
+            &p.metadata.name,
+            &v,
+        ) {
+            keep_ns.push(p);
+        }
+    }
+    snapshot.namespaced = keep_ns;
+    files.policies = Arc::new(snapshot);
+}
+
+/// A service of `-f`, defaulted, waiting for its validation.
+struct Pending {
+    origin: Origin,
+    label: String,
+    namespace: String,
+    defaulted: engine::Defaulted,
+    warnings: Vec<String>,
+}
+
+/// Report every document of `-f` but the services, and default every
+/// service first (its route recorded), so routes collide across the input.
+fn default_all(
+    docs: &[Document],
+    classified: Vec<Result<(String, Object), crate::state::files::InputError>>,
+    files: &mut Files,
+    r: &mut Report,
+) -> Vec<Pending> {
     let mut pending = Vec::new();
     for (d, classified) in docs.iter().zip(classified) {
         let (label, obj) = match classified {
@@ -252,7 +281,7 @@ pub fn check(args: &Options) -> Report {
             }
             Object::Namespaced(p) => {
                 let ns = p.metadata.namespace.clone().unwrap_or_default();
-                let v = with_context(&files, &ns, |ctx| {
+                let v = with_context(files, &ns, |ctx| {
                     engine::validate_namespaced_policy(&p, ctx)
                 });
                 r.violations += v.errors.len();
@@ -264,7 +293,7 @@ pub fn check(args: &Options) -> Report {
                     .namespace
                     .get_or_insert_with(|| "default".to_owned())
                     .clone();
-                let defaulted = with_context(&files, &ns, |ctx| engine::default_service(&svc, ctx));
+                let defaulted = with_context(files, &ns, |ctx| engine::default_service(&svc, ctx));
                 files.routes.upsert(&defaulted.object);
                 pending.push(Pending {
                     origin: d.origin.clone(),
@@ -276,9 +305,16 @@ pub fn check(args: &Options) -> Report {
             }
         }
     }
+    pending
+}
+
+/// Validate each defaulted service (its GPU budget charged in input order,
+/// as admission would in that order) and report it; the admitted ones go
+/// to `r.services`.
+fn judge_services(args: &Options, pending: Vec<Pending>, files: &Files, r: &mut Report) {
     let mut ledger = super::budget::Ledger::default();
     for p in pending {
-        let mut v = with_context(&files, &p.namespace, |ctx| {
+        let mut v = with_context(files, &p.namespace, |ctx| {
             let mut v = engine::validate_service(&p.defaulted.object, None, ctx);
             if v.allowed() {
                 let charged = ledger.charge(&p.defaulted.object, ctx);
@@ -299,11 +335,6 @@ pub fn check(args: &Options) -> Report {
             r.services.push(p.defaulted.object);
         }
     }
-    if docs.is_empty() && r.input_errors == 0 {
-        r.lines
-            .push("warning: no documents found in the given files".to_owned());
-    }
-    r
 }
 
 /// Validate an AcceleratorClass as the API server's schema would, report
