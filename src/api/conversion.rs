@@ -423,7 +423,7 @@ fn diff_value(a: Option<&Value>, b: Option<&Value>, path: &str, stash: &mut Stas
 /// autoscaling bounds come back only as a pair of positive numbers, a status
 /// message only next to a readiness and not empty; every other field maps
 /// one to one. (The fields are named one by one: a new one does not compile
-/// until it is placed here; `alpha_round_trips` in `tests/suite/engine.rs` checks
+/// until it is placed here; `alpha_round_trips` in `tests/suite/engine/properties.rs` checks
 /// the rule against the projections.)
 #[must_use]
 pub fn up_is_exact(a: &v1alpha1::InferenceService) -> bool {
