@@ -47,7 +47,7 @@ fn fixtures_match_the_text_examples() {
         let committed = std::fs::read(&target).unwrap_or_default();
         assert!(
             committed == encoded,
-            "{} is stale: run INFERGATE_UPDATE_FIXTURES=1 cargo test --test graph fixtures",
+            "{} is stale: run INFERGATE_UPDATE_FIXTURES=1 cargo test --test suite graph::fixtures::",
             target.display()
         );
     }
