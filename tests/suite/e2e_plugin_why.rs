@@ -10,14 +10,15 @@ use crate::support;
 use std::process::Output;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
 use crate::support::plugin::assert_recorded;
 use crate::support::scheduler::{
-    RUN_WAIT, Scheduling, accelerator_class, gpu_node, kwok_node, scheduling,
+    RUN_WAIT, Scheduling, accelerator_class, container_not_ready, crash_loop, gpu_node, kwok_node,
+    scheduling, write_pod_status,
 };
 use crate::support::{ControlPlane, control_plane, eventually};
 use infergate::api::AcceleratorClass;
@@ -182,30 +183,9 @@ async fn why_a_crash_looping_service_gives_the_exit_code() {
         .await
         .expect("listing pods")
         .items;
-    let now = "2026-11-26T12:00:00Z";
-    api.patch_status(
-        &pods[0].name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
-                {"type": "ContainersReady", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now}
-            ],
-            "containerStatuses": [{
-                "name": "engine", "image": "registry.example.com/vllm:0.9", "imageID": "",
-                "ready": false, "restartCount": 4,
-                "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                      "message": "back-off 40s restarting failed container=engine"}},
-                "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled",
-                                             "startedAt": now, "finishedAt": now}}
-            }]
-        }})),
-    )
-    .await
-    .expect("writing the container status");
+    let (waiting, last) = crash_loop();
+    let status = container_not_ready("registry.example.com/vllm:0.9", waiting, last);
+    write_pod_status(&client, &ns, &pods[0].name_any(), status).await;
     ready_reason(&client, sched, &ns, "chat", "CrashLooping").await;
 
     let (code, text) = why(cp, &ns, "chat", &[]);

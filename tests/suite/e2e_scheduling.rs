@@ -12,14 +12,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
 use crate::support::scheduler::{
-    ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class as class, gpu_node,
-    kwok_node, pod_condition, scheduling,
+    ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class as class,
+    container_not_ready, crash_loop, gpu_node, kwok_node, pod_condition, scheduling,
+    write_pod_status,
 };
 use crate::support::{ControlPlane, WAIT, control_plane, eventually};
 use infergate::api::AcceleratorClass;
@@ -449,32 +450,9 @@ async fn image_pull_failures_and_crash_loops_are_named() {
     ready_reason(cp, sched, &ns, "Available").await;
     let pods = service_pods(&client, &ns).await;
     let name = pods[0].name_any();
-    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let now = "2026-11-26T12:00:00Z";
-    let write = |waiting: serde_json::Value, last: serde_json::Value| {
-        json!({"status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
-                {"type": "ContainersReady", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now}
-            ],
-            "containerStatuses": [{
-                "name": "engine", "image": "registry.example.com/vllm:gone", "imageID": "",
-                "ready": false, "restartCount": 4,
-                "state": {"waiting": waiting}, "lastState": last
-            }]
-        }})
-    };
     let kubelet_says = async |waiting, last| {
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(write(waiting, last)),
-        )
-        .await
-        .expect("writing the container status")
+        let status = container_not_ready("registry.example.com/vllm:gone", waiting, last);
+        write_pod_status(&client, &ns, &name, status).await;
     };
     kubelet_says(
         json!({"reason": "ImagePullBackOff",
@@ -489,13 +467,8 @@ async fn image_pull_failures_and_crash_loops_are_named() {
         "names the image: {message}"
     );
 
-    kubelet_says(
-        json!({"reason": "CrashLoopBackOff",
-               "message": "back-off 40s restarting failed container=engine"}),
-        json!({"terminated": {"exitCode": 137, "reason": "OOMKilled",
-                              "startedAt": now, "finishedAt": now}}),
-    )
-    .await;
+    let (waiting, last) = crash_loop();
+    kubelet_says(waiting, last).await;
     let ready = ready_reason(cp, sched, &ns, "CrashLooping").await;
     let message = ready["message"].as_str().unwrap_or_default();
     assert!(

@@ -307,3 +307,53 @@ pub fn pod_condition(pod: &Pod, type_: &str) -> Option<(String, String, String)>
 
 /// How long kwok may take to run a pod once it is bound.
 pub const RUN_WAIT: Duration = Duration::from_secs(60);
+
+/// What a kubelet writes of a pod whose one container, `engine` running
+/// `image`, is not ready: `waiting` as its state (`{"reason": ..., "message":
+/// ...}`) and `last` as its last state (`{}`, or `{"terminated": ...}`).
+/// kwok takes a pod to Running and Ready; a test writes this over it with
+/// [`write_pod_status`] to play a kubelet that cannot pull or start it.
+pub fn container_not_ready(
+    image: &str,
+    waiting: serde_json::Value,
+    last: serde_json::Value,
+) -> serde_json::Value {
+    let now = "2026-11-26T12:00:00Z";
+    serde_json::json!({"status": {
+        "phase": "Running",
+        "conditions": [
+            {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
+            {"type": "ContainersReady", "status": "False", "lastTransitionTime": now, "reason": "ContainersNotReady"},
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now}
+        ],
+        "containerStatuses": [{
+            "name": "engine", "image": image, "imageID": "",
+            "ready": false, "restartCount": 4,
+            "state": {"waiting": waiting}, "lastState": last
+        }]
+    }})
+}
+
+/// Merge `status` (see [`container_not_ready`]) into pod `ns/name`'s status.
+pub async fn write_pod_status(client: &Client, ns: &str, name: &str, status: serde_json::Value) {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .patch_status(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(status),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("writing pod {ns}/{name}'s status: {e}"));
+}
+
+/// The back-off a kubelet reports for a container that keeps exiting, and
+/// its last exit: killed for memory (code 137).
+pub fn crash_loop() -> (serde_json::Value, serde_json::Value) {
+    (
+        serde_json::json!({"reason": "CrashLoopBackOff",
+               "message": "back-off 40s restarting failed container=engine"}),
+        serde_json::json!({"terminated": {"exitCode": 137, "reason": "OOMKilled",
+                              "startedAt": "2026-11-26T12:00:00Z", "finishedAt": "2026-11-26T12:00:00Z"}}),
+    )
+}
