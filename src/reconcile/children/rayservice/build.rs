@@ -1,10 +1,5 @@
-//! The KubeRay `ray.io/v1` RayService types infergate sets and reads, and
-//! the pure builder [`desired_rayservice`] for `backend: RayService`.
-//!
-//! Written here rather than taken from a KubeRay crate: only the fields
-//! infergate writes or reads are modelled. The end-to-end tests install
-//! KubeRay's published CRDs (and run its operator), and
-//! `tests/upstream_schema.rs` checks every field written here against them.
+//! The RayService a (defaulted) service with `backend: RayService` wants:
+//! `serveConfigV2` from its serving graph, one head group, one worker group.
 
 use std::collections::BTreeMap;
 
@@ -12,36 +7,31 @@ use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
-use kube::{CustomResource, ResourceExt};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 
-use super::deployment::{MODEL_MOUNT_PATH, model_volume, resources};
-use super::error::BuildError;
-use super::meta::{LABEL_SERVICE, Track, label_gpu_memory, labels, owner_reference};
-use super::pod::{Role, dress, engine_env};
+use super::types::{
+    HeadGroupSpec, RayClusterSpec, RayService, RayServiceSpec, SERVE_PORT, WorkerGroupSpec,
+};
 use crate::api::v1beta1::InferenceService;
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
 use crate::engine;
 use crate::graph::GraphError;
 use crate::graph::proto::ServingGraph;
 use crate::graph::serve_config;
+use crate::reconcile::children::deployment::{MODEL_MOUNT_PATH, model_volume, resources};
+use crate::reconcile::children::error::BuildError;
+use crate::reconcile::children::meta::{
+    LABEL_SERVICE, Track, label_gpu_memory, labels, owner_reference,
+};
+use crate::reconcile::children::pod::{Role, dress, engine_env};
 
-/// The API version infergate writes.
-pub const API_VERSION: &str = "ray.io/v1";
-/// The resource name discovery lists for RayService.
-pub const PLURAL: &str = "rayservices";
 /// Name of the head container.
 pub const HEAD_CONTAINER: &str = "ray-head";
 /// Name of the worker container.
 pub const WORKER_CONTAINER: &str = "ray-worker";
 /// Name of the single worker group.
 pub const WORKER_GROUP: &str = "workers";
-/// Port of Ray Serve's HTTP proxy.
-pub const SERVE_PORT: i32 = 8000;
-/// Name of the port KubeRay's serve Service exposes Serve's HTTP proxy on.
-pub const SERVE_PORT_NAME: &str = "serve";
 
 /// Name of the Service KubeRay makes for the RayService of `svc` once its
 /// Serve applications run: `<rayservice>-serve-svc`.
@@ -60,129 +50,6 @@ pub const MAX_SERVE_CONFIG_BYTES: usize = 1024 * 1024;
 pub const ENV_MODEL_REF: &str = "INFERGATE_MODEL_REF";
 /// Environment variable carrying the model image mount path when `spec.model.image` is set.
 pub const ENV_MODEL_PATH: &str = "INFERGATE_MODEL_PATH";
-
-/// Desired state of a KubeRay RayService.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "ray.io",
-    version = "v1",
-    kind = "RayService",
-    plural = "rayservices",
-    namespaced,
-    status = "RayServiceStatus",
-    derive = "PartialEq",
-    derive = "Default"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct RayServiceSpec {
-    /// The Ray Serve config as a YAML string.
-    #[serde(rename = "serveConfigV2")]
-    pub serve_config_v2: String,
-    /// The Ray cluster the applications run on.
-    pub ray_cluster_config: RayClusterSpec,
-}
-
-/// A Ray cluster: one head group and worker groups.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RayClusterSpec {
-    /// Run KubeRay's autoscaler in the head pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enable_in_tree_autoscaling: Option<bool>,
-    /// The head pod.
-    pub head_group_spec: HeadGroupSpec,
-    /// The worker pods.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub worker_group_specs: Vec<WorkerGroupSpec>,
-}
-
-/// The head group.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct HeadGroupSpec {
-    /// Flags of `ray start` on the head.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub ray_start_params: BTreeMap<String, String>,
-    /// The head pod template.
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub template: PodTemplateSpec,
-}
-
-/// One worker group.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerGroupSpec {
-    /// Group name.
-    pub group_name: String,
-    /// Desired workers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// Fewest workers the autoscaler keeps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_replicas: Option<i32>,
-    /// Most workers the autoscaler starts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_replicas: Option<i32>,
-    /// Flags of `ray start` on the workers.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub ray_start_params: BTreeMap<String, String>,
-    /// The worker pod template.
-    #[schemars(schema_with = "preserve_unknown_object")]
-    pub template: PodTemplateSpec,
-}
-
-/// The observed state KubeRay reports (the part infergate reads).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(schema_with = "preserve_unknown_object")]
-pub struct RayServiceStatus {
-    /// `Ready` and `UpgradeInProgress` (KubeRay 1.3+).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    /// `Running` once the applications serve (older KubeRay).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_status: Option<String>,
-    /// The cluster serving traffic.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_service_status: Option<RayServiceClusterStatus>,
-    /// The cluster KubeRay is building to replace it, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_service_status: Option<RayServiceClusterStatus>,
-    /// The generation KubeRay last acted on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
-
-/// Status of one Ray cluster of a RayService.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RayServiceClusterStatus {
-    /// Per application: `RUNNING`, `DEPLOYING`, `DEPLOY_FAILED`, `UNHEALTHY`, ...
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub application_statuses: BTreeMap<String, AppStatus>,
-    /// Name of the RayCluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ray_cluster_name: Option<String>,
-}
-
-/// Status of one Ray Serve application.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AppStatus {
-    /// Application status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    /// Details (the Python error for a failed deployment).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true
-    })
-}
 
 /// Why a RayService could not be built.
 #[derive(Debug, PartialEq, thiserror::Error)]
@@ -402,83 +269,3 @@ pub fn desired_rayservice(
         status: None,
     })
 }
-
-/// What the RayService's status says, for the InferenceService's conditions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Observed {
-    /// The applications serve traffic.
-    pub ready: bool,
-    /// CamelCase reason.
-    pub reason: String,
-    /// Human-readable detail.
-    pub message: String,
-}
-
-/// Read readiness from a RayService: its `Ready` condition when KubeRay
-/// writes one, else `serviceStatus: Running`, and the first unhealthy
-/// application's message otherwise.
-#[must_use]
-pub fn observe(rs: &RayService) -> Observed {
-    let name = rs.name_any();
-    let Some(status) = rs.status.as_ref() else {
-        return Observed {
-            ready: false,
-            reason: "RayServicePending".to_owned(),
-            message: format!("RayService {name} has no status yet"),
-        };
-    };
-    let failing = status
-        .active_service_status
-        .as_ref()
-        .and_then(|a| {
-            a.application_statuses
-                .iter()
-                .find(|(_, s)| s.status.as_deref() != Some("RUNNING"))
-        })
-        .map(|(app, s)| {
-            format!(
-                "application {app} is {}{}",
-                s.status.as_deref().unwrap_or("unknown"),
-                s.message
-                    .as_deref()
-                    .filter(|m| !m.is_empty())
-                    .map(|m| format!(": {m}"))
-                    .unwrap_or_default()
-            )
-        });
-    if let Some(c) = status.conditions.iter().find(|c| c.type_ == "Ready") {
-        let ready = c.status == "True";
-        return Observed {
-            ready,
-            reason: if ready {
-                "RayServiceReady".to_owned()
-            } else {
-                "RayServiceNotReady".to_owned()
-            },
-            message: match (&failing, ready) {
-                (Some(f), false) => format!("RayService {name}: {f}"),
-                _ if c.message.is_empty() => format!("RayService {name} Ready={}", c.status),
-                _ => format!("RayService {name}: {}", c.message),
-            },
-        };
-    }
-    let running = status.service_status.as_deref() == Some("Running") && failing.is_none();
-    Observed {
-        ready: running,
-        reason: if running {
-            "RayServiceReady".to_owned()
-        } else {
-            "RayServiceNotReady".to_owned()
-        },
-        message: match failing {
-            Some(f) => format!("RayService {name}: {f}"),
-            None => format!(
-                "RayService {name} is {}",
-                status.service_status.as_deref().unwrap_or("starting")
-            ),
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests;
