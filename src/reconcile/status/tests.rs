@@ -1,7 +1,11 @@
 //! Status and conditions from observations, and the events they call for.
 
-use super::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::api::v1beta1::{CanaryStatus, InferenceServiceStatus};
+use crate::reconcile::pods::PodState;
 
 fn ts(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
