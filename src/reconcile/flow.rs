@@ -24,7 +24,9 @@ use super::error::Error;
 use super::graph as resolve;
 use super::progress;
 use super::requeue::OPTIONAL_API_RECHECK;
-use super::status::{Observation, Outcome, PolicyResult, PoolReport, Reason, Rollout, Routing};
+use super::status::{
+    Observation, Outcome, PolicyResult, PoolReport, Reason, Routing, TrackReplicas,
+};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::{Backend, InferenceService};
 use crate::engine::{self, PolicySnapshot, Verdict};
@@ -479,7 +481,7 @@ async fn apply_all(
         Some((deployment, service)) => {
             let d = ctx.apply_and_read(svc, &deployment).await?;
             ctx.apply(svc, &service).await?;
-            Some(Rollout::of(&d).with_blocker(blocker(Track::Canary)))
+            Some(TrackReplicas::of(&d).with_blocker(blocker(Track::Canary)))
         }
         None => None,
     };
@@ -562,10 +564,10 @@ async fn apply_all(
         // before this point, leaving it as it was).
         canary = super::canary::settle(ctx, svc, after_route, &canary_name)
             .await?
-            .map(|d| Rollout::of(&d).with_blocker(blocker(Track::Canary)));
+            .map(|d| TrackReplicas::of(&d).with_blocker(blocker(Track::Canary)));
     }
     Ok(Outcome::Applied {
-        primary: Rollout::of(&primary).with_blocker(blocker(Track::Primary)),
+        primary: TrackReplicas::of(&primary).with_blocker(blocker(Track::Primary)),
         canary,
         routing,
         routed_weight,

@@ -20,7 +20,7 @@ use super::rollout::{
     self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
     StepClock, StepTimes,
 };
-use super::status::Rollout;
+use super::status::TrackReplicas;
 use crate::api::AcceleratorClassSpec;
 use crate::api::rollout::{RolloutPhase, RolloutStatus, VersionRef};
 use crate::api::v1beta1::{CanarySpec, EngineSpec, InferenceService};
@@ -260,7 +260,7 @@ fn observe_rollout(
     if let Some(d) = ctx.cached::<Deployment>(&ns, &canary_name) {
         let want = builders::deployment(&expected, Track::Canary, class)?;
         if d.runs(&want) {
-            let r = Rollout::of(&d);
+            let r = TrackReplicas::of(&d);
             observed.canary = Some(Readiness {
                 ready: if r.complete() { r.ready } else { 0 },
                 desired: r.desired,

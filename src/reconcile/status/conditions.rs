@@ -5,12 +5,12 @@
 use super::cond::{Cond, CondStatus, GRAPH_READY, POLICY_COMPLIANT, READY, RECONCILED};
 use super::observation::{Observation, Outcome, PolicyResult};
 use super::reason::Reason;
-use super::replicas::Rollout;
+use super::replicas::TrackReplicas;
 use super::routing;
 use crate::reconcile::children::Track;
 use crate::reconcile::pods::PodState;
 
-fn rollout_message(primary: &Rollout, canary: Option<&Rollout>) -> String {
+fn replicas_message(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> String {
     let mut msg = format!(
         "{}/{} primary replicas ready",
         primary.ready, primary.desired
@@ -27,9 +27,9 @@ fn rollout_message(primary: &Rollout, canary: Option<&Rollout>) -> String {
 /// `Ready=False` for the most telling pod state among the tracks that are
 /// short of ready replicas (the primary's on a tie); `None` when no such
 /// track's pods say why.
-fn blocked_ready(primary: &Rollout, canary: Option<&Rollout>) -> Option<Cond> {
+fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Option<Cond> {
     let tracks = [(Track::Primary, Some(primary)), (Track::Canary, canary)];
-    let (track, rollout, state) = tracks
+    let (track, replicas, state) = tracks
         .into_iter()
         .filter_map(|(t, r)| {
             let r = r?;
@@ -41,8 +41,8 @@ fn blocked_ready(primary: &Rollout, canary: Option<&Rollout>) -> Option<Cond> {
     let counts = format!(
         "{}: {}/{} replicas ready",
         track.as_str(),
-        rollout.ready,
-        rollout.desired
+        replicas.ready,
+        replicas.desired
     );
     let (reason, message) = match state {
         PodState::Ready => return None,
@@ -107,8 +107,9 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 Reason::Applied,
                 "every child is applied".to_owned(),
             ));
-            let complete = primary.complete() && canary.as_ref().is_none_or(Rollout::complete);
-            let msg = rollout_message(primary, canary.as_ref());
+            let complete =
+                primary.complete() && canary.as_ref().is_none_or(TrackReplicas::complete);
+            let msg = replicas_message(primary, canary.as_ref());
             out.push(if complete {
                 Cond::new(READY, true, Reason::Available, msg)
             } else if let Some(blocked) = blocked_ready(primary, canary.as_ref()) {

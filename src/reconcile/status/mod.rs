@@ -35,7 +35,7 @@ pub use graph::{
 };
 pub use observation::{Observation, Outcome, PolicyResult, PoolReport, Routing};
 pub use reason::{Reason, waits_for_an_optional_api};
-pub use replicas::Rollout;
+pub use replicas::TrackReplicas;
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@
 //! [`compute`](super::compute::compute) needs.
 
 use super::graph::GraphReport;
-use super::replicas::Rollout;
+use super::replicas::TrackReplicas;
 
 /// How routing turned out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,10 +56,10 @@ pub struct PoolReport {
 pub enum Outcome {
     /// Every child was applied.
     Applied {
-        /// The primary Deployment's rollout.
-        primary: Rollout,
-        /// The canary Deployment's rollout, when there is a canary.
-        canary: Option<Rollout>,
+        /// The primary Deployment's replicas.
+        primary: TrackReplicas,
+        /// The canary Deployment's replicas, when there is a canary.
+        canary: Option<TrackReplicas>,
         /// The routing result.
         routing: Routing,
         /// The canary weight actually routed (None without a route or canary).

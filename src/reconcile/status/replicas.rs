@@ -4,10 +4,11 @@
 use crate::reconcile::pods::PodState;
 use crate::reconcile::watched::{WatchedDeployment, rollout_complete};
 
-/// What a Deployment reports about its rollout, and why its pods are not
-/// ready.
+/// A track's replicas as its Deployment reports them (wanted, ready, up to
+/// date, in all), and why its pods are not ready. Not the progressive
+/// rollout (`status.rollout`, decided in `rollout/`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Rollout {
+pub struct TrackReplicas {
     /// `spec.replicas` (after the HPA, when it manages the Deployment).
     pub desired: i32,
     /// `status.readyReplicas`.
@@ -24,7 +25,7 @@ pub struct Rollout {
     pub blocker: Option<Box<PodState>>,
 }
 
-impl Rollout {
+impl TrackReplicas {
     /// Read a Deployment as its watch keeps it.
     #[must_use]
     pub fn of(d: &WatchedDeployment) -> Self {
@@ -38,7 +39,7 @@ impl Rollout {
         }
     }
 
-    /// The same rollout, with why its pods are not ready.
+    /// The same replicas, with why the track's pods are not ready.
     #[must_use]
     pub fn with_blocker(self, blocker: Option<PodState>) -> Self {
         Self {
@@ -48,7 +49,7 @@ impl Rollout {
     }
 
     /// Why the track serves fewer replicas than it wants, when its pods say:
-    /// the rollout is not complete, fewer replicas are ready than desired,
+    /// the Deployment's rollout is not complete, fewer replicas are ready than desired,
     /// and a pod of the track is not ready.
     #[must_use]
     pub fn blocked(&self) -> Option<&PodState> {

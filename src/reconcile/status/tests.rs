@@ -15,7 +15,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
     Observation {
         generation: Some(3),
         outcome: Outcome::Applied {
-            primary: Rollout {
+            primary: TrackReplicas {
                 desired: 2,
                 ready: primary_ready,
                 updated: 2,
@@ -23,7 +23,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
                 observed: true,
                 blocker: None,
             },
-            canary: canary_ready.map(|r| Rollout {
+            canary: canary_ready.map(|r| TrackReplicas {
                 desired: 1,
                 ready: r,
                 updated: 1,
@@ -229,7 +229,7 @@ fn removing_the_canary_clears_its_status() {
 }
 
 #[test]
-fn rollout_reads_a_deployment() {
+fn track_replicas_read_a_deployment() {
     let d: crate::reconcile::watched::WatchedDeployment =
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "chat", "generation": 4},
@@ -237,10 +237,10 @@ fn rollout_reads_a_deployment() {
             "status": {"observedGeneration": 4, "readyReplicas": 2, "updatedReplicas": 3}
         }))
         .unwrap();
-    let r = Rollout::of(&d);
+    let r = TrackReplicas::of(&d);
     assert_eq!(
         r,
-        Rollout {
+        TrackReplicas {
             desired: 3,
             ready: 2,
             updated: 3,
@@ -252,7 +252,7 @@ fn rollout_reads_a_deployment() {
     assert!(!r.complete());
     // Every wanted replica ready and one of the new template, but the
     // ready one is the old pod: not complete until the old pod is gone.
-    let mid = |total| Rollout {
+    let mid = |total| TrackReplicas {
         desired: 1,
         ready: 1,
         updated: 1,
