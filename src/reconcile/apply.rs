@@ -17,12 +17,12 @@ use serde::Serialize;
 use tracing::warn;
 
 use super::children::ANNOTATION_APPLIED;
-use super::echo::{ChildKey, Echoes, Seen};
 use super::error::{Error, status_not_found};
 use super::events::Recorders;
-use super::kinds::{Change, ChildKind};
 use super::status::{self, Observation, Reason};
-use super::watched::watched_of;
+use super::watch::echo::{ChildKey, Echoes, Seen};
+use super::watch::kinds::{Change, ChildKind};
+use super::watch::watched::watched_of;
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 

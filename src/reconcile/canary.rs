@@ -17,7 +17,7 @@ use super::children::httproute::HTTPRoute;
 use super::children::names_backend;
 use super::context::Ctx;
 use super::error::{Error, status_not_found};
-use super::watched::WatchedDeployment;
+use super::watch::watched::WatchedDeployment;
 use crate::api::v1beta1::InferenceService;
 
 /// The routes of the service's namespace that name the backend `name`, as

@@ -11,7 +11,7 @@ use tower_test::mock::{self, Handle};
 
 use super::*;
 use crate::reconcile::status::{Outcome, PolicyResult};
-use crate::reconcile::watched::WatchedDeployment;
+use crate::reconcile::watch::watched::WatchedDeployment;
 
 type ApiServer = Handle<Request<Body>, Response<Body>>;
 

@@ -2,7 +2,7 @@
 //! are not ready.
 
 use crate::reconcile::pods::PodState;
-use crate::reconcile::watched::{WatchedDeployment, rollout_complete};
+use crate::reconcile::watch::watched::{WatchedDeployment, rollout_complete};
 
 /// A track's replicas as its Deployment reports them (wanted, ready, up to
 /// date, in all), and why its pods are not ready. Not the progressive

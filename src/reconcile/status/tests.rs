@@ -230,7 +230,7 @@ fn removing_the_canary_clears_its_status() {
 
 #[test]
 fn track_replicas_read_a_deployment() {
-    let d: crate::reconcile::watched::WatchedDeployment =
+    let d: crate::reconcile::watch::watched::WatchedDeployment =
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "chat", "generation": 4},
             "spec": {"replicas": 3, "selector": {}, "template": {}},

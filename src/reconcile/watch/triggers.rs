@@ -14,28 +14,28 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, Predicate, predicates};
 use tokio::task::JoinSet;
 
-use super::child_watch::{Feed, child_stream};
+use super::child::{Feed, child_stream};
 use super::echo::Echoes;
-use super::graph as resolve;
 use super::kinds::{ChildCaches, ChildKind, Crd, KindVisitor, discovery, each_kind};
 use super::optional::OptionalChildren;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::metrics::Metrics;
+use crate::reconcile::graph as resolve;
 use crate::state::{Scope, ServiceEvent};
 
 /// Adds one kind's owner triggers to the controller.
 type Trigger = Box<dyn FnOnce(Controller<InferenceService>) -> Controller<InferenceService> + Send>;
 
 /// The children of every kind of [`each_kind`], watched for one term.
-pub(super) struct ChildWatches {
+pub(in crate::reconcile) struct ChildWatches {
     /// Every kind's cache (and an optional CRD's discovery).
-    pub(super) caches: ChildCaches,
+    pub(in crate::reconcile) caches: ChildCaches,
     /// Ends once every cache the controller waits for holds its first list
     /// (an optional kind's is not waited for).
-    pub(super) synced: BoxFuture<'static, ()>,
+    pub(in crate::reconcile) synced: BoxFuture<'static, ()>,
     /// Every kind's stream of touched children, for the controller.
-    pub(super) triggers: Triggers,
+    pub(in crate::reconcile) triggers: Triggers,
 }
 
 impl ChildWatches {
@@ -44,7 +44,7 @@ impl ChildWatches {
     /// began (again, after a removal) says so on `crd_appeared`: `true`
     /// when every service is to be reconciled, `false` when only those
     /// waiting for an optional API ([`super::optional`]).
-    pub(super) fn start(
+    pub(in crate::reconcile) fn start(
         tasks: &mut JoinSet<()>,
         client: &Client,
         scope: &Scope,
@@ -78,12 +78,12 @@ impl ChildWatches {
 }
 
 /// Every kind's owner triggers.
-pub(super) struct Triggers(Vec<Trigger>);
+pub(in crate::reconcile) struct Triggers(Vec<Trigger>);
 
 impl Triggers {
     /// `controller`, triggered by every kind's children (a child touches
     /// the service that owns it).
-    pub(super) fn attach(
+    pub(in crate::reconcile) fn attach(
         self,
         controller: Controller<InferenceService>,
     ) -> Controller<InferenceService> {
@@ -189,7 +189,7 @@ async fn forward_children<K: ChildKind>(
 /// `covered`: the services the term's first round reconciles (the cache as
 /// the term starts); an event that shows one of them as it was then (the
 /// cache's first list, handed on as it lands) is no news.
-pub(super) fn service_triggers(
+pub(in crate::reconcile) fn service_triggers(
     events: tokio::sync::mpsc::Receiver<ServiceEvent>,
     graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     covered: &[Arc<InferenceService>],

@@ -3,7 +3,7 @@
 //! run time) its cache. The controller watches every kind of [`each_kind`],
 //! the writer asks a kind for its name and change signal.
 //!
-//! A new kind is a builder in [`super::children`], a row of the table here
+//! A new kind is a builder in [`crate::reconcile::children`], a row of the table here
 //! and its tests.
 
 use std::any::{Any, TypeId};
@@ -21,12 +21,12 @@ use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::children::httproute::HTTPRoute;
-use super::children::inferencepool::InferencePool;
-use super::children::podmonitor::PodMonitor;
-use super::children::rayservice::RayService;
 use super::discovery::ApiDiscovery;
 use super::watched::{WatchedChild, WatchedDeployment, WatchedMeta};
+use crate::reconcile::children::httproute::HTTPRoute;
+use crate::reconcile::children::inferencepool::InferencePool;
+use crate::reconcile::children::podmonitor::PodMonitor;
+use crate::reconcile::children::rayservice::RayService;
 
 /// A namespaced Kubernetes object the reconciler can watch, apply and
 /// delete: the bound every child kind meets, written once.

@@ -16,10 +16,10 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use super::children::ANNOTATION_APPLIED;
-use super::children::httproute::{HTTPRoute, HTTPRouteStatus};
-use super::children::inferencepool::{InferencePool, InferencePoolStatus};
-use super::children::rayservice::{RayService, RayServiceStatus};
+use crate::reconcile::children::ANNOTATION_APPLIED;
+use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
+use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
+use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
 
 /// An object of a child kind as its watch keeps it.
 pub trait WatchedChild:

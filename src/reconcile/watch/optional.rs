@@ -17,11 +17,11 @@ use kube::Client;
 use kube::runtime::watcher::{self, Event};
 use tracing::{debug, info, warn};
 
-use super::child_watch::{Feed, child_stream};
+use super::child::{Feed, child_stream};
 use super::discovery::{ApiDiscovery, DISCOVERY_POLL};
-use super::error::status_not_found;
 use super::kinds::ChildKind;
 use crate::metrics::Metrics;
+use crate::reconcile::error::status_not_found;
 use crate::state::Scope;
 
 /// Why a watch of an optional kind ended.

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Api, ListParams};
 
-use super::error::{Error, status_not_found};
 use crate::api::v1beta1::InferenceService;
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
+use crate::reconcile::error::{Error, status_not_found};
 
 /// How often discovery is asked again while an optional CRD's children
 /// are followed (its arrival and its removal are seen within this time).

@@ -13,11 +13,11 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
-use super::children::{ANNOTATION_APPLIED, LABEL_MANAGED_BY};
 use super::echo::{Echoes, Seen};
 use super::kinds::{Change, ChildKind};
 use super::watched::WatchedChild;
 use crate::api::MANAGER;
+use crate::reconcile::children::{ANNOTATION_APPLIED, LABEL_MANAGED_BY};
 use crate::state::Scope;
 
 /// The watch of one kind's children: by infergate's label, trimmed to what
@@ -153,8 +153,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::reconcile::echo::Echoes;
-    use crate::reconcile::watched::{WatchedDeployment, WatchedMeta};
+    use crate::reconcile::watch::echo::Echoes;
+    use crate::reconcile::watch::watched::{WatchedDeployment, WatchedMeta};
 
     fn deployment(rv: &str, generation: i64, status: Value) -> WatchedDeployment {
         serde_json::from_value(json!({
