@@ -15,7 +15,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::apply::Writer;
 use super::config::Config;
 use super::context::{Ctx, GraphFetching};
 use super::error::Error;
@@ -24,6 +23,7 @@ use super::pods::{self, PodStates};
 use super::status::waits_for_an_optional_api;
 use super::watch::echo::Echoes;
 use super::watch::triggers::{ChildWatches, service_triggers};
+use super::write::Writer;
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::state::ClusterState;

@@ -28,7 +28,6 @@
 //!   which services no longer fit their namespace's budget.
 
 pub mod analysis;
-pub mod apply;
 pub mod budget;
 mod canary;
 pub mod children;
@@ -36,7 +35,6 @@ pub mod config;
 pub mod context;
 pub mod controller;
 pub mod error;
-mod events;
 pub mod flow;
 pub mod graph;
 mod lease;
@@ -48,6 +46,7 @@ mod requeue;
 pub mod rollout;
 pub mod status;
 pub mod watch;
+pub mod write;
 
 pub use config::{Config, GRAPH_RESYNC, LeaseTiming};
 pub use error::Error;

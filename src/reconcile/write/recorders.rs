@@ -1,4 +1,4 @@
-//! Event recorders for the reconciler's [`super::apply::Writer`], spread so
+//! Event recorders for the reconciler's [`super::writer::Writer`], spread so
 //! that publishing one event never walks every service's recent events.
 
 /// How many event recorders the reconciler spreads its services over.

@@ -1,33 +1,24 @@
-//! Writing to the cluster: server-side apply of a child (only when what
-//! the service wants of it changed, or someone else changed it), deletion
-//! of a child the service controls, one event per kind of change per
-//! reconcile, status writes (only when the status changed) with the events
-//! its conditions call for.
+//! Writing a child: server-side apply (only when what the service wants of
+//! it changed, or someone else changed it), and deletion of a child the
+//! service controls.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use tracing::warn;
 
-use super::children::ANNOTATION_APPLIED;
-use super::error::{Error, status_not_found};
-use super::events::Recorders;
-use super::status::{self, Observation, Reason};
-use super::watch::echo::{ChildKey, Echoes, Seen};
-use super::watch::kinds::{Change, ChildKind};
-use super::watch::watched::watched_of;
+use super::writer::{ChildMarker, Writer};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
-
-/// (uid, generation or resourceVersion) of a child as last applied.
-type ChildMarker = (String, String);
+use crate::reconcile::children::ANNOTATION_APPLIED;
+use crate::reconcile::error::{Error, status_not_found};
+use crate::reconcile::status::Reason;
+use crate::reconcile::watch::echo::{ChildKey, Seen};
+use crate::reconcile::watch::kinds::{Change, ChildKind};
+use crate::reconcile::watch::watched::watched_of;
 
 /// What [`Writer::apply`] did.
 #[derive(Debug)]
@@ -42,7 +33,7 @@ pub enum Applied<K: ChildKind> {
 
 /// The digest [`ANNOTATION_APPLIED`] records: SHA-256 of the desired
 /// object's JSON (without the annotation), first 16 bytes, hex.
-fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
+pub(super) fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
     let bytes = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
     let sum = ring::digest::digest(&ring::digest::SHA256, &bytes);
     Ok(sum.as_ref()[..16]
@@ -52,31 +43,6 @@ fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
             let _ = write!(s, "{b:02x}");
             s
         }))
-}
-
-/// Writes children, status and events for the reconciler.
-pub struct Writer {
-    client: Client,
-    recorders: Recorders<Recorder>,
-    /// Last applied (uid, generation or resourceVersion) per child, for events.
-    seen: Mutex<HashMap<ChildKey, ChildMarker>>,
-    /// Children created, updated or deleted by the reconcile under way, per
-    /// service (namespace, name): announced when it ends
-    /// ([`Writer::announce`]), one event per kind of change.
-    changes: Mutex<HashMap<(String, String), Changes>>,
-    /// Where the child watches learn which events this writer caused.
-    echoes: Arc<Echoes>,
-    /// The values of the once-per-value annotations each service's last
-    /// status write held acted on.
-    once: super::once::Written,
-}
-
-/// What one reconcile did to a service's children, as `Kind name`.
-#[derive(Default)]
-struct Changes {
-    created: Vec<String>,
-    updated: Vec<String>,
-    deleted: Vec<String>,
 }
 
 /// Whether `svc` is the controller of the object `meta` describes.
@@ -92,105 +58,6 @@ pub fn owned_by(meta: &kube::api::ObjectMeta, svc: &InferenceService) -> bool {
 }
 
 impl Writer {
-    /// A writer using `client`, publishing events as `reporter`, telling
-    /// `echoes` what each write of a child left.
-    #[must_use]
-    pub fn new(client: Client, reporter: Reporter, echoes: Arc<Echoes>) -> Self {
-        let events = client.clone();
-        Writer {
-            client,
-            recorders: Recorders::new(|| Recorder::new(events.clone(), reporter.clone())),
-            seen: Mutex::new(HashMap::new()),
-            changes: Mutex::new(HashMap::new()),
-            echoes,
-            once: super::once::Written::default(),
-        }
-    }
-
-    /// The values of the once-per-value annotations this writer last wrote
-    /// in `svc`'s status: acted on, whether or not the status read shows
-    /// them yet.
-    #[must_use]
-    pub fn acted_on(&self, svc: &InferenceService) -> super::once::Lists {
-        self.once.get(svc)
-    }
-
-    /// Forget what was written for `svc` (deleted).
-    pub fn forget(&self, svc: &InferenceService) {
-        self.once.forget(svc);
-    }
-
-    /// Remember a change to one of the service's children.
-    fn record(&self, svc: &InferenceService, reason: Reason, child: String) {
-        let key = (svc.namespace().unwrap_or_default(), svc.name_any());
-        if let Ok(mut changes) = self.changes.lock() {
-            let c = changes.entry(key).or_default();
-            match reason {
-                Reason::Created => c.created.push(child),
-                Reason::Deleted => c.deleted.push(child),
-                _ => c.updated.push(child),
-            }
-        }
-    }
-
-    /// Publish what the reconcile that ends did to the service's children:
-    /// one event per kind of change (`Created`, `Updated`, `Deleted`), each
-    /// naming every child it concerns, so a new service costs one event
-    /// write, not one per child.
-    pub async fn announce(&self, svc: &InferenceService) {
-        let key = (svc.namespace().unwrap_or_default(), svc.name_any());
-        let Some(changes) = self.changes.lock().ok().and_then(|mut c| c.remove(&key)) else {
-            return;
-        };
-        for (reason, verb, children) in [
-            (Reason::Created, "created", changes.created),
-            (Reason::Updated, "updated", changes.updated),
-            (Reason::Deleted, "deleted", changes.deleted),
-        ] {
-            if !children.is_empty() {
-                let note = format!("{verb} {}", children.join(", "));
-                self.publish(svc, EventType::Normal, reason, note).await;
-            }
-        }
-    }
-
-    /// Publish an event regarding the service.
-    pub async fn publish(
-        &self,
-        svc: &InferenceService,
-        type_: EventType,
-        reason: Reason,
-        note: String,
-    ) {
-        self.publish_related(svc, type_, reason, note, None).await;
-    }
-
-    /// Publish an event regarding the service; `related` names the child it is
-    /// about (so events about different children are not merged into one series).
-    pub async fn publish_related(
-        &self,
-        svc: &InferenceService,
-        type_: EventType,
-        reason: Reason,
-        note: String,
-        related: Option<k8s_openapi::api::core::v1::ObjectReference>,
-    ) {
-        let event = Event {
-            type_,
-            reason: reason.as_str().to_owned(),
-            note: Some(crate::telemetry::cut_message(&note)),
-            action: "Reconcile".to_owned(),
-            secondary: related,
-        };
-        let key = svc.uid().unwrap_or_else(|| {
-            format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
-        });
-        let recorder = self.recorders.get(&key);
-        if let Err(e) = recorder.publish(&event, &svc.object_ref(&())).await {
-            warn!(error = %e, reason = reason.as_str(), "failed to publish event");
-        }
-    }
-
     /// Server-side apply one child unless it already holds what `obj`
     /// says; remember Created/Updated for [`Writer::announce`]. `store` is
     /// the child kind's cache: it says whether the object exists, who
@@ -402,54 +269,4 @@ impl Writer {
             Err(e) => Err(Error::Kube(e)),
         }
     }
-
-    /// Write the status through the status subresource (server-side apply)
-    /// when it changed, with events for condition transitions that matter.
-    pub async fn write_status(
-        &self,
-        svc: &InferenceService,
-        obs: &Observation,
-    ) -> Result<(), Error> {
-        let previous = svc.status.as_ref();
-        let mut new = status::compute(previous, obs, Timestamp::now());
-        // A status read a moment before this writer's last write landed
-        // must not lose the values acted on since.
-        self.once.get(svc).fill(&mut new);
-        if previous == Some(&new) {
-            return Ok(());
-        }
-        for c in status::conditions_for(obs) {
-            let old = status::condition(previous, c.type_);
-            let status = c.status.as_str();
-            if old.is_some_and(|o| o.status == status && o.reason == c.reason.as_str()) {
-                continue;
-            }
-            let failed = c.status == status::CondStatus::False;
-            if failed && (c.type_ == status::GRAPH_READY || c.reason.is_warning()) {
-                self.publish(svc, EventType::Warning, c.reason, c.message.clone())
-                    .await;
-            } else if c.type_ == status::READY && c.status == status::CondStatus::True {
-                self.publish(svc, EventType::Normal, Reason::Ready, c.message.clone())
-                    .await;
-            }
-        }
-        let api: Api<InferenceService> =
-            Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
-        let patch = serde_json::json!({
-            "apiVersion": InferenceService::api_version(&()),
-            "kind": InferenceService::kind(&()),
-            "status": new,
-        });
-        api.patch_status(
-            &svc.name_any(),
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-        self.once.wrote(svc, &new);
-        Ok(())
-    }
 }
-
-#[cfg(test)]
-mod tests;

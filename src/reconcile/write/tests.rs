@@ -9,8 +9,22 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle};
 
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+use serde::Serialize;
+
+use super::child::digest_of;
 use super::*;
-use crate::reconcile::status::{Outcome, PolicyResult};
+use crate::api::MANAGER;
+use crate::api::v1beta1::InferenceService;
+use crate::reconcile::children::ANNOTATION_APPLIED;
+use crate::reconcile::error::Error;
+use crate::reconcile::status::{self, Observation, Outcome, PolicyResult, Reason};
+use crate::reconcile::watch::echo::Echoes;
 use crate::reconcile::watch::watched::WatchedDeployment;
 
 type ApiServer = Handle<Request<Body>, Response<Body>>;
