@@ -27,7 +27,6 @@
 //! - [`budget`]: the GPU budget ledgers corrected from the services, and
 //!   which services no longer fit their namespace's budget.
 
-pub mod analysis;
 pub mod budget;
 mod canary;
 pub mod children;

@@ -12,10 +12,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use super::analysis;
 use super::children::{self as builders, Track};
 use super::context::Ctx;
 use super::error::Error;
+use super::rollout::gate as analysis;
 use super::rollout::{
     self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
     StepClock, StepTimes,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::rollout::Gate;
+use super::types::Gate;
 use crate::api::rollout::PrometheusGate;
 
 /// The whole evaluation's deadline.

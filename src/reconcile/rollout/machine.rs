@@ -13,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::types::{Decision, Gate, Input, Note, StepClock};
 use crate::api::rollout::{OnNoData, RolloutPhase, RolloutSpec, RolloutStatus, VersionRef};
 use crate::engine::rollout::{
     DEFAULT_FAILURE_LIMIT, DEFAULT_INTERVAL, DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_DEADLINE,
@@ -20,121 +21,14 @@ use crate::engine::rollout::{
 };
 use crate::reconcile::once;
 
-/// The annotation whose value `VERB/TOKEN` acts at most once per value,
-/// ever (the values acted on are kept in `status.rollout.actionsSeen`).
-pub const ACTION_ANNOTATION: &str = "infergate.dev/rollout-action";
 /// How often a rollout that waits for the cluster looks again (watch
 /// events come sooner).
 pub const POLL: Duration = Duration::from_secs(10);
-
-/// A track's readiness, as its Deployment reports it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Readiness {
-    /// Ready replicas.
-    pub ready: i32,
-    /// Wanted replicas.
-    pub desired: i32,
-}
-
-/// What the cluster shows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Observed {
-    /// The canary track, when it exists and runs the target.
-    pub canary: Option<Readiness>,
-    /// Container restarts of the canary's pods since they started.
-    pub canary_restarts: i32,
-    /// The primary track runs the version the last decision asked for and
-    /// its rollout is complete.
-    pub primary_complete: bool,
-}
-
-/// The analysis gate's verdict for the current step.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Gate {
-    /// Within the threshold.
-    Pass,
-    /// Outside it, or the query failed.
-    Fail(String),
-    /// The query returned no sample.
-    NoData,
-    /// No Prometheus address anywhere (the message says where to set one).
-    NoAddress(String),
-}
-
-/// What this process knows of the current step's times, more precisely
-/// than the second-precision `stepStartedAt` in status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StepClock {
-    /// When the route with the step's weight was applied.
-    pub started: Option<Timestamp>,
-    /// When the gate's query last ran during this step.
-    pub queried: Option<Timestamp>,
-}
-
-/// A service's current step as this process timed it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct StepTimes {
-    /// The `stepStartedAt` they belong to, as stored (to the second).
-    pub(super) stored: Timestamp,
-    /// The precise times.
-    pub(super) clock: StepClock,
-}
 
 /// Reasons of a step that waits for the gate past its soak.
 const HOLDING: [&str; 2] = ["AnalysisNoData", "NoPrometheusAddress"];
 /// The shortest requeue while a rollout progresses.
 const MIN_REQUEUE: Duration = Duration::from_millis(100);
-
-/// An event the decision calls for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    /// A Warning (failure) rather than a Normal event.
-    pub warning: bool,
-    /// The event's reason.
-    pub reason: &'static str,
-    /// The event's message.
-    pub message: String,
-}
-
-/// What to do now.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Decision {
-    /// The next `status.rollout`.
-    pub status: RolloutStatus,
-    /// What the primary track runs.
-    pub primary: VersionRef,
-    /// The canary track (the target) and the weight to route to it; `None`:
-    /// no canary track (the route lets go of it before it is deleted).
-    pub canary: Option<(VersionRef, i32)>,
-    /// Events to publish.
-    pub notes: Vec<Note>,
-    /// When to look again (`None`: only on a change).
-    pub requeue: Option<Duration>,
-}
-
-/// Everything the decision reads.
-#[derive(Clone, Debug)]
-pub struct Input<'a> {
-    /// The plan.
-    pub plan: &'a RolloutSpec,
-    /// The version the spec asks for.
-    pub desired: VersionRef,
-    /// The current `status.rollout`.
-    pub current: Option<&'a RolloutStatus>,
-    /// What the cluster shows.
-    pub observed: Observed,
-    /// The gate's verdict, when [`gate_due`] said to evaluate it.
-    pub gate: Option<Gate>,
-    /// The `infergate.dev/rollout-action` annotation.
-    pub action: Option<&'a str>,
-    /// Action values this process recorded as acted on, whether or not
-    /// `current` shows them yet.
-    pub acted_on: &'a [String],
-    /// The current step's times as this process took them.
-    pub clock: StepClock,
-    /// Now.
-    pub now: Timestamp,
-}
 
 fn at(t: Option<&Time>) -> Option<Timestamp> {
     t.map(|t| t.0)
@@ -301,7 +195,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
                     ),
                 ));
             } else {
-                progress(plan, input, verb.as_deref(), &mut st, &mut notes);
+                advance(plan, input, verb.as_deref(), &mut st, &mut notes);
             }
         }
     }
@@ -446,9 +340,11 @@ fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why
     ));
 }
 
-/// A rollout under way for the target the spec still asks for: actions,
-/// failures, readiness, the soak and the gate.
-fn progress(
+/// Advance a rollout under way for the target the spec still asks for by
+/// one decision: act on the action, fail it (restarts, deadline, gate),
+/// wait for the canary, hold the step's soak, ask the gate, move to the
+/// next step or to promotion.
+fn advance(
     plan: &RolloutSpec,
     input: &Input<'_>,
     verb: Option<&str>,
@@ -698,6 +594,3 @@ fn progress(
         ));
     }
 }
-
-#[cfg(test)]
-mod tests;
