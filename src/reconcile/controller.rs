@@ -15,10 +15,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::backend::{error_policy, reconcile};
 use super::config::Config;
 use super::context::{Ctx, GraphFetching};
 use super::error::Error;
-use super::flow::{error_policy, reconcile};
 use super::pods::{self, PodStates};
 use super::status::waits_for_an_optional_api;
 use super::watch::echo::Echoes;

@@ -27,21 +27,17 @@
 //! - [`budget`]: the GPU budget ledgers corrected from the services, and
 //!   which services no longer fit their namespace's budget.
 
+mod backend;
 pub mod budget;
-mod canary;
 pub mod children;
 pub mod config;
 pub mod context;
 pub mod controller;
 pub mod error;
-pub mod flow;
 pub mod graph;
 mod lease;
 pub mod once;
 pub mod pods;
-mod progress;
-pub mod ray;
-mod requeue;
 pub mod rollout;
 pub mod status;
 pub mod watch;

@@ -17,22 +17,22 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{debug, warn};
 
-use super::children::httproute::HTTPRoute;
-use super::children::rayservice::{self, RayService, RayServiceError};
-use super::children::{self as builders, Track};
-use super::children::{gateway_display, rejection};
-use super::context::Ctx;
-use super::error::Error;
-use super::graph as resolve;
 use super::requeue::{GRAPH_QUEUE_POLL, OPTIONAL_API_RECHECK, jitter};
-use super::status::{
-    AppliedGraph, GraphReport, Observation, Outcome, Reason, Routing, live_graph, pending_refresh,
-    short_digest,
-};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
 use crate::graph::GraphError;
+use crate::reconcile::children::httproute::HTTPRoute;
+use crate::reconcile::children::rayservice::{self, RayService, RayServiceError};
+use crate::reconcile::children::{self as builders, Track};
+use crate::reconcile::children::{gateway_display, rejection};
+use crate::reconcile::context::Ctx;
+use crate::reconcile::error::Error;
+use crate::reconcile::graph as resolve;
+use crate::reconcile::status::{
+    AppliedGraph, GraphReport, Observation, Outcome, Reason, Routing, live_graph, pending_refresh,
+    short_digest,
+};
 
 /// The annotation that asks for a fetch of the graph, at most once per
 /// value ever (the values acted on are kept in `status.graph.refreshesSeen`;
@@ -358,7 +358,7 @@ async fn scale_ray_clusters(
     applied: &rayservice::RayService,
     desired: &rayservice::RayService,
 ) -> Option<(i32, i32)> {
-    use super::children::raycluster::{self, RayCluster};
+    use crate::reconcile::children::raycluster::{self, RayCluster};
     let want = raycluster::wanted_group(desired)?;
     let ns = applied.namespace()?;
     let api: kube::Api<RayCluster> = kube::Api::namespaced(ctx.client.clone(), &ns);

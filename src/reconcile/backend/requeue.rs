@@ -1,9 +1,11 @@
-//! When a reconcile comes back, shared by both backends' flows.
+//! When a reconcile comes back, shared by both backends.
 
 use std::time::Duration;
 
 use crate::api::v1beta1::InferenceService;
 
+/// Periodic re-reconcile of every service (drift that no watch event reported).
+pub const RESYNC: Duration = Duration::from_secs(3600);
 /// Come back while waiting in line for a graph fetch slot (to say where it
 /// stands; its turn brings it back at once).
 pub const GRAPH_QUEUE_POLL: Duration = Duration::from_secs(30);

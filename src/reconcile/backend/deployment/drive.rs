@@ -1,8 +1,8 @@
 //! Driving a progressive rollout from a reconcile: what the cluster shows
 //! (the tracks' Deployments, the canary's restarts, the analysis gate), the
-//! decision of [`super::rollout`], and the service the children are built
-//! from (the primary on the stable version, the canary on the target at the
-//! decided weight).
+//! decision of [`crate::reconcile::rollout`], and the service the children
+//! are built from (the primary on the stable version, the canary on the
+//! target at the decided weight).
 
 use std::time::Duration;
 
@@ -12,19 +12,19 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use super::children::{self as builders, Track};
-use super::context::Ctx;
-use super::error::Error;
-use super::rollout::gate as analysis;
-use super::rollout::{
-    self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
-    StepClock, StepTimes,
-};
-use super::status::TrackReplicas;
 use crate::api::AcceleratorClassSpec;
 use crate::api::rollout::{RolloutPhase, RolloutStatus, VersionRef};
 use crate::api::v1beta1::{CanarySpec, EngineSpec, InferenceService};
 use crate::engine;
+use crate::reconcile::children::{self as builders, Track};
+use crate::reconcile::context::Ctx;
+use crate::reconcile::error::Error;
+use crate::reconcile::rollout::gate;
+use crate::reconcile::rollout::{
+    self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
+    StepClock, StepTimes,
+};
+use crate::reconcile::status::TrackReplicas;
 use crate::state::context::Watched;
 use crate::state::with_context;
 
@@ -318,5 +318,5 @@ async fn evaluate_gate(
         &defaulted.name_any(),
         &builders::child_name(defaulted, Track::Canary),
     );
-    analysis::evaluate(&address, &rendered, &ns, gate).await
+    gate::evaluate(&address, &rendered, &ns, gate).await
 }

@@ -13,12 +13,12 @@ use kube::api::{Api, ListParams};
 use kube::{ResourceExt, api::ObjectList};
 use tracing::info;
 
-use super::children::httproute::HTTPRoute;
-use super::children::names_backend;
-use super::context::Ctx;
-use super::error::{Error, status_not_found};
-use super::watch::watched::WatchedDeployment;
 use crate::api::v1beta1::InferenceService;
+use crate::reconcile::children::httproute::HTTPRoute;
+use crate::reconcile::children::names_backend;
+use crate::reconcile::context::Ctx;
+use crate::reconcile::error::{Error, status_not_found};
+use crate::reconcile::watch::watched::WatchedDeployment;
 
 /// The routes of the service's namespace that name the backend `name`, as
 /// the API server holds them (a quorum read; none without the HTTPRoute
