@@ -1,7 +1,7 @@
 //! The kube-runtime Controller on InferenceService for one leadership term:
 //! the watches of every child kind and of the engine pods, the context
 //! every reconcile shares ([`Ctx`]), and the wiring from the watches to
-//! [`super::flow`].
+//! the reconcile of a service (`backend/`).
 
 use std::sync::Arc;
 

@@ -1,12 +1,16 @@
 //! The progressive rollout (`spec.rollout.strategy: Canary`): what it
-//! decides, and the analysis gate it asks. The `Deployment` backend drives
-//! it (`backend::deployment`): it reads what the cluster shows, asks
-//! [`decide`], and builds the tracks from the decision.
+//! decides, and the analysis gate it asks.
 //!
 //! - `types`: what the state machine reads ([`Input`]) and answers
-//!   ([`Decision`]);
+//!   ([`Decision`]), and the step times this process keeps;
 //! - `machine`: the state machine, one pure function ([`decide`]);
 //! - [`gate`]: the Prometheus query a step's soak ends with.
+//!
+//! The `Deployment` backend drives it
+//! (`reconcile/backend/deployment/drive.rs`): it reads what the cluster
+//! shows, asks [`decide`], and builds the tracks from the decision. The
+//! driver reads the term's context, which keeps each step's times
+//! ([`StepClock`]): it sits above that context, and the decision below it.
 
 pub mod gate;
 mod machine;

@@ -102,7 +102,7 @@ pub struct Input<'a> {
     pub current: Option<&'a RolloutStatus>,
     /// What the cluster shows.
     pub observed: Observed,
-    /// The gate's verdict, when [`gate_due`] said to evaluate it.
+    /// The gate's verdict, when [`gate_due`](super::gate_due) said to evaluate it.
     pub gate: Option<Gate>,
     /// The `infergate.dev/rollout-action` annotation.
     pub action: Option<&'a str>,

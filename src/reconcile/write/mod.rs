@@ -16,7 +16,7 @@ mod recorders;
 mod status;
 mod writer;
 
-pub use child::{Applied, owned_by};
+pub use child::Applied;
 pub use writer::Writer;
 
 #[cfg(test)]
