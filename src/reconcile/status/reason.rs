@@ -8,9 +8,9 @@ use crate::api::v1beta1::InferenceService;
 pub enum Reason {
     /// Every child is applied.
     Applied,
-    /// Every track's rollout is complete.
+    /// Every track's replicas are ready and up to date.
     Available,
-    /// A rollout is under way.
+    /// A track is short of ready or up-to-date replicas.
     Progressing,
     /// The HTTPRoute is applied and not rejected.
     RouteApplied,

@@ -2,7 +2,7 @@
 //! are not ready.
 
 use crate::reconcile::pods::PodState;
-use crate::reconcile::watch::watched::{WatchedDeployment, rollout_complete};
+use crate::reconcile::watch::watched::{WatchedDeployment, replicas_complete};
 
 /// A track's replicas as its Deployment reports them (wanted, ready, up to
 /// date, in all), and why its pods are not ready. Not the progressive
@@ -64,7 +64,7 @@ impl TrackReplicas {
     /// may be old ones).
     #[must_use]
     pub fn complete(&self) -> bool {
-        rollout_complete(
+        replicas_complete(
             self.observed,
             self.desired,
             self.ready,

@@ -274,7 +274,7 @@ impl WatchedDeployment {
     /// pod of an older template is left.
     #[must_use]
     pub fn complete(&self) -> bool {
-        rollout_complete(
+        replicas_complete(
             self.observed(),
             self.desired(),
             self.ready(),
@@ -288,7 +288,7 @@ impl WatchedDeployment {
 /// deployment controller has seen), and no pod of an older template is
 /// left (while one is, the ready replicas may be old ones).
 #[must_use]
-pub fn rollout_complete(
+pub fn replicas_complete(
     observed: bool,
     desired: i32,
     ready: i32,
@@ -323,7 +323,7 @@ impl Resource for WatchedDeployment {
 }
 
 impl WatchedChild for WatchedDeployment {
-    /// Desired and ready replicas, and whether the rollout is complete:
+    /// Desired and ready replicas, and whether they are complete:
     /// the deployment controller's bookkeeping on the way (the generation
     /// it saw, pods made but not ready) changes nothing the reconciler
     /// decides or reports.
