@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use kube::Client;
 use kube::runtime::reflector::ObjectRef;
 
-use super::apply::{Applied, Writer};
 use super::config::Config;
 use super::error::Error;
-use super::kinds::{ChildCaches, ChildKind};
 use super::pods::PodStates;
 use super::rollout::StepTimes;
+use super::watch::kinds::{ChildCaches, ChildKind};
+use super::write::{Applied, Writer};
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::state::ClusterState;

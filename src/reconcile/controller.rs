@@ -1,7 +1,7 @@
 //! The kube-runtime Controller on InferenceService for one leadership term:
 //! the watches of every child kind and of the engine pods, the context
 //! every reconcile shares ([`Ctx`]), and the wiring from the watches to
-//! [`super::flow`].
+//! the reconcile of a service (`backend/`).
 
 use std::sync::Arc;
 
@@ -15,15 +15,15 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::apply::Writer;
+use super::backend::{error_policy, reconcile};
 use super::config::Config;
 use super::context::{Ctx, GraphFetching};
-use super::echo::Echoes;
 use super::error::Error;
-use super::flow::{error_policy, reconcile};
-use super::optional::waits_for_an_optional_api;
 use super::pods::{self, PodStates};
-use super::watches::{ChildWatches, service_triggers};
+use super::status::waits_for_an_optional_api;
+use super::watch::echo::Echoes;
+use super::watch::triggers::{ChildWatches, service_triggers};
+use super::write::Writer;
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::state::ClusterState;

@@ -9,8 +9,8 @@ use tracing::{error, info, warn};
 
 use super::config::Config;
 use super::controller;
-use super::discovery;
 use super::error::Error;
+use super::watch::discovery;
 
 /// Name of the Lease the replicas compete for.
 pub const LEASE_NAME: &str = "infergate-reconciler";

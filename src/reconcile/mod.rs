@@ -6,54 +6,54 @@
 //! namespace); only the holder runs the controller, and it stops the moment
 //! the lease is lost. Webhooks are served by every replica regardless.
 //!
+//! The tree, by concern, from the top down; each folder's front door says
+//! more, and no file imports one above it:
+//!
 //! - `lease`: leader election ([`run`]), and the controller of each term;
-//! - [`controller`]: the kube-runtime Controller of one term, fed by
-//!   [`watches`] (every kind of [`kinds`], each by a [`child_watch`] that
-//!   keeps what [`watched`] says of each child and hands on only news, not
-//!   the [`echo`] of infergate's own writes; an optional CRD's while it is
-//!   served, see [`optional`]; and the shared [`crate::state`]'s service
-//!   events), running [`flow`] with a [`context::Ctx`];
-//! - [`flow`]: the prelude both backends share and the `Deployment`
-//!   backend (`progress` drives a rollout); [`ray`] the `RayService` backend;
-//!   [`apply`] writes children, status and events; `canary` changes or
-//!   deletes a canary that carries no weight only once no route names it;
+//!   [`controller`]: the kube-runtime Controller of one term, from the
+//!   watches to the reconcile; [`context`]: what every reconcile of a term
+//!   shares ([`context::Ctx`]); [`config`], [`error`];
+//! - `backend/`: one reconcile of a service: the prelude both backends
+//!   share (default and validate, an invalid spec reported in status), then
+//!   `backend/deployment/` (the tracks and their route; it drives the
+//!   progressive rollout, and `backend/deployment/canary.rs` changes or
+//!   deletes a canary that carries no weight only once no route names it)
+//!   or `backend/rayservice.rs`;
+//! - [`rollout`]: what a progressive rollout decides (a pure state
+//!   machine), and the analysis gate it asks;
+//! - `write/`: writes to the cluster: children (applied only when they
+//!   changed, deleted), status (only when it changed) and events;
+//! - [`status`]: status and conditions as a pure function of what was
+//!   observed (the conditions are computed in `status/conditions.rs`);
+//! - [`watch`]: what the reconciler watches (every kind of child, each
+//!   kept as [`watch::watched`] says; an optional CRD's while it is served)
+//!   and how events become reconciles (news only, never the echo of
+//!   infergate's own writes; the shared [`crate::state`]'s service events);
 //! - [`pods`]: why an engine pod does not start, from a watch on the
 //!   engine pods, for the `Ready` condition;
 //! - [`children`]: the desired children as pure functions (Deployments,
 //!   Services, HPAs, and the HTTPRoute and RayService types infergate writes);
 //! - [`graph`]: from `spec.graph` to the desired RayService (Secret, fetch
 //!   through [`crate::graph::fetch::GraphSource`], validation, builder);
-//! - [`status`]: status and conditions as a pure function of what was observed;
 //! - [`budget`]: the GPU budget ledgers corrected from the services, and
-//!   which services no longer fit their namespace's budget.
+//!   which services no longer fit their namespace's budget;
+//! - [`once`]: the annotations that act at most once per value.
 
-pub mod analysis;
-pub mod apply;
+mod backend;
 pub mod budget;
-mod canary;
-pub mod child_watch;
 pub mod children;
 pub mod config;
 pub mod context;
 pub mod controller;
-pub mod discovery;
-pub mod echo;
 pub mod error;
-mod events;
-pub mod flow;
 pub mod graph;
-pub mod kinds;
 mod lease;
 pub mod once;
-pub mod optional;
 pub mod pods;
-mod progress;
-pub mod ray;
-mod requeue;
 pub mod rollout;
 pub mod status;
-pub mod watched;
-pub mod watches;
+pub mod watch;
+mod write;
 
 pub use config::{Config, GRAPH_RESYNC, LeaseTiming};
 pub use error::Error;

@@ -7,7 +7,7 @@
 //!   repository (`src/app.rs`, `tests/support/`, `deploy/namespaced`), read
 //!   from the root;
 //! - a word with a slash that names a Rust or Markdown file
-//!   (`reconcile/apply.rs`), or that ends in a slash and starts with a folder
+//!   (`reconcile/write/child.rs`), or that ends in a slash and starts with a folder
 //!   of `src/` (`webhook/`), read from the naming file's folder, from the root
 //!   or from `src/`;
 //! - a bare Rust or Markdown file name (`limits.md`), which some file of the

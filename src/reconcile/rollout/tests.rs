@@ -1,7 +1,15 @@
 //! The state machine, reconcile by reconcile.
 
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
 use super::*;
-use crate::api::rollout::{AnalysisSpec, PrometheusGate, RolloutStrategy, Threshold};
+use crate::api::rollout::{
+    AnalysisSpec, PrometheusGate, RolloutPhase, RolloutSpec, RolloutStatus, RolloutStrategy,
+    Threshold, VersionRef,
+};
 use crate::api::v1beta1::ModelSpec;
 
 fn version(model: &str) -> VersionRef {

@@ -1,10 +1,22 @@
-//! One condition to set, and setting it in a status.
+//! One condition to set, infergate's condition types, and setting and
+//! finding a condition in a status.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use super::Reason;
+use super::reason::Reason;
 use crate::api::v1beta1::InferenceServiceStatus;
+
+/// The service serves: every wanted replica of every track is ready and up to date.
+pub const READY: &str = "Ready";
+/// The desired children were applied for the current generation.
+pub const RECONCILED: &str = "Reconciled";
+/// An HTTPRoute routes traffic to the service.
+pub const ROUTING_READY: &str = "RoutingReady";
+/// The service complies with every applicable policy.
+pub const POLICY_COMPLIANT: &str = "PolicyCompliant";
+/// The serving graph was fetched, decoded and validated (`backend: RayService`).
+pub const GRAPH_READY: &str = "GraphReady";
 
 /// A condition's `status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

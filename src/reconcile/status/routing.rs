@@ -1,6 +1,8 @@
 //! The `RoutingReady` condition of a routing result.
 
-use super::{Cond, ROUTING_READY, Reason, Routing};
+use super::cond::{Cond, ROUTING_READY};
+use super::observation::Routing;
+use super::reason::Reason;
 
 /// `RoutingReady` for `routing`.
 pub(super) fn condition(routing: &Routing) -> Cond {

@@ -1,7 +1,11 @@
 //! Status and conditions from observations, and the events they call for.
 
-use super::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::api::v1beta1::{CanaryStatus, InferenceServiceStatus};
+use crate::reconcile::pods::PodState;
 
 fn ts(s: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + s).unwrap()
@@ -11,7 +15,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
     Observation {
         generation: Some(3),
         outcome: Outcome::Applied {
-            primary: Rollout {
+            primary: TrackReplicas {
                 desired: 2,
                 ready: primary_ready,
                 updated: 2,
@@ -19,7 +23,7 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
                 observed: true,
                 blocker: None,
             },
-            canary: canary_ready.map(|r| Rollout {
+            canary: canary_ready.map(|r| TrackReplicas {
                 desired: 1,
                 ready: r,
                 updated: 1,
@@ -225,18 +229,18 @@ fn removing_the_canary_clears_its_status() {
 }
 
 #[test]
-fn rollout_reads_a_deployment() {
-    let d: crate::reconcile::watched::WatchedDeployment =
+fn track_replicas_read_a_deployment() {
+    let d: crate::reconcile::watch::watched::WatchedDeployment =
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "chat", "generation": 4},
             "spec": {"replicas": 3, "selector": {}, "template": {}},
             "status": {"observedGeneration": 4, "readyReplicas": 2, "updatedReplicas": 3}
         }))
         .unwrap();
-    let r = Rollout::of(&d);
+    let r = TrackReplicas::of(&d);
     assert_eq!(
         r,
-        Rollout {
+        TrackReplicas {
             desired: 3,
             ready: 2,
             updated: 3,
@@ -248,7 +252,7 @@ fn rollout_reads_a_deployment() {
     assert!(!r.complete());
     // Every wanted replica ready and one of the new template, but the
     // ready one is the old pod: not complete until the old pod is gone.
-    let mid = |total| Rollout {
+    let mid = |total| TrackReplicas {
         desired: 1,
         ready: 1,
         updated: 1,

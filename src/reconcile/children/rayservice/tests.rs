@@ -1,14 +1,21 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::*;
-use crate::api::ResourcesSpec;
 use crate::api::v1beta1::Backend;
+use crate::api::v1beta1::InferenceService;
 use crate::api::v1beta1::{
     AcceleratorSpec, AutoscalingSpec, EngineSpec, EnvVar as SpecEnv, GraphSpec,
     InferenceServiceSpec, ModelSpec, ParallelismSpec,
 };
-use crate::graph::proto::{ActorOptions, Node};
+use crate::api::{AcceleratorType, ResourcesSpec};
+use crate::graph::proto::{ActorOptions, Node, ServingGraph};
+use crate::graph::serve_config;
 use crate::reconcile::children as builders;
+use crate::reconcile::children::error::BuildError;
 
 fn svc() -> InferenceService {
     let mut s = InferenceService::new(

@@ -1,0 +1,245 @@
+//! `backend: Deployment`: the rollout planned, the tracks' Deployments
+//! and Services, HPA, InferencePools, HTTPRoute and PodMonitor built and
+//! applied in order, the canary settled once the route lets go of it, and
+//! the status written.
+
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use tracing::warn;
+
+use super::pools::{apply_pools, delete_endpoint_picker};
+use super::{canary, drive};
+use crate::api::AcceleratorClassSpec;
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::reconcile::backend::requeue::{OPTIONAL_API_RECHECK, RESYNC};
+use crate::reconcile::children::httproute::HTTPRoute;
+use crate::reconcile::children::inferencepool::{self, InferencePool};
+use crate::reconcile::children::podmonitor::{self, PodMonitor};
+use crate::reconcile::children::{self as builders, Desired, Track};
+use crate::reconcile::context::Ctx;
+use crate::reconcile::error::Error;
+use crate::reconcile::status::{Observation, Outcome, Reason, Routing, TrackReplicas};
+
+/// `backend: Deployment`: Deployments, Services, HPA and HTTPRoute.
+pub(in crate::reconcile::backend) async fn reconcile_deployment(
+    svc: &InferenceService,
+    ctx: &Ctx,
+    defaulted: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+    mut obs: Observation,
+) -> Result<Action, Error> {
+    // The rollout decides what each track runs and the canary's weight;
+    // the children are built from that (the spec's version on the primary
+    // at once with strategy Immediate).
+    let planned = drive::plan_rollout(ctx, svc, defaulted, class).await?;
+    let defaulted = &planned.effective;
+    obs.rollout = Some(planned.status.clone());
+    let gateway = builders::gateway(defaulted);
+    let built = builders::desired(defaulted, class).and_then(|d| {
+        let path = match gateway {
+            Some(_) => Some(
+                engine::render_route_path(defaulted)
+                    .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+            ),
+            None => None,
+        };
+        Ok((d, path))
+    });
+    let (desired, path) = match built {
+        Ok(b) => b,
+        Err(e) => {
+            obs.outcome = Outcome::Invalid(e.to_string());
+            ctx.writer.write_status(svc, &obs).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    obs.route_path = path;
+    obs.request_timeout = gateway
+        .as_ref()
+        .map(|_| builders::request_timeout(defaulted));
+
+    match apply_all(ctx, svc, defaulted, desired).await {
+        Ok(outcome) => {
+            let waiting_for_optional_api = matches!(
+                outcome,
+                Outcome::Applied {
+                    routing: Routing::GatewayApiMissing { .. } | Routing::InferencePoolApiMissing,
+                    ..
+                }
+            );
+            obs.outcome = outcome;
+            drive::step_applied(ctx, svc, obs.rollout.as_mut());
+            ctx.writer.write_status(svc, &obs).await?;
+            for n in &planned.notes {
+                let kind = if n.warning {
+                    kube::runtime::events::EventType::Warning
+                } else {
+                    kube::runtime::events::EventType::Normal
+                };
+                ctx.writer
+                    .publish(svc, kind, Reason::Rollout(n.reason), n.message.clone())
+                    .await;
+            }
+            let wait = if waiting_for_optional_api {
+                OPTIONAL_API_RECHECK
+            } else {
+                RESYNC
+            };
+            Ok(Action::requeue(
+                planned.requeue.map_or(wait, |r| r.min(wait)),
+            ))
+        }
+        Err(e) => {
+            // The rollout's step is recorded only once its children are applied.
+            obs.rollout = None;
+            obs.outcome = Outcome::Failed(e.to_string());
+            if let Err(se) = ctx.writer.write_status(svc, &obs).await {
+                warn!(error = %se, "failed to record the apply failure in status");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// PodMonitor `S` where the Prometheus Operator's CRD is served; nothing
+/// (and no failure) where it is not.
+async fn apply_pod_monitor(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+) -> Result<(), Error> {
+    if !ctx.installed::<PodMonitor>().await? {
+        return Ok(());
+    }
+    let monitor = podmonitor::pod_monitor(defaulted)?;
+    match ctx.apply(svc, &monitor).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_api_gone() => {
+            // The CRD went away between discovery and apply.
+            ctx.forget::<PodMonitor>();
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn apply_all(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    desired: Desired,
+) -> Result<Outcome, Error> {
+    // Why a track's pods are not ready, from the watch on the engine pods.
+    let ns = svc.namespace().unwrap_or_default();
+    let blocker = |track| ctx.pods.worst(&ns, &svc.name_any(), track);
+    let primary = ctx.apply_and_read(svc, &desired.primary).await?;
+    ctx.apply(svc, &desired.primary_service).await?;
+    let canary_name = builders::child_name(defaulted, Track::Canary);
+    let has_canary = desired.canary.is_some();
+    // A canary given weight is applied first (its readiness decides the
+    // weight routed); one that carries none (a rollout's new target at
+    // weight 0, or a canary going away) changes only after the route.
+    let weighted = defaulted.spec.canary.as_ref().is_some_and(|c| c.weight > 0);
+    let (first, after_route) = if weighted {
+        (desired.canary, None)
+    } else {
+        (None, desired.canary)
+    };
+    let mut canary = match first {
+        Some((deployment, service)) => {
+            let d = ctx.apply_and_read(svc, &deployment).await?;
+            ctx.apply(svc, &service).await?;
+            Some(TrackReplicas::of(&d).with_blocker(blocker(Track::Canary)))
+        }
+        None => None,
+    };
+    let primary_name = builders::child_name(defaulted, Track::Primary);
+    match desired.hpa {
+        Some(hpa) => {
+            ctx.apply(svc, &hpa).await?;
+        }
+        None => {
+            ctx.delete::<HorizontalPodAutoscaler>(svc, &primary_name)
+                .await?;
+        }
+    }
+    let routed = match &canary {
+        Some(c) => Some(builders::routed_canary_weight(defaulted, c.ready)),
+        None => has_canary.then_some(0),
+    };
+    let pools_wanted = inferencepool::routes_through_pools(defaulted);
+    let pools = if pools_wanted {
+        apply_pools(ctx, svc, defaulted).await?
+    } else {
+        None
+    };
+    let (routing, routed_weight) = match builders::gateway(defaulted) {
+        // Never a silent fallback to the Services: the route stays as it is.
+        _ if pools_wanted && pools.is_none() => (Routing::InferencePoolApiMissing, None),
+        None => {
+            ctx.delete::<HTTPRoute>(svc, &primary_name).await?;
+            (Routing::NoGateway, None)
+        }
+        Some(_) if !ctx.installed::<HTTPRoute>().await? => (
+            Routing::GatewayApiMissing {
+                gateway: builders::gateway_display(defaulted),
+            },
+            None,
+        ),
+        Some(_) => {
+            let route = builders::http_route(defaulted, routed.unwrap_or(0))?
+                .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
+            match ctx.apply_and_read(svc, &route).await {
+                Ok(applied) => (
+                    Routing::Applied {
+                        gateway: builders::gateway_display(defaulted),
+                        path: engine::render_route_path(defaulted)
+                            .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+                        rejection: builders::rejection(&applied),
+                        pools: pools.clone(),
+                    },
+                    routed,
+                ),
+                Err(e) if e.is_api_gone() => {
+                    // The CRD went away between discovery and apply.
+                    ctx.forget::<HTTPRoute>();
+                    (
+                        Routing::GatewayApiMissing {
+                            gateway: builders::gateway_display(defaulted),
+                        },
+                        None,
+                    )
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    apply_pod_monitor(ctx, svc, defaulted).await?;
+    // Pools (and their pickers) the route no longer names go now that
+    // the API server holds the route without them.
+    let unwanted_pools: &[Track] = match (pools_wanted, has_canary) {
+        (false, _) => &[Track::Primary, Track::Canary],
+        (true, false) => &[Track::Canary],
+        (true, true) => &[],
+    };
+    for track in unwanted_pools {
+        let pool = builders::child_name(defaulted, *track);
+        ctx.delete::<InferencePool>(svc, &pool).await?;
+        delete_endpoint_picker(ctx, svc, &pool).await?;
+    }
+    if !weighted {
+        // The route lets go of the canary first (an error above returned
+        // before this point, leaving it as it was).
+        canary = canary::settle(ctx, svc, after_route, &canary_name)
+            .await?
+            .map(|d| TrackReplicas::of(&d).with_blocker(blocker(Track::Canary)));
+    }
+    Ok(Outcome::Applied {
+        primary: TrackReplicas::of(&primary).with_blocker(blocker(Track::Primary)),
+        canary,
+        routing,
+        routed_weight,
+    })
+}

@@ -1,0 +1,17 @@
+//! `backend: Deployment`: a primary and (with a canary) a canary track,
+//! each a Deployment and a Service, routed by one HTTPRoute, directly or
+//! through InferencePools.
+//!
+//! - `flow`: the backend's reconcile, children built and applied in order;
+//! - `drive`: drives the progressive rollout ([`crate::reconcile::rollout`])
+//!   from a reconcile: what the tracks run and the canary's weight;
+//! - `canary`: changes or deletes a canary that carries no weight, only
+//!   once no route names it;
+//! - `pools`: the InferencePools and their endpoint pickers.
+
+mod canary;
+mod drive;
+mod flow;
+mod pools;
+
+pub(super) use flow::reconcile_deployment;

@@ -1,0 +1,397 @@
+//! The `backend: RayService` reconcile: resolve the graph (Secret, fetch,
+//! validation, builder), apply the RayService and scale its Ray cluster,
+//! route through the gateway to KubeRay's serve Service, and say in
+//! `status.graph` which graph is live.
+//!
+//! A graph that cannot be had leaves the RayService as it is: the last good
+//! graph keeps serving (`GraphReady=False`, `StaleGraph`). The annotation
+//! [`REFRESH_ANNOTATION`] asks for a fetch, at most once per value ever and
+//! no sooner than the fetcher's refresh interval after the service's last
+//! fetch, nor within its backoff.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use tracing::{debug, warn};
+
+use super::requeue::{GRAPH_QUEUE_POLL, OPTIONAL_API_RECHECK, jitter};
+use crate::api::AcceleratorClassSpec;
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::graph::GraphError;
+use crate::reconcile::children::httproute::HTTPRoute;
+use crate::reconcile::children::rayservice::{self, RayService, RayServiceError};
+use crate::reconcile::children::{self as builders, Track};
+use crate::reconcile::children::{gateway_display, rejection};
+use crate::reconcile::context::Ctx;
+use crate::reconcile::error::Error;
+use crate::reconcile::graph as resolve;
+use crate::reconcile::status::{
+    AppliedGraph, GraphReport, Observation, Outcome, Reason, Routing, live_graph, pending_refresh,
+    short_digest,
+};
+
+/// The annotation that asks for a fetch of the graph, at most once per
+/// value ever (the values acted on are kept in `status.graph.refreshesSeen`;
+/// infergate never removes it). The fetch happens once the service's last
+/// fetch ended a refresh interval (30 s) ago and no backoff holds it; a
+/// value that came sooner is acted on then.
+pub const REFRESH_ANNOTATION: &str = "infergate.dev/graph-refresh";
+/// Come back this often while KubeRay has not made the serve Service the
+/// route names.
+pub const SERVE_SERVICE_RECHECK: Duration = Duration::from_secs(10);
+
+/// `backend: RayService`: validate, resolve the graph, apply the RayService
+/// and its route. Any graph failure leaves the existing RayService as it is
+/// and is reported in the `GraphReady` and `Reconciled` conditions.
+pub(super) async fn reconcile(
+    svc: &InferenceService,
+    ctx: &Ctx,
+    defaulted: &InferenceService,
+    graph_internal_allowed: bool,
+    class: Option<&AcceleratorClassSpec>,
+    mut obs: Observation,
+) -> Result<Action, Error> {
+    let path = match engine::render_route_path(defaulted) {
+        Ok(p) => p,
+        Err(e) => {
+            obs.outcome = Outcome::Invalid(e.to_string());
+            ctx.writer.write_status(svc, &obs).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    obs.route_path = Some(path.clone());
+    obs.request_timeout =
+        builders::gateway(defaulted).map(|_| builders::request_timeout(defaulted));
+    if !ctx.installed::<RayService>().await? {
+        obs.outcome = Outcome::RayServiceApiMissing;
+        ctx.writer.write_status(svc, &obs).await?;
+        return Ok(Action::requeue(OPTIONAL_API_RECHECK));
+    }
+    let fetcher = ctx
+        .graph
+        .get_or_build(ctx.config.graph_ca_file.as_deref())?;
+    let refresh = pending_refresh(
+        svc.annotations()
+            .get(REFRESH_ANNOTATION)
+            .map(String::as_str),
+        svc.status.as_ref(),
+        &ctx.writer.acted_on(svc).refreshes,
+    );
+    let key = resolve::cache_key(svc);
+    let url = defaulted.spec.graph.as_ref().map_or("", |g| g.url.as_str());
+    // A new refresh value fetches only when the fetcher allows it; until
+    // then it waits (not recorded), and any fetch that happens meanwhile
+    // (the resync, a retry after a failure) answers it.
+    let refresh_wait = refresh.as_ref().and_then(|_| fetcher.refresh_in(&key, url));
+    let refresh_due = refresh.is_some() && refresh_wait.is_none();
+    let access = resolve::Access {
+        internal_allowed: graph_internal_allowed,
+        service_account: &ctx.config.service_account,
+        class,
+        refresh: refresh_due,
+        max_age: ctx.config.graph_resync,
+    };
+    let prefix = builders::serve_route_prefix(defaulted, &path);
+    let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &prefix, access)
+        .await
+    {
+        Ok(r) => r,
+        Err(RayServiceError::Graph(e)) if e.is_deferral() => {
+            // Not a new state of the graph: the status keeps what it says,
+            // but for a long wait in line. A refresh is acted on once the
+            // fetch it asks for runs.
+            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
+            let wait = match &e {
+                GraphError::BackingOff { retry_in } => *retry_in,
+                GraphError::Queued { waited, .. } => {
+                    let notice = fetcher.options().queued_after;
+                    if *waited > notice {
+                        obs.outcome = Outcome::GraphQueued(e.to_string());
+                        ctx.writer.write_status(svc, &obs).await?;
+                        GRAPH_QUEUE_POLL
+                    } else {
+                        // Back just after the notice is due.
+                        (notice - *waited + Duration::from_millis(100)).min(GRAPH_QUEUE_POLL)
+                    }
+                }
+                GraphError::SecretUnreadable { .. } => {
+                    return Err(Error::SecretUnreadable(e.to_string()));
+                }
+                _ => GRAPH_QUEUE_POLL,
+            };
+            return Ok(Action::requeue(wait + jitter(svc)));
+        }
+        Err(e) => {
+            debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
+            // A due refresh is answered by this failure; one that is not
+            // due yet waits for its turn.
+            let refresh = refresh.filter(|_| refresh_due);
+            // A spec whose workers cannot hold the graph is the spec's
+            // problem; anything else keeps the last good graph serving.
+            let spec_problem = matches!(
+                e,
+                RayServiceError::Build(_) | RayServiceError::Graph(GraphError::Unschedulable(_))
+            );
+            let stale = if spec_problem {
+                None
+            } else {
+                live_graph(svc.status.as_ref())
+            };
+            obs.graph = Some(GraphReport {
+                fetched: true,
+                applied: None,
+                error: Some(format!("{}: {e}", e.reason())),
+                refresh: refresh.clone(),
+            });
+            obs.outcome = Outcome::GraphFailed {
+                reason: e.reason(),
+                message: e.to_string(),
+                stale,
+            };
+            ctx.writer.write_status(svc, &obs).await?;
+            if let Some(token) = &refresh {
+                let note = format!(
+                    "refresh {token:?}: the fetch failed ({}): {e}; the RayService is left as it is",
+                    e.reason()
+                );
+                ctx.writer
+                    .publish(svc, EventType::Warning, Reason::GraphRefreshFailed, note)
+                    .await;
+            }
+            // A failed fetch waits out its backoff; a Secret or graph that
+            // someone must change is looked at again on the resync; a
+            // refresh not due yet, when it is.
+            let wait = fetcher
+                .retry_in(&key, url)
+                .unwrap_or(ctx.config.graph_resync)
+                .min(ctx.config.graph_resync)
+                .min(refresh_wait.unwrap_or(Duration::MAX));
+            return Ok(Action::requeue(wait + jitter(svc)));
+        }
+    };
+    let applied = match ctx.apply_and_read(svc, &resolved.rayservice).await {
+        Ok(applied) => applied,
+        Err(e) if e.is_api_gone() => {
+            // The CRD went away between discovery and apply.
+            ctx.forget::<RayService>();
+            obs.outcome = Outcome::RayServiceApiMissing;
+            ctx.writer.write_status(svc, &obs).await?;
+            return Ok(Action::requeue(OPTIONAL_API_RECHECK));
+        }
+        Err(e) => return failed(ctx, svc, obs, e).await,
+    };
+    let workers = scale_ray_clusters(ctx, &applied, &resolved.rayservice).await;
+    let routing = match route(ctx, svc, defaulted, &path).await {
+        Ok(r) => r,
+        Err(e) => return failed(ctx, svc, obs, e).await,
+    };
+    let before = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.graph.as_ref())
+        .and_then(|g| g.digest.clone());
+    // Any fetch answers a refresh; without one, it waits for its turn.
+    let (refresh, refresh_wait) = if resolved.fetched {
+        (refresh, None)
+    } else {
+        let wait = refresh
+            .as_ref()
+            .map(|_| fetcher.refresh_in(&key, url).unwrap_or_default());
+        (None, wait)
+    };
+    obs.graph = Some(GraphReport {
+        fetched: resolved.fetched,
+        applied: Some(AppliedGraph {
+            url: url.to_owned(),
+            digest: resolved.digest.clone(),
+            etag: resolved.etag.clone(),
+        }),
+        error: None,
+        refresh: refresh.clone(),
+    });
+    let wait = match &routing {
+        Routing::ServeServiceMissing { .. } => SERVE_SERVICE_RECHECK,
+        Routing::GatewayApiMissing { .. } => OPTIONAL_API_RECHECK,
+        _ => ctx.config.graph_resync,
+    }
+    .min(ctx.config.graph_resync)
+    .min(refresh_wait.map_or(Duration::MAX, |w| w + jitter(svc)));
+    obs.outcome = Outcome::RayServiceApplied {
+        observed: rayservice::observe(&applied),
+        nodes: resolved.graph.nodes.len(),
+        workers,
+        routing,
+    };
+    ctx.writer.write_status(svc, &obs).await?;
+    announce_graph(
+        ctx,
+        svc,
+        refresh.as_deref(),
+        before.as_deref(),
+        &resolved.digest,
+    )
+    .await;
+    Ok(Action::requeue(wait))
+}
+
+/// Record an apply failure in status (as far as it can be) and return it.
+async fn failed(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    mut obs: Observation,
+    e: Error,
+) -> Result<Action, Error> {
+    obs.outcome = Outcome::Failed(e.to_string());
+    if let Err(se) = ctx.writer.write_status(svc, &obs).await {
+        warn!(error = %se, "failed to record the apply failure in status");
+    }
+    Err(e)
+}
+
+/// The event of a graph applied: what a refresh found (the same graph or
+/// a new one), or that the periodic fetch brought a new graph. Each
+/// outcome has its own reason: events of one reason about one service
+/// within minutes of each other are counted as one series, which keeps
+/// the first one's note.
+async fn announce_graph(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    refresh: Option<&str>,
+    before: Option<&str>,
+    digest: &str,
+) {
+    let now = format!("sha256:{}", short_digest(digest));
+    let changed = before != Some(digest);
+    let was = before.map_or_else(String::new, |b| {
+        format!(" (was sha256:{})", short_digest(b))
+    });
+    let (reason, note) = match (refresh, changed) {
+        (Some(token), false) => (
+            Reason::GraphUnchanged,
+            format!("refresh {token:?}: the graph is unchanged ({now})"),
+        ),
+        (Some(token), true) => (
+            Reason::GraphRefreshed,
+            format!("refresh {token:?}: a new graph {now} is applied{was}"),
+        ),
+        (None, true) => (
+            Reason::GraphUpdated,
+            format!("the serving graph {now} is applied{was}"),
+        ),
+        (None, false) => return,
+    };
+    ctx.writer
+        .publish(svc, EventType::Normal, reason, note)
+        .await;
+}
+
+/// HTTPRoute `S` to KubeRay's serve Service, once KubeRay has made it;
+/// no route without a gateway.
+async fn route(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    path: &str,
+) -> Result<Routing, Error> {
+    if builders::gateway(defaulted).is_none() {
+        let name = builders::child_name(defaulted, Track::Primary);
+        ctx.delete::<HTTPRoute>(svc, &name).await?;
+        return Ok(Routing::NoGateway);
+    }
+    let gateway = gateway_display(defaulted);
+    if !ctx.installed::<HTTPRoute>().await? {
+        return Ok(Routing::GatewayApiMissing { gateway });
+    }
+    let service = rayservice::serve_service_name(defaulted);
+    let api: kube::Api<Service> =
+        kube::Api::namespaced(ctx.client.clone(), &svc.namespace().unwrap_or_default());
+    let found = api.get_opt(&service).await?;
+    let port = found.as_ref().and_then(|s| {
+        s.spec
+            .as_ref()?
+            .ports
+            .as_ref()?
+            .iter()
+            .find(|p| p.name.as_deref() == Some(rayservice::SERVE_PORT_NAME))
+            .map(|p| p.port)
+    });
+    let Some(port) = port else {
+        let detail = if found.is_some() {
+            format!("it has no port named {:?}", rayservice::SERVE_PORT_NAME)
+        } else {
+            "it does not exist yet".to_owned()
+        };
+        return Ok(Routing::ServeServiceMissing {
+            gateway,
+            service,
+            detail,
+        });
+    };
+    let route = builders::ray_http_route(defaulted, &service, port)?
+        .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
+    match ctx.apply_and_read(svc, &route).await {
+        Ok(applied) => Ok(Routing::Applied {
+            gateway,
+            path: path.to_owned(),
+            rejection: rejection(&applied),
+            pools: None,
+        }),
+        Err(e) if e.is_api_gone() => {
+            ctx.forget::<HTTPRoute>();
+            Ok(Routing::GatewayApiMissing { gateway })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Give the worker group of the RayService's active and pending
+/// RayClusters the replica counts infergate asks for (KubeRay copies
+/// them only into a new cluster), and return `(ready, desired)` workers
+/// of the first of them. A failure is logged, not fatal: the RayService
+/// itself is applied, and the next reconcile tries again.
+async fn scale_ray_clusters(
+    ctx: &Ctx,
+    applied: &rayservice::RayService,
+    desired: &rayservice::RayService,
+) -> Option<(i32, i32)> {
+    use crate::reconcile::children::raycluster::{self, RayCluster};
+    let want = raycluster::wanted_group(desired)?;
+    let ns = applied.namespace()?;
+    let api: kube::Api<RayCluster> = kube::Api::namespaced(ctx.client.clone(), &ns);
+    let mut workers = None;
+    for name in raycluster::cluster_names(applied) {
+        let cluster = match api.get_opt(&name).await {
+            Ok(Some(c)) => c,
+            Ok(None) => continue,
+            Err(e) => {
+                warn!(raycluster = %name, error = %e, "cannot read the RayCluster to scale it");
+                continue;
+            }
+        };
+        if !raycluster::owned_by(&cluster, applied) {
+            continue;
+        }
+        if let Some(patch) = raycluster::scale_patch(&cluster, want) {
+            let pp = kube::api::PatchParams::default();
+            match api
+                .patch(&name, &pp, &kube::api::Patch::Json::<()>(patch))
+                .await
+            {
+                Ok(_) => {
+                    debug!(raycluster = %name, replicas = ?want.replicas, "scaled the worker group")
+                }
+                Err(e) => {
+                    warn!(raycluster = %name, error = %e, "cannot scale the RayCluster's worker group");
+                }
+            }
+        }
+        if workers.is_none() {
+            workers = raycluster::workers(&cluster);
+        }
+    }
+    workers
+}

@@ -1,0 +1,81 @@
+//! What a RayService's status says, for the InferenceService's conditions.
+
+use kube::ResourceExt;
+
+use super::types::RayService;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// The applications serve traffic.
+    pub ready: bool,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// Read readiness from a RayService: its `Ready` condition when KubeRay
+/// writes one, else `serviceStatus: Running`, and the first unhealthy
+/// application's message otherwise.
+#[must_use]
+pub fn observe(rs: &RayService) -> Observed {
+    let name = rs.name_any();
+    let Some(status) = rs.status.as_ref() else {
+        return Observed {
+            ready: false,
+            reason: "RayServicePending".to_owned(),
+            message: format!("RayService {name} has no status yet"),
+        };
+    };
+    let failing = status
+        .active_service_status
+        .as_ref()
+        .and_then(|a| {
+            a.application_statuses
+                .iter()
+                .find(|(_, s)| s.status.as_deref() != Some("RUNNING"))
+        })
+        .map(|(app, s)| {
+            format!(
+                "application {app} is {}{}",
+                s.status.as_deref().unwrap_or("unknown"),
+                s.message
+                    .as_deref()
+                    .filter(|m| !m.is_empty())
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            )
+        });
+    if let Some(c) = status.conditions.iter().find(|c| c.type_ == "Ready") {
+        let ready = c.status == "True";
+        return Observed {
+            ready,
+            reason: if ready {
+                "RayServiceReady".to_owned()
+            } else {
+                "RayServiceNotReady".to_owned()
+            },
+            message: match (&failing, ready) {
+                (Some(f), false) => format!("RayService {name}: {f}"),
+                _ if c.message.is_empty() => format!("RayService {name} Ready={}", c.status),
+                _ => format!("RayService {name}: {}", c.message),
+            },
+        };
+    }
+    let running = status.service_status.as_deref() == Some("Running") && failing.is_none();
+    Observed {
+        ready: running,
+        reason: if running {
+            "RayServiceReady".to_owned()
+        } else {
+            "RayServiceNotReady".to_owned()
+        },
+        message: match failing {
+            Some(f) => format!("RayService {name}: {f}"),
+            None => format!(
+                "RayService {name} is {}",
+                status.service_status.as_deref().unwrap_or("starting")
+            ),
+        },
+    }
+}

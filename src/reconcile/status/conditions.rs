@@ -1,0 +1,266 @@
+//! The conditions an observation implies: `Reconciled`, `Ready` (with why
+//! a track's pods do not start), `RoutingReady`, `GraphReady` and
+//! `PolicyCompliant`.
+
+use super::cond::{Cond, CondStatus, GRAPH_READY, POLICY_COMPLIANT, READY, RECONCILED};
+use super::observation::{Observation, Outcome, PolicyResult};
+use super::reason::Reason;
+use super::replicas::TrackReplicas;
+use super::routing;
+use crate::reconcile::children::Track;
+use crate::reconcile::pods::PodState;
+
+fn replicas_message(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> String {
+    let mut msg = format!(
+        "{}/{} primary replicas ready",
+        primary.ready, primary.desired
+    );
+    if let Some(c) = canary {
+        msg.push_str(&format!(
+            ", {}/{} canary replicas ready",
+            c.ready, c.desired
+        ));
+    }
+    msg
+}
+
+/// `Ready=False` for the most telling pod state among the tracks that are
+/// short of ready replicas (the primary's on a tie); `None` when no such
+/// track's pods say why.
+fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Option<Cond> {
+    let tracks = [(Track::Primary, Some(primary)), (Track::Canary, canary)];
+    let (track, replicas, state) = tracks
+        .into_iter()
+        .filter_map(|(t, r)| {
+            let r = r?;
+            let state = r.blocked()?;
+            Some((state.rank()?, (t, r, state)))
+        })
+        .min_by_key(|(rank, _)| *rank)?
+        .1;
+    let counts = format!(
+        "{}: {}/{} replicas ready",
+        track.as_str(),
+        replicas.ready,
+        replicas.desired
+    );
+    let (reason, message) = match state {
+        PodState::Ready => return None,
+        PodState::Unschedulable { message } if message.is_empty() => (
+            Reason::Unschedulable,
+            format!("{counts}: the scheduler finds no node for the pods"),
+        ),
+        PodState::Unschedulable { message } => {
+            (Reason::Unschedulable, format!("{counts}: {message}"))
+        }
+        PodState::ImagePullFailed { image, message, .. } => (
+            Reason::ImagePullFailed,
+            if message.is_empty() {
+                format!("{counts}: image {image:?} cannot be pulled")
+            } else {
+                format!("{counts}: image {image:?} cannot be pulled: {message}")
+            },
+        ),
+        PodState::CrashLooping {
+            container,
+            exit_code,
+            reason,
+        } => (
+            Reason::CrashLooping,
+            if reason.is_empty() {
+                format!(
+                    "{counts}: container {container:?} is crash-looping (last exit code {exit_code})"
+                )
+            } else {
+                format!(
+                    "{counts}: container {container:?} is crash-looping (last exit code {exit_code}, {reason})"
+                )
+            },
+        ),
+        PodState::Starting => (Reason::Starting, format!("{counts}; pods are starting")),
+        PodState::Waiting {
+            container,
+            reason,
+            message,
+        } => (
+            Reason::Starting,
+            format!("{counts}; container {container:?} waits: {reason}: {message}"),
+        ),
+    };
+    Some(Cond::new(READY, false, reason, message))
+}
+
+/// The conditions an observation implies (only those it decides).
+#[must_use]
+pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
+    let mut out = Vec::with_capacity(4);
+    match &obs.outcome {
+        Outcome::Applied {
+            primary,
+            canary,
+            routing,
+            ..
+        } => {
+            out.push(Cond::new(
+                RECONCILED,
+                true,
+                Reason::Applied,
+                "every child is applied".to_owned(),
+            ));
+            let complete =
+                primary.complete() && canary.as_ref().is_none_or(TrackReplicas::complete);
+            let msg = replicas_message(primary, canary.as_ref());
+            out.push(if complete {
+                Cond::new(READY, true, Reason::Available, msg)
+            } else if let Some(blocked) = blocked_ready(primary, canary.as_ref()) {
+                blocked
+            } else {
+                Cond::new(READY, false, Reason::Progressing, msg)
+            });
+            out.push(routing::condition(routing));
+        }
+        Outcome::Invalid(msg) => {
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::InvalidSpec,
+                msg.clone(),
+            ));
+            out.push(Cond::new(
+                READY,
+                false,
+                Reason::InvalidSpec,
+                "the spec is invalid; children are left as they are".to_owned(),
+            ));
+        }
+        Outcome::Failed(msg) => {
+            // Ready keeps what was last observed: the children may still serve.
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::ApplyFailed,
+                msg.clone(),
+            ));
+        }
+        Outcome::RayServiceApplied {
+            observed,
+            nodes,
+            routing,
+            ..
+        } => {
+            out.push(Cond::new(
+                RECONCILED,
+                true,
+                Reason::Applied,
+                "the RayService is applied".to_owned(),
+            ));
+            out.push(Cond::new(
+                GRAPH_READY,
+                true,
+                Reason::GraphResolved,
+                format!("the serving graph ({nodes} nodes) is valid and applied"),
+            ));
+            out.push(Cond::new(
+                READY,
+                observed.ready,
+                rayservice_reason(&observed.reason, observed.ready),
+                observed.message.clone(),
+            ));
+            out.push(routing::condition(routing));
+        }
+        Outcome::GraphFailed {
+            reason,
+            message,
+            stale,
+        } => {
+            // The existing RayService is untouched: Ready keeps what was last observed.
+            out.push(match stale {
+                None => Cond::new(GRAPH_READY, false, Reason::Graph(reason), message.clone()),
+                Some(live) => Cond::new(
+                    GRAPH_READY,
+                    false,
+                    Reason::Graph("StaleGraph"),
+                    format!("the last good graph ({live}) keeps serving; the latest fetch failed: {reason}: {message}"),
+                ),
+            });
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::Graph(reason),
+                format!(
+                    "the RayService is left as it is: the serving graph is not usable ({reason}, see GraphReady)"
+                ),
+            ));
+        }
+        Outcome::GraphQueued(message) => {
+            out.push(Cond::new(
+                GRAPH_READY,
+                CondStatus::Unknown,
+                Reason::Graph("FetchQueued"),
+                message.clone(),
+            ));
+        }
+        Outcome::AcceleratorClassNotFound(name) => {
+            let msg = format!(
+                "AcceleratorClass {name:?} does not exist; the children are left as they are until it does or spec.accelerator.class names another"
+            );
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::AcceleratorClassNotFound,
+                msg.clone(),
+            ));
+            out.push(Cond::new(
+                READY,
+                false,
+                Reason::AcceleratorClassNotFound,
+                msg,
+            ));
+        }
+        Outcome::RayServiceApiMissing => {
+            out.push(Cond::new(
+                RECONCILED,
+                false,
+                Reason::RayServiceNotInstalled,
+                "the KubeRay RayService CRD (rayservices.ray.io/v1) is not installed: install KubeRay to run backend RayService".to_owned(),
+            ));
+        }
+    }
+    out.push(match &obs.policy {
+        PolicyResult::Compliant => Cond::new(
+            POLICY_COMPLIANT,
+            true,
+            Reason::Compliant,
+            "the service complies with every applicable policy".to_owned(),
+        ),
+        PolicyResult::Violation(msg) => Cond::new(
+            POLICY_COMPLIANT,
+            false,
+            Reason::PolicyViolation,
+            format!(
+                "the service violates a policy adopted after it (left running as it is): {msg}"
+            ),
+        ),
+        PolicyResult::Warning(msg) => {
+            Cond::new(POLICY_COMPLIANT, false, Reason::PolicyWarning, msg.clone())
+        }
+        PolicyResult::OverBudget(msg) => Cond::new(
+            POLICY_COMPLIANT,
+            false,
+            Reason::OverBudget,
+            format!(
+                "the service no longer fits its namespace's budget, counted after every older service (left running as it is): {msg}"
+            ),
+        ),
+    });
+    out
+}
+
+/// The static reason for what [`crate::reconcile::children::rayservice::observe`] said.
+fn rayservice_reason(reason: &str, ready: bool) -> Reason {
+    match reason {
+        "RayServicePending" => Reason::RayServicePending,
+        _ if ready => Reason::RayServiceReady,
+        _ => Reason::RayServiceNotReady,
+    }
+}

@@ -1,0 +1,140 @@
+//! What a reconcile observed and did: the outcome of its writes, its
+//! routing, the policies' verdict; everything
+//! [`compute`](super::compute::compute) needs.
+
+use super::graph::GraphReport;
+use super::replicas::TrackReplicas;
+
+/// How routing turned out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// The HTTPRoute was applied; `rejection` holds a parent's `Accepted=False` message.
+    Applied {
+        /// `namespace/name` of the gateway.
+        gateway: String,
+        /// The routed path.
+        path: String,
+        /// Why a gateway refused the route, if one did.
+        rejection: Option<String>,
+        /// With `backendKind: InferencePool`: what gateways say about the pools.
+        pools: Option<PoolReport>,
+    },
+    /// `spec.routing.gateway` is not set.
+    NoGateway,
+    /// The HTTPRoute CRD is not installed.
+    GatewayApiMissing {
+        /// `namespace/name` of the gateway that would be used.
+        gateway: String,
+    },
+    /// `backendKind: InferencePool` but the InferencePool CRD is not installed.
+    InferencePoolApiMissing,
+    /// `backend: RayService`: KubeRay has not made the serve Service the
+    /// route would name yet (it does once the Serve applications run).
+    ServeServiceMissing {
+        /// `namespace/name` of the gateway.
+        gateway: String,
+        /// Name of the serve Service.
+        service: String,
+        /// What is missing: the Service, or its `serve` port.
+        detail: String,
+    },
+}
+
+/// What gateway controllers report in the InferencePools' `status.parents`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolReport {
+    /// The pools routed to.
+    pub names: Vec<String>,
+    /// Some parent reported on some pool.
+    pub reported: bool,
+    /// `Accepted` / `ResolvedRefs` conditions that are not `True`.
+    pub complaints: Vec<String>,
+}
+
+/// How the reconcile went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every child was applied.
+    Applied {
+        /// The primary Deployment's replicas.
+        primary: TrackReplicas,
+        /// The canary Deployment's replicas, when there is a canary.
+        canary: Option<TrackReplicas>,
+        /// The routing result.
+        routing: Routing,
+        /// The canary weight actually routed (None without a route or canary).
+        routed_weight: Option<i32>,
+    },
+    /// The object fails validation: nothing was applied.
+    Invalid(String),
+    /// Applying failed (the reconcile will be retried).
+    Failed(String),
+    /// The RayService was applied (`backend: RayService`).
+    RayServiceApplied {
+        /// What its status says.
+        observed: crate::reconcile::children::rayservice::Observed,
+        /// Nodes in the serving graph.
+        nodes: usize,
+        /// `(ready, desired)` workers of its Ray cluster, when KubeRay says.
+        workers: Option<(i32, i32)>,
+        /// The routing result.
+        routing: Routing,
+    },
+    /// The service has waited in line for a graph fetch slot for longer
+    /// than the notice (the message says where it stands): the existing
+    /// RayService is left as it is.
+    GraphQueued(String),
+    /// The serving graph could not be turned into a RayService: the
+    /// existing RayService was left as it is.
+    GraphFailed {
+        /// The distinct reason of the failure.
+        reason: &'static str,
+        /// The message (never the token).
+        message: String,
+        /// The graph the RayService keeps running, in words
+        /// ([`live_graph`](super::graph::live_graph)), when one was applied
+        /// and the failure is the graph's (not a spec whose workers cannot
+        /// hold it): `GraphReady` says `StaleGraph`.
+        stale: Option<String>,
+    },
+    /// The `ray.io/v1` RayService CRD is not installed.
+    RayServiceApiMissing,
+    /// `spec.accelerator.class` names an AcceleratorClass that does not
+    /// exist (deleted after admission): the children are left as they are.
+    AcceleratorClassNotFound(String),
+}
+
+/// Everything [`compute`](super::compute::compute) needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    /// `metadata.generation` of the service.
+    pub generation: Option<i64>,
+    /// The reconcile result.
+    pub outcome: Outcome,
+    /// Policy violations (`Err` with the message) or compliance.
+    pub policy: PolicyResult,
+    /// The rendered route path (when a gateway is set).
+    pub route_path: Option<String>,
+    /// The request timeout in force (when a gateway is set).
+    pub request_timeout: Option<String>,
+    /// The rollout's next state (Deployment-backed services).
+    pub rollout: Option<crate::api::rollout::RolloutStatus>,
+    /// What the service holds at most and what it fits (`status.capacity`).
+    pub capacity: Option<crate::api::v1beta1::CapacityStatus>,
+    /// What this reconcile learnt about the serving graph (`status.graph`).
+    pub graph: Option<GraphReport>,
+}
+
+/// Result of checking the applicable policies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyResult {
+    /// No violation.
+    Compliant,
+    /// Violations of `Deny` policies (the service predates the policy).
+    Violation(String),
+    /// Violations of `Warn` policies.
+    Warning(String),
+    /// The service's charge, counted after every older service's, passes
+    /// its namespace's GPU or cost budget (left running as it is).
+    OverBudget(String),
+}

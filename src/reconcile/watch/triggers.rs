@@ -1,0 +1,316 @@
+//! The watches of one leadership term: the children of every kind of
+//! [`each_kind`] (by infergate's label, metadata only; a kind of an optional
+//! CRD while it is served, see [`super::optional`]), and the triggers taken
+//! from the shared state's service events.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::channel::mpsc;
+use futures::future::BoxFuture;
+use kube::Client;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, Predicate, predicates};
+use tokio::task::JoinSet;
+
+use super::child::{Feed, child_stream};
+use super::echo::Echoes;
+use super::kinds::{ChildCaches, ChildKind, Crd, KindVisitor, discovery, each_kind};
+use super::optional::OptionalChildren;
+use crate::api::v1beta1::InferenceService;
+use crate::graph::fetch::GraphFetcher;
+use crate::metrics::Metrics;
+use crate::reconcile::graph as resolve;
+use crate::state::{Scope, ServiceEvent};
+
+/// Adds one kind's owner triggers to the controller.
+type Trigger = Box<dyn FnOnce(Controller<InferenceService>) -> Controller<InferenceService> + Send>;
+
+/// The children of every kind of [`each_kind`], watched for one term.
+pub(in crate::reconcile) struct ChildWatches {
+    /// Every kind's cache (and an optional CRD's discovery).
+    pub(in crate::reconcile) caches: ChildCaches,
+    /// Ends once every cache the controller waits for holds its first list
+    /// (an optional kind's is not waited for).
+    pub(in crate::reconcile) synced: BoxFuture<'static, ()>,
+    /// Every kind's stream of touched children, for the controller.
+    pub(in crate::reconcile) triggers: Triggers,
+}
+
+impl ChildWatches {
+    /// Start the watches of every child kind, in the order of
+    /// [`each_kind`]. An optional CRD that is installed after the term
+    /// began (again, after a removal) says so on `crd_appeared`: `true`
+    /// when every service is to be reconciled, `false` when only those
+    /// waiting for an optional API ([`super::optional`]).
+    pub(in crate::reconcile) fn start(
+        tasks: &mut JoinSet<()>,
+        client: &Client,
+        scope: &Scope,
+        metrics: &Metrics,
+        echoes: &Arc<Echoes>,
+        crd_appeared: mpsc::UnboundedSender<bool>,
+    ) -> Self {
+        let mut starter = Starter {
+            tasks,
+            client,
+            scope,
+            metrics,
+            echoes,
+            crd_appeared,
+            caches: ChildCaches::default(),
+            synced: Vec::new(),
+            triggers: Vec::new(),
+        };
+        each_kind(&mut starter);
+        let synced = starter.synced;
+        ChildWatches {
+            caches: starter.caches,
+            synced: Box::pin(async move {
+                for cache in synced {
+                    cache.await;
+                }
+            }),
+            triggers: Triggers(starter.triggers),
+        }
+    }
+}
+
+/// Every kind's owner triggers.
+pub(in crate::reconcile) struct Triggers(Vec<Trigger>);
+
+impl Triggers {
+    /// `controller`, triggered by every kind's children (a child touches
+    /// the service that owns it).
+    pub(in crate::reconcile) fn attach(
+        self,
+        controller: Controller<InferenceService>,
+    ) -> Controller<InferenceService> {
+        self.0.into_iter().fold(controller, |c, add| add(c))
+    }
+}
+
+/// Starts one kind's watch at a time (see [`ChildWatches::start`]).
+struct Starter<'a> {
+    tasks: &'a mut JoinSet<()>,
+    client: &'a Client,
+    scope: &'a Scope,
+    metrics: &'a Metrics,
+    echoes: &'a Arc<Echoes>,
+    crd_appeared: mpsc::UnboundedSender<bool>,
+    caches: ChildCaches,
+    synced: Vec<BoxFuture<'static, ()>>,
+    triggers: Vec<Trigger>,
+}
+
+impl KindVisitor for Starter<'_> {
+    fn visit<K: ChildKind>(&mut self) {
+        let (reader, writer) = reflector::store();
+        let feed = Feed::<K>::new(writer, Arc::clone(self.echoes));
+        let (tx, rx) = mpsc::unbounded();
+        let api = match K::CRD {
+            Crd::BuiltIn => {
+                let cache = reader.clone();
+                self.synced.push(Box::pin(async move {
+                    let _ = cache.wait_until_ready().await;
+                }));
+                self.tasks.spawn(forward_children::<K>(
+                    self.client.clone(),
+                    self.scope.clone(),
+                    self.metrics.clone(),
+                    feed,
+                    tx,
+                ));
+                None
+            }
+            Crd::Optional {
+                reconcile_all_on_arrival,
+            } => {
+                let api = Arc::new(discovery::<K>());
+                // The controller does not wait for an optional cache: its
+                // first list triggers the services it names.
+                self.tasks.spawn(
+                    OptionalChildren::<K> {
+                        client: self.client.clone(),
+                        scope: self.scope.clone(),
+                        metrics: self.metrics.clone(),
+                        discovery: api.clone(),
+                        feed,
+                        tx,
+                        appeared: self.crd_appeared.clone(),
+                        reconcile_all_on_arrival,
+                    }
+                    .follow(),
+                );
+                Some(api)
+            }
+        };
+        self.caches.insert::<K>(reader, api);
+        self.triggers
+            .push(Box::new(move |c| c.owns_stream(rx.map(Ok))));
+    }
+}
+
+/// Watch the children of a built-in kind through `feed` into its cache,
+/// and forward every child whose event is news (see [`Feed::take`]) to
+/// the controller as an owner trigger, until the controller is gone.
+async fn forward_children<K: ChildKind>(
+    client: Client,
+    scope: Scope,
+    metrics: Metrics,
+    mut feed: Feed<K>,
+    tx: mpsc::UnboundedSender<K::Watched>,
+) {
+    metrics.child_watch_started(K::KIND);
+    let mut stream = std::pin::pin!(child_stream::<K>(&client, &scope));
+    while let Some(item) = stream.next().await {
+        let news = match item {
+            Ok(event) => feed.take(event),
+            Err(e) => {
+                metrics.child_watch_error(K::KIND);
+                crate::state::log_watch_error(K::KIND, &e, "child watch");
+                None
+            }
+        };
+        if let Some(obj) = news
+            && tx.unbounded_send(obj).is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// The services to reconcile, from the shared watch's events: a change of
+/// generation, labels or annotations triggers (templates may read labels);
+/// a status-only update, our own status writes among them, does not. A
+/// deletion drops the service's cached graph.
+///
+/// `covered`: the services the term's first round reconciles (the cache as
+/// the term starts); an event that shows one of them as it was then (the
+/// cache's first list, handed on as it lands) is no news.
+pub(in crate::reconcile) fn service_triggers(
+    events: tokio::sync::mpsc::Receiver<ServiceEvent>,
+    graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
+    covered: &[Arc<InferenceService>],
+) -> impl futures::Stream<Item = Arc<InferenceService>> + Send + 'static {
+    let predicate = predicates::generation
+        .combine(predicates::labels)
+        .combine(predicates::annotations);
+    let mut seen: HashMap<ObjectRef<InferenceService>, u64> = covered
+        .iter()
+        .filter_map(|svc| {
+            predicate
+                .hash_property(svc.as_ref())
+                .map(|hash| (ObjectRef::from_obj(svc.as_ref()), hash))
+        })
+        .collect();
+    futures::stream::unfold(events, |mut rx| async move {
+        rx.recv().await.map(|event| (event, rx))
+    })
+    .filter_map(move |event| {
+        let trigger = match event {
+            ServiceEvent::Applied(svc) => {
+                let key = ObjectRef::from_obj(svc.as_ref());
+                match predicate.hash_property(svc.as_ref()) {
+                    Some(hash) if seen.insert(key, hash) == Some(hash) => None,
+                    _ => Some(svc),
+                }
+            }
+            ServiceEvent::Deleted(key) => {
+                if let Some(g) = graph_fetcher.get() {
+                    g.forget(&resolve::cache_key_of(&key));
+                }
+                seen.remove(&key);
+                None
+            }
+        };
+        std::future::ready(trigger)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+
+    fn svc(generation: i64, labels: serde_json::Value, phase: &str) -> Arc<InferenceService> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                "metadata": {"namespace": "team", "name": "chat", "generation": generation,
+                             "labels": labels},
+                "spec": {"model": {"ref": "m"}},
+                "status": {"conditions": [{"type": "Ready", "status": "True", "reason": phase,
+                                            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+            }))
+            .expect("service decodes"),
+        )
+    }
+
+    #[tokio::test]
+    async fn only_spec_label_and_annotation_changes_trigger() {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let triggers = service_triggers(rx, Arc::new(std::sync::OnceLock::new()), &[]);
+        let events = [
+            svc(1, json!({}), "Progressing"),
+            // A status-only update (our own status write): no trigger.
+            svc(1, json!({}), "Available"),
+            // A new generation (spec change): a trigger.
+            svc(2, json!({}), "Available"),
+            // A label change (templates may read labels): a trigger.
+            svc(2, json!({"team": "a"}), "Available"),
+        ];
+        for e in events {
+            tx.send(ServiceEvent::Applied(e)).await.expect("send");
+        }
+        // After a deletion the same object is new again.
+        let gone = svc(2, json!({"team": "a"}), "Available");
+        tx.send(ServiceEvent::Deleted(ObjectRef::from_obj(gone.as_ref())))
+            .await
+            .expect("send");
+        tx.send(ServiceEvent::Applied(gone)).await.expect("send");
+        drop(tx);
+        let seen: Vec<(Option<i64>, usize)> = triggers
+            .map(|s| {
+                (
+                    s.metadata.generation,
+                    s.metadata.labels.as_ref().map_or(0, |l| l.len()),
+                )
+            })
+            .collect()
+            .await;
+        assert_eq!(
+            seen,
+            [(Some(1), 0), (Some(2), 0), (Some(2), 1), (Some(2), 1)]
+        );
+    }
+
+    #[tokio::test]
+    async fn services_the_first_round_covers_trigger_only_when_they_change() {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let at_start = svc(3, json!({}), "Available");
+        let triggers = service_triggers(
+            rx,
+            Arc::new(std::sync::OnceLock::new()),
+            std::slice::from_ref(&at_start),
+        );
+        // The cache's first list, handed on late: the first round has it.
+        tx.send(ServiceEvent::Applied(at_start.clone()))
+            .await
+            .expect("send");
+        // Its status written since: still nothing new.
+        tx.send(ServiceEvent::Applied(svc(3, json!({}), "Progressing")))
+            .await
+            .expect("send");
+        // Its spec changed after the start: a trigger.
+        tx.send(ServiceEvent::Applied(svc(4, json!({}), "Progressing")))
+            .await
+            .expect("send");
+        drop(tx);
+        let generations: Vec<Option<i64>> = triggers.map(|s| s.metadata.generation).collect().await;
+        assert_eq!(generations, [Some(4)]);
+    }
+}

@@ -1,0 +1,644 @@
+//! What the child watches keep of each kind: the metadata the reconciler
+//! reads and, for the kinds whose state it reports (a Deployment's
+//! replicas, a route's, pool's or RayService's status), that state, so a
+//! reconcile reads a child's status from the cache instead of asking the
+//! API server; and the part of that state a change of which is worth a
+//! reconcile ([`WatchedChild::signal`]).
+
+use std::borrow::Cow;
+use std::fmt::Debug;
+use std::marker::PhantomData;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+
+use crate::reconcile::children::ANNOTATION_APPLIED;
+use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
+use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
+use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
+
+/// An object of a child kind as its watch keeps it.
+pub trait WatchedChild:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// What the reconciler reads of the child beyond its metadata.
+    type Signal: PartialEq;
+    /// The state a change of which changes what a reconcile would do or
+    /// report.
+    fn signal(&self) -> Self::Signal;
+    /// Drop what the reconciler does not read (after decoding).
+    fn trim(&mut self);
+}
+
+/// A child of a kind whose state the reconciler does not read: its
+/// metadata only.
+#[derive(Debug, Deserialize)]
+#[serde(bound = "")]
+pub struct WatchedMeta<K> {
+    /// What the reconciler reads of the metadata (see
+    /// [`keep_what_the_reconciler_reads`]).
+    #[serde(default, deserialize_with = "kept_metadata")]
+    pub metadata: ObjectMeta,
+    #[serde(skip)]
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for WatchedMeta<K> {
+    fn clone(&self) -> Self {
+        Self::new(self.metadata.clone())
+    }
+}
+
+impl<K> WatchedMeta<K> {
+    /// A cached child with this metadata.
+    #[must_use]
+    pub fn new(metadata: ObjectMeta) -> Self {
+        Self {
+            metadata,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = (), Scope = NamespaceResourceScope>> Resource for WatchedMeta<K> {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl<K> WatchedChild for WatchedMeta<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Debug + Send + Sync + 'static,
+{
+    type Signal = ();
+    fn signal(&self) {}
+    fn trim(&mut self) {}
+}
+
+/// A Deployment as its watch keeps it: metadata, `spec.replicas` and the
+/// replica counts of its status.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct WatchedDeployment {
+    /// What the reconciler reads of the metadata (see
+    /// [`keep_what_the_reconciler_reads`]).
+    #[serde(default, deserialize_with = "kept_metadata")]
+    pub metadata: ObjectMeta,
+    /// `spec.replicas` (after the HPA, when it manages the Deployment).
+    #[serde(default)]
+    pub spec: Option<DeploymentSpecKept>,
+    /// The replica counts the deployment controller reports.
+    #[serde(default)]
+    pub status: Option<DeploymentCounts>,
+}
+
+/// `spec.replicas` of a Deployment, and a fingerprint of the engine its
+/// template runs.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct DeploymentSpecKept {
+    /// Desired pods; Kubernetes' default is 1.
+    #[serde(default)]
+    pub replicas: Option<i32>,
+    /// [`engine_fingerprint`] of the template's first container (the
+    /// engine): whether a track runs a rollout's version, without keeping
+    /// the template. `None` for a template without containers.
+    #[serde(default, rename = "template", deserialize_with = "template_engine")]
+    pub engine: Option<u64>,
+}
+
+/// A fingerprint of an engine container: its image and arguments. Equal
+/// for equal containers within one process (the hash's keys are fixed),
+/// and 8 bytes however long the arguments are.
+#[must_use]
+pub fn engine_fingerprint(image: Option<&str>, args: Option<&[String]>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    image.hash(&mut h);
+    args.hash(&mut h);
+    h.finish()
+}
+
+/// [`engine_fingerprint`] of a Deployment's first container.
+#[must_use]
+pub fn engine_of(d: &Deployment) -> Option<u64> {
+    let c = d
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?;
+    Some(engine_fingerprint(c.image.as_deref(), c.args.as_deref()))
+}
+
+/// `spec.template` decoded as far as its first container's image and
+/// arguments, into their fingerprint.
+fn template_engine<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Template {
+        spec: Option<PodSpec>,
+    }
+    #[derive(Deserialize)]
+    struct PodSpec {
+        #[serde(default)]
+        containers: Vec<Container>,
+    }
+    #[derive(Deserialize)]
+    struct Container {
+        image: Option<String>,
+        args: Option<Vec<String>>,
+    }
+    let t: Option<Template> = Option::deserialize(d)?;
+    Ok(t.and_then(|t| t.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .map(|c| engine_fingerprint(c.image.as_deref(), c.args.as_deref())))
+}
+
+/// The counts of a Deployment's status the reconciler reads.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentCounts {
+    /// The generation the deployment controller last acted on.
+    #[serde(default)]
+    pub observed_generation: Option<i64>,
+    /// Pods of the current template and of older ones.
+    #[serde(default)]
+    pub replicas: Option<i32>,
+    /// Pods of the current template.
+    #[serde(default)]
+    pub updated_replicas: Option<i32>,
+    /// Ready pods.
+    #[serde(default)]
+    pub ready_replicas: Option<i32>,
+}
+
+impl WatchedDeployment {
+    /// What the watch would keep of `d`.
+    #[must_use]
+    pub fn of(d: &Deployment) -> Self {
+        let mut metadata = d.metadata.clone();
+        keep_what_the_reconciler_reads(&mut metadata);
+        Self {
+            metadata,
+            spec: d.spec.as_ref().map(|s| DeploymentSpecKept {
+                replicas: s.replicas,
+                engine: engine_of(d),
+            }),
+            status: d.status.as_ref().map(|s| DeploymentCounts {
+                observed_generation: s.observed_generation,
+                replicas: s.replicas,
+                updated_replicas: s.updated_replicas,
+                ready_replicas: s.ready_replicas,
+            }),
+        }
+    }
+
+    /// Whether the template's engine container is the one `want`'s is
+    /// (image and arguments).
+    #[must_use]
+    pub fn runs(&self, want: &Deployment) -> bool {
+        let engine = self.spec.as_ref().and_then(|s| s.engine);
+        engine.is_some() && engine == engine_of(want)
+    }
+
+    /// Desired replicas: `spec.replicas`, or Kubernetes' default of one.
+    #[must_use]
+    pub fn desired(&self) -> i32 {
+        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+    }
+
+    fn count(&self, of: impl Fn(&DeploymentCounts) -> Option<i32>) -> i32 {
+        self.status.as_ref().and_then(of).unwrap_or(0)
+    }
+
+    /// `status.readyReplicas`.
+    #[must_use]
+    pub fn ready(&self) -> i32 {
+        self.count(|c| c.ready_replicas)
+    }
+
+    /// `status.updatedReplicas`.
+    #[must_use]
+    pub fn updated(&self) -> i32 {
+        self.count(|c| c.updated_replicas)
+    }
+
+    /// `status.replicas`.
+    #[must_use]
+    pub fn total(&self) -> i32 {
+        self.count(|c| c.replicas)
+    }
+
+    /// The deployment controller has seen the current spec.
+    #[must_use]
+    pub fn observed(&self) -> bool {
+        match (
+            self.status.as_ref().and_then(|c| c.observed_generation),
+            self.metadata.generation,
+        ) {
+            (Some(seen), Some(current)) => seen >= current,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        }
+    }
+
+    /// Every wanted replica is ready and runs the current template, and no
+    /// pod of an older template is left.
+    #[must_use]
+    pub fn complete(&self) -> bool {
+        replicas_complete(
+            self.observed(),
+            self.desired(),
+            self.ready(),
+            self.updated(),
+            self.total(),
+        )
+    }
+}
+
+/// Every wanted replica is ready and runs the current template (which the
+/// deployment controller has seen), and no pod of an older template is
+/// left (while one is, the ready replicas may be old ones).
+#[must_use]
+pub fn replicas_complete(
+    observed: bool,
+    desired: i32,
+    ready: i32,
+    updated: i32,
+    total: i32,
+) -> bool {
+    observed && ready >= desired && updated >= desired && total <= updated
+}
+
+impl Resource for WatchedDeployment {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Deployment::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Deployment::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Deployment::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Deployment::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl WatchedChild for WatchedDeployment {
+    /// Desired and ready replicas, and whether they are complete:
+    /// the deployment controller's bookkeeping on the way (the generation
+    /// it saw, pods made but not ready) changes nothing the reconciler
+    /// decides or reports.
+    type Signal = (i32, i32, bool);
+    fn signal(&self) -> Self::Signal {
+        (self.desired(), self.ready(), self.complete())
+    }
+    fn trim(&mut self) {}
+}
+
+/// Kinds kept whole but for their spec (what infergate applied, and the
+/// digest annotation says it): their status is small and read.
+macro_rules! kept_with_status {
+    ($($kind:ty: $status:ty;)*) => {
+        $(
+            impl WatchedChild for $kind {
+                type Signal = Option<$status>;
+                fn signal(&self) -> Self::Signal {
+                    self.status.clone()
+                }
+                fn trim(&mut self) {
+                    self.spec = Default::default();
+                    keep_what_the_reconciler_reads(&mut self.metadata);
+                }
+            }
+        )*
+    };
+}
+
+kept_with_status! {
+    HTTPRoute: HTTPRouteStatus;
+    InferencePool: InferencePoolStatus;
+    RayService: RayServiceStatus;
+}
+
+/// What the watch keeps of an object the API server returned (an apply's
+/// answer): decoded again as the watch decodes it.
+pub fn watched_of<K: serde::Serialize, W: WatchedChild>(obj: &K) -> Result<W, serde_json::Error> {
+    let mut w: W = serde_json::from_value(serde_json::to_value(obj)?)?;
+    w.trim();
+    Ok(w)
+}
+
+/// Trim a cached child's metadata to what the reconciler reads of it: its
+/// name and namespace (the cache's key), uid, resourceVersion and
+/// generation (whether it changed since infergate applied it), owner
+/// references (whose it is; the controller's trigger), deletion timestamp,
+/// and [`ANNOTATION_APPLIED`] (what infergate applied). Labels (the watch
+/// selects on them on the server), other annotations, finalizers and the
+/// managed fields (most of an applied object's metadata) are dropped: at a
+/// few kilobytes per child they were most of the reconciler's memory.
+pub fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    meta.labels = None;
+    meta.finalizers = None;
+    meta.creation_timestamp = None;
+    meta.generate_name = None;
+    meta.self_link = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|k, _| k == ANNOTATION_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
+
+/// A child's metadata decoded as far as [`keep_what_the_reconciler_reads`]
+/// keeps it; the rest (the managed fields above all) is skipped as it is
+/// read, never allocated.
+fn kept_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Kept {
+        name: Option<String>,
+        namespace: Option<String>,
+        uid: Option<String>,
+        resource_version: Option<String>,
+        generation: Option<i64>,
+        deletion_timestamp: Option<Time>,
+        owner_references: Option<Vec<OwnerReference>>,
+        #[serde(default, deserialize_with = "applied_annotation")]
+        annotations: Option<std::collections::BTreeMap<String, String>>,
+    }
+    let k = Kept::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: k.name,
+        namespace: k.namespace,
+        uid: k.uid,
+        resource_version: k.resource_version,
+        generation: k.generation,
+        deletion_timestamp: k.deletion_timestamp,
+        owner_references: k.owner_references,
+        annotations: k.annotations,
+        ..ObjectMeta::default()
+    })
+}
+
+/// Of the annotations, [`ANNOTATION_APPLIED`] only.
+fn applied_annotation<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
+    let all: Option<std::collections::BTreeMap<String, String>> = Option::deserialize(d)?;
+    Ok(all
+        .and_then(|mut a| a.remove(ANNOTATION_APPLIED))
+        .map(|digest| std::iter::once((ANNOTATION_APPLIED.to_owned(), digest)).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// A Deployment as the API server sends it, with everything the watch
+    /// does not keep.
+    fn deployment_json(generation: i64, status: Value) -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {
+                "name": "chat", "namespace": "team", "uid": "u-1", "resourceVersion": "42",
+                "generation": generation, "creationTimestamp": "2026-11-25T10:00:00Z",
+                "labels": {"app.kubernetes.io/managed-by": "infergate"},
+                "annotations": {ANNOTATION_APPLIED: "d1", "deployment.kubernetes.io/revision": "2"},
+                "finalizers": ["x/y"],
+                "ownerReferences": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                                     "name": "chat", "uid": "svc-uid", "controller": true}],
+                "managedFields": [{"manager": "infergate", "operation": "Apply",
+                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+            },
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "chat"}},
+                "template": {"metadata": {"labels": {"app": "chat"}},
+                             "spec": {"containers": [{"name": "engine", "image": "vllm"}]}}
+            },
+            "status": status
+        })
+    }
+
+    fn kept_metadata_json() -> Value {
+        json!({
+            "name": "chat", "namespace": "team", "uid": "u-1", "resourceVersion": "42",
+            "generation": 3,
+            "annotations": {ANNOTATION_APPLIED: "d1"},
+            "ownerReferences": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+                                 "name": "chat", "uid": "svc-uid", "controller": true}]
+        })
+    }
+
+    #[test]
+    fn a_watched_deployment_keeps_its_metadata_replicas_and_counts_only() {
+        let full = deployment_json(
+            3,
+            json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2,
+                   "readyReplicas": 1, "availableReplicas": 1,
+                   "conditions": [{"type": "Available", "status": "False"}]}),
+        );
+        let w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+        let metadata: ObjectMeta = serde_json::from_value(kept_metadata_json()).expect("meta");
+        assert_eq!(
+            w,
+            WatchedDeployment {
+                metadata,
+                spec: Some(DeploymentSpecKept {
+                    replicas: Some(2),
+                    engine: Some(engine_fingerprint(Some("vllm"), None)),
+                }),
+                status: Some(DeploymentCounts {
+                    observed_generation: Some(3),
+                    replicas: Some(2),
+                    updated_replicas: Some(2),
+                    ready_replicas: Some(1),
+                }),
+            }
+        );
+        // An apply's answer becomes the same as the watch's decode.
+        let d: Deployment = serde_json::from_value(full).expect("deployment");
+        assert_eq!(WatchedDeployment::of(&d), w);
+        assert_eq!(watched_of::<_, WatchedDeployment>(&d).expect("watched"), w);
+        assert_eq!(
+            (w.desired(), w.ready(), w.updated(), w.total()),
+            (2, 1, 2, 2)
+        );
+        assert!(w.observed() && !w.complete());
+    }
+
+    #[test]
+    fn a_watched_deployment_knows_which_engine_it_runs_without_its_template() {
+        let full = deployment_json(1, Value::Null);
+        let w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+        let d: Deployment = serde_json::from_value(full).expect("deployment");
+        assert!(w.runs(&d), "the same template");
+        let with = |image: &str, args: Option<Vec<&str>>| {
+            let mut other = d.clone();
+            let c = &mut other
+                .spec
+                .as_mut()
+                .expect("spec")
+                .template
+                .spec
+                .as_mut()
+                .expect("pod")
+                .containers[0];
+            c.image = Some(image.to_owned());
+            c.args = args.map(|a| a.into_iter().map(str::to_owned).collect());
+            other
+        };
+        assert!(w.runs(&with("vllm", None)));
+        assert!(!w.runs(&with("vllm:0.10", None)), "another image");
+        assert!(
+            !w.runs(&with("vllm", Some(vec!["--model", "b"]))),
+            "other arguments"
+        );
+        let args = with("vllm", Some(vec!["--model", "a"]));
+        assert!(WatchedDeployment::of(&args).runs(&args));
+        assert!(!WatchedDeployment::of(&args).runs(&with("vllm", Some(vec!["--model", "b"]))));
+        // Without containers nothing is known to run, not even "nothing".
+        let mut empty = d.clone();
+        empty.spec.as_mut().expect("spec").template.spec = None;
+        assert!(!WatchedDeployment::of(&empty).runs(&empty));
+        let decoded: WatchedDeployment =
+            serde_json::from_value(serde_json::to_value(&empty).expect("json")).expect("decodes");
+        assert!(!decoded.runs(&empty));
+    }
+
+    #[test]
+    fn a_deployment_signals_readiness_not_the_controllers_bookkeeping() {
+        let watched = |generation, status| -> WatchedDeployment {
+            serde_json::from_value(deployment_json(generation, status)).expect("decodes")
+        };
+        // Just created: no status yet.
+        let created = watched(1, Value::Null);
+        assert_eq!(created.signal(), (2, 0, false));
+        assert!(!created.observed());
+        // The controller has seen it and made the pods: nothing new.
+        let seen = watched(
+            1,
+            json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2,
+                   "unavailableReplicas": 2}),
+        );
+        assert_eq!(seen.signal(), created.signal());
+        // A pod is ready: news.
+        let one = watched(
+            1,
+            json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1}),
+        );
+        assert_ne!(one.signal(), seen.signal());
+        // Both ready: complete.
+        let all = watched(
+            1,
+            json!({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2}),
+        );
+        assert_eq!(all.signal(), (2, 2, true));
+        // Ready pods of an older template left: not complete.
+        let old_left = watched(
+            1,
+            json!({"observedGeneration": 1, "replicas": 3, "updatedReplicas": 2, "readyReplicas": 2}),
+        );
+        assert_eq!(old_left.signal(), (2, 2, false));
+    }
+
+    #[test]
+    fn metadata_only_kinds_keep_what_the_reconciler_reads() {
+        use k8s_openapi::api::core::v1::Service;
+        let w: WatchedMeta<Service> = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": deployment_json(3, Value::Null)["metadata"].clone(),
+            "spec": {"ports": [{"port": 80}]}
+        }))
+        .expect("decodes");
+        assert_eq!(
+            serde_json::to_value(&w.metadata).expect("json"),
+            kept_metadata_json()
+        );
+        assert_eq!(WatchedMeta::<Service>::kind(&()), "Service");
+        assert_eq!(WatchedMeta::<Service>::plural(&()), "services");
+        // A child without the annotation keeps no empty map.
+        let bare: WatchedMeta<Service> =
+            serde_json::from_value(json!({"metadata": {"name": "x", "annotations": {"a": "b"}}}))
+                .expect("decodes");
+        assert_eq!(bare.metadata.annotations, None);
+    }
+
+    #[test]
+    fn trimming_metadata_keeps_what_the_reconciler_reads() {
+        let mut meta: ObjectMeta =
+            serde_json::from_value(deployment_json(3, Value::Null)["metadata"].clone())
+                .expect("metadata");
+        meta.deletion_timestamp = serde_json::from_value(json!("2026-11-25T11:00:00Z")).ok();
+        keep_what_the_reconciler_reads(&mut meta);
+        let mut want = kept_metadata_json();
+        want["deletionTimestamp"] = json!("2026-11-25T11:00:00Z");
+        assert_eq!(serde_json::to_value(&meta).expect("json"), want);
+    }
+
+    #[test]
+    fn a_route_is_kept_without_its_spec_and_signals_its_status() {
+        let route = |accepted: &str| -> HTTPRoute {
+            let mut r: HTTPRoute = serde_json::from_value(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": deployment_json(1, Value::Null)["metadata"].clone(),
+                "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "chat", "port": 8000}]}]},
+                "status": {"parents": [{"parentRef": {"name": "gw"}, "controllerName": "example.com/gw",
+                             "conditions": [{"type": "Accepted", "status": accepted, "reason": "R",
+                                             "message": "m", "lastTransitionTime": "2026-11-25T10:00:00Z"}]}]}
+            }))
+            .expect("route");
+            r.trim();
+            r
+        };
+        let accepted = route("True");
+        assert_eq!(accepted.spec, Default::default());
+        assert!(accepted.metadata.managed_fields.is_none() && accepted.metadata.labels.is_none());
+        assert_eq!(accepted.status.as_ref().map(|s| s.parents.len()), Some(1));
+        assert_ne!(accepted.signal(), route("False").signal());
+        assert_eq!(accepted.signal(), route("True").signal());
+    }
+}
