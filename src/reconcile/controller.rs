@@ -90,37 +90,11 @@ pub async fn run_controller(
     let (graph_turns, turns) = tokio::sync::mpsc::unbounded_channel();
     let graph = GraphFetching::new(config.graph_fetcher.clone(), graph_turns);
 
-    info!("waiting for the policy, namespace, service and child caches");
-    let ready = async {
-        state.synced().await;
-        synced.await;
+    let Some((pod_states, pod_changes)) =
+        caches_synced(&mut tasks, &client, &config, &state, synced, &token).await
+    else {
+        return Ok(());
     };
-    tokio::select! {
-        () = token.cancelled() => return Ok(()),
-        () = ready => {}
-    }
-    // The engine pods are listed once the other caches hold their lists
-    // (one list at a time keeps the start's peak memory down), and before
-    // the first reconcile: each service's status then says why its pods
-    // do not start from the first write of the term.
-    info!("listing the engine pods");
-    let pod_states = Arc::new(PodStates::default());
-    let (pod_changes, pods_listed) =
-        pods::watch::start(&mut tasks, &client, &config.scope, pod_states.clone());
-    tokio::select! {
-        () = token.cancelled() => return Ok(()),
-        listed = tokio::time::timeout(POD_LIST_WAIT, pods_listed) => {
-            if listed.is_err() {
-                // Pods that cannot be listed (RBAC without `pods`, an API
-                // server that refuses) must not hold up every service: they
-                // are reconciled without the pods' reasons until the list comes.
-                warn!(
-                    waited = ?POD_LIST_WAIT,
-                    "the engine pods are not listed yet; reconciling without why pods do not start"
-                );
-            }
-        }
-    }
     info!("caches synced; reconciling");
 
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -191,22 +165,71 @@ pub async fn run_controller(
         .reconcile_on(graph_turn_triggers(turns))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok(_) => {}
-                Err(controller::Error::ObjectNotFound(obj)) => {
-                    debug!(object = %obj, "object gone before it was reconciled");
-                }
-                Err(controller::Error::ReconcilerFailed(e, obj)) => {
-                    warn!(object = %obj, error = %e, "reconcile failed; retrying with backoff");
-                }
-                Err(e) => warn!(error = %e, "controller error"),
-            }
-        })
+        .for_each(|result| async move { report(result) })
         .await;
     tasks.shutdown().await;
     info!("reconciler stopped");
     Ok(())
+}
+
+/// Wait for the policy, namespace, service and child caches, then list
+/// the engine pods (one list at a time keeps the start's peak memory down)
+/// before the first reconcile: each service's status then says why its
+/// pods do not start from the first write of the term. `None` when the
+/// term ends first.
+async fn caches_synced(
+    tasks: &mut JoinSet<()>,
+    client: &Client,
+    config: &Config,
+    state: &ClusterState,
+    synced: impl std::future::Future<Output = ()>,
+    token: &CancellationToken,
+) -> Option<(
+    Arc<PodStates>,
+    futures::channel::mpsc::UnboundedReceiver<ObjectRef<InferenceService>>,
+)> {
+    info!("waiting for the policy, namespace, service and child caches");
+    let ready = async {
+        state.synced().await;
+        synced.await;
+    };
+    tokio::select! {
+        () = token.cancelled() => return None,
+        () = ready => {}
+    }
+    info!("listing the engine pods");
+    let pod_states = Arc::new(PodStates::default());
+    let (pod_changes, pods_listed) =
+        pods::watch::start(tasks, client, &config.scope, pod_states.clone());
+    tokio::select! {
+        () = token.cancelled() => return None,
+        listed = tokio::time::timeout(POD_LIST_WAIT, pods_listed) => {
+            if listed.is_err() {
+                // Pods that cannot be listed (RBAC without `pods`, an API
+                // server that refuses) must not hold up every service: they
+                // are reconciled without the pods' reasons until the list comes.
+                warn!(
+                    waited = ?POD_LIST_WAIT,
+                    "the engine pods are not listed yet; reconciling without why pods do not start"
+                );
+            }
+        }
+    }
+    Some((pod_states, pod_changes))
+}
+
+/// Log what one reconcile came to, when it is worth a line.
+fn report<T>(result: Result<T, controller::Error<Error, kube::runtime::watcher::Error>>) {
+    match result {
+        Ok(_) => {}
+        Err(controller::Error::ObjectNotFound(obj)) => {
+            debug!(object = %obj, "object gone before it was reconciled");
+        }
+        Err(controller::Error::ReconcilerFailed(e, obj)) => {
+            warn!(object = %obj, error = %e, "reconcile failed; retrying with backoff");
+        }
+        Err(e) => warn!(error = %e, "controller error"),
+    }
 }
 
 /// The services to reconcile when an optional CRD arrives: every one
