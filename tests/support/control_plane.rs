@@ -664,7 +664,8 @@ fn scratch_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Kill this process's children whose command line names `dir`.
+/// Kill this process's children whose command line names `dir` or a path
+/// below it.
 fn kill_children_naming(dir: &Path) {
     let me = std::process::id().to_string();
     let dir = dir.display().to_string();
@@ -688,8 +689,11 @@ fn kill_children_naming(dir: &Path) {
         if parent != Some(me.as_str()) {
             continue;
         }
+        // Arguments end in NUL: `dir` whole, or a path below it (plane 1's
+        // directory is a prefix of plane 12's name, not of its paths).
         let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).contains(&dir) {
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains(&format!("{dir}/")) || cmdline.contains(&format!("{dir}\0")) {
             // SAFETY: kill(2) with a pid read from /proc; a process gone
             // since is ESRCH, ignored.
             unsafe {

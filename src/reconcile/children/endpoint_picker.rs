@@ -166,38 +166,6 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
         (LABEL_POOL.to_owned(), pool.clone()),
     ]);
 
-    let mut rules = vec![
-        rule(&[""], &["pods"], &[], &["get", "list", "watch"]),
-        rule(
-            &[POOL_GROUP],
-            &[POOL_PLURAL],
-            &[&pool],
-            &["get", "list", "watch"],
-        ),
-        rule(
-            &["llm-d.ai"],
-            &["inferenceobjectives", "inferencemodelrewrites"],
-            &[],
-            &["get", "list", "watch"],
-        ),
-    ];
-    if replicas > 1 {
-        // Leader election among the picker's replicas.
-        rules.push(rule(
-            &["coordination.k8s.io"],
-            &["leases"],
-            &[],
-            &["get", "create", "update"],
-        ));
-        rules.push(rule(&[""], &["events"], &[], &["create", "patch"]));
-    }
-
-    let port = |port_name: &str, number: i32| ContainerPort {
-        name: Some(port_name.to_owned()),
-        container_port: number,
-        protocol: Some("TCP".to_owned()),
-        ..ContainerPort::default()
-    };
     let service_port = |port_name: &str, number: i32, protocol: Option<&str>| ServicePort {
         name: Some(port_name.to_owned()),
         port: number,
@@ -213,7 +181,7 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
         },
         role: Role {
             metadata: meta.clone(),
-            rules: Some(rules),
+            rules: Some(picker_rules(&pool, replicas)),
         },
         role_binding: RoleBinding {
             metadata: meta.clone(),
@@ -253,45 +221,12 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
                     }),
                     spec: Some(PodSpec {
                         service_account_name: Some(name.clone()),
-                        containers: vec![Container {
-                            name: COMPONENT.to_owned(),
-                            image: Some(image),
-                            args: Some(vec![
-                                format!("--pool-name={pool}"),
-                                format!("--pool-namespace={ns}"),
-                                format!("--pool-group={POOL_GROUP}"),
-                                format!("--config-file={CONFIG_DIR}/{CONFIG_KEY}"),
-                            ]),
-                            ports: Some(vec![
-                                port("grpc", EPP_GRPC_PORT),
-                                port("grpc-health", HEALTH_PORT),
-                                port("metrics", METRICS_PORT),
-                            ]),
-                            readiness_probe: Some(Probe {
-                                grpc: Some(GRPCAction {
-                                    port: HEALTH_PORT,
-                                    service: Some("inference-extension".to_owned()),
-                                }),
-                                period_seconds: Some(5),
-                                ..Probe::default()
-                            }),
-                            liveness_probe: Some(Probe {
-                                grpc: Some(GRPCAction {
-                                    port: HEALTH_PORT,
-                                    service: Some("inference-extension".to_owned()),
-                                }),
-                                period_seconds: Some(10),
-                                ..Probe::default()
-                            }),
-                            resources: Some(requirements(spec.resources)),
-                            volume_mounts: Some(vec![VolumeMount {
-                                name: "config".to_owned(),
-                                mount_path: CONFIG_DIR.to_owned(),
-                                read_only: Some(true),
-                                ..VolumeMount::default()
-                            }]),
-                            ..Container::default()
-                        }],
+                        containers: vec![picker_container(
+                            image,
+                            &pool,
+                            &ns,
+                            requirements(spec.resources),
+                        )],
                         volumes: Some(vec![Volume {
                             name: "config".to_owned(),
                             config_map: Some(ConfigMapVolumeSource {
@@ -322,6 +257,95 @@ pub fn endpoint_picker(svc: &InferenceService, track: Track) -> Result<EndpointP
             status: None,
         },
     })
+}
+
+/// The picker's Role rules: its pods and its pool (read), the objectives
+/// it reads, and with more than one replica its leader election.
+fn picker_rules(pool: &str, replicas: i32) -> Vec<PolicyRule> {
+    let mut rules = vec![
+        rule(&[""], &["pods"], &[], &["get", "list", "watch"]),
+        rule(
+            &[POOL_GROUP],
+            &[POOL_PLURAL],
+            &[pool],
+            &["get", "list", "watch"],
+        ),
+        rule(
+            &["llm-d.ai"],
+            &["inferenceobjectives", "inferencemodelrewrites"],
+            &[],
+            &["get", "list", "watch"],
+        ),
+    ];
+    if replicas > 1 {
+        // Leader election among the picker's replicas.
+        rules.push(rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &[],
+            &["get", "create", "update"],
+        ));
+        rules.push(rule(&[""], &["events"], &[], &["create", "patch"]));
+    }
+    rules
+}
+
+/// The picker's one container: its pool, its config file, its probes.
+fn picker_container(
+    image: String,
+    pool: &str,
+    ns: &str,
+    resources: ResourceRequirements,
+) -> Container {
+    Container {
+        name: COMPONENT.to_owned(),
+        image: Some(image),
+        args: Some(vec![
+            format!("--pool-name={pool}"),
+            format!("--pool-namespace={ns}"),
+            format!("--pool-group={POOL_GROUP}"),
+            format!("--config-file={CONFIG_DIR}/{CONFIG_KEY}"),
+        ]),
+        ports: Some(vec![
+            container_port("grpc", EPP_GRPC_PORT),
+            container_port("grpc-health", HEALTH_PORT),
+            container_port("metrics", METRICS_PORT),
+        ]),
+        readiness_probe: Some(Probe {
+            grpc: Some(GRPCAction {
+                port: HEALTH_PORT,
+                service: Some("inference-extension".to_owned()),
+            }),
+            period_seconds: Some(5),
+            ..Probe::default()
+        }),
+        liveness_probe: Some(Probe {
+            grpc: Some(GRPCAction {
+                port: HEALTH_PORT,
+                service: Some("inference-extension".to_owned()),
+            }),
+            period_seconds: Some(10),
+            ..Probe::default()
+        }),
+        resources: Some(resources),
+        volume_mounts: Some(vec![VolumeMount {
+            name: "config".to_owned(),
+            mount_path: CONFIG_DIR.to_owned(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        }]),
+        ..Container::default()
+    }
+}
+
+/// A named TCP port of the picker's container.
+fn container_port(port_name: &str, number: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(port_name.to_owned()),
+        container_port: number,
+        protocol: Some("TCP".to_owned()),
+        ..ContainerPort::default()
+    }
 }
 
 #[cfg(test)]

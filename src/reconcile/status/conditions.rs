@@ -172,26 +172,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             reason,
             message,
             stale,
-        } => {
-            // The existing RayService is untouched: Ready keeps what was last observed.
-            out.push(match stale {
-                None => Cond::new(GRAPH_READY, false, Reason::Graph(reason), message.clone()),
-                Some(live) => Cond::new(
-                    GRAPH_READY,
-                    false,
-                    Reason::Graph("StaleGraph"),
-                    format!("the last good graph ({live}) keeps serving; the latest fetch failed: {reason}: {message}"),
-                ),
-            });
-            out.push(Cond::new(
-                RECONCILED,
-                false,
-                Reason::Graph(reason),
-                format!(
-                    "the RayService is left as it is: the serving graph is not usable ({reason}, see GraphReady)"
-                ),
-            ));
-        }
+        } => out.extend(graph_failed(reason, message, stale.as_deref())),
         Outcome::GraphQueued(message) => {
             out.push(Cond::new(
                 GRAPH_READY,
@@ -226,7 +207,13 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             ));
         }
     }
-    out.push(match &obs.policy {
+    out.push(policy_condition(&obs.policy));
+    out
+}
+
+/// `PolicyCompliant`, from what the policy check of the reconcile found.
+fn policy_condition(policy: &PolicyResult) -> Cond {
+    match policy {
         PolicyResult::Compliant => Cond::new(
             POLICY_COMPLIANT,
             true,
@@ -252,8 +239,39 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 "the service no longer fits its namespace's budget, counted after every older service (left running as it is): {msg}"
             ),
         ),
-    });
-    out
+    }
+}
+
+/// A graph that could not be used: `GraphReady=False` (`StaleGraph` while
+/// a last good graph keeps serving) and `Reconciled=False`; the existing
+/// RayService is untouched, so `Ready` keeps what was last observed.
+fn graph_failed(reason: &'static str, message: &str, stale: Option<&str>) -> [Cond; 2] {
+    [
+        match stale {
+            None => Cond::new(
+                GRAPH_READY,
+                false,
+                Reason::Graph(reason),
+                message.to_owned(),
+            ),
+            Some(live) => Cond::new(
+                GRAPH_READY,
+                false,
+                Reason::Graph("StaleGraph"),
+                format!(
+                    "the last good graph ({live}) keeps serving; the latest fetch failed: {reason}: {message}"
+                ),
+            ),
+        },
+        Cond::new(
+            RECONCILED,
+            false,
+            Reason::Graph(reason),
+            format!(
+                "the RayService is left as it is: the serving graph is not usable ({reason}, see GraphReady)"
+            ),
+        ),
+    ]
 }
 
 /// The static reason for what [`crate::reconcile::children::rayservice::observe`] said.
