@@ -118,9 +118,11 @@ fn the_binary_drains_and_exits_zero_on_sigterm() {
     let (port, probe) = (free_port().unwrap(), free_port().unwrap());
     let ca = write_serve_files(dir.path());
     let policy = dir.path().join("policy.yaml");
+    // Its own default log level: the test reads its "SIGTERM" line.
     let mut child = std::process::Command::new(binary())
         .args(serve_command_line(port, probe, dir.path(), &policy))
         .args(["--drain-period", "2s"])
+        .env_remove("RUST_LOG")
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
