@@ -60,6 +60,24 @@ fn watch_counts(metrics: &Metrics, kind: &str) -> (u64, u64) {
     )
 }
 
+/// Wait until the reconciler follows `kind`'s CRD (its discovery says the
+/// CRD is served and the kind's children are watched): only then is a
+/// removal a change it can see. Just after a CRD is created, discovery can
+/// still answer "not served" and that answer is trusted for 30 s.
+async fn following(metrics: &Metrics, kind: &str) {
+    support::eventually(
+        &format!("the reconciler following {kind}"),
+        WAIT,
+        async || {
+            let installed = series(metrics, "infergate_optional_api_installed", kind);
+            (installed == 1)
+                .then_some(())
+                .ok_or_else(|| format!("infergate_optional_api_installed {installed}"))
+        },
+    )
+    .await;
+}
+
 /// Delete the CRDs of `path` and wait until they are gone.
 fn delete_crds(cp: &ControlPlane, path: &str) {
     let out = cp.kubectl(&["delete", "-f", path, "--wait=true", "--timeout=120s"]);
@@ -148,6 +166,7 @@ async fn optional_crds_deleted_and_installed_again_while_services_use_them() {
     wait_exists::<RayService>(&client, &ns, "rag").await;
 
     // ---------------------------------------------------------- InferencePool
+    following(&metrics, "InferencePool").await;
     let (starts, errors) = watch_counts(&metrics, "InferencePool");
     delete_crds(cp, support::inferencepool_crd());
     let s = wait_condition(
@@ -190,6 +209,7 @@ async fn optional_crds_deleted_and_installed_again_while_services_use_them() {
     assert_watch_followed(&metrics, "InferencePool", starts, errors);
 
     // ---------------------------------------------------------- Gateway API
+    following(&metrics, "HTTPRoute").await;
     let (starts, errors) = watch_counts(&metrics, "HTTPRoute");
     delete_crds(cp, support::httproute_crd());
     for name in ["direct", "pools"] {
@@ -213,6 +233,7 @@ async fn optional_crds_deleted_and_installed_again_while_services_use_them() {
     assert_watch_followed(&metrics, "HTTPRoute", starts, errors);
 
     // ----------------------------------------------------------- PodMonitor
+    following(&metrics, "PodMonitor").await;
     let (starts, errors) = watch_counts(&metrics, "PodMonitor");
     delete_crds(cp, support::podmonitor_crd());
     tokio::time::sleep(MISSING_FOR).await;
@@ -232,6 +253,7 @@ async fn optional_crds_deleted_and_installed_again_while_services_use_them() {
     assert_watch_followed(&metrics, "PodMonitor", starts, errors);
 
     // --------------------------------------------------------------- KubeRay
+    following(&metrics, "RayService").await;
     let (starts, errors) = watch_counts(&metrics, "RayService");
     delete_crds(cp, support::rayservice_crd());
     wait_condition(
