@@ -134,6 +134,33 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
         }
         None => out.push_str("Route       none\n"),
     }
+    rollout_lines(&mut out, f, style);
+    out.push('\n');
+    let rows: Vec<[String; 4]> = f
+        .conditions
+        .iter()
+        .map(|c| {
+            [
+                c.type_.clone(),
+                style.paint(tone_of(&c.status), &c.status),
+                c.reason.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        ["CONDITION", "STATUS", "REASON", "MESSAGE"],
+        &rows,
+    );
+    out.push('\n');
+    resource_lines(&mut out, f, style);
+    out
+}
+
+/// The rollout's lines: its phase, step and soak, the steps, the tracks'
+/// models, the gate's verdict and the last action (none without a rollout).
+fn rollout_lines(out: &mut String, f: &ServiceFacts, style: Style) {
     if let Some(r) = &f.rollout {
         let tone = match r.phase.as_str() {
             "Stable" => Tone::Good,
@@ -178,25 +205,11 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
             let _ = writeln!(out, "            last action {a}");
         }
     }
-    out.push('\n');
-    let rows: Vec<[String; 4]> = f
-        .conditions
-        .iter()
-        .map(|c| {
-            [
-                c.type_.clone(),
-                style.paint(tone_of(&c.status), &c.status),
-                c.reason.clone(),
-                c.message.clone(),
-            ]
-        })
-        .collect();
-    table(
-        &mut out,
-        ["CONDITION", "STATUS", "REASON", "MESSAGE"],
-        &rows,
-    );
-    out.push('\n');
+}
+
+/// What the service costs and may use: its capacity, its namespace's GPU
+/// budget and the serving graph's source.
+fn resource_lines(out: &mut String, f: &ServiceFacts, style: Style) {
     if let Some(c) = &f.capacity {
         let mut parts = Vec::new();
         if let Some(g) = c.max_gpus {
@@ -258,7 +271,6 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
             let _ = writeln!(out, "            last fetch failed: {e}");
         }
     }
-    out
 }
 
 /// The steps with the current one marked: `[x] 10  [>] 30  [ ] 60  [ ] 100`
