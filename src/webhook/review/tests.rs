@@ -2,7 +2,13 @@
 
 use serde_json::{Value, json};
 
+use kube::core::admission::Operation;
+use kube::core::{GroupVersionKind, Status};
+
+use super::incoming::decode_service;
 use super::*;
+use crate::api::GROUP;
+use crate::api::v1beta1::InferenceService;
 
 const MINIMAL: &str = include_str!("../../../tests/fixtures/webhook/mutate-create-minimal.json");
 

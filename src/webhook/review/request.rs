@@ -1,0 +1,149 @@
+//! One admission request, typed: [`Review`], its objects decoded by kind
+//! ([`Object`]), and the `apiVersion` and `kind` of the reviews this
+//! webhook answers.
+
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::core::admission::Operation;
+use kube::core::{GroupVersionKind, GroupVersionResource};
+use serde_json::value::RawValue;
+
+use super::incoming::ServiceIn;
+use crate::api::v1beta1::InferenceService;
+use crate::api::{ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1};
+use crate::webhook::confine::Child;
+
+/// The `apiVersion` of the reviews this webhook answers.
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+/// The `kind` of the reviews this webhook answers.
+pub const KIND: &str = "AdmissionReview";
+
+/// One admission request, typed: the request's fields (as kube-core names
+/// them, less `options`) and its objects decoded by kind.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Review {
+    /// Echoed in the response.
+    pub uid: String,
+    /// The kind of the object, in the version the webhook is called with.
+    pub kind: GroupVersionKind,
+    /// The resource being admitted.
+    pub resource: GroupVersionResource,
+    /// The subresource, if any.
+    pub sub_resource: Option<String>,
+    /// The kind the user sent, when the API server converted it (`matchPolicy: Equivalent`).
+    pub request_kind: Option<GroupVersionKind>,
+    /// The resource the user addressed, when the API server converted it.
+    pub request_resource: Option<GroupVersionResource>,
+    /// The subresource the user addressed.
+    pub request_sub_resource: Option<String>,
+    /// The object's name (empty on a CREATE with `generateName`).
+    pub name: String,
+    /// The request's namespace; see [`Review::namespace`].
+    pub namespace: Option<String>,
+    /// CREATE, UPDATE, DELETE or CONNECT.
+    pub operation: Operation,
+    /// Whether the request is a dry run.
+    pub dry_run: bool,
+    /// Who sent the request (the access reviews ask about this user).
+    pub user_info: UserInfo,
+    /// The object, when the request has one.
+    pub object: Option<Object>,
+    /// The stored object on UPDATE (admission reads it on UPDATE only, so
+    /// it is decoded then and left out otherwise).
+    pub old_object: Option<Object>,
+}
+
+/// An object of a review, decoded by the request's kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Object {
+    /// An `infergate.dev` InferenceService in any version but v1alpha1,
+    /// read as v1beta1 (its metadata without `managedFields`, no status).
+    Service(Box<InferenceService>),
+    /// An `infergate.dev/v1alpha1` InferenceService.
+    ServiceV1alpha1(Box<v1alpha1::InferenceService>),
+    /// A ClusterInferencePolicy.
+    ClusterPolicy(Box<ClusterInferencePolicy>),
+    /// An InferencePolicy.
+    Policy(Box<InferencePolicy>),
+    /// An object of another group, written by infergate's own
+    /// ServiceAccount: a child, read as far as its checks need
+    /// ([`crate::webhook::confine`]).
+    Child(Box<Child>),
+    /// A kind infergate does not admit (left undecoded).
+    Other,
+    /// JSON that is not an object of the request's kind: why not.
+    Invalid(String),
+}
+
+impl Object {
+    /// Decode `raw` as an object of `kind`.
+    pub(super) fn decode(raw: &RawValue, kind: &GroupVersionKind) -> Self {
+        fn typed<T: serde::de::DeserializeOwned>(
+            raw: &RawValue,
+            wrap: impl FnOnce(T) -> Object,
+        ) -> Object {
+            match serde_json::from_str(raw.get()) {
+                Ok(v) => wrap(v),
+                Err(e) => Object::Invalid(e.to_string()),
+            }
+        }
+        if kind.group != GROUP {
+            return typed(raw, |c| Object::Child(Box::new(c)));
+        }
+        match kind.kind.as_str() {
+            "InferenceService" if kind.version == "v1alpha1" => {
+                typed(raw, |s| Object::ServiceV1alpha1(Box::new(s)))
+            }
+            "InferenceService" => typed(raw, |s: ServiceIn| Object::Service(Box::new(s.into()))),
+            "ClusterInferencePolicy" => typed(raw, |p| Object::ClusterPolicy(Box::new(p))),
+            "InferencePolicy" => typed(raw, |p| Object::Policy(Box::new(p))),
+            _ => Object::Other,
+        }
+    }
+
+    /// The object's `metadata.namespace`.
+    fn namespace(&self) -> Option<&str> {
+        match self {
+            Object::Service(s) => s.metadata.namespace.as_deref(),
+            Object::ServiceV1alpha1(s) => s.metadata.namespace.as_deref(),
+            Object::ClusterPolicy(p) => p.metadata.namespace.as_deref(),
+            Object::Policy(p) => p.metadata.namespace.as_deref(),
+            Object::Child(c) => c.namespace(),
+            Object::Other | Object::Invalid(_) => None,
+        }
+    }
+}
+
+impl Review {
+    /// This request without its objects: what an answer that comes later
+    /// needs (uid, kind, name, namespace, user).
+    #[must_use]
+    pub fn head(&self) -> Review {
+        Review {
+            uid: self.uid.clone(),
+            kind: self.kind.clone(),
+            resource: self.resource.clone(),
+            sub_resource: self.sub_resource.clone(),
+            request_kind: self.request_kind.clone(),
+            request_resource: self.request_resource.clone(),
+            request_sub_resource: self.request_sub_resource.clone(),
+            name: self.name.clone(),
+            namespace: Some(self.namespace().to_owned()),
+            operation: self.operation.clone(),
+            dry_run: self.dry_run,
+            user_info: self.user_info.clone(),
+            object: None,
+            old_object: None,
+        }
+    }
+
+    /// The namespace of the request, or of the object when the request
+    /// names none; empty for cluster-scoped objects.
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        self.namespace
+            .as_deref()
+            .filter(|ns| !ns.is_empty())
+            .or_else(|| self.object.as_ref().and_then(Object::namespace))
+            .unwrap_or_default()
+    }
+}
