@@ -5,8 +5,12 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle};
 
+use k8s_openapi::api::authentication::v1::UserInfo;
+
 use super::*;
-use crate::engine::references::ReferenceKind;
+use crate::engine::FieldError;
+use crate::engine::references::{Reference, ReferenceKind};
+use crate::metrics::Metrics;
 
 type ApiServer = Handle<Request<Body>, Response<Body>>;
 
