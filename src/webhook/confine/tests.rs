@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::v1beta1::InferenceService;
 
 const UID: &str = "3f1c0000-0000-4000-8000-000000000001";
 
