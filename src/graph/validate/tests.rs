@@ -1,9 +1,10 @@
 //! Tests of the graph rules.
 
-use super::*;
-use crate::graph::proto::{ActorOptions, Autoscaling};
+use std::collections::BTreeMap;
 
-use super::edges as edges_of;
+use super::order::{edges as edges_of, name_index, topological_order};
+use super::*;
+use crate::graph::proto::{ActorOptions, Autoscaling, Node, ServingGraph};
 
 fn node(name: &str, deps: &[&str]) -> Node {
     Node {
