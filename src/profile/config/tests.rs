@@ -1,6 +1,8 @@
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::families::known_model_types;
 use super::*;
+use crate::api::profile::AttentionKind;
 
 fn err(config: &Value) -> String {
     architecture(config).expect_err("an error").to_string()
