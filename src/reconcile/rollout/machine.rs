@@ -8,12 +8,13 @@
 //! a leader change or an API server restart resumes at the same step: the
 //! weight routed is always the one in status.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::types::{Decision, Gate, Input, Note, StepClock};
+use super::types::{Decision, Gate, Input, Note, Observed, StepClock};
 use crate::api::rollout::{OnNoData, RolloutPhase, RolloutSpec, RolloutStatus, VersionRef};
 use crate::engine::rollout::{
     DEFAULT_FAILURE_LIMIT, DEFAULT_INTERVAL, DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_DEADLINE,
@@ -82,86 +83,80 @@ pub fn gate_due(
             .is_none_or(|q| elapsed(now, Some(q)) >= interval)
 }
 
-/// The decision.
+/// The decision: act on a new action value, follow the spec (start,
+/// restart, revert or advance the rollout), promote once the primary runs
+/// the target, and say what the tracks run and when to look again.
 #[must_use]
 pub fn decide(input: &Input<'_>) -> Decision {
-    let Input {
-        plan,
-        desired,
-        current,
-        observed,
-        action,
-        now,
-        ..
-    } = input;
-    let now = *now;
-    let mut st = current.cloned().unwrap_or_default();
+    let mut st = input.current.cloned().unwrap_or_default();
     let mut notes = Vec::new();
 
     // A value not acted on before acts once; it is recorded whatever it
     // did (also when there is nothing to act on), and a value seen before
     // (a GitOps tool re-applying its copy) is ignored.
-    let verb = new_action(&mut st, *action, input.acted_on);
+    let verb = new_action(&mut st, input.action, input.acted_on);
 
-    // The first version of a new service is stable at once.
     let Some(stable) = st.stable.clone() else {
-        st = RolloutStatus {
-            phase: RolloutPhase::Stable,
-            stable: Some(desired.clone()),
-            last_action: st.last_action,
-            actions_seen: st.actions_seen,
-            reason: Some("Stable".into()),
-            message: Some(format!("{} is stable", desired.model.r#ref)),
-            ..RolloutStatus::default()
-        };
-        return Decision {
-            status: st,
-            primary: desired.clone(),
-            canary: None,
-            notes,
-            requeue: None,
-        };
+        return first_version(st, &input.desired);
     };
+    follow_spec(input, verb.as_deref(), &stable, &mut st, &mut notes);
+    let promoting = promoting(input.plan, &st);
+    if promoting && input.observed.primary_complete && st.target.is_some() {
+        promote(&input.desired, &mut st, &mut notes);
+    }
+    let (primary, canary) = tracks(&st, &input.desired, promoting);
+    let requeue = requeue(input, &st, promoting);
+    st.message = st.message.as_deref().map(crate::telemetry::cut_message);
+    Decision {
+        status: st,
+        primary,
+        canary,
+        notes,
+        requeue,
+    }
+}
 
-    let start = |st: &mut RolloutStatus, target: &VersionRef| {
-        st.phase = RolloutPhase::Progressing;
-        st.step = Some(0);
-        st.weight = Some(0);
-        st.step_started_at = None;
-        st.progress_started_at = Some(Time(now));
-        st.target = Some(target.clone());
-        st.failures = Some(0);
-        st.reason = Some("WaitingForCanary".into());
-        st.message = Some(format!(
-            "waiting for the canary running {} to be ready",
-            target.model.r#ref
-        ));
+/// The first version of a new service is stable at once.
+fn first_version(st: RolloutStatus, desired: &VersionRef) -> Decision {
+    let status = RolloutStatus {
+        phase: RolloutPhase::Stable,
+        stable: Some(desired.clone()),
+        last_action: st.last_action,
+        actions_seen: st.actions_seen,
+        reason: Some("Stable".into()),
+        message: Some(format!("{} is stable", desired.model.r#ref)),
+        ..RolloutStatus::default()
     };
-    let end_stable = |st: &mut RolloutStatus, reason: &str, message: String| {
-        st.phase = RolloutPhase::Stable;
-        st.step = None;
-        st.weight = None;
-        st.step_started_at = None;
-        st.progress_started_at = None;
-        st.target = None;
-        st.failures = None;
-        st.reason = Some(reason.into());
-        st.message = Some(message);
-    };
+    Decision {
+        status,
+        primary: desired.clone(),
+        canary: None,
+        notes: Vec::new(),
+        requeue: None,
+    }
+}
+
+/// Follow the version the spec asks for: start a rollout to a new one,
+/// restart for another, end at the stable one, or advance the rollout
+/// under way.
+fn follow_spec(
+    input: &Input<'_>,
+    verb: Option<&str>,
+    stable: &VersionRef,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) {
+    let (plan, desired, now) = (input.plan, &input.desired, input.now);
     match st.phase {
         RolloutPhase::Stable | RolloutPhase::RolledBack => {
-            if *desired == stable {
+            if desired == stable {
                 if st.phase == RolloutPhase::RolledBack || st.target.is_some() {
-                    end_stable(
-                        &mut st,
-                        "Stable",
-                        format!("{} is stable", stable.model.r#ref),
-                    );
+                    end_stable(st, "Stable", format!("{} is stable", stable.model.r#ref));
                 }
             } else if st.phase == RolloutPhase::RolledBack && st.target.as_ref() == Some(desired) {
                 // Nothing is retried until the spec changes.
             } else {
-                start(&mut st, desired);
+                start(st, desired, now);
                 notes.push(note(
                     false,
                     "RolloutStarted",
@@ -173,9 +168,9 @@ pub fn decide(input: &Input<'_>) -> Decision {
             }
         }
         RolloutPhase::Progressing | RolloutPhase::Paused => {
-            if *desired == stable {
+            if desired == stable {
                 end_stable(
-                    &mut st,
+                    st,
                     "Reverted",
                     format!("the spec is back at the stable {}", stable.model.r#ref),
                 );
@@ -185,7 +180,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
                     "the spec was reverted to the stable version; the canary is removed".into(),
                 ));
             } else if st.target.as_ref() != Some(desired) {
-                start(&mut st, desired);
+                start(st, desired, now);
                 notes.push(note(
                     false,
                     "RolloutRestarted",
@@ -195,35 +190,73 @@ pub fn decide(input: &Input<'_>) -> Decision {
                     ),
                 ));
             } else {
-                advance(plan, input, verb.as_deref(), &mut st, &mut notes);
+                // Which part made the decision does not matter here.
+                let _ = advance(plan, input, verb, st, notes);
             }
         }
     }
+}
 
-    // What the tracks run and the weight, from the status alone.
-    let promoting = st.phase == RolloutPhase::Progressing
+/// A rollout to `target` starts: weight 0 until the canary is ready.
+fn start(st: &mut RolloutStatus, target: &VersionRef, now: Timestamp) {
+    st.phase = RolloutPhase::Progressing;
+    st.step = Some(0);
+    st.weight = Some(0);
+    st.step_started_at = None;
+    st.progress_started_at = Some(Time(now));
+    st.target = Some(target.clone());
+    st.failures = Some(0);
+    st.reason = Some("WaitingForCanary".into());
+    st.message = Some(format!(
+        "waiting for the canary running {} to be ready",
+        target.model.r#ref
+    ));
+}
+
+/// The rollout ends with the stable version serving alone.
+fn end_stable(st: &mut RolloutStatus, reason: &str, message: String) {
+    st.phase = RolloutPhase::Stable;
+    st.step = None;
+    st.weight = None;
+    st.step_started_at = None;
+    st.progress_started_at = None;
+    st.target = None;
+    st.failures = None;
+    st.reason = Some(reason.into());
+    st.message = Some(message);
+}
+
+/// Whether the rollout is past its last step: the primary is rolled to
+/// the target.
+fn promoting(plan: &RolloutSpec, st: &RolloutStatus) -> bool {
+    st.phase == RolloutPhase::Progressing
         && st
             .step
             .and_then(|s| usize::try_from(s).ok())
-            .is_some_and(|s| s >= plan.steps.len());
-    if promoting && observed.primary_complete && st.target.is_some() {
-        // The primary runs the target and is complete: the weight returns
-        // to it and the canary goes.
-        let target = st.target.clone().unwrap_or_else(|| desired.clone());
-        st.stable = Some(target.clone());
-        end_stable(
-            &mut st,
-            "Promoted",
-            format!("{} is stable", target.model.r#ref),
-        );
-        notes.push(note(
-            false,
-            "RolloutPromoted",
-            format!("{} is now stable", target.model.r#ref),
-        ));
-    }
+            .is_some_and(|s| s >= plan.steps.len())
+}
+
+/// The primary runs the target and is complete: the target is stable, the
+/// weight returns to the primary and the canary goes.
+fn promote(desired: &VersionRef, st: &mut RolloutStatus, notes: &mut Vec<Note>) {
+    let target = st.target.clone().unwrap_or_else(|| desired.clone());
+    st.stable = Some(target.clone());
+    end_stable(st, "Promoted", format!("{} is stable", target.model.r#ref));
+    notes.push(note(
+        false,
+        "RolloutPromoted",
+        format!("{} is now stable", target.model.r#ref),
+    ));
+}
+
+/// What the tracks run and the canary's weight, from the status alone.
+fn tracks(
+    st: &RolloutStatus,
+    desired: &VersionRef,
+    promoting: bool,
+) -> (VersionRef, Option<(VersionRef, i32)>) {
     let stable = st.stable.clone().unwrap_or_else(|| desired.clone());
-    let (primary, canary) = match st.phase {
+    match st.phase {
         RolloutPhase::Progressing | RolloutPhase::Paused => {
             let target = st.target.clone().unwrap_or_else(|| desired.clone());
             let weight = st.weight.unwrap_or(0);
@@ -234,21 +267,19 @@ pub fn decide(input: &Input<'_>) -> Decision {
             }
         }
         RolloutPhase::Stable | RolloutPhase::RolledBack => (stable, None),
-    };
-    let requeue = match st.phase {
+    }
+}
+
+/// When to look again: when the step next has something to do while it
+/// soaks, every [`POLL`] while the rollout waits for the cluster, and only
+/// on a change once it is over.
+fn requeue(input: &Input<'_>, st: &RolloutStatus, promoting: bool) -> Option<Duration> {
+    match st.phase {
         RolloutPhase::Progressing if !promoting && st.step_started_at.is_some() => {
-            Some(next_look(plan, &st, input).clamp(MIN_REQUEUE, POLL))
+            Some(next_look(input.plan, st, input).clamp(MIN_REQUEUE, POLL))
         }
         RolloutPhase::Progressing => Some(POLL),
         _ => None,
-    };
-    st.message = st.message.as_deref().map(crate::telemetry::cut_message);
-    Decision {
-        status: st,
-        primary,
-        canary,
-        notes,
-        requeue,
     }
 }
 
@@ -343,15 +374,55 @@ fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why
 /// Advance a rollout under way for the target the spec still asks for by
 /// one decision: act on the action, fail it (restarts, deadline, gate),
 /// wait for the canary, hold the step's soak, ask the gate, move to the
-/// next step or to promotion.
+/// next step or to promotion. Each part either makes this decision
+/// (`Break`) or leaves it to the next.
 fn advance(
     plan: &RolloutSpec,
     input: &Input<'_>,
     verb: Option<&str>,
     st: &mut RolloutStatus,
     notes: &mut Vec<Note>,
-) {
-    let (observed, gate, now) = (&input.observed, input.gate.as_ref(), input.now);
+) -> ControlFlow<()> {
+    let now = input.now;
+    act_on(plan, verb, now, st, notes)?;
+    if st.phase == RolloutPhase::Paused {
+        return ControlFlow::Break(());
+    }
+    let step = st.step.and_then(|s| usize::try_from(s).ok()).unwrap_or(0);
+    fail_on_restarts(plan, &input.observed, st, notes)?;
+    if step >= plan.steps.len() {
+        st.reason = Some("Promoting".into());
+        st.message =
+            Some("the primary is being rolled to the target; the canary keeps its weight".into());
+        return ControlFlow::Break(());
+    }
+    wait_for_canary(plan, &input.observed, now, st, notes)?;
+    let want = plan.steps[step];
+    enter_step(plan, step, want, now, st, notes)?;
+    let start = soak_start(st, &clock_for(st, input));
+    let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
+    if elapsed(now, start) < interval {
+        st.reason = Some("StepHeld".into());
+        return ControlFlow::Break(());
+    }
+    if !ask_gate(plan, input, start, want, st, notes)? {
+        count_failure(plan, input, want, st, notes);
+        return ControlFlow::Break(());
+    }
+    next_step(plan, step, now, st, notes);
+    ControlFlow::Continue(())
+}
+
+/// Act on the rollout-action annotation's verb: abort, pause, resume or
+/// promote; any other verb (or one that does nothing in this phase) is
+/// reported as ignored.
+fn act_on(
+    plan: &RolloutSpec,
+    verb: Option<&str>,
+    now: Timestamp,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) -> ControlFlow<()> {
     match verb {
         Some("abort") => {
             fail(
@@ -360,7 +431,7 @@ fn advance(
                 "Aborted",
                 "aborted by the rollout-action annotation".into(),
             );
-            return;
+            return ControlFlow::Break(());
         }
         Some("pause") if st.phase == RolloutPhase::Progressing => {
             st.phase = RolloutPhase::Paused;
@@ -371,7 +442,7 @@ fn advance(
                 "RolloutPaused",
                 format!("paused at weight {}", st.weight.unwrap_or(0)),
             ));
-            return;
+            return ControlFlow::Break(());
         }
         Some("resume") if st.phase == RolloutPhase::Paused => {
             st.phase = RolloutPhase::Progressing;
@@ -404,10 +475,17 @@ fn advance(
         )),
         None => {}
     }
-    if st.phase == RolloutPhase::Paused {
-        return;
-    }
-    let step = st.step.and_then(|s| usize::try_from(s).ok()).unwrap_or(0);
+    ControlFlow::Continue(())
+}
+
+/// The rollout fails when the canary's containers restarted more than
+/// `maxRestarts` times.
+fn fail_on_restarts(
+    plan: &RolloutSpec,
+    observed: &Observed,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) -> ControlFlow<()> {
     let max_restarts = plan.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS);
     if observed.canary_restarts > max_restarts {
         fail(
@@ -419,69 +497,93 @@ fn advance(
                 observed.canary_restarts
             ),
         );
-        return;
+        return ControlFlow::Break(());
     }
-    if step >= plan.steps.len() {
-        st.reason = Some("Promoting".into());
-        st.message =
-            Some("the primary is being rolled to the target; the canary keeps its weight".into());
-        return;
-    }
+    ControlFlow::Continue(())
+}
+
+/// Wait for the canary to be fully ready, at most `progressDeadline` from
+/// when it last stopped being ready.
+fn wait_for_canary(
+    plan: &RolloutSpec,
+    observed: &Observed,
+    now: Timestamp,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) -> ControlFlow<()> {
     let ready = observed
         .canary
         .is_some_and(|c| c.desired > 0 && c.ready >= c.desired);
-    if !ready {
-        let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
-        if st.reason.as_deref() != Some("WaitingForCanary") {
-            // It stopped being ready: the deadline runs again from now.
-            st.progress_started_at = Some(Time(now));
-        }
-        if since(now, st.progress_started_at.as_ref()) > deadline {
-            fail(
-                st,
-                notes,
-                "ProgressDeadlineExceeded",
-                format!(
-                    "the canary was not fully ready within {}",
-                    crate::engine::duration::format_gateway_duration(deadline)
-                ),
-            );
-            return;
-        }
-        st.reason = Some("WaitingForCanary".into());
-        st.message = Some(format!(
-            "waiting for the canary to be ready ({} of {})",
-            observed.canary.map_or(0, |c| c.ready),
-            observed.canary.map_or(0, |c| c.desired)
-        ));
-        return;
+    if ready {
+        return ControlFlow::Continue(());
     }
-    let want = plan.steps[step];
-    if st.weight != Some(want) || st.step_started_at.is_none() {
-        st.weight = Some(want);
-        st.step_started_at = Some(Time(now));
-        st.reason = Some("StepHeld".into());
-        st.message = Some(format!(
-            "step {} of {}: weight {want}",
-            step + 1,
-            plan.steps.len()
-        ));
-        notes.push(note(
-            false,
-            "RolloutStep",
-            format!("weight {want} (step {} of {})", step + 1, plan.steps.len()),
-        ));
-        return;
+    let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
+    if st.reason.as_deref() != Some("WaitingForCanary") {
+        // It stopped being ready: the deadline runs again from now.
+        st.progress_started_at = Some(Time(now));
     }
-    let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
-    let start = soak_start(st, &clock_for(st, input));
-    if elapsed(now, start) < interval {
-        st.reason = Some("StepHeld".into());
-        return;
+    if since(now, st.progress_started_at.as_ref()) > deadline {
+        fail(
+            st,
+            notes,
+            "ProgressDeadlineExceeded",
+            format!(
+                "the canary was not fully ready within {}",
+                crate::engine::duration::format_gateway_duration(deadline)
+            ),
+        );
+        return ControlFlow::Break(());
     }
-    // The soak is over: the gate, if any, decides. A gate that holds
-    // (no sample, or no Prometheus to ask) waits at most progressDeadline
-    // from the step's start.
+    st.reason = Some("WaitingForCanary".into());
+    st.message = Some(format!(
+        "waiting for the canary to be ready ({} of {})",
+        observed.canary.map_or(0, |c| c.ready),
+        observed.canary.map_or(0, |c| c.desired)
+    ));
+    ControlFlow::Break(())
+}
+
+/// Route the step's weight `want`, and start its soak, unless the step
+/// already routes it.
+fn enter_step(
+    plan: &RolloutSpec,
+    step: usize,
+    want: i32,
+    now: Timestamp,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) -> ControlFlow<()> {
+    if st.weight == Some(want) && st.step_started_at.is_some() {
+        return ControlFlow::Continue(());
+    }
+    st.weight = Some(want);
+    st.step_started_at = Some(Time(now));
+    st.reason = Some("StepHeld".into());
+    st.message = Some(format!(
+        "step {} of {}: weight {want}",
+        step + 1,
+        plan.steps.len()
+    ));
+    notes.push(note(
+        false,
+        "RolloutStep",
+        format!("weight {want} (step {} of {})", step + 1, plan.steps.len()),
+    ));
+    ControlFlow::Break(())
+}
+
+/// The soak is over: the gate, if any, decides whether the step passed
+/// (`Continue(passed)`). A gate that holds (no sample, or no Prometheus to
+/// ask) waits at most progressDeadline from the step's start.
+fn ask_gate(
+    plan: &RolloutSpec,
+    input: &Input<'_>,
+    start: Option<Timestamp>,
+    want: i32,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) -> ControlFlow<(), bool> {
+    let (gate, now) = (input.gate.as_ref(), input.now);
     let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
     let mut hold = |st: &mut RolloutStatus, reason: &'static str, why: String| {
         let shown = crate::engine::duration::format_gateway_duration(deadline);
@@ -498,6 +600,7 @@ fn advance(
                 "{why}; holding at weight {want} (at most {shown} after the step started)"
             ));
         }
+        ControlFlow::Break(())
     };
     let prometheus = plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref());
     let passed = match (prometheus, gate) {
@@ -511,61 +614,80 @@ fn advance(
                     .and_then(|m| m.split("; holding").next())
                     .unwrap_or("the gate held")
                     .to_owned();
-                hold(st, reason, why);
+                return hold(st, reason, why);
             }
-            return;
+            return ControlFlow::Break(());
         }
         (Some(_), Some(Gate::Pass)) => true,
         (Some(_), Some(Gate::NoAddress(why))) => {
-            hold(st, "NoPrometheusAddress", why.clone());
-            return;
+            return hold(st, "NoPrometheusAddress", why.clone());
         }
         (Some(p), Some(Gate::NoData)) => match p.on_no_data.unwrap_or_default() {
             OnNoData::Pass => true,
             OnNoData::Hold => {
-                hold(
+                return hold(
                     st,
                     "AnalysisNoData",
                     "the analysis query returned no sample".into(),
                 );
-                return;
             }
             OnNoData::Fail => false,
         },
         (Some(_), Some(Gate::Fail(_))) => false,
     };
-    if !passed {
-        let limit = prometheus
-            .and_then(|p| p.failure_limit)
-            .unwrap_or(DEFAULT_FAILURE_LIMIT);
-        let failures = st.failures.unwrap_or(0) + 1;
-        st.failures = Some(failures);
-        let why = match gate {
-            Some(Gate::Fail(why)) => why.clone(),
-            _ => "the query returned no sample".into(),
-        };
-        if failures >= limit {
-            fail(
-                st,
-                notes,
-                "AnalysisFailed",
-                format!("{why} ({failures} of {limit} failed evaluations)"),
-            );
-        } else {
-            // Held: the soak (and the next evaluation) starts again.
-            st.step_started_at = Some(Time(now));
-            st.reason = Some("AnalysisFailed".into());
-            st.message = Some(format!(
-                "{why} ({failures} of {limit}); holding at weight {want}"
-            ));
-            notes.push(note(
-                true,
-                "AnalysisFailed",
-                format!("{why} ({failures} of {limit})"),
-            ));
-        }
-        return;
+    ControlFlow::Continue(passed)
+}
+
+/// The gate failed: one more failed evaluation; at `failureLimit` the
+/// rollout fails, before it the step holds and its soak starts again.
+fn count_failure(
+    plan: &RolloutSpec,
+    input: &Input<'_>,
+    want: i32,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) {
+    let prometheus = plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref());
+    let limit = prometheus
+        .and_then(|p| p.failure_limit)
+        .unwrap_or(DEFAULT_FAILURE_LIMIT);
+    let failures = st.failures.unwrap_or(0) + 1;
+    st.failures = Some(failures);
+    let why = match input.gate.as_ref() {
+        Some(Gate::Fail(why)) => why.clone(),
+        _ => "the query returned no sample".into(),
+    };
+    if failures >= limit {
+        fail(
+            st,
+            notes,
+            "AnalysisFailed",
+            format!("{why} ({failures} of {limit} failed evaluations)"),
+        );
+    } else {
+        // Held: the soak (and the next evaluation) starts again.
+        st.step_started_at = Some(Time(input.now));
+        st.reason = Some("AnalysisFailed".into());
+        st.message = Some(format!(
+            "{why} ({failures} of {limit}); holding at weight {want}"
+        ));
+        notes.push(note(
+            true,
+            "AnalysisFailed",
+            format!("{why} ({failures} of {limit})"),
+        ));
     }
+}
+
+/// The step passed: on to the next step's weight, or past the last one to
+/// promotion.
+fn next_step(
+    plan: &RolloutSpec,
+    step: usize,
+    now: Timestamp,
+    st: &mut RolloutStatus,
+    notes: &mut Vec<Note>,
+) {
     st.failures = Some(0);
     let next = step + 1;
     st.step = Some(i32::try_from(next).unwrap_or(i32::MAX));
