@@ -22,6 +22,7 @@ use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
 use crate::graph::GraphError;
+use crate::graph::fetch::GraphFetcher;
 use crate::reconcile::children::httproute::HTTPRoute;
 use crate::reconcile::children::rayservice::{self, RayService, RayServiceError};
 use crate::reconcile::children::{self as builders, Track};
@@ -67,120 +68,34 @@ pub(super) async fn reconcile(
     obs.request_timeout =
         builders::gateway(defaulted).map(|_| builders::request_timeout(defaulted));
     if !ctx.installed::<RayService>().await? {
-        obs.outcome = Outcome::RayServiceApiMissing;
-        ctx.writer.write_status(svc, &obs).await?;
-        return Ok(Action::requeue(OPTIONAL_API_RECHECK));
+        return api_missing(ctx, svc, obs).await;
     }
     let fetcher = ctx
         .graph
         .get_or_build(ctx.config.graph_ca_file.as_deref())?;
-    let refresh = pending_refresh(
-        svc.annotations()
-            .get(REFRESH_ANNOTATION)
-            .map(String::as_str),
-        svc.status.as_ref(),
-        &ctx.writer.acted_on(svc).refreshes,
-    );
-    let key = resolve::cache_key(svc);
-    let url = defaulted.spec.graph.as_ref().map_or("", |g| g.url.as_str());
-    // A new refresh value fetches only when the fetcher allows it; until
-    // then it waits (not recorded), and any fetch that happens meanwhile
-    // (the resync, a retry after a failure) answers it.
-    let refresh_wait = refresh.as_ref().and_then(|_| fetcher.refresh_in(&key, url));
-    let refresh_due = refresh.is_some() && refresh_wait.is_none();
+    let refresh = Refresh::pending(svc, ctx, &fetcher, defaulted);
     let access = resolve::Access {
         internal_allowed: graph_internal_allowed,
         service_account: &ctx.config.service_account,
         class,
-        refresh: refresh_due,
+        refresh: refresh.due(),
         max_age: ctx.config.graph_resync,
     };
     let prefix = builders::serve_route_prefix(defaulted, &path);
-    let resolved = match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &prefix, access)
-        .await
-    {
-        Ok(r) => r,
-        Err(RayServiceError::Graph(e)) if e.is_deferral() => {
-            // Not a new state of the graph: the status keeps what it says,
-            // but for a long wait in line. A refresh is acted on once the
-            // fetch it asks for runs.
-            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
-            let wait = match &e {
-                GraphError::BackingOff { retry_in } => *retry_in,
-                GraphError::Queued { waited, .. } => {
-                    let notice = fetcher.options().queued_after;
-                    if *waited > notice {
-                        obs.outcome = Outcome::GraphQueued(e.to_string());
-                        ctx.writer.write_status(svc, &obs).await?;
-                        GRAPH_QUEUE_POLL
-                    } else {
-                        // Back just after the notice is due.
-                        (notice - *waited + Duration::from_millis(100)).min(GRAPH_QUEUE_POLL)
-                    }
-                }
-                GraphError::SecretUnreadable { .. } => {
-                    return Err(Error::SecretUnreadable(e.to_string()));
-                }
-                _ => GRAPH_QUEUE_POLL,
-            };
-            return Ok(Action::requeue(wait + jitter(svc)));
-        }
-        Err(e) => {
-            debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
-            // A due refresh is answered by this failure; one that is not
-            // due yet waits for its turn.
-            let refresh = refresh.filter(|_| refresh_due);
-            // A spec whose workers cannot hold the graph is the spec's
-            // problem; anything else keeps the last good graph serving.
-            let spec_problem = matches!(
-                e,
-                RayServiceError::Build(_) | RayServiceError::Graph(GraphError::Unschedulable(_))
-            );
-            let stale = if spec_problem {
-                None
-            } else {
-                live_graph(svc.status.as_ref())
-            };
-            obs.graph = Some(GraphReport {
-                fetched: true,
-                applied: None,
-                error: Some(format!("{}: {e}", e.reason())),
-                refresh: refresh.clone(),
-            });
-            obs.outcome = Outcome::GraphFailed {
-                reason: e.reason(),
-                message: e.to_string(),
-                stale,
-            };
-            ctx.writer.write_status(svc, &obs).await?;
-            if let Some(token) = &refresh {
-                let note = format!(
-                    "refresh {token:?}: the fetch failed ({}): {e}; the RayService is left as it is",
-                    e.reason()
-                );
-                ctx.writer
-                    .publish(svc, EventType::Warning, Reason::GraphRefreshFailed, note)
-                    .await;
+    let resolved =
+        match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &prefix, access).await {
+            Ok(r) => r,
+            Err(RayServiceError::Graph(e)) if e.is_deferral() => {
+                return deferred(ctx, svc, obs, &fetcher, e).await;
             }
-            // A failed fetch waits out its backoff; a Secret or graph that
-            // someone must change is looked at again on the resync; a
-            // refresh not due yet, when it is.
-            let wait = fetcher
-                .retry_in(&key, url)
-                .unwrap_or(ctx.config.graph_resync)
-                .min(ctx.config.graph_resync)
-                .min(refresh_wait.unwrap_or(Duration::MAX));
-            return Ok(Action::requeue(wait + jitter(svc)));
-        }
-    };
+            Err(e) => return graph_failed(ctx, svc, obs, refresh, e).await,
+        };
     let applied = match ctx.apply_and_read(svc, &resolved.rayservice).await {
         Ok(applied) => applied,
         Err(e) if e.is_api_gone() => {
             // The CRD went away between discovery and apply.
             ctx.forget::<RayService>();
-            obs.outcome = Outcome::RayServiceApiMissing;
-            ctx.writer.write_status(svc, &obs).await?;
-            return Ok(Action::requeue(OPTIONAL_API_RECHECK));
+            return api_missing(ctx, svc, obs).await;
         }
         Err(e) => return failed(ctx, svc, obs, e).await,
     };
@@ -189,48 +104,221 @@ pub(super) async fn reconcile(
         Ok(r) => r,
         Err(e) => return failed(ctx, svc, obs, e).await,
     };
+    let recheck = match &routing {
+        Routing::ServeServiceMissing { .. } => SERVE_SERVICE_RECHECK,
+        Routing::GatewayApiMissing { .. } => OPTIONAL_API_RECHECK,
+        _ => ctx.config.graph_resync,
+    };
+    let outcome = Outcome::RayServiceApplied {
+        observed: rayservice::observe(&applied),
+        nodes: resolved.graph.nodes.len(),
+        workers,
+        routing,
+    };
+    record_applied(ctx, svc, &resolved, refresh, obs, outcome, recheck).await
+}
+
+/// A graph refresh asked for by [`REFRESH_ANNOTATION`], and when the
+/// fetcher lets it fetch.
+struct Refresh<'a> {
+    /// The annotation's value, when it was not acted on before.
+    token: Option<String>,
+    /// How long the fetcher holds that refresh back (`None`: not at all).
+    wait: Option<Duration>,
+    fetcher: &'a GraphFetcher,
+    /// The service's key in the fetcher.
+    key: String,
+    /// The graph's URL.
+    url: &'a str,
+}
+
+impl<'a> Refresh<'a> {
+    /// The refresh `svc` asks for, if any.
+    fn pending(
+        svc: &InferenceService,
+        ctx: &Ctx,
+        fetcher: &'a GraphFetcher,
+        defaulted: &'a InferenceService,
+    ) -> Self {
+        let token = pending_refresh(
+            svc.annotations()
+                .get(REFRESH_ANNOTATION)
+                .map(String::as_str),
+            svc.status.as_ref(),
+            &ctx.writer.acted_on(svc).refreshes,
+        );
+        let key = resolve::cache_key(svc);
+        let url = defaulted.spec.graph.as_ref().map_or("", |g| g.url.as_str());
+        // A new refresh value fetches only when the fetcher allows it; until
+        // then it waits (not recorded), and any fetch that happens meanwhile
+        // (the resync, a retry after a failure) answers it.
+        let wait = token.as_ref().and_then(|_| fetcher.refresh_in(&key, url));
+        Refresh {
+            token,
+            wait,
+            fetcher,
+            key,
+            url,
+        }
+    }
+
+    /// Whether the refresh may fetch now.
+    fn due(&self) -> bool {
+        self.token.is_some() && self.wait.is_none()
+    }
+}
+
+/// The RayService API is not served: say so and look again later.
+async fn api_missing(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    mut obs: Observation,
+) -> Result<Action, Error> {
+    obs.outcome = Outcome::RayServiceApiMissing;
+    ctx.writer.write_status(svc, &obs).await?;
+    Ok(Action::requeue(OPTIONAL_API_RECHECK))
+}
+
+/// The fetch was put off (a backoff, a wait in line, an unreadable
+/// Secret). Not a new state of the graph: the status keeps what it says,
+/// but for a long wait in line. A refresh is acted on once the fetch it
+/// asks for runs.
+async fn deferred(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    mut obs: Observation,
+    fetcher: &GraphFetcher,
+    e: GraphError,
+) -> Result<Action, Error> {
+    debug!(reason = e.reason(), error = %e, "graph fetch deferred");
+    let wait = match &e {
+        GraphError::BackingOff { retry_in } => *retry_in,
+        GraphError::Queued { waited, .. } => {
+            let notice = fetcher.options().queued_after;
+            if *waited > notice {
+                obs.outcome = Outcome::GraphQueued(e.to_string());
+                ctx.writer.write_status(svc, &obs).await?;
+                GRAPH_QUEUE_POLL
+            } else {
+                // Back just after the notice is due.
+                (notice - *waited + Duration::from_millis(100)).min(GRAPH_QUEUE_POLL)
+            }
+        }
+        GraphError::SecretUnreadable { .. } => {
+            return Err(Error::SecretUnreadable(e.to_string()));
+        }
+        _ => GRAPH_QUEUE_POLL,
+    };
+    Ok(Action::requeue(wait + jitter(svc)))
+}
+
+/// The graph could not be had: the RayService is left as it is, the status
+/// says why (and which graph still serves), a due refresh is answered by
+/// the failure, and the next look waits out the backoff.
+async fn graph_failed(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    mut obs: Observation,
+    refresh: Refresh<'_>,
+    e: RayServiceError,
+) -> Result<Action, Error> {
+    debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
+    // A due refresh is answered by this failure; one that is not
+    // due yet waits for its turn.
+    let due = refresh.due();
+    let token = refresh.token.filter(|_| due);
+    // A spec whose workers cannot hold the graph is the spec's
+    // problem; anything else keeps the last good graph serving.
+    let spec_problem = matches!(
+        e,
+        RayServiceError::Build(_) | RayServiceError::Graph(GraphError::Unschedulable(_))
+    );
+    let stale = if spec_problem {
+        None
+    } else {
+        live_graph(svc.status.as_ref())
+    };
+    obs.graph = Some(GraphReport {
+        fetched: true,
+        applied: None,
+        error: Some(format!("{}: {e}", e.reason())),
+        refresh: token.clone(),
+    });
+    obs.outcome = Outcome::GraphFailed {
+        reason: e.reason(),
+        message: e.to_string(),
+        stale,
+    };
+    ctx.writer.write_status(svc, &obs).await?;
+    if let Some(token) = &token {
+        let note = format!(
+            "refresh {token:?}: the fetch failed ({}): {e}; the RayService is left as it is",
+            e.reason()
+        );
+        ctx.writer
+            .publish(svc, EventType::Warning, Reason::GraphRefreshFailed, note)
+            .await;
+    }
+    // A failed fetch waits out its backoff; a Secret or graph that
+    // someone must change is looked at again on the resync; a
+    // refresh not due yet, when it is.
+    let wait = refresh
+        .fetcher
+        .retry_in(&refresh.key, refresh.url)
+        .unwrap_or(ctx.config.graph_resync)
+        .min(ctx.config.graph_resync)
+        .min(refresh.wait.unwrap_or(Duration::MAX));
+    Ok(Action::requeue(wait + jitter(svc)))
+}
+
+/// The RayService is applied: record the graph it runs and `outcome` in
+/// status, announce a new graph or a refresh's answer, and look again
+/// after `recheck`, the resync or when a refresh not answered yet is due.
+async fn record_applied(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    resolved: &resolve::Resolved,
+    refresh: Refresh<'_>,
+    mut obs: Observation,
+    outcome: Outcome,
+    recheck: Duration,
+) -> Result<Action, Error> {
     let before = svc
         .status
         .as_ref()
         .and_then(|s| s.graph.as_ref())
         .and_then(|g| g.digest.clone());
     // Any fetch answers a refresh; without one, it waits for its turn.
-    let (refresh, refresh_wait) = if resolved.fetched {
-        (refresh, None)
+    let (token, refresh_wait) = if resolved.fetched {
+        (refresh.token, None)
     } else {
-        let wait = refresh
-            .as_ref()
-            .map(|_| fetcher.refresh_in(&key, url).unwrap_or_default());
+        let wait = refresh.token.as_ref().map(|_| {
+            refresh
+                .fetcher
+                .refresh_in(&refresh.key, refresh.url)
+                .unwrap_or_default()
+        });
         (None, wait)
     };
     obs.graph = Some(GraphReport {
         fetched: resolved.fetched,
         applied: Some(AppliedGraph {
-            url: url.to_owned(),
+            url: refresh.url.to_owned(),
             digest: resolved.digest.clone(),
             etag: resolved.etag.clone(),
         }),
         error: None,
-        refresh: refresh.clone(),
+        refresh: token.clone(),
     });
-    let wait = match &routing {
-        Routing::ServeServiceMissing { .. } => SERVE_SERVICE_RECHECK,
-        Routing::GatewayApiMissing { .. } => OPTIONAL_API_RECHECK,
-        _ => ctx.config.graph_resync,
-    }
-    .min(ctx.config.graph_resync)
-    .min(refresh_wait.map_or(Duration::MAX, |w| w + jitter(svc)));
-    obs.outcome = Outcome::RayServiceApplied {
-        observed: rayservice::observe(&applied),
-        nodes: resolved.graph.nodes.len(),
-        workers,
-        routing,
-    };
+    let wait = recheck
+        .min(ctx.config.graph_resync)
+        .min(refresh_wait.map_or(Duration::MAX, |w| w + jitter(svc)));
+    obs.outcome = outcome;
     ctx.writer.write_status(svc, &obs).await?;
     announce_graph(
         ctx,
         svc,
-        refresh.as_deref(),
+        token.as_deref(),
         before.as_deref(),
         &resolved.digest,
     )
