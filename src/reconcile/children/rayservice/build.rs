@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements,
+    Container, ContainerPort, EnvFromSource, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -110,7 +110,57 @@ pub fn desired_rayservice(
     class: Option<&AcceleratorClassSpec>,
 ) -> Result<RayService, RayServiceError> {
     let name = engine::primary_name(svc);
-    let config = serve_config::generate(graph, &name, route_path)?;
+    let serve_config_v2 = serve_config_v2(svc, graph, &name, route_path)?;
+    let image = engine_image(svc)?;
+    let labels = labels(svc, Track::Primary);
+    let meta = ObjectMeta {
+        name: Some(name),
+        namespace: svc.namespace(),
+        labels: Some(labels.clone()),
+        owner_references: Some(vec![owner_reference(svc)?]),
+        ..ObjectMeta::default()
+    };
+    let env = ray_env(svc);
+    let head = head_template(svc, class, &image, &env, labels.clone());
+    let worker = worker_template(svc, class, image, env, labels);
+    let (replicas, min, max, autoscaling) = worker_scale(svc);
+    Ok(RayService {
+        metadata: meta,
+        spec: RayServiceSpec {
+            serve_config_v2,
+            ray_cluster_config: RayClusterSpec {
+                enable_in_tree_autoscaling: autoscaling.then_some(true),
+                head_group_spec: HeadGroupSpec {
+                    ray_start_params: BTreeMap::from([
+                        ("dashboard-host".to_owned(), "0.0.0.0".to_owned()),
+                        // Replicas run on the workers, sized from the service.
+                        ("num-cpus".to_owned(), "0".to_owned()),
+                    ]),
+                    template: head,
+                },
+                worker_group_specs: vec![WorkerGroupSpec {
+                    group_name: WORKER_GROUP.to_owned(),
+                    replicas: Some(replicas),
+                    min_replicas: Some(min),
+                    max_replicas: Some(max),
+                    ray_start_params: worker_start_params(svc),
+                    template: worker,
+                }],
+            },
+        },
+        status: None,
+    })
+}
+
+/// `serveConfigV2` for the graph: generated, checked to fit the workers,
+/// written as YAML and at most [`MAX_SERVE_CONFIG_BYTES`].
+fn serve_config_v2(
+    svc: &InferenceService,
+    graph: &ServingGraph,
+    name: &str,
+    route_path: &str,
+) -> Result<String, RayServiceError> {
+    let config = serve_config::generate(graph, name, route_path)?;
     crate::graph::placement::check(graph, &crate::graph::placement::Worker::of(svc))
         .map_err(GraphError::Unschedulable)?;
     let serve_config_v2 = serve_config::to_yaml(&config)?;
@@ -121,22 +171,25 @@ pub fn desired_rayservice(
         ))
         .into());
     }
-    let image = svc
-        .spec
+    Ok(serve_config_v2)
+}
+
+/// The engine image the Ray pods run.
+fn engine_image(svc: &InferenceService) -> Result<String, BuildError> {
+    svc.spec
         .engine
         .as_ref()
         .and_then(|e| e.image.clone())
         .filter(|i| !i.is_empty())
-        .ok_or(BuildError::MissingEngineImage)?;
-    let labels = labels(svc, Track::Primary);
-    let meta = ObjectMeta {
-        name: Some(name),
-        namespace: svc.namespace(),
-        labels: Some(labels.clone()),
-        owner_references: Some(vec![owner_reference(svc)?]),
-        ..ObjectMeta::default()
-    };
+        .ok_or(BuildError::MissingEngineImage)
+}
 
+/// The environment of both Ray containers: `env` and `envFrom`.
+type RayEnv = (Option<Vec<EnvVar>>, Option<Vec<EnvFromSource>>);
+
+/// The model's ref (and its mount path when it comes as an image), then
+/// the engine's environment.
+fn ray_env(svc: &InferenceService) -> RayEnv {
     let mut first = vec![EnvVar {
         name: ENV_MODEL_REF.to_owned(),
         value: Some(svc.spec.model.r#ref.clone()),
@@ -149,9 +202,18 @@ pub fn desired_rayservice(
             value_from: None,
         });
     }
-    let (env, env_from) = engine_env(svc, first);
-    let (volumes, mounts) = model_volume(svc.spec.model.image.clone());
+    engine_env(svc, first)
+}
 
+/// The head pod: GCS, dashboard, client and serve ports, a fixed CPU and
+/// memory size, placed as a head.
+fn head_template(
+    svc: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+    image: &str,
+    (env, env_from): &RayEnv,
+    labels: BTreeMap<String, String>,
+) -> PodTemplateSpec {
     let port = |name: &str, port: i32| ContainerPort {
         name: Some(name.to_owned()),
         container_port: port,
@@ -165,7 +227,7 @@ pub fn desired_rayservice(
     let mut head_pod = PodSpec {
         containers: vec![Container {
             name: HEAD_CONTAINER.to_owned(),
-            image: Some(image.clone()),
+            image: Some(image.to_owned()),
             env: env.clone(),
             env_from: env_from.clone(),
             ports: Some(vec![
@@ -190,14 +252,25 @@ pub fn desired_rayservice(
         Role::Head,
         &ray_spread(svc, "head"),
     );
-    let head = PodTemplateSpec {
+    PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(labels.clone()),
+            labels: Some(labels),
             ..ObjectMeta::default()
         }),
         spec: Some(head_pod),
-    };
+    }
+}
 
+/// The worker pod: sized like a Deployment backend's replica, with the
+/// model's volume, placed as an accelerated pod.
+fn worker_template(
+    svc: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+    image: String,
+    (env, env_from): RayEnv,
+    labels: BTreeMap<String, String>,
+) -> PodTemplateSpec {
+    let (volumes, mounts) = model_volume(svc.spec.model.image.clone());
     let mut worker_labels = labels;
     label_gpu_memory(svc, &mut worker_labels);
     let mut worker_pod = PodSpec {
@@ -220,14 +293,19 @@ pub fn desired_rayservice(
         Role::Accelerated,
         &ray_spread(svc, "worker"),
     );
-    let worker = PodTemplateSpec {
+    PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(worker_labels),
             ..ObjectMeta::default()
         }),
         spec: Some(worker_pod),
-    };
+    }
+}
 
+/// The workers' `rayStartParams`: Ray counts NVIDIA and AMD devices as
+/// GPUs; KubeRay detects TPUs and Gaudi devices from the container's
+/// resource limits.
+fn worker_start_params(svc: &InferenceService) -> BTreeMap<String, String> {
     let accelerator = svc
         .spec
         .accelerator
@@ -236,36 +314,8 @@ pub fn desired_rayservice(
         .unwrap_or_default();
     let gpus = engine::gpus_per_replica(svc);
     let mut worker_params = BTreeMap::new();
-    // Ray counts NVIDIA and AMD devices as GPUs; KubeRay detects TPUs and
-    // Gaudi devices from the container's resource limits.
     if matches!(accelerator, AcceleratorType::Nvidia | AcceleratorType::Amd) && gpus > 0 {
         worker_params.insert("num-gpus".to_owned(), gpus.to_string());
     }
-    let (replicas, min, max, autoscaling) = worker_scale(svc);
-    Ok(RayService {
-        metadata: meta,
-        spec: RayServiceSpec {
-            serve_config_v2,
-            ray_cluster_config: RayClusterSpec {
-                enable_in_tree_autoscaling: autoscaling.then_some(true),
-                head_group_spec: HeadGroupSpec {
-                    ray_start_params: BTreeMap::from([
-                        ("dashboard-host".to_owned(), "0.0.0.0".to_owned()),
-                        // Replicas run on the workers, sized from the service.
-                        ("num-cpus".to_owned(), "0".to_owned()),
-                    ]),
-                    template: head,
-                },
-                worker_group_specs: vec![WorkerGroupSpec {
-                    group_name: WORKER_GROUP.to_owned(),
-                    replicas: Some(replicas),
-                    min_replicas: Some(min),
-                    max_replicas: Some(max),
-                    ray_start_params: worker_params,
-                    template: worker,
-                }],
-            },
-        },
-        status: None,
-    })
+    worker_params
 }
