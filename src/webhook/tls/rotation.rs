@@ -247,123 +247,189 @@ pub fn step(
     settings: &Settings,
     now: OffsetDateTime,
 ) -> Result<Step, CertError> {
-    let t = now.unix_timestamp();
-    let get = |k: &str| data.get(k).map(String::as_str).filter(|s| !s.is_empty());
     let mut changes = Vec::new();
-
-    let current = usable_ca(get(keys::CA_CERT), get(keys::CA_KEY), t);
-    let next = usable_ca(get(keys::NEXT_CA_CERT), get(keys::NEXT_CA_KEY), t);
-    let had_next = get(keys::NEXT_CA_CERT).is_some() || get(keys::NEXT_CA_KEY).is_some();
-    let mut previous = get(keys::PREVIOUS_CA_CERT).and_then(|p| {
-        inspect(p)
-            .ok()
-            .filter(|i| i.not_after > t)
-            .map(|_| p.to_owned())
-    });
-    if previous.is_none() && get(keys::PREVIOUS_CA_CERT).is_some() {
-        changes.push("dropped the previous CA (expired or unreadable)".to_owned());
-    }
-    let mut next = match next {
-        Ok(n) => Some(n),
-        Err(why) => {
-            if had_next {
-                changes.push(format!("dropped the next CA ({why})"));
-            }
-            None
-        }
-    };
-    let (mut ca, mut ca_info) = match current {
-        Ok(c) => c,
-        Err(why) => match next.take() {
-            Some(n) => {
-                changes.push(format!("promoted the next CA (the current one is {why})"));
-                n
-            }
-            None => {
-                changes.push(format!("generated a CA (the current one is {why})"));
-                let ca = certs::generate_ca_at("infergate-webhook-ca", settings.ca_validity, now)?;
-                let info = inspect(&ca.cert).map_err(|_| CertError::Validity)?;
-                (ca, info)
-            }
+    let mut cas = Cas::read(data, settings, now, &mut changes)?;
+    cas.start_rotation(settings, now, &mut changes)?;
+    cas.finish_rotation(injected, settings, now.unix_timestamp(), &mut changes);
+    let serving = serving_pair(data, &cas, settings, now, &mut changes)?;
+    Ok(Step {
+        stored: Stored {
+            ca: cas.ca,
+            serving,
+            next_ca: cas.next.map(|(n, _)| n),
+            previous_ca: cas.previous,
         },
-    };
+        changes,
+    })
+}
 
-    // Rotation of the CA: a next CA enters the bundle first...
-    if next.is_none() && in_last_third(&ca_info, t) {
-        let n = certs::generate_ca_at("infergate-webhook-ca", settings.ca_validity, now)?;
-        let info = inspect(&n.cert).map_err(|_| CertError::Validity)?;
-        changes.push(
-            "generated the next CA (a third of the current CA's lifetime is left)".to_owned(),
-        );
-        next = Some((n, info));
+/// The value of `key` in `data`, when it is there and not empty.
+fn value<'a>(data: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+    data.get(key).map(String::as_str).filter(|s| !s.is_empty())
+}
+
+/// The CAs of the Secret during one look: the current one, the next one
+/// during a rotation, the previous one's certificate until it expires.
+struct Cas {
+    ca: PemPair,
+    ca_info: Info,
+    next: Option<(PemPair, Info)>,
+    previous: Option<String>,
+}
+
+impl Cas {
+    /// The CAs `data` holds, repaired: an expired or unreadable previous or
+    /// next CA is dropped, and without a usable current CA the next one is
+    /// promoted, or else a new CA generated.
+    fn read(
+        data: &BTreeMap<String, String>,
+        settings: &Settings,
+        now: OffsetDateTime,
+        changes: &mut Vec<String>,
+    ) -> Result<Cas, CertError> {
+        let t = now.unix_timestamp();
+        let get = |k: &str| value(data, k);
+        let current = usable_ca(get(keys::CA_CERT), get(keys::CA_KEY), t);
+        let next = usable_ca(get(keys::NEXT_CA_CERT), get(keys::NEXT_CA_KEY), t);
+        let had_next = get(keys::NEXT_CA_CERT).is_some() || get(keys::NEXT_CA_KEY).is_some();
+        let previous = get(keys::PREVIOUS_CA_CERT).and_then(|p| {
+            inspect(p)
+                .ok()
+                .filter(|i| i.not_after > t)
+                .map(|_| p.to_owned())
+        });
+        if previous.is_none() && get(keys::PREVIOUS_CA_CERT).is_some() {
+            changes.push("dropped the previous CA (expired or unreadable)".to_owned());
+        }
+        let mut next = match next {
+            Ok(n) => Some(n),
+            Err(why) => {
+                if had_next {
+                    changes.push(format!("dropped the next CA ({why})"));
+                }
+                None
+            }
+        };
+        let (ca, ca_info) = match current {
+            Ok(c) => c,
+            Err(why) => match next.take() {
+                Some(n) => {
+                    changes.push(format!("promoted the next CA (the current one is {why})"));
+                    n
+                }
+                None => {
+                    changes.push(format!("generated a CA (the current one is {why})"));
+                    let ca =
+                        certs::generate_ca_at("infergate-webhook-ca", settings.ca_validity, now)?;
+                    let info = inspect(&ca.cert).map_err(|_| CertError::Validity)?;
+                    (ca, info)
+                }
+            },
+        };
+        Ok(Cas {
+            ca,
+            ca_info,
+            next,
+            previous,
+        })
     }
-    // ... and signs only once every caBundle holds it, after the overlap.
-    if let Some((n, n_info)) = &next {
+
+    /// Rotation of the CA: a next CA enters the bundle first, when a third
+    /// of the current CA's lifetime is left...
+    fn start_rotation(
+        &mut self,
+        settings: &Settings,
+        now: OffsetDateTime,
+        changes: &mut Vec<String>,
+    ) -> Result<(), CertError> {
+        if self.next.is_none() && in_last_third(&self.ca_info, now.unix_timestamp()) {
+            let n = certs::generate_ca_at("infergate-webhook-ca", settings.ca_validity, now)?;
+            let info = inspect(&n.cert).map_err(|_| CertError::Validity)?;
+            changes.push(
+                "generated the next CA (a third of the current CA's lifetime is left)".to_owned(),
+            );
+            self.next = Some((n, info));
+        }
+        Ok(())
+    }
+
+    /// ... and signs only once every caBundle holds it (`injected` names
+    /// the bundle with it), after the overlap.
+    fn finish_rotation(
+        &mut self,
+        injected: Option<&str>,
+        settings: &Settings,
+        t: i64,
+        changes: &mut Vec<String>,
+    ) {
+        let Some((n, n_info)) = &self.next else {
+            return;
+        };
         let so_far = Stored {
-            ca: ca.clone(),
+            ca: self.ca.clone(),
             serving: PemPair {
                 cert: String::new(),
                 key: String::new(),
             },
             next_ca: Some(n.clone()),
-            previous_ca: previous.clone(),
+            previous_ca: self.previous.clone(),
         };
         let in_bundles = injected == Some(bundle_id(&so_far).as_str());
         let since = t - (n_info.not_before + BACKDATE.as_secs() as i64);
         if in_bundles && since >= settings.ca_overlap.as_secs() as i64 {
             changes.push(format!("promoted the next CA ({since}s in every caBundle)"));
-            previous = Some(ca.cert.clone());
-            (ca, ca_info) = (n.clone(), n_info.clone());
-            next = None;
+            self.previous = Some(self.ca.cert.clone());
+            (self.ca, self.ca_info) = (n.clone(), n_info.clone());
+            self.next = None;
         }
     }
+}
 
-    // The serving certificate.
-    let serving_cert = get(keys::TLS_CERT);
-    let serving_key = get(keys::TLS_KEY);
+/// The serving pair: the one `data` holds while it is sound, otherwise one
+/// issued by the current CA for every SAN it or this replica names, never
+/// outliving the CA.
+fn serving_pair(
+    data: &BTreeMap<String, String>,
+    cas: &Cas,
+    settings: &Settings,
+    now: OffsetDateTime,
+    changes: &mut Vec<String>,
+) -> Result<PemPair, CertError> {
+    let serving_cert = value(data, keys::TLS_CERT);
+    let serving_key = value(data, keys::TLS_KEY);
     let existing = serving_cert.and_then(|c| inspect(c).ok());
     let reason = match (serving_cert, serving_key, &existing) {
-        (Some(c), Some(k), Some(info)) => serving_problem(c, k, info, &ca_info, settings, t),
+        (Some(c), Some(k), Some(info)) => {
+            serving_problem(c, k, info, &cas.ca_info, settings, now.unix_timestamp())
+        }
         _ => Some("missing or unreadable".to_owned()),
     };
-    let serving = match reason {
-        None => PemPair {
+    let Some(why) = reason else {
+        return Ok(PemPair {
             cert: serving_cert.unwrap_or_default().to_owned(),
             key: serving_key.unwrap_or_default().to_owned(),
-        },
-        Some(why) => {
-            let mut dns = existing.as_ref().map(|i| i.dns.clone()).unwrap_or_default();
-            let mut ips = existing.as_ref().map(|i| i.ips.clone()).unwrap_or_default();
-            for d in &settings.dns_names {
-                if !dns.contains(d) {
-                    dns.push(d.clone());
-                }
-            }
-            for ip in &settings.ips {
-                if !ips.contains(ip) {
-                    ips.push(*ip);
-                }
-            }
-            let wanted = now
-                .checked_add(
-                    time::Duration::try_from(settings.serving_validity)
-                        .map_err(|_| CertError::Validity)?,
-                )
-                .ok_or(CertError::Validity)?;
-            let not_after = wanted.min(at(ca_info.not_after)?);
-            changes.push(format!("issued a serving certificate ({why})"));
-            certs::issue_serving_at(&ca, &dns, &ips, now, not_after)?
-        }
+        });
     };
-    Ok(Step {
-        stored: Stored {
-            ca,
-            serving,
-            next_ca: next.map(|(n, _)| n),
-            previous_ca: previous,
-        },
-        changes,
-    })
+    let mut dns = existing.as_ref().map(|i| i.dns.clone()).unwrap_or_default();
+    let mut ips = existing.as_ref().map(|i| i.ips.clone()).unwrap_or_default();
+    for d in &settings.dns_names {
+        if !dns.contains(d) {
+            dns.push(d.clone());
+        }
+    }
+    for ip in &settings.ips {
+        if !ips.contains(ip) {
+            ips.push(*ip);
+        }
+    }
+    let wanted = now
+        .checked_add(
+            time::Duration::try_from(settings.serving_validity).map_err(|_| CertError::Validity)?,
+        )
+        .ok_or(CertError::Validity)?;
+    let not_after = wanted.min(at(cas.ca_info.not_after)?);
+    changes.push(format!("issued a serving certificate ({why})"));
+    certs::issue_serving_at(&cas.ca, &dns, &ips, now, not_after)
 }
 
 /// Why the serving pair must be reissued, if it must.
