@@ -57,16 +57,48 @@ fn step(
     now: i64,
 ) -> Decision {
     decide(&Input {
-        plan,
-        desired: version(desired),
-        current: Some(st),
         observed,
         gate,
         action,
-        acted_on: &[],
-        clock: exact(st),
-        now: t(now),
+        ..input(plan, desired, st, exact(st), t(now))
     })
+}
+
+/// A reconcile of `desired` over `st` with the canary ready, no verdict of
+/// the gate and no action.
+fn input<'a>(
+    plan: &'a RolloutSpec,
+    desired: &str,
+    st: &'a RolloutStatus,
+    clock: StepClock,
+    now: Timestamp,
+) -> Input<'a> {
+    Input {
+        plan,
+        desired: version(desired),
+        current: Some(st),
+        observed: READY,
+        gate: None,
+        action: None,
+        acted_on: &[],
+        clock,
+        now,
+    }
+}
+
+/// The first reconcile of a new service asking for `model`.
+fn created<'a>(plan: &'a RolloutSpec, model: &str, action: Option<&'a str>) -> Input<'a> {
+    Input {
+        plan,
+        desired: version(model),
+        current: None,
+        observed: Observed::default(),
+        gate: None,
+        action,
+        acted_on: &[],
+        clock: StepClock::default(),
+        now: t(0),
+    }
 }
 
 /// The clock of a process that timed `st`'s step at the stored instant.
@@ -78,18 +110,7 @@ fn exact(st: &RolloutStatus) -> StepClock {
 }
 
 fn stable_at(model: &str) -> RolloutStatus {
-    decide(&Input {
-        plan: &plan(),
-        desired: version(model),
-        current: None,
-        observed: Observed::default(),
-        gate: None,
-        action: None,
-        acted_on: &[],
-        clock: StepClock::default(),
-        now: t(0),
-    })
-    .status
+    decide(&created(&plan(), model, None)).status
 }
 
 /// `plan` rolling v2 out over a stable v1: its status once started, and
@@ -306,15 +327,9 @@ fn a_b_a_acts_twice_and_a_reapplied_value_changes_nothing() {
     // A value this process recorded a moment ago, not in the status read
     // yet, does not act again either.
     let d = decide(&Input {
-        plan: &p,
-        desired: version("v2"),
-        current: Some(&at10),
-        observed: READY,
-        gate: None,
         action: Some("pause/A"),
         acted_on: &["pause/A".to_owned()],
-        clock: exact(&at10),
-        now: t(20),
+        ..input(&p, "v2", &at10, exact(&at10), t(20))
     });
     assert_eq!(d.status.phase, RolloutPhase::Progressing);
     // A status written before the list existed: its lastAction counts.
@@ -349,18 +364,7 @@ fn a_b_a_acts_twice_and_a_reapplied_value_changes_nothing() {
 fn a_value_seen_before_the_rollout_does_not_act_on_it() {
     let p = plan();
     // The service was created with the annotation (its manifest's copy).
-    let first = decide(&Input {
-        plan: &p,
-        desired: version("v1"),
-        current: None,
-        observed: Observed::default(),
-        gate: None,
-        action: Some("pause/in-the-manifest"),
-        acted_on: &[],
-        clock: StepClock::default(),
-        now: t(0),
-    })
-    .status;
+    let first = decide(&created(&p, "v1", Some("pause/in-the-manifest"))).status;
     assert_eq!(first.actions_seen, ["pause/in-the-manifest"]);
     let d = step(
         &p,
@@ -449,33 +453,10 @@ fn no_data_holds_at_most_the_progress_deadline_and_asks_once_per_interval() {
     assert!(!gate_due(&p, Some(&held), &clock, t(129)));
     assert!(gate_due(&p, Some(&held), &clock, t(130)));
     // The requeue while holding waits for the next query.
-    let d = decide(&Input {
-        plan: &p,
-        desired: version("v2"),
-        current: Some(&held),
-        observed: READY,
-        gate: None,
-        action: None,
-        acted_on: &[],
-        clock,
-        now: t(71),
-    });
+    let d = decide(&input(&p, "v2", &held, clock, t(71)));
     assert_eq!(d.status.reason.as_deref(), Some("AnalysisNoData"));
     assert_eq!(d.requeue, Some(POLL));
-    let d = decide(&Input {
-        now: t(125),
-        ..Input {
-            plan: &p,
-            desired: version("v2"),
-            current: Some(&held),
-            observed: READY,
-            gate: None,
-            action: None,
-            acted_on: &[],
-            clock,
-            now: t(0),
-        }
-    });
+    let d = decide(&input(&p, "v2", &held, clock, t(125)));
     assert_eq!(d.requeue, Some(Duration::from_secs(5)));
     // Still no sample 10m after the step started: the rollout fails.
     let d = step(&p, "v2", &held, READY, Some(Gate::NoData), None, 609);
@@ -540,19 +521,7 @@ fn a_soak_timed_from_a_stored_second_is_never_short() {
     let (_, at10) = started_and_at_first_step(&p);
     // Without this process's clock, the stored second may be up to a
     // second before the route was applied: the soak ends a second later.
-    let no_clock = |now| {
-        decide(&Input {
-            plan: &p,
-            desired: version("v2"),
-            current: Some(&at10),
-            observed: READY,
-            gate: None,
-            action: None,
-            acted_on: &[],
-            clock: StepClock::default(),
-            now: t(now),
-        })
-    };
+    let no_clock = |now| decide(&input(&p, "v2", &at10, StepClock::default(), t(now)));
     assert_eq!(no_clock(70).status.weight, Some(10));
     assert_eq!(no_clock(71).status.weight, Some(30));
     // With it, the precise instant counts.
@@ -563,19 +532,7 @@ fn a_soak_timed_from_a_stored_second_is_never_short() {
         started: Some(precise),
         queried: None,
     };
-    let at = |now: Timestamp| {
-        decide(&Input {
-            plan: &p,
-            desired: version("v2"),
-            current: Some(&at10),
-            observed: READY,
-            gate: None,
-            action: None,
-            acted_on: &[],
-            clock,
-            now,
-        })
-    };
+    let at = |now: Timestamp| decide(&input(&p, "v2", &at10, clock, now));
     let just_before = precise
         .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(59_999))
         .unwrap();
