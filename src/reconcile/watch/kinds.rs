@@ -28,22 +28,22 @@ use crate::reconcile::children::inferencepool::InferencePool;
 use crate::reconcile::children::podmonitor::PodMonitor;
 use crate::reconcile::children::rayservice::RayService;
 
-/// A namespaced Kubernetes object the reconciler can watch, apply and
-/// delete: the bound every child kind meets, written once.
-pub trait Child:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
+/// A trait that stands for its bounds: `$name` with `$bounds` as its
+/// supertraits, implemented for every type that meets them, so the bounds
+/// are written once.
+macro_rules! bounds_alias {
+    ($(#[$doc:meta])* $vis:vis trait $name:ident = $($bounds:tt)+) => {
+        $(#[$doc])*
+        $vis trait $name: $($bounds)+ {}
+
+        impl<K> $name for K where K: $($bounds)+ {}
+    };
 }
 
-impl<K> Child for K where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+bounds_alias! {
+    /// A namespaced Kubernetes object the reconciler can watch, apply and
+    /// delete: the bound every child kind meets, written once.
+    pub trait Child = Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + Clone
         + Debug
         + Serialize
@@ -51,7 +51,6 @@ impl<K> Child for K where
         + Send
         + Sync
         + 'static
-{
 }
 
 /// How a change someone else made to a child shows in its metadata.
