@@ -6,6 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::Deserialize;
 
+use crate::reconcile::watch::kept::kept_metadata;
+
 /// Bytes kept of any string a pod's status carries (the scheduler's
 /// message, an image name, the kubelet's message, a reason).
 pub const KEPT_MAX: usize = 1024;
@@ -37,31 +39,14 @@ pub struct WatchedPod {
     pub status: Option<PodStatus>,
 }
 
-/// A pod's metadata as far as anything here reads it: name, namespace,
-/// uid, resourceVersion (the watch resumes from it), labels and deletion
-/// timestamp. The rest (managed fields above all: several writers' worth
-/// on every pod) is skipped as it is read, never allocated.
-fn kept_metadata<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Kept {
-        name: Option<String>,
-        namespace: Option<String>,
-        uid: Option<String>,
-        resource_version: Option<String>,
+kept_metadata! {
+    /// A pod's metadata as far as anything here reads it: name, namespace,
+    /// uid, resourceVersion (the watch resumes from it), labels and deletion
+    /// timestamp. The rest (managed fields above all: several writers' worth
+    /// on every pod) is skipped as it is read, never allocated.
+    fn kept_metadata {
         labels: Option<std::collections::BTreeMap<String, String>>,
-        deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     }
-    let k = Kept::deserialize(d)?;
-    Ok(ObjectMeta {
-        name: k.name,
-        namespace: k.namespace,
-        uid: k.uid,
-        resource_version: k.resource_version,
-        labels: k.labels,
-        deletion_timestamp: k.deletion_timestamp,
-        ..ObjectMeta::default()
-    })
 }
 
 /// Why a pod is not ready, or that it is.

@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
@@ -20,6 +20,7 @@ use crate::reconcile::children::ANNOTATION_APPLIED;
 use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
 use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
 use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
+use crate::reconcile::watch::kept::kept_metadata;
 
 /// An object of a child kind as its watch keeps it.
 pub trait WatchedChild:
@@ -390,35 +391,16 @@ pub fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
     }
 }
 
-/// A child's metadata decoded as far as [`keep_what_the_reconciler_reads`]
-/// keeps it; the rest (the managed fields above all) is skipped as it is
-/// read, never allocated.
-fn kept_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Kept {
-        name: Option<String>,
-        namespace: Option<String>,
-        uid: Option<String>,
-        resource_version: Option<String>,
+kept_metadata! {
+    /// A child's metadata decoded as far as [`keep_what_the_reconciler_reads`]
+    /// keeps it; the rest (the managed fields above all) is skipped as it is
+    /// read, never allocated.
+    fn kept_metadata {
         generation: Option<i64>,
-        deletion_timestamp: Option<Time>,
         owner_references: Option<Vec<OwnerReference>>,
         #[serde(default, deserialize_with = "applied_annotation")]
         annotations: Option<std::collections::BTreeMap<String, String>>,
     }
-    let k = Kept::deserialize(d)?;
-    Ok(ObjectMeta {
-        name: k.name,
-        namespace: k.namespace,
-        uid: k.uid,
-        resource_version: k.resource_version,
-        generation: k.generation,
-        deletion_timestamp: k.deletion_timestamp,
-        owner_references: k.owner_references,
-        annotations: k.annotations,
-        ..ObjectMeta::default()
-    })
 }
 
 /// Of the annotations, [`ANNOTATION_APPLIED`] only.
