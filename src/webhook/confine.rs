@@ -33,8 +33,8 @@ use crate::api::GROUP;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::names::owns_endpoint_pickers;
 
-/// The pod label that marks an endpoint picker's pods.
-const COMPONENT_LABEL: &str = "infergate.dev/component";
+// The pod label that marks an endpoint picker's pods.
+use crate::api::vocabulary::names::LABEL_COMPONENT as COMPONENT_LABEL;
 /// Its value on an endpoint picker's pods.
 const PICKER_COMPONENT: &str = "endpoint-picker";
 /// How long the API server is asked about a service before the write is

@@ -34,12 +34,11 @@ use crate::reconcile::status::{
     short_digest,
 };
 
-/// The annotation that asks for a fetch of the graph, at most once per
-/// value ever (the values acted on are kept in `status.graph.refreshesSeen`;
-/// infergate never removes it). The fetch happens once the service's last
-/// fetch ended a refresh interval (30 s) ago and no backoff holds it; a
-/// value that came sooner is acted on then.
-pub const REFRESH_ANNOTATION: &str = "infergate.dev/graph-refresh";
+/// The annotation that asks for a fetch of the graph (infergate never
+/// removes it). The fetch happens once the service's last fetch ended a
+/// refresh interval (30 s) ago and no backoff holds it; a value that came
+/// sooner is acted on then.
+pub use crate::api::vocabulary::names::ANNOTATION_GRAPH_REFRESH as REFRESH_ANNOTATION;
 /// Come back this often while KubeRay has not made the serve Service the
 /// route names.
 pub const SERVE_SERVICE_RECHECK: Duration = Duration::from_secs(10);
@@ -104,7 +103,7 @@ pub(super) async fn reconcile(
             // Not a new state of the graph: the status keeps what it says,
             // but for a long wait in line. A refresh is acted on once the
             // fetch it asks for runs.
-            debug!(reason = e.reason(), error = %e, "graph fetch deferred");
+            debug!(reason = e.reason().as_str(), error = %e, "graph fetch deferred");
             let wait = match &e {
                 GraphError::BackingOff { retry_in } => *retry_in,
                 GraphError::Queued { waited, .. } => {
@@ -126,7 +125,7 @@ pub(super) async fn reconcile(
             return Ok(Action::requeue(wait + jitter(svc)));
         }
         Err(e) => {
-            debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
+            debug!(reason = e.reason().as_str(), error = %e, "graph not resolved; RayService left as it is");
             // A due refresh is answered by this failure; one that is not
             // due yet waits for its turn.
             let refresh = refresh.filter(|_| refresh_due);

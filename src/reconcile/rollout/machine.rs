@@ -15,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::types::{Decision, Gate, Input, Note, StepClock};
 use crate::api::rollout::{OnNoData, RolloutPhase, RolloutSpec, RolloutStatus, VersionRef};
+use crate::api::vocabulary::{RolloutReason, message};
 use crate::engine::rollout::{
     DEFAULT_FAILURE_LIMIT, DEFAULT_INTERVAL, DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_DEADLINE,
     duration_or,
@@ -25,8 +26,13 @@ use crate::reconcile::once;
 /// events come sooner).
 pub const POLL: Duration = Duration::from_secs(10);
 
-/// Reasons of a step that waits for the gate past its soak.
-const HOLDING: [&str; 2] = ["AnalysisNoData", "NoPrometheusAddress"];
+/// The reason of a step that waits for the gate past its soak, if it is one.
+fn holding(st: &RolloutStatus) -> Option<RolloutReason> {
+    st.reason
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .filter(|r: &RolloutReason| r.holds_past_soak())
+}
 /// The shortest requeue while a rollout progresses.
 const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
@@ -110,7 +116,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
             stable: Some(desired.clone()),
             last_action: st.last_action,
             actions_seen: st.actions_seen,
-            reason: Some("Stable".into()),
+            reason: Some(RolloutReason::Stable.into()),
             message: Some(format!("{} is stable", desired.model.r#ref)),
             ..RolloutStatus::default()
         };
@@ -131,13 +137,13 @@ pub fn decide(input: &Input<'_>) -> Decision {
         st.progress_started_at = Some(Time(now));
         st.target = Some(target.clone());
         st.failures = Some(0);
-        st.reason = Some("WaitingForCanary".into());
+        st.reason = Some(RolloutReason::WaitingForCanary.into());
         st.message = Some(format!(
             "waiting for the canary running {} to be ready",
             target.model.r#ref
         ));
     };
-    let end_stable = |st: &mut RolloutStatus, reason: &str, message: String| {
+    let end_stable = |st: &mut RolloutStatus, reason: RolloutReason, message: String| {
         st.phase = RolloutPhase::Stable;
         st.step = None;
         st.weight = None;
@@ -154,7 +160,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
                 if st.phase == RolloutPhase::RolledBack || st.target.is_some() {
                     end_stable(
                         &mut st,
-                        "Stable",
+                        RolloutReason::Stable,
                         format!("{} is stable", stable.model.r#ref),
                     );
                 }
@@ -164,7 +170,7 @@ pub fn decide(input: &Input<'_>) -> Decision {
                 start(&mut st, desired);
                 notes.push(note(
                     false,
-                    "RolloutStarted",
+                    RolloutReason::RolloutStarted,
                     format!(
                         "rolling out {} (stable: {}) in steps {:?}",
                         desired.model.r#ref, stable.model.r#ref, plan.steps
@@ -176,19 +182,19 @@ pub fn decide(input: &Input<'_>) -> Decision {
             if *desired == stable {
                 end_stable(
                     &mut st,
-                    "Reverted",
+                    RolloutReason::Reverted,
                     format!("the spec is back at the stable {}", stable.model.r#ref),
                 );
                 notes.push(note(
                     false,
-                    "RolloutReverted",
+                    RolloutReason::RolloutReverted,
                     "the spec was reverted to the stable version; the canary is removed".into(),
                 ));
             } else if st.target.as_ref() != Some(desired) {
                 start(&mut st, desired);
                 notes.push(note(
                     false,
-                    "RolloutRestarted",
+                    RolloutReason::RolloutRestarted,
                     format!(
                         "a new version {} restarts the rollout from the first step",
                         desired.model.r#ref
@@ -213,12 +219,12 @@ pub fn decide(input: &Input<'_>) -> Decision {
         st.stable = Some(target.clone());
         end_stable(
             &mut st,
-            "Promoted",
+            RolloutReason::Promoted,
             format!("{} is stable", target.model.r#ref),
         );
         notes.push(note(
             false,
-            "RolloutPromoted",
+            RolloutReason::RolloutPromoted,
             format!("{} is now stable", target.model.r#ref),
         ));
     }
@@ -288,7 +294,7 @@ fn next_look(plan: &RolloutSpec, st: &RolloutStatus, input: &Input<'_>) -> Durat
     let query_left = clock.queried.map_or(Duration::ZERO, |q| {
         interval.saturating_sub(elapsed(now, Some(q)))
     });
-    if HOLDING.contains(&st.reason.as_deref().unwrap_or_default()) {
+    if holding(st).is_some() {
         let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
         let deadline_left = deadline.saturating_sub(elapsed(now, start));
         return query_left.min(deadline_left);
@@ -315,7 +321,7 @@ fn clock_for(st: &RolloutStatus, input: &Input<'_>) -> StepClock {
 }
 
 /// An event the decision calls for.
-fn note(warning: bool, reason: &'static str, message: String) -> Note {
+fn note(warning: bool, reason: RolloutReason, message: String) -> Note {
     Note {
         warning,
         reason,
@@ -325,7 +331,7 @@ fn note(warning: bool, reason: &'static str, message: String) -> Note {
 
 /// The rollout fails: no canary weight, the canary goes, nothing retried
 /// until the spec changes.
-fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why: String) {
+fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: RolloutReason, why: String) {
     st.phase = RolloutPhase::RolledBack;
     st.step = None;
     st.weight = Some(0);
@@ -335,7 +341,7 @@ fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why
     st.message = Some(format!("rolled back: {why}"));
     notes.push(note(
         true,
-        "RolledBack",
+        RolloutReason::RolledBack,
         format!("rollout rolled back ({reason}): {why}"),
     ));
 }
@@ -357,18 +363,18 @@ fn advance(
             fail(
                 st,
                 notes,
-                "Aborted",
+                RolloutReason::Aborted,
                 "aborted by the rollout-action annotation".into(),
             );
             return;
         }
         Some("pause") if st.phase == RolloutPhase::Progressing => {
             st.phase = RolloutPhase::Paused;
-            st.reason = Some("Paused".into());
+            st.reason = Some(RolloutReason::Paused.into());
             st.message = Some(format!("paused at weight {}", st.weight.unwrap_or(0)));
             notes.push(note(
                 false,
-                "RolloutPaused",
+                RolloutReason::RolloutPaused,
                 format!("paused at weight {}", st.weight.unwrap_or(0)),
             ));
             return;
@@ -380,7 +386,7 @@ fn advance(
             }
             notes.push(note(
                 false,
-                "RolloutResumed",
+                RolloutReason::RolloutResumed,
                 "resumed: the current step's soak starts again".into(),
             ));
         }
@@ -389,14 +395,14 @@ fn advance(
             st.step = Some(i32::try_from(plan.steps.len()).unwrap_or(i32::MAX));
             notes.push(note(
                 false,
-                "RolloutPromoting",
+                RolloutReason::RolloutPromoting,
                 "promoted by the rollout-action annotation: the primary is rolled to the target"
                     .into(),
             ));
         }
         Some(other) => notes.push(note(
             true,
-            "RolloutActionIgnored",
+            RolloutReason::RolloutActionIgnored,
             format!(
                 "rollout action {other:?} does nothing now (phase {:?})",
                 st.phase
@@ -413,7 +419,7 @@ fn advance(
         fail(
             st,
             notes,
-            "CanaryRestarts",
+            RolloutReason::CanaryRestarts,
             format!(
                 "the canary's containers restarted {} times (maxRestarts {max_restarts})",
                 observed.canary_restarts
@@ -422,7 +428,7 @@ fn advance(
         return;
     }
     if step >= plan.steps.len() {
-        st.reason = Some("Promoting".into());
+        st.reason = Some(RolloutReason::Promoting.into());
         st.message =
             Some("the primary is being rolled to the target; the canary keeps its weight".into());
         return;
@@ -432,7 +438,7 @@ fn advance(
         .is_some_and(|c| c.desired > 0 && c.ready >= c.desired);
     if !ready {
         let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
-        if st.reason.as_deref() != Some("WaitingForCanary") {
+        if st.reason.as_deref() != Some(RolloutReason::WaitingForCanary.as_str()) {
             // It stopped being ready: the deadline runs again from now.
             st.progress_started_at = Some(Time(now));
         }
@@ -440,7 +446,7 @@ fn advance(
             fail(
                 st,
                 notes,
-                "ProgressDeadlineExceeded",
+                RolloutReason::ProgressDeadlineExceeded,
                 format!(
                     "the canary was not fully ready within {}",
                     crate::engine::duration::format_gateway_duration(deadline)
@@ -448,7 +454,7 @@ fn advance(
             );
             return;
         }
-        st.reason = Some("WaitingForCanary".into());
+        st.reason = Some(RolloutReason::WaitingForCanary.into());
         st.message = Some(format!(
             "waiting for the canary to be ready ({} of {})",
             observed.canary.map_or(0, |c| c.ready),
@@ -460,7 +466,7 @@ fn advance(
     if st.weight != Some(want) || st.step_started_at.is_none() {
         st.weight = Some(want);
         st.step_started_at = Some(Time(now));
-        st.reason = Some("StepHeld".into());
+        st.reason = Some(RolloutReason::StepHeld.into());
         st.message = Some(format!(
             "step {} of {}: weight {want}",
             step + 1,
@@ -468,7 +474,7 @@ fn advance(
         ));
         notes.push(note(
             false,
-            "RolloutStep",
+            RolloutReason::RolloutStep,
             format!("weight {want} (step {} of {})", step + 1, plan.steps.len()),
         ));
         return;
@@ -476,14 +482,14 @@ fn advance(
     let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
     let start = soak_start(st, &clock_for(st, input));
     if elapsed(now, start) < interval {
-        st.reason = Some("StepHeld".into());
+        st.reason = Some(RolloutReason::StepHeld.into());
         return;
     }
     // The soak is over: the gate, if any, decides. A gate that holds
     // (no sample, or no Prometheus to ask) waits at most progressDeadline
     // from the step's start.
     let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
-    let mut hold = |st: &mut RolloutStatus, reason: &'static str, why: String| {
+    let mut hold = |st: &mut RolloutStatus, reason: RolloutReason, why: String| {
         let shown = crate::engine::duration::format_gateway_duration(deadline);
         if elapsed(now, start) >= deadline {
             fail(
@@ -494,9 +500,7 @@ fn advance(
             );
         } else {
             st.reason = Some(reason.into());
-            st.message = Some(format!(
-                "{why}; holding at weight {want} (at most {shown} after the step started)"
-            ));
+            st.message = Some(message::Hold::format(&why, want, &shown));
         }
     };
     let prometheus = plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref());
@@ -504,11 +508,11 @@ fn advance(
         (None, _) => true,
         (Some(_), None) => {
             // Not asked this time: a hold still ends at its deadline.
-            if let Some(reason) = HOLDING.iter().find(|r| st.reason.as_deref() == Some(**r)) {
+            if let Some(reason) = holding(st) {
                 let why = st
                     .message
                     .as_deref()
-                    .and_then(|m| m.split("; holding").next())
+                    .map(message::Hold::why)
                     .unwrap_or("the gate held")
                     .to_owned();
                 hold(st, reason, why);
@@ -517,7 +521,7 @@ fn advance(
         }
         (Some(_), Some(Gate::Pass)) => true,
         (Some(_), Some(Gate::NoAddress(why))) => {
-            hold(st, "NoPrometheusAddress", why.clone());
+            hold(st, RolloutReason::NoPrometheusAddress, why.clone());
             return;
         }
         (Some(p), Some(Gate::NoData)) => match p.on_no_data.unwrap_or_default() {
@@ -525,7 +529,7 @@ fn advance(
             OnNoData::Hold => {
                 hold(
                     st,
-                    "AnalysisNoData",
+                    RolloutReason::AnalysisNoData,
                     "the analysis query returned no sample".into(),
                 );
                 return;
@@ -548,19 +552,19 @@ fn advance(
             fail(
                 st,
                 notes,
-                "AnalysisFailed",
+                RolloutReason::AnalysisFailed,
                 format!("{why} ({failures} of {limit} failed evaluations)"),
             );
         } else {
             // Held: the soak (and the next evaluation) starts again.
             st.step_started_at = Some(Time(now));
-            st.reason = Some("AnalysisFailed".into());
+            st.reason = Some(RolloutReason::AnalysisFailed.into());
             st.message = Some(format!(
                 "{why} ({failures} of {limit}); holding at weight {want}"
             ));
             notes.push(note(
                 true,
-                "AnalysisFailed",
+                RolloutReason::AnalysisFailed,
                 format!("{why} ({failures} of {limit})"),
             ));
         }
@@ -573,7 +577,7 @@ fn advance(
         let w = plan.steps[next];
         st.weight = Some(w);
         st.step_started_at = Some(Time(now));
-        st.reason = Some("StepHeld".into());
+        st.reason = Some(RolloutReason::StepHeld.into());
         st.message = Some(format!(
             "step {} of {}: weight {w}",
             next + 1,
@@ -581,15 +585,15 @@ fn advance(
         ));
         notes.push(note(
             false,
-            "RolloutStep",
+            RolloutReason::RolloutStep,
             format!("weight {w} (step {} of {})", next + 1, plan.steps.len()),
         ));
     } else {
-        st.reason = Some("Promoting".into());
+        st.reason = Some(RolloutReason::Promoting.into());
         st.message = Some("the last step passed: the primary is being rolled to the target".into());
         notes.push(note(
             false,
-            "RolloutPromoting",
+            RolloutReason::RolloutPromoting,
             "the last step passed: rolling the primary to the target".into(),
         ));
     }
