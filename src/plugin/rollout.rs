@@ -35,8 +35,8 @@ use super::status::steps_bar;
 use super::term::{Style, Tone};
 use super::watch::changes;
 use crate::api::v1beta1::InferenceService;
+use crate::api::vocabulary::names::ANNOTATION_ROLLOUT_ACTION as ACTION_ANNOTATION;
 use crate::engine::format_gateway_duration;
-use crate::reconcile::rollout::ACTION_ANNOTATION;
 
 /// The field manager the actions apply under.
 pub const FIELD_MANAGER: &str = "kubectl-infergate";
