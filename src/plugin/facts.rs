@@ -161,6 +161,14 @@ pub struct ServiceFacts {
     pub graph: Option<GraphStatus>,
 }
 
+impl RolloutFacts {
+    /// [`phase`](Self::phase) as the API's phase, when it is one.
+    #[must_use]
+    pub fn rollout_phase(&self) -> Option<RolloutPhase> {
+        self.phase.parse().ok()
+    }
+}
+
 impl ServiceFacts {
     /// The condition `type_`, if reported.
     #[must_use]
