@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 pub const GROUP: &str = "infergate.dev";
 /// Field manager and controller name.
 pub const MANAGER: &str = "infergate";
-/// Annotation recording where each defaulted field came from.
-pub const DEFAULTED_FROM_ANNOTATION: &str = "infergate.dev/defaulted-from";
-/// Annotation carrying what one version cannot express across a conversion.
-pub const CONVERSION_DATA_ANNOTATION: &str = "infergate.dev/conversion-data";
+pub use super::vocabulary::names::{
+    ANNOTATION_CONVERSION_DATA as CONVERSION_DATA_ANNOTATION,
+    ANNOTATION_DEFAULTED_FROM as DEFAULTED_FROM_ANNOTATION,
+};
 
 /// A model reference.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]

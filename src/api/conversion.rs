@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::common::CONVERSION_DATA_ANNOTATION;
+use super::vocabulary::{CondStatus, ConditionType, Reason};
 use super::{v1alpha1, v1beta1};
 
 /// `infergate.dev/v1alpha1`.
@@ -27,9 +28,9 @@ pub const V1ALPHA1: &str = "infergate.dev/v1alpha1";
 /// `infergate.dev/v1beta1`.
 pub const V1BETA1: &str = "infergate.dev/v1beta1";
 /// Reason of a Ready condition made from a v1alpha1 `status.ready: true`.
-const READY_REASON: &str = "Ready";
+const READY_REASON: Reason = Reason::Ready;
 /// Reason of a Ready condition made from a v1alpha1 `status.ready: false`.
-const NOT_READY_REASON: &str = "NotReady";
+const NOT_READY_REASON: Reason = Reason::NotReady;
 
 /// Why an object could not be converted.
 #[derive(Debug, thiserror::Error)]
@@ -495,13 +496,14 @@ fn up_owned(a: v1alpha1::InferenceService) -> v1beta1::InferenceService {
         conditions: st
             .ready
             .map(|ready| Condition {
-                type_: "Ready".to_owned(),
-                status: if ready { "True" } else { "False" }.to_owned(),
+                type_: ConditionType::Ready.as_str().to_owned(),
+                status: CondStatus::from(ready).as_str().to_owned(),
                 reason: if ready {
                     READY_REASON
                 } else {
                     NOT_READY_REASON
                 }
+                .as_str()
                 .to_owned(),
                 message: st.message.unwrap_or_default(),
                 observed_generation: None,
@@ -535,11 +537,14 @@ fn down(b: &v1beta1::InferenceService) -> v1alpha1::InferenceService {
         health_check: s.health_check.clone(),
     };
     let status = b.status.as_ref().map(|st| {
-        let ready = st.conditions.iter().find(|c| c.type_ == "Ready");
+        let ready = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == ConditionType::Ready);
         v1alpha1::InferenceServiceStatus {
-            ready: ready.and_then(|c| match c.status.as_str() {
-                "True" => Some(true),
-                "False" => Some(false),
+            ready: ready.and_then(|c| match c.status.parse() {
+                Ok(CondStatus::True) => Some(true),
+                Ok(CondStatus::False) => Some(false),
                 _ => None,
             }),
             replicas: st.replicas,

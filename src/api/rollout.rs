@@ -119,6 +119,38 @@ pub enum RolloutPhase {
     RolledBack,
 }
 
+impl RolloutPhase {
+    /// The phase as `status.rollout.phase` carries it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stable => "Stable",
+            Self::Progressing => "Progressing",
+            Self::Paused => "Paused",
+            Self::RolledBack => "RolledBack",
+        }
+    }
+}
+
+impl std::str::FromStr for RolloutPhase {
+    type Err = super::vocabulary::UnknownWord;
+
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        [
+            Self::Stable,
+            Self::Progressing,
+            Self::Paused,
+            Self::RolledBack,
+        ]
+        .into_iter()
+        .find(|p| p.as_str() == word)
+        .ok_or_else(|| super::vocabulary::UnknownWord {
+            kind: "rollout phase",
+            word: word.to_owned(),
+        })
+    }
+}
+
 /// A model and engine version.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -174,4 +206,24 @@ pub struct RolloutStatus {
     /// What the rollout waits for, or why it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RolloutPhase;
+
+    #[test]
+    fn a_phase_reads_back_as_it_is_written() {
+        for p in [
+            RolloutPhase::Stable,
+            RolloutPhase::Progressing,
+            RolloutPhase::Paused,
+            RolloutPhase::RolledBack,
+        ] {
+            assert_eq!(p.as_str().parse::<RolloutPhase>(), Ok(p));
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+            assert_eq!(format!("{p:?}"), p.as_str());
+        }
+        assert!("Done".parse::<RolloutPhase>().is_err());
+    }
 }

@@ -16,7 +16,7 @@ use std::fmt;
 
 /// The annotation by which a Secret's owner lists the hosts its token may
 /// be sent to (comma-separated host patterns, as this module reads them).
-pub const TOKEN_HOSTS_ANNOTATION: &str = "infergate.dev/graph-token-hosts";
+pub use crate::api::vocabulary::names::ANNOTATION_GRAPH_TOKEN_HOSTS as TOKEN_HOSTS_ANNOTATION;
 
 /// One parsed host pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -3,6 +3,8 @@
 //! never the token.
 
 use super::violation::Violations;
+use crate::api::vocabulary::GraphReason;
+use crate::api::vocabulary::message::{GrantTokenReader, SecretRef};
 use crate::engine::hosts::TOKEN_HOSTS_ANNOTATION;
 
 /// A failure fetching, decoding, validating or rendering a serving graph.
@@ -21,7 +23,8 @@ pub enum GraphError {
     },
     /// The Secret named by `spec.graph.bearerTokenSecretRef` does not exist.
     #[error(
-        "secret {namespace}/{name} (spec.graph.bearerTokenSecretRef) not found: create it with the bearer token under key {key:?}"
+        "{secret} (spec.graph.bearerTokenSecretRef) not found: create it with the bearer token under key {key:?}",
+        secret = SecretRef::new(.namespace, .name)
     )]
     SecretNotFound {
         /// The service's namespace.
@@ -32,7 +35,10 @@ pub enum GraphError {
         key: String,
     },
     /// The Secret exists but has no such key.
-    #[error("secret {namespace}/{name} has no key {key:?} (spec.graph.bearerTokenSecretRef.key)")]
+    #[error(
+        "{secret} has no key {key:?} (spec.graph.bearerTokenSecretRef.key)",
+        secret = SecretRef::new(.namespace, .name)
+    )]
     SecretKeyMissing {
         /// The service's namespace.
         namespace: String,
@@ -42,7 +48,10 @@ pub enum GraphError {
         key: String,
     },
     /// The key holds something that cannot be sent as a bearer token.
-    #[error("secret {namespace}/{name} key {key:?} is not a usable bearer token: {why}")]
+    #[error(
+        "{secret} key {key:?} is not a usable bearer token: {why}",
+        secret = SecretRef::new(.namespace, .name)
+    )]
     SecretInvalid {
         /// The service's namespace.
         namespace: String,
@@ -57,7 +66,8 @@ pub enum GraphError {
     /// lacks the `infergate.dev/graph-token-hosts` annotation, the
     /// annotation is unreadable, or no entry matches.
     #[error(
-        "secret {namespace}/{name} does not allow its token to be sent to {host}: {why}; the Secret's owner lists the hosts in its annotation {annotation} (for example {annotation}: \"{host}\")",
+        "{secret} does not allow its token to be sent to {host}: {why}; the Secret's owner lists the hosts in its annotation {annotation} (for example {annotation}: \"{host}\")",
+        secret = SecretRef::new(.namespace, .name),
         annotation = TOKEN_HOSTS_ANNOTATION
     )]
     SecretNotAllowed {
@@ -72,7 +82,9 @@ pub enum GraphError {
     },
     /// infergate may not read the Secret: the namespace has not opted in.
     #[error(
-        "infergate may not read secret {namespace}/{name}: the namespace has not allowed it; to allow it: kubectl create rolebinding infergate-graph-token-reader --namespace {namespace} --clusterrole infergate-graph-token-reader --serviceaccount {service_account}"
+        "infergate may not read {secret}: the namespace has not allowed it; to allow it: {grant}",
+        secret = SecretRef::new(.namespace, .name),
+        grant = GrantTokenReader::new(.namespace, .service_account)
     )]
     SecretForbidden {
         /// The service's namespace.
@@ -84,7 +96,10 @@ pub enum GraphError {
     },
     /// The Secret could not be read for another reason (apiserver
     /// unavailable): not a condition, the reconcile is retried.
-    #[error("cannot read secret {namespace}/{name}: {message}")]
+    #[error(
+        "cannot read {secret}: {message}",
+        secret = SecretRef::new(.namespace, .name)
+    )]
     SecretUnreadable {
         /// The service's namespace.
         namespace: String,
@@ -208,26 +223,28 @@ impl GraphError {
     /// The `GraphReady` condition reason (the table in
     /// `examples/graphs/README.md`, "Condition reasons").
     #[must_use]
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> GraphReason {
         match self {
-            Self::InvalidUrl { .. } | Self::DestinationNotAllowed { .. } => "DestinationNotAllowed",
+            Self::InvalidUrl { .. } | Self::DestinationNotAllowed { .. } => {
+                GraphReason::DestinationNotAllowed
+            }
             Self::SecretNotFound { .. }
             | Self::SecretKeyMissing { .. }
             | Self::SecretInvalid { .. }
-            | Self::SecretUnreadable { .. } => "SecretNotFound",
-            Self::SecretNotAllowed { .. } => "SecretNotAllowed",
-            Self::SecretForbidden { .. } => "SecretForbidden",
-            Self::Dns { .. } => "DNSFailure",
-            Self::Connect { .. } | Self::BackingOff { .. } => "ConnectFailure",
-            Self::Queued { .. } => "FetchQueued",
-            Self::Tls { .. } => "TLSFailure",
-            Self::HttpStatus { .. } => "HTTPStatus",
-            Self::Timeout { .. } => "Timeout",
-            Self::TooLarge { .. } => "TooLarge",
+            | Self::SecretUnreadable { .. } => GraphReason::SecretNotFound,
+            Self::SecretNotAllowed { .. } => GraphReason::SecretNotAllowed,
+            Self::SecretForbidden { .. } => GraphReason::SecretForbidden,
+            Self::Dns { .. } => GraphReason::DnsFailure,
+            Self::Connect { .. } | Self::BackingOff { .. } => GraphReason::ConnectFailure,
+            Self::Queued { .. } => GraphReason::FetchQueued,
+            Self::Tls { .. } => GraphReason::TlsFailure,
+            Self::HttpStatus { .. } => GraphReason::HttpStatus,
+            Self::Timeout { .. } => GraphReason::Timeout,
+            Self::TooLarge { .. } => GraphReason::TooLarge,
             Self::Missing | Self::Undecodable { .. } | Self::Invalid(_) | Self::Render(_) => {
-                "InvalidGraph"
+                GraphReason::InvalidGraph
             }
-            Self::Unschedulable(_) => "Unschedulable",
+            Self::Unschedulable(_) => GraphReason::Unschedulable,
         }
     }
 
@@ -384,9 +401,13 @@ mod tests {
     fn every_condition_reason_is_one_the_api_names() {
         let mut used = std::collections::BTreeSet::new();
         for e in all() {
-            assert!(API_REASONS.contains(&e.reason()), "{e:?}: {}", e.reason());
+            assert!(
+                API_REASONS.contains(&e.reason().as_str()),
+                "{e:?}: {}",
+                e.reason()
+            );
             if !e.is_deferral() || e.reason() == "FetchQueued" {
-                used.insert(e.reason());
+                used.insert(e.reason().as_str());
             }
         }
         // Every reason comes from some failure, or from a long wait in line.

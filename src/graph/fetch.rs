@@ -514,7 +514,7 @@ impl GraphFetcher {
                 Ok(fetched)
             }
             Err(e) => {
-                debug!(url = req.url, reason = e.reason(), error = %e, "graph fetch failed");
+                debug!(url = req.url, reason = e.reason().as_str(), error = %e, "graph fetch failed");
                 self.record(&req, e.is_fetch_failure());
                 Err(e)
             }

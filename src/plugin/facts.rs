@@ -9,10 +9,13 @@ use serde::Serialize;
 
 use super::budget::{NamespaceBudget, namespace_budget};
 use super::client::{PluginError, Target};
-use crate::api::rollout::{RolloutPhase, RolloutStrategy};
-use crate::api::v1beta1::{Backend, CapacityStatus, GraphStatus, InferenceService};
+use crate::api::rollout::{RolloutPhase, RolloutStatus, RolloutStrategy, VersionRef};
+use crate::api::upstream::gateway_api::HTTPRoute;
+use crate::api::v1beta1::{
+    Backend, CapacityStatus, GraphStatus, InferenceService, InferenceServiceStatus,
+};
+use crate::api::vocabulary::Track;
 use crate::engine;
-use crate::reconcile::children::httproute::HTTPRoute;
 
 /// One track (primary or canary) of a Deployment-backed service.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -86,7 +89,8 @@ pub struct RolloutFacts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// The last word on the rollout: `reason: message` (the gate's verdict,
-    /// or why it waits or ended).
+    /// or why it waits or ended), as [`verdict`] writes it and
+    /// [`split_verdict`] reads it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
     /// Consecutive failed gate evaluations.
@@ -155,6 +159,14 @@ pub struct ServiceFacts {
     /// The live serving graph (RayService backend).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graph: Option<GraphStatus>,
+}
+
+impl RolloutFacts {
+    /// [`phase`](Self::phase) as the API's phase, when it is one.
+    #[must_use]
+    pub fn rollout_phase(&self) -> Option<RolloutPhase> {
+        self.phase.parse().ok()
+    }
 }
 
 impl ServiceFacts {
@@ -228,140 +240,6 @@ fn optional<K>(r: Result<Option<K>, kube::Error>) -> Result<Option<K>, PluginErr
 pub fn shape(svc: &InferenceService, observed: &Observed, now: Timestamp) -> ServiceFacts {
     let status = svc.status.clone().unwrap_or_default();
     let ray = svc.spec.backend == Some(Backend::RayService);
-    let engine_image = svc.spec.engine.as_ref().and_then(|e| e.image.clone());
-    let rollout_status = status.rollout.as_ref();
-    let version = |v: Option<&crate::api::rollout::VersionRef>| {
-        v.map(|v| (v.model.r#ref.clone(), v.engine_image.clone()))
-    };
-    let (primary_model, primary_image) = version(rollout_status.and_then(|r| r.stable.as_ref()))
-        .unwrap_or_else(|| (svc.spec.model.r#ref.clone(), engine_image.clone()));
-    let canary_version = version(rollout_status.and_then(|r| r.target.as_ref())).or_else(|| {
-        svc.spec.canary.as_ref().map(|c| {
-            (
-                c.model.r#ref.clone(),
-                c.engine_image.clone().or_else(|| engine_image.clone()),
-            )
-        })
-    });
-    let track = |track: &str, d: Option<&Deployment>, name: String, model: String, image| {
-        let spec = d.and_then(|d| d.spec.as_ref());
-        let st = d.and_then(|d| d.status.as_ref());
-        TrackFacts {
-            track: track.to_owned(),
-            deployment: name,
-            model,
-            engine_image: image,
-            ready: st.and_then(|s| s.ready_replicas).unwrap_or(0),
-            desired: spec.and_then(|s| s.replicas).unwrap_or(0),
-            updated: st.and_then(|s| s.updated_replicas).unwrap_or(0),
-            exists: d.is_some(),
-        }
-    };
-    let mut tracks = Vec::new();
-    if ray {
-        tracks.push(TrackFacts {
-            track: "workers".to_owned(),
-            deployment: engine::primary_name(svc),
-            model: svc.spec.model.r#ref.clone(),
-            engine_image,
-            ready: status.ready_replicas.unwrap_or(0),
-            desired: status.replicas.unwrap_or(0),
-            updated: status.ready_replicas.unwrap_or(0),
-            exists: status.replicas.is_some(),
-        });
-    } else {
-        tracks.push(track(
-            "primary",
-            observed.primary.as_ref(),
-            engine::primary_name(svc),
-            primary_model,
-            primary_image,
-        ));
-        if let Some((model, image)) = canary_version
-            && (observed.canary.is_some() || svc.spec.canary.is_some())
-        {
-            tracks.push(track(
-                "canary",
-                observed.canary.as_ref(),
-                engine::canary_name(svc),
-                model,
-                image,
-            ));
-        }
-    }
-    let route = observed.route.as_ref().map(|r| {
-        let parent = r.spec.parent_refs.first();
-        let rule = r.spec.rules.first();
-        RouteFacts {
-            gateway: parent
-                .map(|p| {
-                    format!(
-                        "{}/{}",
-                        p.namespace
-                            .clone()
-                            .or_else(|| svc.metadata.namespace.clone())
-                            .unwrap_or_default(),
-                        p.name
-                    )
-                })
-                .unwrap_or_default(),
-            path: rule
-                .and_then(|r| r.matches.first())
-                .and_then(|m| m.path.as_ref())
-                .and_then(|p| p.value.clone()),
-            backends: rule
-                .map(|r| {
-                    r.backend_refs
-                        .iter()
-                        .map(|b| BackendWeight {
-                            name: b.name.clone(),
-                            weight: b.weight.unwrap_or(1),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-        }
-    });
-    let canary_rollout = svc
-        .spec
-        .rollout
-        .as_ref()
-        .filter(|r| r.strategy == Some(RolloutStrategy::Canary));
-    let rollout = canary_rollout.map(|spec| {
-        let st = rollout_status.cloned().unwrap_or_default();
-        let interval = spec
-            .interval
-            .clone()
-            .unwrap_or_else(|| engine::rollout::DEFAULT_INTERVAL.to_owned());
-        let soak_left_seconds = match (st.phase, &st.step_started_at) {
-            (RolloutPhase::Progressing, Some(started)) => {
-                engine::parse_gateway_duration(&interval).ok().map(|d| {
-                    let d = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-                    let elapsed = now.as_second() - started.0.as_second();
-                    (d - elapsed).max(0)
-                })
-            }
-            _ => None,
-        };
-        RolloutFacts {
-            phase: format!("{:?}", st.phase),
-            steps: spec.steps.clone(),
-            step: st.step,
-            weight: st.weight,
-            interval,
-            soak_left_seconds,
-            stable: st.stable.as_ref().map(|v| v.model.r#ref.clone()),
-            target: st.target.as_ref().map(|v| v.model.r#ref.clone()),
-            verdict: match (&st.reason, &st.message) {
-                (Some(r), Some(m)) => Some(format!("{r}: {m}")),
-                (Some(r), None) => Some(r.clone()),
-                (None, Some(m)) => Some(m.clone()),
-                (None, None) => None,
-            },
-            failures: st.failures,
-            last_action: st.last_action.clone(),
-        }
-    });
     ServiceFacts {
         namespace: svc.metadata.namespace.clone().unwrap_or_default(),
         name: svc.metadata.name.clone().unwrap_or_default(),
@@ -369,9 +247,13 @@ pub fn shape(svc: &InferenceService, observed: &Observed, now: Timestamp) -> Ser
         generation: svc.metadata.generation,
         observed_generation: status.observed_generation,
         accelerator_class: svc.spec.accelerator.as_ref().and_then(|a| a.class.clone()),
-        tracks,
-        route,
-        rollout,
+        tracks: if ray {
+            vec![ray_workers(svc, &status)]
+        } else {
+            deployment_tracks(svc, observed, status.rollout.as_ref())
+        },
+        route: observed.route.as_ref().map(|r| route_facts(svc, r)),
+        rollout: rollout_facts(svc, status.rollout.as_ref(), now),
         conditions: status
             .conditions
             .iter()
@@ -386,5 +268,207 @@ pub fn shape(svc: &InferenceService, observed: &Observed, now: Timestamp) -> Ser
         budget: observed.budget.clone().and_then(Result::ok),
         budget_error: observed.budget.clone().and_then(Result::err),
         graph: status.graph.clone(),
+    }
+}
+
+/// The one `workers` track of a RayService-backed service.
+fn ray_workers(svc: &InferenceService, status: &InferenceServiceStatus) -> TrackFacts {
+    TrackFacts {
+        track: "workers".to_owned(),
+        deployment: engine::primary_name(svc),
+        model: svc.spec.model.r#ref.clone(),
+        engine_image: svc.spec.engine.as_ref().and_then(|e| e.image.clone()),
+        ready: status.ready_replicas.unwrap_or(0),
+        desired: status.replicas.unwrap_or(0),
+        updated: status.ready_replicas.unwrap_or(0),
+        exists: status.replicas.is_some(),
+    }
+}
+
+/// A track's facts from its Deployment, when it exists.
+fn track_facts(
+    track: Track,
+    d: Option<&Deployment>,
+    deployment: String,
+    (model, engine_image): (String, Option<String>),
+) -> TrackFacts {
+    let spec = d.and_then(|d| d.spec.as_ref());
+    let st = d.and_then(|d| d.status.as_ref());
+    TrackFacts {
+        track: track.as_str().to_owned(),
+        deployment,
+        model,
+        engine_image,
+        ready: st.and_then(|s| s.ready_replicas).unwrap_or(0),
+        desired: spec.and_then(|s| s.replicas).unwrap_or(0),
+        updated: st.and_then(|s| s.updated_replicas).unwrap_or(0),
+        exists: d.is_some(),
+    }
+}
+
+/// The primary track, and the canary's when it exists or is asked for:
+/// what each runs is the rollout's stable and target versions, else the
+/// spec's.
+fn deployment_tracks(
+    svc: &InferenceService,
+    observed: &Observed,
+    rollout_status: Option<&RolloutStatus>,
+) -> Vec<TrackFacts> {
+    let engine_image = svc.spec.engine.as_ref().and_then(|e| e.image.clone());
+    let version =
+        |v: Option<&VersionRef>| v.map(|v| (v.model.r#ref.clone(), v.engine_image.clone()));
+    let primary_version = version(rollout_status.and_then(|r| r.stable.as_ref()))
+        .unwrap_or_else(|| (svc.spec.model.r#ref.clone(), engine_image.clone()));
+    let canary_version = version(rollout_status.and_then(|r| r.target.as_ref())).or_else(|| {
+        svc.spec.canary.as_ref().map(|c| {
+            (
+                c.model.r#ref.clone(),
+                c.engine_image.clone().or_else(|| engine_image.clone()),
+            )
+        })
+    });
+    let mut tracks = vec![track_facts(
+        Track::Primary,
+        observed.primary.as_ref(),
+        engine::primary_name(svc),
+        primary_version,
+    )];
+    if let Some(version) = canary_version
+        && (observed.canary.is_some() || svc.spec.canary.is_some())
+    {
+        tracks.push(track_facts(
+            Track::Canary,
+            observed.canary.as_ref(),
+            engine::canary_name(svc),
+            version,
+        ));
+    }
+    tracks
+}
+
+/// The gateway, path and backends of the service's HTTPRoute.
+fn route_facts(svc: &InferenceService, r: &HTTPRoute) -> RouteFacts {
+    let parent = r.spec.parent_refs.first();
+    let rule = r.spec.rules.first();
+    RouteFacts {
+        gateway: parent
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.namespace
+                        .clone()
+                        .or_else(|| svc.metadata.namespace.clone())
+                        .unwrap_or_default(),
+                    p.name
+                )
+            })
+            .unwrap_or_default(),
+        path: rule
+            .and_then(|r| r.matches.first())
+            .and_then(|m| m.path.as_ref())
+            .and_then(|p| p.value.clone()),
+        backends: rule
+            .map(|r| {
+                r.backend_refs
+                    .iter()
+                    .map(|b| BackendWeight {
+                        name: b.name.clone(),
+                        weight: b.weight.unwrap_or(1),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The progressive rollout of a `strategy: Canary` service, at `now`.
+fn rollout_facts(
+    svc: &InferenceService,
+    rollout_status: Option<&RolloutStatus>,
+    now: Timestamp,
+) -> Option<RolloutFacts> {
+    let spec = svc
+        .spec
+        .rollout
+        .as_ref()
+        .filter(|r| r.strategy == Some(RolloutStrategy::Canary))?;
+    let st = rollout_status.cloned().unwrap_or_default();
+    let interval = spec
+        .interval
+        .clone()
+        .unwrap_or_else(|| engine::rollout::DEFAULT_INTERVAL.to_owned());
+    let soak_left_seconds = match (st.phase, &st.step_started_at) {
+        (RolloutPhase::Progressing, Some(started)) => {
+            engine::parse_gateway_duration(&interval).ok().map(|d| {
+                let d = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+                let elapsed = now.as_second() - started.0.as_second();
+                (d - elapsed).max(0)
+            })
+        }
+        _ => None,
+    };
+    Some(RolloutFacts {
+        phase: st.phase.as_str().to_owned(),
+        steps: spec.steps.clone(),
+        step: st.step,
+        weight: st.weight,
+        interval,
+        soak_left_seconds,
+        stable: st.stable.as_ref().map(|v| v.model.r#ref.clone()),
+        target: st.target.as_ref().map(|v| v.model.r#ref.clone()),
+        verdict: verdict(st.reason.as_deref(), st.message.as_deref()),
+        failures: st.failures,
+        last_action: st.last_action.clone(),
+    })
+}
+
+/// [`RolloutFacts::verdict`]: `reason: message`, or the one that is set.
+#[must_use]
+pub fn verdict(reason: Option<&str>, message: Option<&str>) -> Option<String> {
+    match (reason, message) {
+        (Some(r), Some(m)) => Some(format!("{r}: {m}")),
+        (Some(r), None) => Some(r.to_owned()),
+        (None, Some(m)) => Some(m.to_owned()),
+        (None, None) => None,
+    }
+}
+
+/// A [`verdict`] into its reason (a word without spaces) and message; a
+/// lone word is both.
+#[must_use]
+pub fn split_verdict(verdict: &str) -> (Option<&str>, &str) {
+    match verdict.split_once(": ") {
+        Some((reason, message))
+            if !reason.is_empty() && reason.chars().all(|c| c.is_ascii_alphanumeric()) =>
+        {
+            (Some(reason), message)
+        }
+        _ if !verdict.contains(' ') => (Some(verdict), verdict),
+        _ => (None, verdict),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_splits_back_into_its_reason_and_message() {
+        let cases = [
+            (
+                Some("AnalysisFailed"),
+                Some("error rate 0.2 > 0.05: 1 of 3"),
+            ),
+            (Some("StepHeld"), Some("step 1 of 2: weight 10")),
+            (Some("Stable"), None),
+            (None, Some("the primary is being rolled")),
+        ];
+        for (reason, message) in cases {
+            let v = verdict(reason, message).expect("verdict");
+            let (r, m) = split_verdict(&v);
+            assert_eq!(r, reason, "{v}");
+            assert_eq!(m, message.or(reason).expect("one"), "{v}");
+        }
+        assert_eq!(verdict(None, None), None);
     }
 }

@@ -34,9 +34,10 @@ use super::facts::{ServiceFacts, gather};
 use super::status::steps_bar;
 use super::term::{Style, Tone};
 use super::watch::changes;
+use crate::api::rollout::RolloutPhase;
 use crate::api::v1beta1::InferenceService;
+use crate::api::vocabulary::names::ANNOTATION_ROLLOUT_ACTION as ACTION_ANNOTATION;
 use crate::engine::format_gateway_duration;
-use crate::reconcile::rollout::ACTION_ANNOTATION;
 
 /// The field manager the actions apply under.
 pub const FIELD_MANAGER: &str = "kubectl-infergate";
@@ -137,9 +138,9 @@ pub fn standing(facts: &ServiceFacts) -> Standing {
         (None, _) => true,
         (Some(_), None) => false,
     };
-    match (current, r.phase.as_str()) {
-        (true, "Stable") => Standing::Stable,
-        (true, "RolledBack") => Standing::RolledBack,
+    match (current, r.rollout_phase()) {
+        (true, Some(RolloutPhase::Stable)) => Standing::Stable,
+        (true, Some(RolloutPhase::RolledBack)) => Standing::RolledBack,
         _ => Standing::InProgress,
     }
 }
@@ -154,9 +155,10 @@ pub fn progress_line(facts: &ServiceFacts, style: Style) -> String {
             facts.namespace, facts.name
         );
     };
-    let tone = match r.phase.as_str() {
-        "Stable" => Tone::Good,
-        "RolledBack" => Tone::Bad,
+    let phase = r.rollout_phase();
+    let tone = match phase {
+        Some(RolloutPhase::Stable) => Tone::Good,
+        Some(RolloutPhase::RolledBack) => Tone::Bad,
         _ => Tone::Wait,
     };
     let mut line = format!(
@@ -165,7 +167,10 @@ pub fn progress_line(facts: &ServiceFacts, style: Style) -> String {
         steps_bar(r.step, &r.steps, &r.phase)
     );
     if let Some(w) = r.weight
-        && matches!(r.phase.as_str(), "Progressing" | "Paused")
+        && matches!(
+            phase,
+            Some(RolloutPhase::Progressing | RolloutPhase::Paused)
+        )
     {
         let _ = write!(line, "  weight {w}");
     }
@@ -177,7 +182,12 @@ pub fn progress_line(facts: &ServiceFacts, style: Style) -> String {
             format_gateway_duration(Duration::from_secs(left))
         );
     }
-    if standing(facts) == Standing::InProgress && r.phase != "Progressing" && r.phase != "Paused" {
+    if standing(facts) == Standing::InProgress
+        && !matches!(
+            phase,
+            Some(RolloutPhase::Progressing | RolloutPhase::Paused)
+        )
+    {
         let _ = write!(
             line,
             "  (waiting for the reconciler to observe generation {})",
@@ -209,21 +219,24 @@ pub fn report(facts: &ServiceFacts, style: Style) -> String {
             version(r.target.as_ref()),
             style.paint(Tone::Bad, "rolled back")
         ),
-        Standing::InProgress => match (r.phase.as_str(), r.step) {
-            ("Progressing" | "Paused", Some(step)) => format!(
-                "{who}: {} {} (stable {}), {}",
-                version(r.target.as_ref()),
-                if r.phase == "Paused" {
-                    "paused"
-                } else {
-                    "rolling out"
-                },
-                version(r.stable.as_ref()),
-                match usize::try_from(step) {
-                    Ok(i) if i < r.steps.len() => format!("step {} of {}", i + 1, r.steps.len()),
-                    _ => "promoting".to_owned(),
-                }
-            ),
+        Standing::InProgress => match (r.rollout_phase(), r.step) {
+            (Some(phase @ (RolloutPhase::Progressing | RolloutPhase::Paused)), Some(step)) => {
+                format!(
+                    "{who}: {} {} (stable {}), {}",
+                    version(r.target.as_ref()),
+                    if phase == RolloutPhase::Paused {
+                        "paused"
+                    } else {
+                        "rolling out"
+                    },
+                    version(r.stable.as_ref()),
+                    match usize::try_from(step) {
+                        Ok(i) if i < r.steps.len() =>
+                            format!("step {} of {}", i + 1, r.steps.len()),
+                        _ => "promoting".to_owned(),
+                    }
+                )
+            }
             _ => format!(
                 "{who}: waiting for the reconciler to observe generation {}",
                 facts.generation.unwrap_or_default()

@@ -12,6 +12,7 @@ use super::facts::{ServiceFacts, gather};
 use super::term::Output;
 use super::term::{Style, Tone, tone_of};
 use super::watch::changes;
+use crate::api::rollout::RolloutPhase;
 use crate::engine::format_gateway_duration;
 
 /// `status` options.
@@ -162,13 +163,16 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
 /// models, the gate's verdict and the last action (none without a rollout).
 fn rollout_lines(out: &mut String, f: &ServiceFacts, style: Style) {
     if let Some(r) = &f.rollout {
-        let tone = match r.phase.as_str() {
-            "Stable" => Tone::Good,
-            "RolledBack" => Tone::Bad,
+        let phase = r.rollout_phase();
+        let tone = match phase {
+            Some(RolloutPhase::Stable) => Tone::Good,
+            Some(RolloutPhase::RolledBack) => Tone::Bad,
             _ => Tone::Wait,
         };
         let mut line = format!("Rollout     {}", style.paint(tone, &r.phase));
-        if let (Some(step), "Progressing" | "Paused") = (r.step, r.phase.as_str()) {
+        if let (Some(step), Some(RolloutPhase::Progressing | RolloutPhase::Paused)) =
+            (r.step, phase)
+        {
             let _ = write!(
                 line,
                 ", step {} of {}, weight {}",
@@ -192,7 +196,7 @@ fn rollout_lines(out: &mut String, f: &ServiceFacts, style: Style) {
         if let (Some(stable), target) = (&r.stable, &r.target) {
             let _ = write!(out, "            stable {stable}");
             if let Some(t) = target
-                && r.phase != "Stable"
+                && phase != Some(RolloutPhase::Stable)
             {
                 let _ = write!(out, ", target {t}");
             }
@@ -277,6 +281,7 @@ fn resource_lines(out: &mut String, f: &ServiceFacts, style: Style) {
 /// (100 is the promotion).
 #[must_use]
 pub fn steps_bar(step: Option<i32>, steps: &[i32], phase: &str) -> String {
+    let phase = phase.parse::<RolloutPhase>().ok();
     let current = step.and_then(|s| usize::try_from(s).ok());
     let mut all: Vec<i32> = steps.to_vec();
     all.push(100);
@@ -284,8 +289,8 @@ pub fn steps_bar(step: Option<i32>, steps: &[i32], phase: &str) -> String {
         .enumerate()
         .map(|(i, w)| {
             let mark = match (phase, current) {
-                ("Stable", _) => "x",
-                ("RolledBack", _) => " ",
+                (Some(RolloutPhase::Stable), _) => "x",
+                (Some(RolloutPhase::RolledBack), _) => " ",
                 (_, Some(c)) if i < c => "x",
                 (_, Some(c)) if i == c => ">",
                 _ => " ",

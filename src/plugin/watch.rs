@@ -8,9 +8,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use super::client::Target;
+use crate::api::upstream::gateway_api::HTTPRoute;
 use crate::api::v1beta1::InferenceService;
-use crate::reconcile::children::LABEL_SERVICE;
-use crate::reconcile::children::httproute::HTTPRoute;
+use crate::api::vocabulary::names::LABEL_SERVICE;
 
 /// One item per change (and one for each watch's initial list); an error
 /// ends nothing: the watches retry with backoff (a kind that is not

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::api::v1beta1::InferenceService;
+use crate::api::vocabulary::{CondStatus, ConditionType, Reason};
 use crate::engine::capacity::budget::{Budget, Overrun, budget_of, overruns};
 use crate::engine::capacity::charge::{Charge, charge_of};
 use crate::engine::{self, Context, ServerDefaults};
@@ -71,9 +72,9 @@ pub fn tap_deletions(
 fn marked_over_budget(svc: &InferenceService) -> bool {
     svc.status.as_ref().is_some_and(|st| {
         st.conditions.iter().any(|c| {
-            c.type_ == super::status::POLICY_COMPLIANT
-                && c.status == "False"
-                && c.reason == "OverBudget"
+            c.type_ == ConditionType::PolicyCompliant
+                && c.status == CondStatus::False
+                && c.reason == Reason::OverBudget
         })
     })
 }

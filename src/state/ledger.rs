@@ -31,11 +31,11 @@ use crate::metrics::Metrics;
 use self::book::Book;
 
 /// The label every ledger carries (value [`LEDGER_LABEL_VALUE`]).
-pub const LEDGER_LABEL: &str = "infergate.dev/ledger";
+pub use crate::api::vocabulary::names::LABEL_LEDGER as LEDGER_LABEL;
 /// The value of [`LEDGER_LABEL`].
 pub const LEDGER_LABEL_VALUE: &str = "budget";
 /// The label naming the namespace a ledger counts.
-pub const NAMESPACE_LABEL: &str = "infergate.dev/namespace";
+pub use crate::api::vocabulary::names::LABEL_NAMESPACE as NAMESPACE_LABEL;
 /// How long one admission may spend charging the ledger at most, waits
 /// for this process's other writes included (the caller may give less:
 /// what is left of the webhook's 5 s timeout after the access reviews).

@@ -1,5 +1,5 @@
 use super::*;
-use crate::plugin::facts::{RolloutFacts, TrackFacts};
+use crate::plugin::facts::{ConditionFacts, RolloutFacts, ServiceFacts, TrackFacts};
 
 fn cond(type_: &str, status: &str, reason: &str, message: &str) -> ConditionFacts {
     ConditionFacts {

@@ -35,12 +35,11 @@ use crate::reconcile::status::{
     short_digest,
 };
 
-/// The annotation that asks for a fetch of the graph, at most once per
-/// value ever (the values acted on are kept in `status.graph.refreshesSeen`;
-/// infergate never removes it). The fetch happens once the service's last
-/// fetch ended a refresh interval (30 s) ago and no backoff holds it; a
-/// value that came sooner is acted on then.
-pub const REFRESH_ANNOTATION: &str = "infergate.dev/graph-refresh";
+/// The annotation that asks for a fetch of the graph (infergate never
+/// removes it). The fetch happens once the service's last fetch ended a
+/// refresh interval (30 s) ago and no backoff holds it; a value that came
+/// sooner is acted on then.
+pub use crate::api::vocabulary::names::ANNOTATION_GRAPH_REFRESH as REFRESH_ANNOTATION;
 /// Come back this often while KubeRay has not made the serve Service the
 /// route names.
 pub const SERVE_SERVICE_RECHECK: Duration = Duration::from_secs(10);
@@ -190,7 +189,7 @@ async fn deferred(
     fetcher: &GraphFetcher,
     e: GraphError,
 ) -> Result<Action, Error> {
-    debug!(reason = e.reason(), error = %e, "graph fetch deferred");
+    debug!(reason = e.reason().as_str(), error = %e, "graph fetch deferred");
     let wait = match &e {
         GraphError::BackingOff { retry_in } => *retry_in,
         GraphError::Queued { waited, .. } => {
@@ -222,7 +221,7 @@ async fn graph_failed(
     refresh: Refresh<'_>,
     e: RayServiceError,
 ) -> Result<Action, Error> {
-    debug!(reason = e.reason(), error = %e, "graph not resolved; RayService left as it is");
+    debug!(reason = e.reason().as_str(), error = %e, "graph not resolved; RayService left as it is");
     // A due refresh is answered by this failure; one that is not
     // due yet waits for its turn.
     let due = refresh.due();

@@ -38,12 +38,9 @@ use crate::engine::builtin::{
 };
 use crate::engine::names::epp_name;
 
-/// `infergate.dev/component: endpoint-picker` on the picker's pods.
-pub const LABEL_COMPONENT: &str = "infergate.dev/component";
+pub use crate::api::vocabulary::names::{ANNOTATION_CONFIG_HASH, LABEL_COMPONENT, LABEL_POOL};
 /// The component label's value.
 pub const COMPONENT: &str = "endpoint-picker";
-/// `infergate.dev/pool: <pool>` on the picker's pods (one picker per pool).
-pub const LABEL_POOL: &str = "infergate.dev/pool";
 /// The picker's gRPC health port.
 pub const HEALTH_PORT: i32 = 9003;
 /// The picker's metrics port.
@@ -52,8 +49,6 @@ pub const METRICS_PORT: i32 = 9090;
 pub const CONFIG_KEY: &str = "config.yaml";
 /// Where the configuration is mounted.
 pub const CONFIG_DIR: &str = "/config";
-/// The pod template's digest of the picker's configuration.
-pub const ANNOTATION_CONFIG_HASH: &str = "infergate.dev/config-hash";
 
 /// Every object of one pool's endpoint picker.
 #[derive(Clone, Debug, PartialEq)]

@@ -15,35 +15,10 @@ use crate::engine;
 pub const LABEL_NAME: &str = "app.kubernetes.io/name";
 /// `app.kubernetes.io/managed-by: infergate` on every child.
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-/// `infergate.dev/service: S` on every child.
-pub const LABEL_SERVICE: &str = "infergate.dev/service";
-/// `infergate.dev/track: primary|canary` on every child.
-pub const LABEL_TRACK: &str = "infergate.dev/track";
-/// Annotation on every child: a digest of the object infergate last applied
-/// (the desired object without this annotation). A child whose digest
-/// matches what the service wants now is not written again.
-pub const ANNOTATION_APPLIED: &str = "infergate.dev/applied-digest";
-/// Pod label recording `spec.resources.gpuMemory` (sanitised) for scheduling policies.
-pub const LABEL_GPU_MEMORY: &str = "infergate.dev/gpu-memory";
-/// Which track a child belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Track {
-    /// The primary model.
-    Primary,
-    /// The canary model.
-    Canary,
-}
-
-impl Track {
-    /// The `infergate.dev/track` label value.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Primary => "primary",
-            Self::Canary => "canary",
-        }
-    }
-}
+pub use crate::api::vocabulary::Track;
+pub use crate::api::vocabulary::names::{
+    ANNOTATION_APPLIED, LABEL_GPU_MEMORY, LABEL_SERVICE, LABEL_TRACK,
+};
 
 /// The name of a track's Deployment and Service.
 #[must_use]

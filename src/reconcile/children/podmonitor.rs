@@ -1,17 +1,10 @@
 //! The Prometheus Operator PodMonitor (`monitoring.coreos.com/v1`) that
-//! scrapes a service's engine metrics, and the few PodMonitor types
-//! infergate sets.
-//!
-//! Only the fields infergate writes are modelled; the end-to-end tests
-//! install the published PodMonitor CRD, and `tests/suite/upstream_schema.rs`
-//! checks every field written here against it.
+//! scrapes a service's engine metrics; its wire types are the API's
+//! ([`crate::api::upstream::prometheus_operator`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::CustomResource;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use super::deployment::engine_port;
 use super::error::BuildError;
@@ -22,48 +15,9 @@ use crate::engine::builtin::{DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH};
 use crate::engine::duration::canonical_gateway_duration;
 use kube::ResourceExt;
 
-/// The API version the reconciler writes.
-pub const API_VERSION: &str = "monitoring.coreos.com/v1";
-/// The resource name discovery lists for PodMonitor.
-pub const PLURAL: &str = "podmonitors";
-
-/// Desired state of a PodMonitor.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "monitoring.coreos.com",
-    version = "v1",
-    kind = "PodMonitor",
-    plural = "podmonitors",
-    namespaced,
-    derive = "PartialEq",
-    derive = "Default"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct PodMonitorSpec {
-    /// The pods scraped (in the PodMonitor's own namespace).
-    pub selector: LabelSelector,
-    /// Pod labels copied onto every scraped series.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pod_target_labels: Vec<String>,
-    /// How each pod is scraped.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pod_metrics_endpoints: Vec<PodMetricsEndpoint>,
-}
-
-/// One scrape endpoint of the selected pods.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PodMetricsEndpoint {
-    /// The container port number serving the metrics.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port_number: Option<i32>,
-    /// The HTTP path of the metrics.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// The scrape interval (a Prometheus duration).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval: Option<String>,
-}
+pub use crate::api::upstream::prometheus_operator::{
+    API_VERSION, PLURAL, PodMetricsEndpoint, PodMonitor, PodMonitorSpec,
+};
 
 /// PodMonitor `S`: the engine pods of both tracks (selected by the service
 /// and track labels, so an endpoint picker's pods, which carry no track,

@@ -9,63 +9,11 @@
 //! whole RayCluster, only a JSON Patch that tests the group's name at the
 //! index it changes.
 
-use kube::CustomResource;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 use super::rayservice::{RayService, WORKER_GROUP, WorkerGroupSpec};
 
-/// The parts of a KubeRay RayCluster that scaling reads.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "ray.io",
-    version = "v1",
-    kind = "RayCluster",
-    plural = "rayclusters",
-    namespaced,
-    status = "RayClusterStatus",
-    derive = "PartialEq",
-    derive = "Default"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct RayClusterWorkers {
-    /// The worker groups (only name and replica counts are read).
-    #[serde(default)]
-    pub worker_group_specs: Vec<GroupScale>,
-}
-
-/// A worker group's name and replica counts.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GroupScale {
-    /// `groupName`.
-    #[serde(default)]
-    pub group_name: String,
-    /// `replicas`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// `minReplicas`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_replicas: Option<i32>,
-    /// `maxReplicas`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_replicas: Option<i32>,
-}
-
-/// What KubeRay reports of a cluster's workers.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RayClusterStatus {
-    /// Workers KubeRay wants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub desired_worker_replicas: Option<i32>,
-    /// Workers whose pods are ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready_worker_replicas: Option<i32>,
-    /// Workers available (older KubeRay).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub available_worker_replicas: Option<i32>,
-}
+pub use crate::api::upstream::kuberay::{
+    GroupScale, RayCluster, RayClusterStatus, RayClusterWorkers,
+};
 
 /// The RayClusters of `rs` that scaling must reach: the active one and the
 /// pending one, as KubeRay names them in the RayService's status.

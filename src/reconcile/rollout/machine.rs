@@ -16,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::types::{Decision, Gate, Input, Note, Observed, StepClock};
 use crate::api::rollout::{OnNoData, RolloutPhase, RolloutSpec, RolloutStatus, VersionRef};
+use crate::api::vocabulary::{RolloutReason, message};
 use crate::engine::rollout::{
     DEFAULT_FAILURE_LIMIT, DEFAULT_INTERVAL, DEFAULT_MAX_RESTARTS, DEFAULT_PROGRESS_DEADLINE,
     duration_or,
@@ -26,8 +27,13 @@ use crate::reconcile::once;
 /// events come sooner).
 pub const POLL: Duration = Duration::from_secs(10);
 
-/// Reasons of a step that waits for the gate past its soak.
-const HOLDING: [&str; 2] = ["AnalysisNoData", "NoPrometheusAddress"];
+/// The reason of a step that waits for the gate past its soak, if it is one.
+fn holding(st: &RolloutStatus) -> Option<RolloutReason> {
+    st.reason
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .filter(|r: &RolloutReason| r.holds_past_soak())
+}
 /// The shortest requeue while a rollout progresses.
 const MIN_REQUEUE: Duration = Duration::from_millis(100);
 
@@ -123,7 +129,7 @@ fn first_version(st: RolloutStatus, desired: &VersionRef) -> Decision {
         stable: Some(desired.clone()),
         last_action: st.last_action,
         actions_seen: st.actions_seen,
-        reason: Some("Stable".into()),
+        reason: Some(RolloutReason::Stable.into()),
         message: Some(format!("{} is stable", desired.model.r#ref)),
         ..RolloutStatus::default()
     };
@@ -151,7 +157,7 @@ fn follow_spec(
         RolloutPhase::Stable | RolloutPhase::RolledBack => {
             if desired == stable {
                 if st.phase == RolloutPhase::RolledBack || st.target.is_some() {
-                    end_stable(st, "Stable", format!("{} is stable", stable.model.r#ref));
+                    end_stable(st, RolloutReason::Stable, format!("{} is stable", stable.model.r#ref));
                 }
             } else if st.phase == RolloutPhase::RolledBack && st.target.as_ref() == Some(desired) {
                 // Nothing is retried until the spec changes.
@@ -159,7 +165,7 @@ fn follow_spec(
                 start(st, desired, now);
                 notes.push(note(
                     false,
-                    "RolloutStarted",
+                    RolloutReason::RolloutStarted,
                     format!(
                         "rolling out {} (stable: {}) in steps {:?}",
                         desired.model.r#ref, stable.model.r#ref, plan.steps
@@ -171,19 +177,19 @@ fn follow_spec(
             if desired == stable {
                 end_stable(
                     st,
-                    "Reverted",
+                    RolloutReason::Reverted,
                     format!("the spec is back at the stable {}", stable.model.r#ref),
                 );
                 notes.push(note(
                     false,
-                    "RolloutReverted",
+                    RolloutReason::RolloutReverted,
                     "the spec was reverted to the stable version; the canary is removed".into(),
                 ));
             } else if st.target.as_ref() != Some(desired) {
                 start(st, desired, now);
                 notes.push(note(
                     false,
-                    "RolloutRestarted",
+                    RolloutReason::RolloutRestarted,
                     format!(
                         "a new version {} restarts the rollout from the first step",
                         desired.model.r#ref
@@ -206,7 +212,7 @@ fn start(st: &mut RolloutStatus, target: &VersionRef, now: Timestamp) {
     st.progress_started_at = Some(Time(now));
     st.target = Some(target.clone());
     st.failures = Some(0);
-    st.reason = Some("WaitingForCanary".into());
+    st.reason = Some(RolloutReason::WaitingForCanary.into());
     st.message = Some(format!(
         "waiting for the canary running {} to be ready",
         target.model.r#ref
@@ -214,7 +220,7 @@ fn start(st: &mut RolloutStatus, target: &VersionRef, now: Timestamp) {
 }
 
 /// The rollout ends with the stable version serving alone.
-fn end_stable(st: &mut RolloutStatus, reason: &str, message: String) {
+fn end_stable(st: &mut RolloutStatus, reason: RolloutReason, message: String) {
     st.phase = RolloutPhase::Stable;
     st.step = None;
     st.weight = None;
@@ -241,10 +247,10 @@ fn promoting(plan: &RolloutSpec, st: &RolloutStatus) -> bool {
 fn promote(desired: &VersionRef, st: &mut RolloutStatus, notes: &mut Vec<Note>) {
     let target = st.target.clone().unwrap_or_else(|| desired.clone());
     st.stable = Some(target.clone());
-    end_stable(st, "Promoted", format!("{} is stable", target.model.r#ref));
+    end_stable(st, RolloutReason::Promoted, format!("{} is stable", target.model.r#ref));
     notes.push(note(
         false,
-        "RolloutPromoted",
+        RolloutReason::RolloutPromoted,
         format!("{} is now stable", target.model.r#ref),
     ));
 }
@@ -319,7 +325,7 @@ fn next_look(plan: &RolloutSpec, st: &RolloutStatus, input: &Input<'_>) -> Durat
     let query_left = clock.queried.map_or(Duration::ZERO, |q| {
         interval.saturating_sub(elapsed(now, Some(q)))
     });
-    if HOLDING.contains(&st.reason.as_deref().unwrap_or_default()) {
+    if holding(st).is_some() {
         let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
         let deadline_left = deadline.saturating_sub(elapsed(now, start));
         return query_left.min(deadline_left);
@@ -346,7 +352,7 @@ fn clock_for(st: &RolloutStatus, input: &Input<'_>) -> StepClock {
 }
 
 /// An event the decision calls for.
-fn note(warning: bool, reason: &'static str, message: String) -> Note {
+fn note(warning: bool, reason: RolloutReason, message: String) -> Note {
     Note {
         warning,
         reason,
@@ -356,7 +362,7 @@ fn note(warning: bool, reason: &'static str, message: String) -> Note {
 
 /// The rollout fails: no canary weight, the canary goes, nothing retried
 /// until the spec changes.
-fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why: String) {
+fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: RolloutReason, why: String) {
     st.phase = RolloutPhase::RolledBack;
     st.step = None;
     st.weight = Some(0);
@@ -366,7 +372,7 @@ fn fail(st: &mut RolloutStatus, notes: &mut Vec<Note>, reason: &'static str, why
     st.message = Some(format!("rolled back: {why}"));
     notes.push(note(
         true,
-        "RolledBack",
+        RolloutReason::RolledBack,
         format!("rollout rolled back ({reason}): {why}"),
     ));
 }
@@ -391,7 +397,7 @@ fn advance(
     let step = st.step.and_then(|s| usize::try_from(s).ok()).unwrap_or(0);
     fail_on_restarts(plan, &input.observed, st, notes)?;
     if step >= plan.steps.len() {
-        st.reason = Some("Promoting".into());
+        st.reason = Some(RolloutReason::Promoting.into());
         st.message =
             Some("the primary is being rolled to the target; the canary keeps its weight".into());
         return ControlFlow::Break(());
@@ -402,7 +408,7 @@ fn advance(
     let start = soak_start(st, &clock_for(st, input));
     let interval = duration_or(plan.interval.as_deref(), DEFAULT_INTERVAL);
     if elapsed(now, start) < interval {
-        st.reason = Some("StepHeld".into());
+        st.reason = Some(RolloutReason::StepHeld.into());
         return ControlFlow::Break(());
     }
     if !ask_gate(plan, input, start, want, st, notes)? {
@@ -428,18 +434,18 @@ fn act_on(
             fail(
                 st,
                 notes,
-                "Aborted",
+                RolloutReason::Aborted,
                 "aborted by the rollout-action annotation".into(),
             );
             return ControlFlow::Break(());
         }
         Some("pause") if st.phase == RolloutPhase::Progressing => {
             st.phase = RolloutPhase::Paused;
-            st.reason = Some("Paused".into());
+            st.reason = Some(RolloutReason::Paused.into());
             st.message = Some(format!("paused at weight {}", st.weight.unwrap_or(0)));
             notes.push(note(
                 false,
-                "RolloutPaused",
+                RolloutReason::RolloutPaused,
                 format!("paused at weight {}", st.weight.unwrap_or(0)),
             ));
             return ControlFlow::Break(());
@@ -451,7 +457,7 @@ fn act_on(
             }
             notes.push(note(
                 false,
-                "RolloutResumed",
+                RolloutReason::RolloutResumed,
                 "resumed: the current step's soak starts again".into(),
             ));
         }
@@ -460,14 +466,14 @@ fn act_on(
             st.step = Some(i32::try_from(plan.steps.len()).unwrap_or(i32::MAX));
             notes.push(note(
                 false,
-                "RolloutPromoting",
+                RolloutReason::RolloutPromoting,
                 "promoted by the rollout-action annotation: the primary is rolled to the target"
                     .into(),
             ));
         }
         Some(other) => notes.push(note(
             true,
-            "RolloutActionIgnored",
+            RolloutReason::RolloutActionIgnored,
             format!(
                 "rollout action {other:?} does nothing now (phase {:?})",
                 st.phase
@@ -491,7 +497,7 @@ fn fail_on_restarts(
         fail(
             st,
             notes,
-            "CanaryRestarts",
+            RolloutReason::CanaryRestarts,
             format!(
                 "the canary's containers restarted {} times (maxRestarts {max_restarts})",
                 observed.canary_restarts
@@ -518,7 +524,7 @@ fn wait_for_canary(
         return ControlFlow::Continue(());
     }
     let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
-    if st.reason.as_deref() != Some("WaitingForCanary") {
+    if st.reason.as_deref() != Some(RolloutReason::WaitingForCanary.as_str()) {
         // It stopped being ready: the deadline runs again from now.
         st.progress_started_at = Some(Time(now));
     }
@@ -526,7 +532,7 @@ fn wait_for_canary(
         fail(
             st,
             notes,
-            "ProgressDeadlineExceeded",
+            RolloutReason::ProgressDeadlineExceeded,
             format!(
                 "the canary was not fully ready within {}",
                 crate::engine::duration::format_gateway_duration(deadline)
@@ -534,7 +540,7 @@ fn wait_for_canary(
         );
         return ControlFlow::Break(());
     }
-    st.reason = Some("WaitingForCanary".into());
+    st.reason = Some(RolloutReason::WaitingForCanary.into());
     st.message = Some(format!(
         "waiting for the canary to be ready ({} of {})",
         observed.canary.map_or(0, |c| c.ready),
@@ -558,7 +564,7 @@ fn enter_step(
     }
     st.weight = Some(want);
     st.step_started_at = Some(Time(now));
-    st.reason = Some("StepHeld".into());
+    st.reason = Some(RolloutReason::StepHeld.into());
     st.message = Some(format!(
         "step {} of {}: weight {want}",
         step + 1,
@@ -566,7 +572,7 @@ fn enter_step(
     ));
     notes.push(note(
         false,
-        "RolloutStep",
+        RolloutReason::RolloutStep,
         format!("weight {want} (step {} of {})", step + 1, plan.steps.len()),
     ));
     ControlFlow::Break(())
@@ -585,7 +591,7 @@ fn ask_gate(
 ) -> ControlFlow<(), bool> {
     let (gate, now) = (input.gate.as_ref(), input.now);
     let deadline = duration_or(plan.progress_deadline.as_deref(), DEFAULT_PROGRESS_DEADLINE);
-    let mut hold = |st: &mut RolloutStatus, reason: &'static str, why: String| {
+    let mut hold = |st: &mut RolloutStatus, reason: RolloutReason, why: String| {
         let shown = crate::engine::duration::format_gateway_duration(deadline);
         if elapsed(now, start) >= deadline {
             fail(
@@ -596,9 +602,7 @@ fn ask_gate(
             );
         } else {
             st.reason = Some(reason.into());
-            st.message = Some(format!(
-                "{why}; holding at weight {want} (at most {shown} after the step started)"
-            ));
+            st.message = Some(message::Hold::format(&why, want, &shown));
         }
         ControlFlow::Break(())
     };
@@ -607,11 +611,11 @@ fn ask_gate(
         (None, _) => true,
         (Some(_), None) => {
             // Not asked this time: a hold still ends at its deadline.
-            if let Some(reason) = HOLDING.iter().find(|r| st.reason.as_deref() == Some(**r)) {
+            if let Some(reason) = holding(st) {
                 let why = st
                     .message
                     .as_deref()
-                    .and_then(|m| m.split("; holding").next())
+                    .map(message::Hold::why)
                     .unwrap_or("the gate held")
                     .to_owned();
                 return hold(st, reason, why);
@@ -620,14 +624,14 @@ fn ask_gate(
         }
         (Some(_), Some(Gate::Pass)) => true,
         (Some(_), Some(Gate::NoAddress(why))) => {
-            return hold(st, "NoPrometheusAddress", why.clone());
+            return hold(st, RolloutReason::NoPrometheusAddress, why.clone());
         }
         (Some(p), Some(Gate::NoData)) => match p.on_no_data.unwrap_or_default() {
             OnNoData::Pass => true,
             OnNoData::Hold => {
                 return hold(
                     st,
-                    "AnalysisNoData",
+                    RolloutReason::AnalysisNoData,
                     "the analysis query returned no sample".into(),
                 );
             }
@@ -661,19 +665,19 @@ fn count_failure(
         fail(
             st,
             notes,
-            "AnalysisFailed",
+            RolloutReason::AnalysisFailed,
             format!("{why} ({failures} of {limit} failed evaluations)"),
         );
     } else {
         // Held: the soak (and the next evaluation) starts again.
         st.step_started_at = Some(Time(input.now));
-        st.reason = Some("AnalysisFailed".into());
+        st.reason = Some(RolloutReason::AnalysisFailed.into());
         st.message = Some(format!(
             "{why} ({failures} of {limit}); holding at weight {want}"
         ));
         notes.push(note(
             true,
-            "AnalysisFailed",
+            RolloutReason::AnalysisFailed,
             format!("{why} ({failures} of {limit})"),
         ));
     }
@@ -695,7 +699,7 @@ fn next_step(
         let w = plan.steps[next];
         st.weight = Some(w);
         st.step_started_at = Some(Time(now));
-        st.reason = Some("StepHeld".into());
+        st.reason = Some(RolloutReason::StepHeld.into());
         st.message = Some(format!(
             "step {} of {}: weight {w}",
             next + 1,
@@ -703,15 +707,15 @@ fn next_step(
         ));
         notes.push(note(
             false,
-            "RolloutStep",
+            RolloutReason::RolloutStep,
             format!("weight {w} (step {} of {})", next + 1, plan.steps.len()),
         ));
     } else {
-        st.reason = Some("Promoting".into());
+        st.reason = Some(RolloutReason::Promoting.into());
         st.message = Some("the last step passed: the primary is being rolled to the target".into());
         notes.push(note(
             false,
-            "RolloutPromoting",
+            RolloutReason::RolloutPromoting,
             "the last step passed: rolling the primary to the target".into(),
         ));
     }

@@ -8,9 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::rollout::{RolloutSpec, RolloutStatus, VersionRef};
 
-/// The annotation whose value `VERB/TOKEN` acts at most once per value,
-/// ever (the values acted on are kept in `status.rollout.actionsSeen`).
-pub const ACTION_ANNOTATION: &str = "infergate.dev/rollout-action";
+pub use crate::api::vocabulary::names::ANNOTATION_ROLLOUT_ACTION as ACTION_ANNOTATION;
 
 /// A track's readiness, as its Deployment reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,7 +68,7 @@ pub struct Note {
     /// A Warning (failure) rather than a Normal event.
     pub warning: bool,
     /// The event's reason.
-    pub reason: &'static str,
+    pub reason: crate::api::vocabulary::RolloutReason,
     /// The event's message.
     pub message: String,
 }

@@ -1,5 +1,5 @@
-//! One condition to set, infergate's condition types, and setting and
-//! finding a condition in a status.
+//! One condition to set, and setting and finding a condition in a status
+//! (the condition types and statuses are the API's).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -7,51 +7,24 @@ use k8s_openapi::jiff::Timestamp;
 use super::reason::Reason;
 use crate::api::v1beta1::InferenceServiceStatus;
 
-/// The service serves: every wanted replica of every track is ready and up to date.
-pub const READY: &str = "Ready";
-/// The desired children were applied for the current generation.
-pub const RECONCILED: &str = "Reconciled";
-/// An HTTPRoute routes traffic to the service.
-pub const ROUTING_READY: &str = "RoutingReady";
-/// The service complies with every applicable policy.
-pub const POLICY_COMPLIANT: &str = "PolicyCompliant";
-/// The serving graph was fetched, decoded and validated (`backend: RayService`).
-pub const GRAPH_READY: &str = "GraphReady";
+pub use crate::api::vocabulary::{CondStatus, ConditionType};
 
-/// A condition's `status`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CondStatus {
-    /// `True`.
-    True,
-    /// `False`.
-    False,
-    /// `Unknown`: not decided yet (a graph fetch waiting in line).
-    Unknown,
-}
-
-impl CondStatus {
-    /// `True`, `False` or `Unknown`, as the condition carries it.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::True => "True",
-            Self::False => "False",
-            Self::Unknown => "Unknown",
-        }
-    }
-}
-
-impl From<bool> for CondStatus {
-    fn from(b: bool) -> Self {
-        if b { Self::True } else { Self::False }
-    }
-}
+/// [`ConditionType::Ready`]'s word.
+pub const READY: &str = ConditionType::Ready.as_str();
+/// [`ConditionType::Reconciled`]'s word.
+pub const RECONCILED: &str = ConditionType::Reconciled.as_str();
+/// [`ConditionType::RoutingReady`]'s word.
+pub const ROUTING_READY: &str = ConditionType::RoutingReady.as_str();
+/// [`ConditionType::PolicyCompliant`]'s word.
+pub const POLICY_COMPLIANT: &str = ConditionType::PolicyCompliant.as_str();
+/// [`ConditionType::GraphReady`]'s word.
+pub const GRAPH_READY: &str = ConditionType::GraphReady.as_str();
 
 /// A condition to set (without timestamps).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cond {
     /// Condition type.
-    pub type_: &'static str,
+    pub type_: ConditionType,
     /// True, False or Unknown.
     pub status: CondStatus,
     /// Why.
@@ -62,7 +35,7 @@ pub struct Cond {
 
 impl Cond {
     pub(super) fn new(
-        type_: &'static str,
+        type_: ConditionType,
         status: impl Into<CondStatus>,
         reason: Reason,
         message: String,
@@ -96,7 +69,7 @@ pub fn set_condition(
             c.observed_generation = generation;
         }
         None => conditions.push(Condition {
-            type_: cond.type_.to_owned(),
+            type_: cond.type_.as_str().to_owned(),
             status,
             reason: cond.reason.as_str().to_owned(),
             message: cond.message,

@@ -2,11 +2,13 @@
 //! a track's pods do not start), `RoutingReady`, `GraphReady` and
 //! `PolicyCompliant`.
 
-use super::cond::{Cond, CondStatus, GRAPH_READY, POLICY_COMPLIANT, READY, RECONCILED};
+use super::cond::{Cond, CondStatus, ConditionType};
 use super::observation::{Observation, Outcome, PolicyResult};
 use super::reason::Reason;
 use super::replicas::TrackReplicas;
 use super::routing;
+use crate::api::vocabulary::GraphReason;
+use crate::api::vocabulary::message::{Replicas, TrackMessage, crash_looping};
 use crate::reconcile::children::Track;
 use crate::reconcile::pods::PodState;
 
@@ -38,28 +40,25 @@ fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Opt
         })
         .min_by_key(|(rank, _)| *rank)?
         .1;
-    let counts = format!(
-        "{}: {}/{} replicas ready",
-        track.as_str(),
-        replicas.ready,
-        replicas.desired
-    );
+    let counts = Replicas {
+        ready: replicas.ready,
+        desired: replicas.desired,
+    };
+    let blocked = |detail: String| TrackMessage::blocked(track, counts, detail);
     let (reason, message) = match state {
         PodState::Ready => return None,
         PodState::Unschedulable { message } if message.is_empty() => (
             Reason::Unschedulable,
-            format!("{counts}: the scheduler finds no node for the pods"),
+            blocked("the scheduler finds no node for the pods".to_owned()),
         ),
-        PodState::Unschedulable { message } => {
-            (Reason::Unschedulable, format!("{counts}: {message}"))
-        }
+        PodState::Unschedulable { message } => (Reason::Unschedulable, blocked(message.clone())),
         PodState::ImagePullFailed { image, message, .. } => (
             Reason::ImagePullFailed,
-            if message.is_empty() {
-                format!("{counts}: image {image:?} cannot be pulled")
+            blocked(if message.is_empty() {
+                format!("image {image:?} cannot be pulled")
             } else {
-                format!("{counts}: image {image:?} cannot be pulled: {message}")
-            },
+                format!("image {image:?} cannot be pulled: {message}")
+            }),
         ),
         PodState::CrashLooping {
             container,
@@ -67,27 +66,26 @@ fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Opt
             reason,
         } => (
             Reason::CrashLooping,
-            if reason.is_empty() {
-                format!(
-                    "{counts}: container {container:?} is crash-looping (last exit code {exit_code})"
-                )
-            } else {
-                format!(
-                    "{counts}: container {container:?} is crash-looping (last exit code {exit_code}, {reason})"
-                )
-            },
+            blocked(crash_looping(container, *exit_code, reason)),
         ),
-        PodState::Starting => (Reason::Starting, format!("{counts}; pods are starting")),
+        PodState::Starting => (
+            Reason::Starting,
+            TrackMessage::waiting(track, counts, "pods are starting"),
+        ),
         PodState::Waiting {
             container,
             reason,
             message,
         } => (
             Reason::Starting,
-            format!("{counts}; container {container:?} waits: {reason}: {message}"),
+            TrackMessage::waiting(
+                track,
+                counts,
+                format_args!("container {container:?} waits: {reason}: {message}"),
+            ),
         ),
     };
-    Some(Cond::new(READY, false, reason, message))
+    Some(Cond::new(ConditionType::Ready, false, reason, message))
 }
 
 /// The conditions an observation implies (only those it decides).
@@ -102,7 +100,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             ..
         } => {
             out.push(Cond::new(
-                RECONCILED,
+                ConditionType::Reconciled,
                 true,
                 Reason::Applied,
                 "every child is applied".to_owned(),
@@ -111,23 +109,23 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 primary.complete() && canary.as_ref().is_none_or(TrackReplicas::complete);
             let msg = replicas_message(primary, canary.as_ref());
             out.push(if complete {
-                Cond::new(READY, true, Reason::Available, msg)
+                Cond::new(ConditionType::Ready, true, Reason::Available, msg)
             } else if let Some(blocked) = blocked_ready(primary, canary.as_ref()) {
                 blocked
             } else {
-                Cond::new(READY, false, Reason::Progressing, msg)
+                Cond::new(ConditionType::Ready, false, Reason::Progressing, msg)
             });
             out.push(routing::condition(routing));
         }
         Outcome::Invalid(msg) => {
             out.push(Cond::new(
-                RECONCILED,
+                ConditionType::Reconciled,
                 false,
                 Reason::InvalidSpec,
                 msg.clone(),
             ));
             out.push(Cond::new(
-                READY,
+                ConditionType::Ready,
                 false,
                 Reason::InvalidSpec,
                 "the spec is invalid; children are left as they are".to_owned(),
@@ -136,7 +134,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         Outcome::Failed(msg) => {
             // Ready keeps what was last observed: the children may still serve.
             out.push(Cond::new(
-                RECONCILED,
+                ConditionType::Reconciled,
                 false,
                 Reason::ApplyFailed,
                 msg.clone(),
@@ -149,19 +147,19 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             ..
         } => {
             out.push(Cond::new(
-                RECONCILED,
+                ConditionType::Reconciled,
                 true,
                 Reason::Applied,
                 "the RayService is applied".to_owned(),
             ));
             out.push(Cond::new(
-                GRAPH_READY,
+                ConditionType::GraphReady,
                 true,
                 Reason::GraphResolved,
                 format!("the serving graph ({nodes} nodes) is valid and applied"),
             ));
             out.push(Cond::new(
-                READY,
+                ConditionType::Ready,
                 observed.ready,
                 rayservice_reason(&observed.reason, observed.ready),
                 observed.message.clone(),
@@ -172,12 +170,12 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             reason,
             message,
             stale,
-        } => out.extend(graph_failed(reason, message, stale.as_deref())),
+        } => out.extend(graph_failed(*reason, message, stale.as_deref())),
         Outcome::GraphQueued(message) => {
             out.push(Cond::new(
-                GRAPH_READY,
+                ConditionType::GraphReady,
                 CondStatus::Unknown,
-                Reason::Graph("FetchQueued"),
+                Reason::Graph(GraphReason::FetchQueued),
                 message.clone(),
             ));
         }
@@ -186,13 +184,13 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 "AcceleratorClass {name:?} does not exist; the children are left as they are until it does or spec.accelerator.class names another"
             );
             out.push(Cond::new(
-                RECONCILED,
+                ConditionType::Reconciled,
                 false,
                 Reason::AcceleratorClassNotFound,
                 msg.clone(),
             ));
             out.push(Cond::new(
-                READY,
+                ConditionType::Ready,
                 false,
                 Reason::AcceleratorClassNotFound,
                 msg,
@@ -200,7 +198,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         }
         Outcome::RayServiceApiMissing => {
             out.push(Cond::new(
-                RECONCILED,
+                ConditionType::Reconciled,
                 false,
                 Reason::RayServiceNotInstalled,
                 "the KubeRay RayService CRD (rayservices.ray.io/v1) is not installed: install KubeRay to run backend RayService".to_owned(),
@@ -215,24 +213,27 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
 fn policy_condition(policy: &PolicyResult) -> Cond {
     match policy {
         PolicyResult::Compliant => Cond::new(
-            POLICY_COMPLIANT,
+            ConditionType::PolicyCompliant,
             true,
             Reason::Compliant,
             "the service complies with every applicable policy".to_owned(),
         ),
         PolicyResult::Violation(msg) => Cond::new(
-            POLICY_COMPLIANT,
+            ConditionType::PolicyCompliant,
             false,
             Reason::PolicyViolation,
             format!(
                 "the service violates a policy adopted after it (left running as it is): {msg}"
             ),
         ),
-        PolicyResult::Warning(msg) => {
-            Cond::new(POLICY_COMPLIANT, false, Reason::PolicyWarning, msg.clone())
-        }
+        PolicyResult::Warning(msg) => Cond::new(
+            ConditionType::PolicyCompliant,
+            false,
+            Reason::PolicyWarning,
+            msg.clone(),
+        ),
         PolicyResult::OverBudget(msg) => Cond::new(
-            POLICY_COMPLIANT,
+            ConditionType::PolicyCompliant,
             false,
             Reason::OverBudget,
             format!(
@@ -245,26 +246,26 @@ fn policy_condition(policy: &PolicyResult) -> Cond {
 /// A graph that could not be used: `GraphReady=False` (`StaleGraph` while
 /// a last good graph keeps serving) and `Reconciled=False`; the existing
 /// RayService is untouched, so `Ready` keeps what was last observed.
-fn graph_failed(reason: &'static str, message: &str, stale: Option<&str>) -> [Cond; 2] {
+fn graph_failed(reason: GraphReason, message: &str, stale: Option<&str>) -> [Cond; 2] {
     [
         match stale {
             None => Cond::new(
-                GRAPH_READY,
+                ConditionType::GraphReady,
                 false,
                 Reason::Graph(reason),
                 message.to_owned(),
             ),
             Some(live) => Cond::new(
-                GRAPH_READY,
+                ConditionType::GraphReady,
                 false,
-                Reason::Graph("StaleGraph"),
+                Reason::Graph(GraphReason::StaleGraph),
                 format!(
                     "the last good graph ({live}) keeps serving; the latest fetch failed: {reason}: {message}"
                 ),
             ),
         },
         Cond::new(
-            RECONCILED,
+            ConditionType::Reconciled,
             false,
             Reason::Graph(reason),
             format!(
@@ -276,8 +277,8 @@ fn graph_failed(reason: &'static str, message: &str, stale: Option<&str>) -> [Co
 
 /// The static reason for what [`crate::reconcile::children::rayservice::observe`] said.
 fn rayservice_reason(reason: &str, ready: bool) -> Reason {
-    match reason {
-        "RayServicePending" => Reason::RayServicePending,
+    match reason.parse() {
+        Ok(Reason::RayServicePending) => Reason::RayServicePending,
         _ if ready => Reason::RayServiceReady,
         _ => Reason::RayServiceNotReady,
     }

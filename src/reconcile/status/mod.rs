@@ -6,10 +6,10 @@
 //!
 //! - `observation`: what a reconcile observed and did ([`Observation`],
 //!   its [`Outcome`] and [`Routing`]), a track's replicas in `replicas`;
-//! - `reason`: every [`Reason`] infergate reports, and whether a status
-//!   says it waits for an optional CRD;
-//! - `cond`: one condition ([`Cond`]), infergate's condition types, and
-//!   setting and finding a condition in a status;
+//! - `reason`: whether a status says it waits for an optional CRD (the
+//!   [`Reason`]s are the API's, `crate::api::vocabulary`);
+//! - `cond`: one condition ([`Cond`]), and setting and finding a
+//!   condition in a status;
 //! - `conditions`: the conditions an observation implies
 //!   ([`conditions_for`]), `RoutingReady`'s in `routing`;
 //! - `compute`: the new status ([`compute()`]), with `status.graph` from
@@ -26,8 +26,8 @@ mod routing;
 
 pub use compute::compute;
 pub use cond::{
-    Cond, CondStatus, GRAPH_READY, POLICY_COMPLIANT, READY, RECONCILED, ROUTING_READY, condition,
-    set_condition,
+    Cond, CondStatus, ConditionType, GRAPH_READY, POLICY_COMPLIANT, READY, RECONCILED,
+    ROUTING_READY, condition, set_condition,
 };
 pub use conditions::conditions_for;
 pub use graph::{

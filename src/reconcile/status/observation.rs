@@ -88,7 +88,7 @@ pub enum Outcome {
     /// existing RayService was left as it is.
     GraphFailed {
         /// The distinct reason of the failure.
-        reason: &'static str,
+        reason: crate::api::vocabulary::GraphReason,
         /// The message (never the token).
         message: String,
         /// The graph the RayService keeps running, in words

@@ -1,6 +1,6 @@
 //! The `RoutingReady` condition of a routing result.
 
-use super::cond::{Cond, ROUTING_READY};
+use super::cond::{Cond, ConditionType};
 use super::observation::Routing;
 use super::reason::Reason;
 
@@ -13,7 +13,7 @@ pub(super) fn condition(routing: &Routing) -> Cond {
             rejection: None,
             pools: None,
         } => Cond::new(
-            ROUTING_READY,
+            ConditionType::RoutingReady,
             true,
             Reason::RouteApplied,
             format!("HTTPRoute routes {path} through gateway {gateway}"),
@@ -27,7 +27,7 @@ pub(super) fn condition(routing: &Routing) -> Cond {
             let names = report.names.join(", ");
             if !report.complaints.is_empty() {
                 Cond::new(
-                    ROUTING_READY,
+                    ConditionType::RoutingReady,
                     false,
                     Reason::InferencePoolNotAccepted,
                     format!(
@@ -37,7 +37,7 @@ pub(super) fn condition(routing: &Routing) -> Cond {
                 )
             } else if report.reported {
                 Cond::new(
-                    ROUTING_READY,
+                    ConditionType::RoutingReady,
                     true,
                     Reason::RouteApplied,
                     format!(
@@ -46,7 +46,7 @@ pub(super) fn condition(routing: &Routing) -> Cond {
                 )
             } else {
                 Cond::new(
-                    ROUTING_READY,
+                    ConditionType::RoutingReady,
                     true,
                     Reason::RouteApplied,
                     format!(
@@ -60,19 +60,19 @@ pub(super) fn condition(routing: &Routing) -> Cond {
             rejection: Some(why),
             ..
         } => Cond::new(
-            ROUTING_READY,
+            ConditionType::RoutingReady,
             false,
             Reason::RouteNotAccepted,
             format!("gateway {gateway} did not accept the HTTPRoute: {why}"),
         ),
         Routing::NoGateway => Cond::new(
-            ROUTING_READY,
+            ConditionType::RoutingReady,
             false,
             Reason::NoGateway,
             "spec.routing.gateway is not set (no policy supplies one): no HTTPRoute is made; the Service is reachable inside the cluster".to_owned(),
         ),
         Routing::InferencePoolApiMissing => Cond::new(
-            ROUTING_READY,
+            ConditionType::RoutingReady,
             false,
             Reason::InferencePoolNotInstalled,
             format!(
@@ -81,7 +81,7 @@ pub(super) fn condition(routing: &Routing) -> Cond {
             ),
         ),
         Routing::GatewayApiMissing { gateway } => Cond::new(
-            ROUTING_READY,
+            ConditionType::RoutingReady,
             false,
             Reason::GatewayApiNotInstalled,
             format!(
@@ -93,7 +93,7 @@ pub(super) fn condition(routing: &Routing) -> Cond {
         service,
         detail,
     } => Cond::new(
-        ROUTING_READY,
+        ConditionType::RoutingReady,
         false,
         Reason::ServeServiceMissing,
         format!(

@@ -5,6 +5,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::*;
 use crate::api::v1beta1::{CanaryStatus, InferenceServiceStatus};
+use crate::api::vocabulary::GraphReason;
 use crate::reconcile::pods::PodState;
 
 fn ts(s: i64) -> Timestamp {
@@ -307,7 +308,7 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
     );
 
     let failed = ray(Outcome::GraphFailed {
-        reason: "HTTPStatus",
+        reason: GraphReason::HttpStatus,
         message: "graph server answered 401".into(),
         stale: None,
     });
@@ -328,7 +329,7 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
     );
     // A message of any size is cut to 1 KiB with what was left out.
     let huge = ray(Outcome::GraphFailed {
-        reason: "InvalidGraph",
+        reason: GraphReason::InvalidGraph,
         message: "nodes[0].name: x; ".repeat(100_000),
         stale: None,
     });
@@ -375,7 +376,7 @@ fn a_failed_refetch_keeps_the_live_graph_and_says_stale() {
     assert_eq!(g.short_digest.as_deref(), Some("0a0a0a0a0a0a"));
     assert_eq!(g.applied_at, Some(Time(ts(0))));
     let mut failed = ray(Outcome::GraphFailed {
-        reason: "Timeout",
+        reason: GraphReason::Timeout,
         message: "fetching https://graphs.example.com/rag did not complete within 10s".into(),
         stale: live_graph(Some(&before)),
     });
@@ -451,7 +452,7 @@ fn a_ray_route_waits_for_the_serve_service_then_is_ready() {
 #[test]
 fn a_long_wait_in_line_is_graph_ready_unknown_and_nothing_else_moves() {
     let failed = ray(Outcome::GraphFailed {
-        reason: "Timeout",
+        reason: GraphReason::Timeout,
         message: "fetching https://g.example/x did not complete within 10s".into(),
         stale: None,
     });

@@ -29,16 +29,18 @@ impl Writer {
             return Ok(());
         }
         for c in status::conditions_for(obs) {
-            let old = status::condition(previous, c.type_);
+            let old = status::condition(previous, c.type_.as_str());
             let status = c.status.as_str();
             if old.is_some_and(|o| o.status == status && o.reason == c.reason.as_str()) {
                 continue;
             }
             let failed = c.status == status::CondStatus::False;
-            if failed && (c.type_ == status::GRAPH_READY || c.reason.is_warning()) {
+            if failed && (c.type_ == status::ConditionType::GraphReady || c.reason.is_warning()) {
                 self.publish(svc, EventType::Warning, c.reason, c.message.clone())
                     .await;
-            } else if c.type_ == status::READY && c.status == status::CondStatus::True {
+            } else if c.type_ == status::ConditionType::Ready
+                && c.status == status::CondStatus::True
+            {
                 self.publish(svc, EventType::Normal, Reason::Ready, c.message.clone())
                     .await;
             }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 /// The pod label that marks an endpoint picker's pods.
-pub(super) const COMPONENT_LABEL: &str = "infergate.dev/component";
+pub(super) use crate::api::vocabulary::names::LABEL_COMPONENT as COMPONENT_LABEL;
 /// Its value on an endpoint picker's pods.
 pub(super) const PICKER_COMPONENT: &str = "endpoint-picker";
 

@@ -132,9 +132,9 @@ pub(super) fn read_metadata<'a>(raw: &'a str) -> Result<Metadata<'a>, Conversion
 pub(super) fn light_metadata(
     annotations: Option<&RawMap<'_>>,
 ) -> Result<ObjectMeta, ConversionError> {
-    /// Stands for every other annotation: the typed conversion only asks
-    /// whether there are any.
-    const OTHERS: &str = "infergate.dev/other-annotations";
+    // Stands for every other annotation: the typed conversion only asks
+    // whether there are any.
+    use crate::api::vocabulary::names::ANNOTATION_OTHERS as OTHERS;
     let Some(annotations) = annotations else {
         return Ok(ObjectMeta::default());
     };

@@ -31,7 +31,7 @@ use super::certs::{self, BACKDATE, CertError, PemPair};
 
 /// The Secret's annotation naming the trust bundle the lease holder wrote
 /// into every `caBundle` ([`bundle_id`]).
-pub const INJECTED_ANNOTATION: &str = "infergate.dev/ca-bundle-injected";
+pub use crate::api::vocabulary::names::ANNOTATION_CA_BUNDLE_INJECTED as INJECTED_ANNOTATION;
 
 /// Data keys of the Secret.
 pub mod keys {

@@ -10,10 +10,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use super::types::{
+use crate::api::upstream::kuberay::{
     HeadGroupSpec, RayClusterSpec, RayService, RayServiceSpec, SERVE_PORT, WorkerGroupSpec,
 };
 use crate::api::v1beta1::InferenceService;
+use crate::api::vocabulary::GraphReason;
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
 use crate::engine;
 use crate::graph::GraphError;
@@ -65,10 +66,10 @@ pub enum RayServiceError {
 impl RayServiceError {
     /// The condition reason.
     #[must_use]
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> GraphReason {
         match self {
             Self::Graph(e) => e.reason(),
-            Self::Build(_) => "BuildFailed",
+            Self::Build(_) => GraphReason::BuildFailed,
         }
     }
 }

@@ -2,13 +2,14 @@
 
 use kube::ResourceExt;
 
-use super::types::RayService;
+use crate::api::upstream::kuberay::RayService;
+use crate::api::vocabulary::Reason;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
     /// The applications serve traffic.
     pub ready: bool,
-    /// CamelCase reason.
+    /// CamelCase reason (a [`Reason`]).
     pub reason: String,
     /// Human-readable detail.
     pub message: String,
@@ -23,7 +24,7 @@ pub fn observe(rs: &RayService) -> Observed {
     let Some(status) = rs.status.as_ref() else {
         return Observed {
             ready: false,
-            reason: "RayServicePending".to_owned(),
+            reason: Reason::RayServicePending.as_str().to_owned(),
             message: format!("RayService {name} has no status yet"),
         };
     };
@@ -51,9 +52,9 @@ pub fn observe(rs: &RayService) -> Observed {
         return Observed {
             ready,
             reason: if ready {
-                "RayServiceReady".to_owned()
+                Reason::RayServiceReady.as_str().to_owned()
             } else {
-                "RayServiceNotReady".to_owned()
+                Reason::RayServiceNotReady.as_str().to_owned()
             },
             message: match (&failing, ready) {
                 (Some(f), false) => format!("RayService {name}: {f}"),
@@ -66,9 +67,9 @@ pub fn observe(rs: &RayService) -> Observed {
     Observed {
         ready: running,
         reason: if running {
-            "RayServiceReady".to_owned()
+            Reason::RayServiceReady.as_str().to_owned()
         } else {
-            "RayServiceNotReady".to_owned()
+            Reason::RayServiceNotReady.as_str().to_owned()
         },
         message: match failing {
             Some(f) => format!("RayService {name}: {f}"),

@@ -1,5 +1,11 @@
-//! The KubeRay `ray.io/v1` RayService as infergate writes and reads it:
-//! only the fields it sets or reads are modelled.
+//! The KubeRay (`ray.io/v1`) RayService and RayCluster types infergate
+//! writes and reads: only the fields it sets or reads are modelled (the
+//! RayService is built in `reconcile::children::rayservice`; of a
+//! RayCluster, only what scaling reads, in `reconcile::children::raycluster`).
+//!
+//! Written here rather than taken from a KubeRay crate. The end-to-end
+//! tests install KubeRay's published CRDs (and run its operator), and
+//! `tests/suite/upstream_schema.rs` checks every field written here against them.
 
 use std::collections::BTreeMap;
 
@@ -132,6 +138,58 @@ pub struct AppStatus {
     /// Details (the Python error for a failed deployment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// The parts of a KubeRay RayCluster that scaling reads.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "ray.io",
+    version = "v1",
+    kind = "RayCluster",
+    plural = "rayclusters",
+    namespaced,
+    status = "RayClusterStatus",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RayClusterWorkers {
+    /// The worker groups (only name and replica counts are read).
+    #[serde(default)]
+    pub worker_group_specs: Vec<GroupScale>,
+}
+
+/// A worker group's name and replica counts.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupScale {
+    /// `groupName`.
+    #[serde(default)]
+    pub group_name: String,
+    /// `replicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    /// `minReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i32>,
+    /// `maxReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<i32>,
+}
+
+/// What KubeRay reports of a cluster's workers.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RayClusterStatus {
+    /// Workers KubeRay wants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_worker_replicas: Option<i32>,
+    /// Workers whose pods are ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_worker_replicas: Option<i32>,
+    /// Workers available (older KubeRay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_worker_replicas: Option<i32>,
 }
 
 fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
