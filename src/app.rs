@@ -264,7 +264,7 @@ pub async fn serve(
             metrics.clone(),
             Arc::clone(&resolver),
         )
-        .with_budget(budget)
+        .with_intake(budget)
         .with_access(crate::webhook::access::AccessReviewer::new(
             client.clone(),
             metrics.clone(),
@@ -335,7 +335,7 @@ pub async fn serve(
 /// The listener's limits (the open-files limit raised as far as it goes,
 /// `--max-connections`) and the budget of bytes in flight for the memory
 /// limit (`--memory-limit`, else the cgroup's).
-fn request_limits(args: &Options) -> (listener::Limits, limits::Budget) {
+fn request_limits(args: &Options) -> (listener::Limits, limits::Intake) {
     let limits = match listener::raise_open_files_limit() {
         Ok(open_files) => listener::Limits::webhook().within_open_files(open_files),
         Err(e) => {
@@ -348,7 +348,7 @@ fn request_limits(args: &Options) -> (listener::Limits, limits::Budget) {
         ..limits
     };
     let memory_limit = args.memory_limit.or_else(limits::cgroup_memory_limit);
-    let budget = limits::Budget::for_memory_limit(memory_limit);
+    let budget = limits::Intake::for_memory_limit(memory_limit);
     tracing::info!(
         memory_limit,
         budget_bytes = budget.total_bytes(),

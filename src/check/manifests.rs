@@ -312,12 +312,12 @@ fn default_all(
 /// as admission would in that order) and report it; the admitted ones go
 /// to `r.services`.
 fn judge_services(args: &Options, pending: Vec<Pending>, files: &Files, r: &mut Report) {
-    let mut ledger = super::budget::Ledger::default();
+    let mut tally = super::charges::Charges::default();
     for p in pending {
         let mut v = with_context(files, &p.namespace, |ctx| {
             let mut v = engine::validate_service(&p.defaulted.object, None, ctx);
             if v.allowed() {
-                let charged = ledger.charge(&p.defaulted.object, ctx);
+                let charged = tally.charge(&p.defaulted.object, ctx);
                 v.errors.extend(charged.errors);
                 v.warnings.extend(charged.warnings);
             }

@@ -1,9 +1,9 @@
 //! The offline commands: `infergate check` runs the engine over manifest
 //! files ([`manifests`]); `infergate graph` validates a serving graph and,
 //! with `--service`, checks it against a service's workers ([`graph`]);
-//! `budget` charges the services under check against their namespaces' GPU budgets.
+//! `charges` charges the services under check against their namespaces' GPU budgets.
 
-mod budget;
+mod charges;
 pub mod graph;
 pub mod manifests;
 

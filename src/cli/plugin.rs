@@ -341,7 +341,7 @@ pub fn run(cli: PluginCli) -> ExitCode {
                 .await
             }
             PluginCommand::Budget(a) => {
-                plugin::budget::run(plugin::budget::Options {
+                plugin::headroom::run(plugin::headroom::Options {
                     connection,
                     all_namespaces: a.all_namespaces,
                     output: a.output.into(),

@@ -1,4 +1,12 @@
+use clap::Parser;
+
 use super::*;
+use std::path::PathBuf;
+
+use crate::app;
+use crate::check::{self, OutputFormat};
+use crate::telemetry::LogFormat;
+use crate::webhook::tls::certs;
 
 fn parse(args: &[&str]) -> Command {
     Cli::try_parse_from(std::iter::once("infergate").chain(args.iter().copied()))

@@ -7,8 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use serde::Serialize;
 
-use super::budget::{NamespaceBudget, namespace_budget};
 use super::client::{PluginError, Target};
+use super::headroom::{NamespaceBudget, namespace_budget};
 use crate::api::rollout::{RolloutPhase, RolloutStatus, RolloutStrategy, VersionRef};
 use crate::api::upstream::gateway_api::HTTPRoute;
 use crate::api::v1beta1::{

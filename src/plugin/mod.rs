@@ -10,15 +10,15 @@
 //! - [`rollout`]: `rollout status` (waits, with kubectl's exit codes) and
 //!   the actions `promote|pause|resume|abort`;
 //! - [`why`]: why a service is not ready, in sentences, with the next command;
-//! - [`fit`] and [`budget`]: a model on a class at each tensor size; each
+//! - [`fit`] and [`headroom`] (`budget`): a model on a class at each tensor size; each
 //!   namespace's GPU budget;
 //! - [`term`]: colours and redraws only on a terminal; [`watch`]: the
 //!   watch events `-w` redraws on.
 
-pub mod budget;
 pub mod client;
 pub mod facts;
 pub mod fit;
+pub mod headroom;
 pub mod rollout;
 pub mod status;
 pub mod term;

@@ -98,8 +98,12 @@ pub async fn run_controller(
     info!("caches synced; reconciling");
 
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
-    let service_events =
-        super::budget::tap_deletions(&mut tasks, Arc::clone(&state), service_events, deleted_tx);
+    let service_events = super::accounting::tap_deletions(
+        &mut tasks,
+        Arc::clone(&state),
+        service_events,
+        deleted_tx,
+    );
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change after it (the caches' first
     // lists moved the counter: the first round covers them, and the
@@ -131,7 +135,7 @@ pub async fn run_controller(
             token.clone(),
         )
     });
-    tasks.spawn(super::budget::correct_ledgers(
+    tasks.spawn(super::accounting::correct_ledgers(
         ledger,
         Arc::clone(&state),
         config.server.clone(),

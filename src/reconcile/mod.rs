@@ -35,12 +35,12 @@
 //!   Services, HPAs, and the HTTPRoute and RayService types infergate writes);
 //! - [`graph`]: from `spec.graph` to the desired RayService (Secret, fetch
 //!   through [`crate::graph::fetch::GraphSource`], validation, builder);
-//! - [`budget`]: the GPU budget ledgers corrected from the services, and
+//! - [`accounting`]: the GPU budget ledgers corrected from the services, and
 //!   which services no longer fit their namespace's budget;
 //! - [`once`]: the annotations that act at most once per value.
 
+pub mod accounting;
 mod backend;
-pub mod budget;
 pub mod children;
 pub mod config;
 pub mod context;

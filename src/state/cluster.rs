@@ -271,60 +271,77 @@ impl ClusterState {
         self.pending_syncs
             .send_modify(|n| *n += if watch_policies { 6 } else { 2 });
         if watch_policies {
-            let (cluster, cluster_writer) = reflector::store::<ClusterInferencePolicy>();
-            let (namespaced, namespaced_writer) = reflector::store::<InferencePolicy>();
-            let rebuild: Arc<dyn Fn() + Send + Sync> = {
-                let state = Arc::clone(self);
-                let (cluster, namespaced) = (cluster.clone(), namespaced.clone());
-                Arc::new(move || {
-                    state.set_policies(PolicySnapshot {
-                        cluster: sorted(&cluster),
-                        namespaced: sorted(&namespaced),
-                    });
-                })
-            };
-            self.spawn_policy_watch(
-                watcher::watcher(
-                    Api::<ClusterInferencePolicy>::all(client.clone()),
-                    scope::list_in_pages(),
-                )
-                .boxed(),
-                cluster_writer,
-                Arc::clone(&rebuild),
-                &shutdown,
-            );
-            self.spawn_policy_watch(
-                scope.watch::<InferencePolicy>(&client, scope::list_in_pages()),
-                namespaced_writer,
-                rebuild,
-                &shutdown,
-            );
-            let (classes, classes_writer) = reflector::store::<AcceleratorClass>();
-            let state = Arc::clone(self);
-            self.spawn_policy_watch(
-                watcher::watcher(
-                    Api::<AcceleratorClass>::all(client.clone()),
-                    scope::list_in_pages(),
-                )
-                .boxed(),
-                classes_writer,
-                Arc::new(move || state.set_classes(class_map(&classes))),
-                &shutdown,
-            );
-            let (profiles, profiles_writer) = reflector::store::<ModelProfile>();
-            let state = Arc::clone(self);
-            self.spawn_policy_watch(
-                watcher::watcher(
-                    Api::<ModelProfile>::all(client.clone()),
-                    scope::list_in_pages(),
-                )
-                .boxed(),
-                profiles_writer,
-                Arc::new(move || state.set_profiles(profile_map(&profiles))),
-                &shutdown,
-            );
+            self.spawn_policy_watches(&client, scope, &shutdown);
         }
+        self.spawn_namespace_watch(&client, shutdown.clone());
+        self.spawn_service_watch(&client, scope, services_writer, shutdown);
+    }
 
+    /// The cluster's and namespaces' policies, the AcceleratorClasses and
+    /// the ModelProfiles, each a reflector whose change rebuilds its map.
+    fn spawn_policy_watches(
+        self: &Arc<Self>,
+        client: &Client,
+        scope: &Scope,
+        shutdown: &CancellationToken,
+    ) {
+        let (cluster, cluster_writer) = reflector::store::<ClusterInferencePolicy>();
+        let (namespaced, namespaced_writer) = reflector::store::<InferencePolicy>();
+        let rebuild: Arc<dyn Fn() + Send + Sync> = {
+            let state = Arc::clone(self);
+            let (cluster, namespaced) = (cluster.clone(), namespaced.clone());
+            Arc::new(move || {
+                state.set_policies(PolicySnapshot {
+                    cluster: sorted(&cluster),
+                    namespaced: sorted(&namespaced),
+                });
+            })
+        };
+        self.spawn_policy_watch(
+            watcher::watcher(
+                Api::<ClusterInferencePolicy>::all(client.clone()),
+                scope::list_in_pages(),
+            )
+            .boxed(),
+            cluster_writer,
+            Arc::clone(&rebuild),
+            shutdown,
+        );
+        self.spawn_policy_watch(
+            scope.watch::<InferencePolicy>(client, scope::list_in_pages()),
+            namespaced_writer,
+            rebuild,
+            shutdown,
+        );
+        let (classes, classes_writer) = reflector::store::<AcceleratorClass>();
+        let state = Arc::clone(self);
+        self.spawn_policy_watch(
+            watcher::watcher(
+                Api::<AcceleratorClass>::all(client.clone()),
+                scope::list_in_pages(),
+            )
+            .boxed(),
+            classes_writer,
+            Arc::new(move || state.set_classes(class_map(&classes))),
+            shutdown,
+        );
+        let (profiles, profiles_writer) = reflector::store::<ModelProfile>();
+        let state = Arc::clone(self);
+        self.spawn_policy_watch(
+            watcher::watcher(
+                Api::<ModelProfile>::all(client.clone()),
+                scope::list_in_pages(),
+            )
+            .boxed(),
+            profiles_writer,
+            Arc::new(move || state.set_profiles(profile_map(&profiles))),
+            shutdown,
+        );
+    }
+
+    /// Namespaces' labels (for policy selectors); a change of labels is a
+    /// policy change.
+    fn spawn_namespace_watch(self: &Arc<Self>, client: &Client, shutdown: CancellationToken) {
         let state = Arc::clone(self);
         tokio::spawn(run_watch(
             Arc::clone(self),
@@ -333,7 +350,7 @@ impl ClusterState {
                 scope::list_in_pages(),
             )
             .boxed(),
-            shutdown.clone(),
+            shutdown,
             move |event| {
                 let changed = match &event {
                     watcher::Event::Apply(ns) | watcher::Event::InitApply(ns) => {
@@ -354,15 +371,25 @@ impl ClusterState {
                 Vec::new()
             },
         ));
+    }
 
+    /// The InferenceServices (and the route table built from them): each
+    /// change handed on as a [`ServiceEvent`].
+    fn spawn_service_watch(
+        self: &Arc<Self>,
+        client: &Client,
+        scope: &Scope,
+        writer: reflector::store::Writer<InferenceService>,
+        shutdown: CancellationToken,
+    ) {
         let state = Arc::clone(self);
-        let mut writer = services_writer;
+        let mut writer = writer;
         let mut staging = RouteTable::default();
         let mut relisted = Vec::new();
         tokio::spawn(run_watch(
             Arc::clone(self),
             scope
-                .watch::<InferenceService>(&client, scope::list_in_pages())
+                .watch::<InferenceService>(client, scope::list_in_pages())
                 // Nothing reads who manages which field; left out of the cache.
                 .modify(|svc| {
                     svc.metadata.managed_fields = None;
@@ -464,14 +491,9 @@ async fn run_watch<K, F>(
     let stream = stream.default_backoff();
     futures::pin_mut!(stream);
     let mut synced = false;
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            ev = stream.next() => ev,
-        };
+    while let Some(event) = next_until(&mut stream, &shutdown).await {
         match event {
-            None => return,
-            Some(Ok(event)) => {
+            Ok(event) => {
                 let init_done = matches!(event, watcher::Event::InitDone);
                 let published = on_event(event);
                 // The store is complete once the list is applied: synced
@@ -490,8 +512,19 @@ async fn run_watch<K, F>(
                     state.publish(event).await;
                 }
             }
-            Some(Err(e)) => log_watch_error(&kind, &e, "watch"),
+            Err(e) => log_watch_error(&kind, &e, "watch"),
         }
+    }
+}
+
+/// The next item of `stream`, or `None` once it ends or `shutdown` fires.
+pub(crate) async fn next_until<S: futures::Stream + Unpin>(
+    stream: &mut S,
+    shutdown: &CancellationToken,
+) -> Option<S::Item> {
+    tokio::select! {
+        () = shutdown.cancelled() => None,
+        item = stream.next() => item,
     }
 }
 

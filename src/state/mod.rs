@@ -25,8 +25,8 @@ pub mod namespace;
 pub mod routes;
 pub mod scope;
 
-pub(crate) use cluster::log_watch_error;
 pub use cluster::{ClusterState, SERVICE_EVENT_BUFFER, ServiceEvent};
+pub(crate) use cluster::{log_watch_error, next_until};
 pub use context::{ContextSource, with_context};
 pub use namespace::NAMESPACE_NAME_LABEL;
 pub use routes::{OlderClaims, RouteTable};

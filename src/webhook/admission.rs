@@ -32,8 +32,8 @@ use crate::state::ledger::Ledger;
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
 use crate::webhook::access::{AccessReviewer, Split};
+use crate::webhook::charging;
 use crate::webhook::confine::{Needs, Owners};
-use crate::webhook::ledger as judge;
 use crate::webhook::patch;
 use crate::webhook::review::{self, Object, Response, Review};
 
@@ -176,10 +176,12 @@ impl Admission {
                     name,
                     charge,
                     charge_time_left(pending.start),
-                    |book| self.with_context(head, |ctx| judge::judge_in(ctx, name, charge, book)),
+                    |book| {
+                        self.with_context(head, |ctx| charging::judge_in(ctx, name, charge, book))
+                    },
                 )
                 .await;
-            errors = judge::errors_of(charged);
+            errors = charging::errors_of(charged);
         }
         if !errors.is_empty() {
             let verdict = Verdict {
@@ -287,7 +289,7 @@ impl Admission {
             (resp, Some(Waiting { head, refs, charge, .. })) => {
                 let ledger = charge.map(|_| {
                     FieldError::forbidden(
-                        judge::FIELD,
+                        charging::FIELD,
                         "the namespace's GPU budget ledger must record this charge, which this caller cannot wait for; denied",
                     )
                 });
@@ -385,7 +387,7 @@ impl Admission {
             let verdict = crate::engine::validate_service(&svc, old.as_deref(), ctx);
             let admit = verdict.allowed().then(|| {
                 let name = review.name.as_str();
-                judge::admit(ctx, name, &svc.spec, review.dry_run, || {
+                charging::admit(ctx, name, &svc.spec, review.dry_run, || {
                     self.ledger.cached(review.namespace())
                 })
             });

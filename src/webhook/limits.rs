@@ -96,7 +96,7 @@ pub enum Refused {
     Busy,
 }
 
-/// Bytes of the [`Budget`] not taken. Not a `tokio::sync::Semaphore`: a
+/// Bytes of the [`Intake`] not taken. Not a `tokio::sync::Semaphore`: a
 /// queued large request takes that semaphore's permits as they come free,
 /// so small requests behind it would wait for room they do not need. Here
 /// whoever fits takes room at once; the rest wait to be told room came back.
@@ -131,16 +131,16 @@ impl Room {
     }
 }
 
-/// The process-wide budget of body bytes and requests in flight.
+/// The process-wide intake: a budget of body bytes and of requests in flight.
 #[derive(Debug)]
-pub struct Budget {
+pub struct Intake {
     bytes: Arc<Room>,
     total_bytes: usize,
     requests: Arc<Semaphore>,
     wait: Duration,
 }
 
-/// Room taken in the [`Budget`]; given back when dropped.
+/// Room taken in the [`Intake`]; given back when dropped.
 #[derive(Debug)]
 pub struct Admitted {
     bytes: Arc<Room>,
@@ -154,13 +154,13 @@ impl Drop for Admitted {
     }
 }
 
-impl Budget {
+impl Intake {
     /// A budget of `bytes` body bytes and `requests` requests, waiting up
     /// to `wait` for room.
     #[must_use]
     pub fn new(bytes: usize, requests: usize, wait: Duration) -> Self {
         let bytes = bytes.max(1);
-        Budget {
+        Intake {
             bytes: Arc::new(Room {
                 available: std::sync::Mutex::new(bytes),
                 freed: tokio::sync::Notify::new(),
@@ -174,7 +174,7 @@ impl Budget {
     /// The budget for a process with `memory_limit` ([`budget_for`]).
     #[must_use]
     pub fn for_memory_limit(memory_limit: Option<u64>) -> Self {
-        Budget::new(budget_for(memory_limit), MAX_REQUESTS_IN_FLIGHT, ADMIT_WAIT)
+        Intake::new(budget_for(memory_limit), MAX_REQUESTS_IN_FLIGHT, ADMIT_WAIT)
     }
 
     /// Body bytes this budget holds in all.
@@ -378,7 +378,7 @@ mod tests {
 
     #[tokio::test]
     async fn room_is_taken_given_back_and_refused_when_short() {
-        let budget = Budget::new(100, 2, Duration::from_millis(50));
+        let budget = Intake::new(100, 2, Duration::from_millis(50));
         let a = budget.admit(60).await.unwrap();
         assert_eq!(budget.available_bytes(), 40);
         assert_eq!(budget.admit(50).await.unwrap_err(), Refused::Busy);

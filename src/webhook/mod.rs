@@ -10,7 +10,7 @@
 //! - [`access`]: the access reviews of what a service makes its pods use;
 //! - [`confine`]: infergate's own writes of children, checked against the
 //!   services that control them;
-//! - [`ledger`]: what admission decides about a charge on a namespace's
+//! - [`charging`]: what admission decides about a charge on a namespace's
 //!   GPU budget ledger ([`crate::state::ledger`]);
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
@@ -18,9 +18,9 @@
 
 pub mod access;
 pub mod admission;
+pub mod charging;
 pub mod confine;
 pub mod conversion;
-pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod patch;

@@ -5,7 +5,7 @@
 //!
 //! Every webhook request goes the same way: a body announced over the
 //! endpoint's limit is refused (413) before it is read; room for it is
-//! taken in the process-wide [`Budget`] (503 with `Retry-After` when there
+//! taken in the process-wide [`Intake`] (503 with `Retry-After` when there
 //! is none in time); the body is read within its deadline (413 when it
 //! grows over the limit); the work runs inline when the body is small and
 //! in the [`Offload`] pool when it is not; the answer holds its room in the
@@ -38,7 +38,7 @@ use axum::routing::{get, post};
 use crate::metrics::Webhook;
 use crate::telemetry::Bounded;
 use crate::webhook::admission::{Admission, Answer, BadReview};
-use crate::webhook::limits::{self, Admitted, BodyError, Budget, Discarded, Offload, Refused};
+use crate::webhook::limits::{self, Admitted, BodyError, Discarded, Intake, Offload, Refused};
 use crate::webhook::tls::CertResolver;
 
 pub use crate::webhook::limits::{ADMISSION_BODY_LIMIT, CONVERSION_BODY_LIMIT};
@@ -56,7 +56,7 @@ pub struct AppState {
     /// `Connection: close`, while the webhooks keep answering.
     pub draining: AtomicBool,
     /// Body bytes and requests in flight.
-    pub budget: Budget,
+    pub intake: Intake,
     /// Where large bodies are worked on.
     pub offload: Offload,
 }
@@ -85,15 +85,15 @@ impl AppState {
             resolver,
             tls_bound: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            budget: Budget::for_memory_limit(None),
+            intake: Intake::for_memory_limit(None),
             offload: Offload::for_cores(crate::webhook::listener::default_workers()),
         }
     }
 
-    /// This state with `budget` in place of the default one.
+    /// This state with `intake` in place of the default one.
     #[must_use]
-    pub fn with_budget(mut self, budget: Budget) -> Self {
-        self.budget = budget;
+    pub fn with_intake(mut self, intake: Intake) -> Self {
+        self.intake = intake;
         self
     }
 
@@ -362,7 +362,7 @@ async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> 
     if declared.is_some_and(|n| n > limit) {
         return unread(body).refuse(too_large(limit));
     }
-    let room = match state.budget.admit(declared.unwrap_or(limit)).await {
+    let room = match state.intake.admit(declared.unwrap_or(limit)).await {
         Ok(room) => room,
         Err(Refused::Busy) => return unread(body).refuse(busy(endpoint)),
     };

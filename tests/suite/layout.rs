@@ -161,8 +161,59 @@ fn no_source_file_is_over_800_lines_and_conversion_files_are_under_400() {
     );
 }
 
+/// A folder's front door: its `mod.rs`, or the `x.rs` beside a folder `x/`.
+fn is_front_door(path: &Path) -> bool {
+    path.file_name().is_some_and(|f| f == "mod.rs") || path.with_extension("").is_dir()
+}
+
 #[test]
-fn a_folders_mod_rs_only_declares_and_re_exports() {
+fn a_front_door_is_found_both_ways() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    assert!(is_front_door(&src.join("webhook/mod.rs")));
+    assert!(is_front_door(&src.join("reconcile/status/mod.rs")));
+    assert!(is_front_door(&src.join("state/ledger.rs")));
+    assert!(!is_front_door(&src.join("state/ledger/book.rs")));
+    assert!(!is_front_door(&src.join("lib.rs")));
+}
+
+/// Every folder of `src/` holds code of its own: a folder with nothing
+/// but a `tests.rs` is a file's tests moved aside, which the tree shows as
+/// a room.
+#[test]
+fn no_folder_holds_only_tests() {
+    fn walk(dir: &Path, found: &mut Vec<String>) {
+        let mut code = false;
+        for entry in std::fs::read_dir(dir).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, found);
+                code = true;
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|f| f != "tests.rs")
+            {
+                code = true;
+            }
+        }
+        if !code {
+            found.push(dir.display().to_string());
+        }
+    }
+    let mut found = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    assert!(
+        found.is_empty(),
+        "these folders hold only tests; split the module they test into the folder, or keep its tests beside it:\n{}",
+        found.join("\n")
+    );
+}
+
+/// A folder's front door (its `mod.rs`, or the `x.rs` beside `x/`) only
+/// declares its modules and re-exports.
+#[test]
+fn a_folders_front_door_only_declares_and_re_exports() {
     let definitions = [
         "struct ",
         "enum ",
@@ -177,7 +228,7 @@ fn a_folders_mod_rs_only_declares_and_re_exports() {
     ];
     let mut found = Vec::new();
     for (path, text) in sources("src") {
-        if path.file_name().is_none_or(|f| f != "mod.rs") {
+        if !is_front_door(&path) {
             continue;
         }
         for (n, line) in code_lines(&text) {
@@ -193,7 +244,7 @@ fn a_folders_mod_rs_only_declares_and_re_exports() {
     }
     assert!(
         found.is_empty(),
-        "a folder's mod.rs declares its modules and re-exports; its types and functions live in files of their own:\n{}",
+        "a folder's front door (mod.rs, or x.rs beside x/) declares its modules and re-exports; its types and functions live in files of their own:\n{}",
         found.join("\n")
     );
 }

@@ -25,28 +25,13 @@ mod pods;
 
 use std::collections::BTreeMap;
 
+use crate::support::classes::h100;
 use infergate::api::v1beta1::InferenceService;
 use infergate::api::{AcceleratorClassSpec, ClusterInferencePolicy, InferencePolicy};
 use infergate::engine::{
     self, AcceleratorClasses, Context, NoRoutes, PolicySnapshot, ServerDefaults, Verdict,
 };
 use serde_json::{Value, json};
-
-fn h100() -> AcceleratorClassSpec {
-    serde_json::from_value(json!({
-        "vendor": "nvidia",
-        "memoryPerDevice": "80Gi",
-        "devicesPerNode": 8,
-        "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "cloud.google.com/gke-spot", "operator": "DoesNotExist"}]}
-        ]}},
-        "runtimeClassName": "nvidia",
-        "costPerDeviceHour": "4.10"
-    }))
-    .expect("class")
-}
 
 fn mig() -> AcceleratorClassSpec {
     serde_json::from_value(json!({

@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::support::classes::h100;
 use crate::support::ray_serve::{ServeCase, ServeVerdict, validate_serve_configs};
 use crate::support::{fixture, root};
-use infergate::api::AcceleratorClassSpec;
 use infergate::api::v1beta1::InferenceService;
 use infergate::engine::{
     self, AcceleratorClasses, Context, NoRoutes, PolicySnapshot, ServerDefaults,
@@ -22,18 +22,6 @@ use infergate::graph::{self, GraphError, ServingGraph};
 use infergate::reconcile::children::rayservice::{self, RayServiceError};
 use prost_reflect::{DescriptorPool, DynamicMessage};
 use serde_json::{Value, json};
-
-/// An AcceleratorClass of whole 8-GPU nodes (the rag graphs' generator asks 8).
-fn h100() -> AcceleratorClassSpec {
-    serde_json::from_value(json!({
-        "vendor": "nvidia",
-        "memoryPerDevice": "80Gi",
-        "devicesPerNode": 8,
-        "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
-        "runtimeClassName": "nvidia"
-    }))
-    .expect("class")
-}
 
 /// One way of writing a RayService-backed service.
 struct Variant {

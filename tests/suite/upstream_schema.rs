@@ -157,23 +157,6 @@ fn service(backend: Backend) -> InferenceService {
     s
 }
 
-/// An AcceleratorClass with every scheduling constraint it can carry.
-fn class() -> AcceleratorClassSpec {
-    serde_json::from_value(serde_json::json!({
-        "vendor": "nvidia",
-        "resourceName": "nvidia.com/mig-3g.40gb",
-        "memoryPerDevice": "40Gi",
-        "devicesPerNode": 8,
-        "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"},
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "cloud.google.com/gke-spot", "operator": "DoesNotExist"}]}
-        ]}},
-        "runtimeClassName": "nvidia"
-    }))
-    .expect("class")
-}
-
 #[test]
 fn the_httproute_infergate_writes_fits_the_gateway_api_schema() {
     let mut svc = service(Backend::Deployment);
@@ -328,4 +311,14 @@ fn the_check_finds_a_field_upstream_does_not_have() {
         missing,
         [".spec.rayClusterConfig.workerGroupSpecs[0].template.spec.containers[0].resource"]
     );
+}
+
+/// An AcceleratorClass with every scheduling constraint it can carry, on
+/// MIG slices (a resource name of its own).
+fn class() -> AcceleratorClassSpec {
+    let mut class = crate::support::classes::h100();
+    class.resource_name = Some("nvidia.com/mig-3g.40gb".into());
+    class.memory_per_device = Quantity("40Gi".into());
+    class.cost_per_device_hour = None;
+    class
 }

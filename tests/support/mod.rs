@@ -5,6 +5,7 @@
 //!
 //! - [`control_plane`]: etcd, kube-apiserver and kube-controller-manager on
 //!   loopback, kubeconfigs, kubectl, namespaces;
+//! - [`classes`]: the AcceleratorClasses the tests share;
 //! - [`crds`]: infergate's CRDs and the published HTTPRoute, RayService and PodMonitor CRDs;
 //! - [`wait`]: [`eventually`] and the waits built on it;
 //! - [`timeline`]: a namespace's routes, Deployments and Services watched
@@ -23,6 +24,7 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod classes;
 pub mod control_plane;
 pub mod crds;
 pub mod fixtures;

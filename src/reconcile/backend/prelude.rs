@@ -108,7 +108,7 @@ fn evaluate(ctx: &Ctx, svc: &InferenceService, ns: &str) -> Evaluation {
         let full = engine::validate_service(&defaulted, None, full_ctx);
         let policy = match (
             policy_result(&intrinsic, &full),
-            crate::reconcile::budget::over_budget(full_ctx, &ctx.state, svc),
+            crate::reconcile::accounting::over_budget(full_ctx, &ctx.state, svc),
         ) {
             (policy, None) => policy,
             (PolicyResult::Violation(v), Some(over)) => {

@@ -205,6 +205,3 @@ pub fn correct(book: &Book, seen: &Seen, now: Timestamp) -> Option<Book> {
     }
     (next != *book).then_some(next)
 }
-
-#[cfg(test)]
-mod tests;

@@ -8,29 +8,22 @@ use std::collections::BTreeMap;
 use super::{TURN, Who, apply_yaml};
 use crate::support::{self, Hooks, WAIT, text};
 
-/// The platform's two pools: H100s (allowed nowhere in the test) and L4s.
-const CLASSES: &str = "apiVersion: infergate.dev/v1beta1
+/// One of the platform's pools: nodes labelled and tainted with `pool`.
+fn class(name: &str, memory: &str, per_node: u32, pool: &str, cost: &str) -> String {
+    format!(
+        "apiVersion: infergate.dev/v1beta1
 kind: AcceleratorClass
-metadata: {name: citizen-h100}
+metadata: {{name: {name}}}
 spec:
   vendor: nvidia
-  memoryPerDevice: 80Gi
-  devicesPerNode: 8
-  nodeSelector: {pool.example.com/gpu: h100}
-  tolerations: [{key: pool.example.com/h100, operator: Exists, effect: NoSchedule}]
-  costPerDeviceHour: \"4.10\"
----
-apiVersion: infergate.dev/v1beta1
-kind: AcceleratorClass
-metadata: {name: citizen-l4}
-spec:
-  vendor: nvidia
-  memoryPerDevice: 24Gi
-  devicesPerNode: 1
-  nodeSelector: {pool.example.com/gpu: l4}
-  tolerations: [{key: pool.example.com/l4, operator: Exists, effect: NoSchedule}]
-  costPerDeviceHour: \"0.80\"
-";
+  memoryPerDevice: {memory}
+  devicesPerNode: {per_node}
+  nodeSelector: {{pool.example.com/gpu: {pool}}}
+  tolerations: [{{key: pool.example.com/{pool}, operator: Exists, effect: NoSchedule}}]
+  costPerDeviceHour: \"{cost}\"
+"
+    )
+}
 
 fn policy(ns: &str) -> String {
     format!(
@@ -64,7 +57,9 @@ async fn a_tenants_spec_reaches_only_what_its_policies_allow() {
     let roles = std::fs::read_to_string(support::root().join("deploy/user-roles.yaml"))
         .expect("deploy/user-roles.yaml");
     apply_yaml(cp, &roles);
-    apply_yaml(cp, CLASSES);
+    // The platform's two pools: H100s (allowed nowhere in the test) and L4s.
+    apply_yaml(cp, &class("citizen-h100", "80Gi", 8, "h100", "4.10"));
+    apply_yaml(cp, &class("citizen-l4", "24Gi", 1, "l4", "0.80"));
     apply_yaml(cp, &policy(&team));
     cp.kubectl(&["create", "serviceaccount", "developer", "-n", &team]);
     let out = cp.kubectl(&[

@@ -146,17 +146,8 @@ async fn the_gate_sends_only_queries_confined_to_the_namespace() {
 async fn a_gate_without_data_fails_at_the_deadline_asking_once_per_interval() {
     let s = setup("nodata").await;
     let (client, ns, prometheus) = (s.client.clone(), s.ns.clone(), s.prometheus.clone());
-    create(
-        &client,
-        &ns,
-        &[10, 30],
-        "3s",
-        json!({"progressDeadline": "15s",
-               "analysis": {"prometheus": {"query": "up", "threshold": {"min": 1.0}}}}),
-    )
-    .await;
     // No value set: every query answers no sample.
-    canary_at_the_first_step(&client, &ns).await;
+    gated_on_up_at_the_first_step(&client, &ns, "3s", "15s").await;
     wait_rollout(&client, &ns, "holding for data", |r| {
         r.reason.as_deref() == Some("AnalysisNoData")
     })
@@ -200,16 +191,7 @@ async fn a_gate_with_no_prometheus_address_says_so_in_status() {
         ..support::reconcile_config(&format!("{ns}-1"))
     };
     let _bare = Reconciler::start(kubeconfig, config);
-    create(
-        &client,
-        &ns,
-        &[10, 30],
-        "2s",
-        json!({"progressDeadline": "30s",
-               "analysis": {"prometheus": {"query": "up", "threshold": {"min": 1.0}}}}),
-    )
-    .await;
-    canary_at_the_first_step(&client, &ns).await;
+    gated_on_up_at_the_first_step(&client, &ns, "2s", "30s").await;
     let st = wait_rollout(&client, &ns, "held for want of an address", |r| {
         r.reason.as_deref() == Some("NoPrometheusAddress")
     })
@@ -221,4 +203,24 @@ async fn a_gate_with_no_prometheus_address_says_so_in_status() {
         "{message}"
     );
     assert_eq!(st.weight, Some(10));
+}
+
+/// A canary of steps 10 and 30 gated on `up >= 1`, asked every `interval`
+/// until `deadline`, at its first step.
+async fn gated_on_up_at_the_first_step(
+    client: &kube::Client,
+    ns: &str,
+    interval: &str,
+    deadline: &str,
+) {
+    create(
+        client,
+        ns,
+        &[10, 30],
+        interval,
+        json!({"progressDeadline": deadline,
+               "analysis": {"prometheus": {"query": "up", "threshold": {"min": 1.0}}}}),
+    )
+    .await;
+    canary_at_the_first_step(client, ns).await;
 }

@@ -10,13 +10,13 @@ use crate::engine::capacity::charge::{Charge, charge_of};
 use crate::engine::policy::layers;
 use crate::engine::{Context, Verdict};
 
-/// The charges admitted so far, per namespace.
+/// The charges admitted so far, per namespace (offline: no ledger is read or written).
 #[derive(Debug, Default)]
-pub struct Ledger {
+pub struct Charges {
     charges: BTreeMap<String, Vec<(String, Charge)>>,
 }
 
-impl Ledger {
+impl Charges {
     /// Judge the (defaulted, valid) `svc` against the charges before it, and
     /// record its charge unless the budget denies it.
     pub fn charge(&mut self, svc: &InferenceService, ctx: &Context) -> Verdict {

@@ -1,4 +1,9 @@
-use super::*;
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+
+use super::book::*;
+use crate::engine::capacity::charge::{Charge, decimal};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().expect("timestamp")
