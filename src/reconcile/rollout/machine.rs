@@ -157,7 +157,11 @@ fn follow_spec(
         RolloutPhase::Stable | RolloutPhase::RolledBack => {
             if desired == stable {
                 if st.phase == RolloutPhase::RolledBack || st.target.is_some() {
-                    end_stable(st, RolloutReason::Stable, format!("{} is stable", stable.model.r#ref));
+                    end_stable(
+                        st,
+                        RolloutReason::Stable,
+                        format!("{} is stable", stable.model.r#ref),
+                    );
                 }
             } else if st.phase == RolloutPhase::RolledBack && st.target.as_ref() == Some(desired) {
                 // Nothing is retried until the spec changes.
@@ -247,7 +251,11 @@ fn promoting(plan: &RolloutSpec, st: &RolloutStatus) -> bool {
 fn promote(desired: &VersionRef, st: &mut RolloutStatus, notes: &mut Vec<Note>) {
     let target = st.target.clone().unwrap_or_else(|| desired.clone());
     st.stable = Some(target.clone());
-    end_stable(st, RolloutReason::Promoted, format!("{} is stable", target.model.r#ref));
+    end_stable(
+        st,
+        RolloutReason::Promoted,
+        format!("{} is stable", target.model.r#ref),
+    );
     notes.push(note(
         false,
         RolloutReason::RolloutPromoted,
