@@ -40,14 +40,12 @@ pub(super) async fn prelude(
         capacity,
     } = evaluate(ctx, svc, ns);
     let mut obs = Observation {
-        generation: svc.metadata.generation,
-        outcome: Outcome::Invalid(String::new()),
-        policy,
-        route_path: None,
-        request_timeout: None,
-        rollout: None,
         capacity: Some(capacity),
-        graph: None,
+        ..Observation::before_applying(
+            svc.metadata.generation,
+            Outcome::Invalid(String::new()),
+            policy,
+        )
     };
     let class = match defaulted
         .spec

@@ -125,6 +125,29 @@ pub struct Observation {
     pub graph: Option<GraphReport>,
 }
 
+impl Observation {
+    /// What a reconcile observed at `generation` before it applied
+    /// anything: its outcome and policy result, nothing routed, rolled out,
+    /// charged or fetched yet.
+    #[must_use]
+    pub fn before_applying(
+        generation: Option<i64>,
+        outcome: Outcome,
+        policy: PolicyResult,
+    ) -> Self {
+        Observation {
+            generation,
+            outcome,
+            policy,
+            route_path: None,
+            request_timeout: None,
+            rollout: None,
+            capacity: None,
+            graph: None,
+        }
+    }
+}
+
 /// Result of checking the applicable policies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicyResult {

@@ -70,16 +70,7 @@ fn on_gateway(rejection: Option<String>, pools: Option<PoolReport>) -> Observati
 
 /// What a reconcile that applied nothing observed at `generation`.
 fn not_applied(generation: i64, outcome: Outcome) -> Observation {
-    Observation {
-        generation: Some(generation),
-        outcome,
-        policy: PolicyResult::Compliant,
-        route_path: None,
-        request_timeout: None,
-        rollout: None,
-        capacity: None,
-        graph: None,
-    }
+    Observation::before_applying(Some(generation), outcome, PolicyResult::Compliant)
 }
 
 fn cond<'a>(st: &'a InferenceServiceStatus, t: &str) -> &'a Condition {

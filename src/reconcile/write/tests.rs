@@ -380,16 +380,11 @@ async fn delete_removes_only_what_the_service_controls() {
 }
 
 fn invalid(message: &str) -> Observation {
-    Observation {
-        generation: Some(1),
-        outcome: Outcome::Invalid(message.to_owned()),
-        policy: PolicyResult::Compliant,
-        route_path: None,
-        request_timeout: None,
-        rollout: None,
-        capacity: None,
-        graph: None,
-    }
+    Observation::before_applying(
+        Some(1),
+        Outcome::Invalid(message.to_owned()),
+        PolicyResult::Compliant,
+    )
 }
 
 #[tokio::test]

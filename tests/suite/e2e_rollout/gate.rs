@@ -8,7 +8,7 @@ use crate::support;
 use serde_json::json;
 
 use crate::support::{Reconciler, WAIT, eventually};
-use infergate::api::rollout::RolloutPhase;
+use infergate::api::rollout::{RolloutPhase, RolloutStatus};
 use infergate::reconcile::{Config, LeaseTiming};
 
 use super::{Setup, canary_at_the_first_step, create, setup, wait_rollout, wait_route};
@@ -28,11 +28,7 @@ async fn a_failing_prometheus_gate_rolls_back() {
     .await;
     prometheus.set(&ns, 5.0);
     canary_at_the_first_step(&client, &ns).await;
-    let st = wait_rollout(&client, &ns, "rolled back by the gate", |r| {
-        r.phase == RolloutPhase::RolledBack
-    })
-    .await;
-    assert_eq!(st.reason.as_deref(), Some("AnalysisFailed"));
+    let st = rolled_back_by_the_gate(&client, &ns).await;
     assert!(
         st.message
             .unwrap_or_default()
@@ -115,11 +111,7 @@ async fn the_gate_sends_only_queries_confined_to_the_namespace() {
     .await;
     prometheus.set(&ns, 5.0);
     canary_at_the_first_step(&client, &ns).await;
-    let st = wait_rollout(&client, &ns, "rolled back by the gate", |r| {
-        r.phase == RolloutPhase::RolledBack
-    })
-    .await;
-    assert_eq!(st.reason.as_deref(), Some("AnalysisFailed"));
+    rolled_back_by_the_gate(&client, &ns).await;
     // The fake serves every test of this binary: this test's queries are
     // the ones naming its metrics.
     let asked: Vec<String> = prometheus
@@ -223,4 +215,14 @@ async fn gated_on_up_at_the_first_step(
     )
     .await;
     canary_at_the_first_step(client, ns).await;
+}
+
+/// The rollout, once its gate's analysis rolled it back.
+async fn rolled_back_by_the_gate(client: &kube::Client, ns: &str) -> RolloutStatus {
+    let st = wait_rollout(client, ns, "rolled back by the gate", |r| {
+        r.phase == RolloutPhase::RolledBack
+    })
+    .await;
+    assert_eq!(st.reason.as_deref(), Some("AnalysisFailed"));
+    st
 }
