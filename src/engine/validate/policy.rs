@@ -79,7 +79,9 @@ fn check_default_query(errs: &mut Vec<FieldError>, r: &RolloutSpec, namespace: &
     if let Some(p) = r.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
         promql::check_query(
             errs,
-            "spec.defaults.rollout.analysis.prometheus.query",
+            &crate::engine::field_path::Path::new(
+                "spec.defaults.rollout.analysis.prometheus.query",
+            ),
             &p.query,
             (namespace, "service", "service-canary"),
         );

@@ -539,7 +539,7 @@ fn check_analysis_query(errs: &mut Vec<FieldError>, svc: &InferenceService, ctx:
     };
     promql::check_query(
         errs,
-        "spec.rollout.analysis.prometheus.query",
+        &crate::engine::field_path::Path::new("spec.rollout.analysis.prometheus.query"),
         &p.query,
         (
             &namespace,
