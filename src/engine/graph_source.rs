@@ -6,6 +6,7 @@
 use url::Url;
 
 use super::field_error::FieldError;
+use super::field_path::Path;
 use super::hosts::HostPattern;
 use super::names::{check_dns_subdomain, check_secret_key};
 use super::policy::Layer;
@@ -136,17 +137,18 @@ pub fn host_listed_literally(layers: &[Layer<'_>], url: &Url) -> bool {
     })
 }
 
-/// Entry errors of a policy's `allowedGraphHosts`, and for a namespace
-/// policy the entries no entry of `outer` (a cluster policy that applies to
-/// its namespace) covers.
+/// Entry errors of a policy's `allowedGraphHosts` (at `at`), and for a
+/// namespace policy the entries no entry of `outer` (a cluster policy that
+/// applies to its namespace) covers.
 #[must_use]
 pub fn policy_host_errors(
+    at: &Path<'_>,
     mine: &[String],
     outer: Option<(&[String], &str)>,
 ) -> (Vec<FieldError>, Vec<FieldError>) {
     let mut invalid = Vec::new();
     let mut loosen = Vec::new();
-    let field = |i: usize| format!("spec.limits.allowedGraphHosts[{i}]");
+    let field = |i: usize| String::from(at.index(i));
     let theirs: Option<(Vec<HostPattern>, &[String], &str)> = outer.map(|(list, who)| {
         (
             list.iter()
