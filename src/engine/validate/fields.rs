@@ -8,6 +8,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube_quantity::ParsedQuantity;
 
+use crate::api::rollout::PrometheusGate;
 use crate::api::{HealthCheckSpec, MetricsSpec};
 use crate::engine::builtin::{
     DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT,
@@ -15,6 +16,7 @@ use crate::engine::builtin::{
 use crate::engine::duration::{parse_gateway_duration, parse_go_duration};
 use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
+use crate::engine::promql;
 
 static ZERO: LazyLock<Option<ParsedQuantity>> =
     LazyLock::new(|| ParsedQuantity::try_from("0").ok());
@@ -170,6 +172,29 @@ pub(super) fn check_metrics(errs: &mut Vec<FieldError>, at: &Path<'_>, m: Option
             )),
         }
     }
+}
+
+/// The share of GPU memory the engine may take, when set: above 0, at most 1.
+pub(super) fn check_memory_share(errs: &mut Vec<FieldError>, at: &Path<'_>, share: Option<f64>) {
+    if let Some(u) = share
+        && !(u > 0.0 && u <= 1.0)
+    {
+        errs.push(FieldError::invalid(at, u, "must be above 0 and at most 1"));
+    }
+}
+
+/// The gate query of the rollout plan at `at` (`spec.rollout`, a policy's
+/// `spec.defaults.rollout`), its placeholders filled with `sample`
+/// (namespace, service, canary).
+pub(super) fn check_gate_query(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    gate: &PrometheusGate,
+    sample: (&str, &str, &str),
+) {
+    let analysis = at.child("analysis");
+    let prometheus = analysis.child("prometheus");
+    promql::check_query(errs, &prometheus.child("query"), &gate.query, sample);
 }
 
 /// The Gateway API duration `value`, or `None` and an error at `at`.

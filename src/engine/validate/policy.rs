@@ -12,9 +12,9 @@ use crate::engine::field_error::{FieldError, FieldErrorReason};
 use crate::engine::field_path::Path;
 use crate::engine::policy::{Layer, cluster_layers};
 use crate::engine::verdict::Verdict;
-use crate::engine::{graph_source, promql, rollout, selector};
+use crate::engine::{graph_source, rollout, selector};
 
-use super::fields::check_duration;
+use super::fields::{check_duration, check_gate_query};
 
 /// Validate a ClusterInferencePolicy.
 #[must_use]
@@ -89,14 +89,7 @@ fn check_default_rollout(
     rollout::check_plan(errs, at, r, namespace.is_none());
     let namespace = namespace.filter(|n| !n.is_empty()).unwrap_or("default");
     if let Some(p) = r.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
-        let analysis = at.child("analysis");
-        let prometheus = analysis.child("prometheus");
-        promql::check_query(
-            errs,
-            &prometheus.child("query"),
-            &p.query,
-            (namespace, "service", "service-canary"),
-        );
+        check_gate_query(errs, at, p, (namespace, "service", "service-canary"));
     }
 }
 

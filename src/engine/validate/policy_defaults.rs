@@ -8,7 +8,9 @@ use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
 use crate::engine::route;
 
-use super::fields::{check_duration, check_health, check_metrics, check_quantity, quoted_list};
+use super::fields::{
+    check_duration, check_health, check_memory_share, check_metrics, check_quantity, quoted_list,
+};
 use super::service::{check_at_least, check_percent, check_port};
 
 /// The defaults `d` of a policy (`spec` is its spec path) whose own
@@ -55,15 +57,11 @@ pub(super) fn check_defaults(
     if let Some(q) = d.engine.as_ref().and_then(|e| e.shm_size.as_ref()) {
         check_quantity(errs, &engine.child("shmSize"), Some(q));
     }
-    if let Some(u) = d.engine.as_ref().and_then(|e| e.gpu_memory_utilization)
-        && !(u > 0.0 && u <= 1.0)
-    {
-        errs.push(FieldError::invalid(
-            &engine.child("gpuMemoryUtilization"),
-            u,
-            "must be above 0 and at most 1",
-        ));
-    }
+    check_memory_share(
+        errs,
+        &engine.child("gpuMemoryUtilization"),
+        d.engine.as_ref().and_then(|e| e.gpu_memory_utilization),
+    );
     super::picker::check_policy_picker(errs, &routing.child("endpointPicker"), d);
 }
 

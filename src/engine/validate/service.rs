@@ -17,9 +17,11 @@ use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
 use crate::engine::policy::layers;
 use crate::engine::verdict::Verdict;
-use crate::engine::{graph_source, names, promql, rollout, route};
+use crate::engine::{graph_source, names, rollout, route};
 
-use super::fields::{check_duration, check_health, check_image, check_metrics, check_quantity};
+use super::fields::{
+    check_duration, check_gate_query, check_health, check_image, check_metrics, check_quantity,
+};
 
 /// Validate a (defaulted) service; `old` is the stored object on UPDATE.
 ///
@@ -34,10 +36,11 @@ pub fn validate_service(
     let layers = layers(ctx);
     let mut v = Verdict::default();
     let s = &svc.spec;
-    let spec = Path::new("spec");
+    let (metadata, spec) = (Path::new("metadata"), Path::new("spec"));
     let engine_image = s.engine.as_ref().and_then(|e| e.image.as_deref());
 
-    v.errors.extend(names::derived_name_errors(svc));
+    v.errors
+        .extend(names::derived_name_errors(&metadata.child("name"), svc));
     let model = spec.child("model");
     check_model_ref(&mut v.errors, &model.child("ref"), &s.model);
     check_engine(&mut v.errors, &spec.child("engine"), s.engine.as_ref());
@@ -71,7 +74,7 @@ pub fn validate_service(
     );
     check_metrics(&mut v.errors, &spec.child("metrics"), s.metrics.as_ref());
     let timeout = check_routing(&mut v.errors, &spec.child("routing"), svc, ctx);
-    super::capacity::check_capacity(&mut v, svc, ctx, &layers);
+    super::capacity::check_capacity(&mut v, &spec, svc, ctx, &layers);
     super::limits::check_service_limits(&mut v, &spec, svc, ctx, &layers, timeout);
     v
 }
@@ -162,7 +165,7 @@ fn check_backend(
             &graph,
             "allowed only when spec.backend is RayService",
         )),
-        (Some(g), Backend::RayService) => errs.extend(graph_source::graph_errors(g)),
+        (Some(g), Backend::RayService) => errs.extend(graph_source::graph_errors(&graph, g)),
         (None, Backend::Deployment) => {}
     }
 }
@@ -342,16 +345,6 @@ fn check_analysis_query(
     } else {
         namespace
     };
-    let analysis = at.child("analysis");
-    let prometheus = analysis.child("prometheus");
-    promql::check_query(
-        errs,
-        &prometheus.child("query"),
-        &p.query,
-        (
-            &namespace,
-            &names::primary_name(svc),
-            &names::canary_name(svc),
-        ),
-    );
+    let (primary, canary) = (names::primary_name(svc), names::canary_name(svc));
+    check_gate_query(errs, at, p, (&namespace, &primary, &canary));
 }
