@@ -85,12 +85,6 @@ impl From<&Path<'_>> for String {
     }
 }
 
-impl From<Path<'_>> for String {
-    fn from(path: Path<'_>) -> Self {
-        path.to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::Path;

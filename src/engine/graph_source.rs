@@ -152,7 +152,7 @@ pub fn policy_host_errors(
 ) -> (Vec<FieldError>, Vec<FieldError>) {
     let mut invalid = Vec::new();
     let mut loosen = Vec::new();
-    let field = |i: usize| String::from(at.index(i));
+    let field = |i: usize| at.index(i).to_string();
     let theirs: Option<(Vec<HostPattern>, &[String], &str)> = outer.map(|(list, who)| {
         (
             list.iter()
