@@ -6,6 +6,7 @@
 use url::Url;
 
 use super::field_error::FieldError;
+use super::field_path::Path;
 use super::hosts::HostPattern;
 use super::names::{check_dns_subdomain, check_secret_key};
 use super::policy::Layer;
@@ -43,36 +44,40 @@ pub fn host_and_port(url: &Url) -> (&str, u16) {
     )
 }
 
-/// The service's own `spec.graph` rules.
+/// The service's own `spec.graph` rules (`at` is `spec.graph`).
 #[must_use]
-pub fn graph_errors(g: &GraphSpec) -> Vec<FieldError> {
+pub fn graph_errors(at: &Path<'_>, g: &GraphSpec) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Err(why) = parse_graph_url(&g.url) {
         errs.push(FieldError::invalid(
-            "spec.graph.url",
+            &at.child("url"),
             format!("{:?}", cut(&g.url)),
             &why,
         ));
     }
     if let Some(r) = &g.bearer_token_secret_ref {
-        let name = "spec.graph.bearerTokenSecretRef.name";
-        let key = "spec.graph.bearerTokenSecretRef.key";
+        let secret = at.child("bearerTokenSecretRef");
+        let (name, key) = (secret.child("name"), secret.child("key"));
         if r.name.is_empty() {
-            errs.push(FieldError::required(name, "the Secret holding the token"));
+            errs.push(FieldError::required(&name, "the Secret holding the token"));
         } else if let Err(why) = check_dns_subdomain(&r.name) {
             errs.push(FieldError::invalid(
-                name,
+                &name,
                 format!("{:?}", cut(&r.name)),
                 &why,
             ));
         }
         if r.key.is_empty() {
             errs.push(FieldError::required(
-                key,
+                &key,
                 "the key of the token in the Secret",
             ));
         } else if let Err(why) = check_secret_key(&r.key) {
-            errs.push(FieldError::invalid(key, format!("{:?}", cut(&r.key)), &why));
+            errs.push(FieldError::invalid(
+                &key,
+                format!("{:?}", cut(&r.key)),
+                &why,
+            ));
         }
     }
     errs
@@ -136,17 +141,18 @@ pub fn host_listed_literally(layers: &[Layer<'_>], url: &Url) -> bool {
     })
 }
 
-/// Entry errors of a policy's `allowedGraphHosts`, and for a namespace
-/// policy the entries no entry of `outer` (a cluster policy that applies to
-/// its namespace) covers.
+/// Entry errors of a policy's `allowedGraphHosts` (at `at`), and for a
+/// namespace policy the entries no entry of `outer` (a cluster policy that
+/// applies to its namespace) covers.
 #[must_use]
 pub fn policy_host_errors(
+    at: &Path<'_>,
     mine: &[String],
     outer: Option<(&[String], &str)>,
 ) -> (Vec<FieldError>, Vec<FieldError>) {
     let mut invalid = Vec::new();
     let mut loosen = Vec::new();
-    let field = |i: usize| format!("spec.limits.allowedGraphHosts[{i}]");
+    let field = |i: usize| at.index(i).to_string();
     let theirs: Option<(Vec<HostPattern>, &[String], &str)> = outer.map(|(list, who)| {
         (
             list.iter()
@@ -232,17 +238,19 @@ mod tests {
                 key: key.into(),
             }),
         };
-        assert!(graph_errors(&g("graph-token", "token.v1_A")).is_empty());
+        let spec = Path::new("spec");
+        let at = spec.child("graph");
+        assert!(graph_errors(&at, &g("graph-token", "token.v1_A")).is_empty());
         let fields = |e: Vec<FieldError>| e.into_iter().map(|e| e.to_string()).collect::<Vec<_>>();
-        let errs = fields(graph_errors(&g("../secrets/x", "a/b")));
+        let errs = fields(graph_errors(&at, &g("../secrets/x", "a/b")));
         assert_eq!(errs.len(), 2, "{errs:?}");
         assert!(errs[0].starts_with("spec.graph.bearerTokenSecretRef.name: Invalid value"));
         assert!(errs[1].starts_with("spec.graph.bearerTokenSecretRef.key: Invalid value"));
-        let errs = fields(graph_errors(&g("", "..")));
+        let errs = fields(graph_errors(&at, &g("", "..")));
         assert!(errs[0].contains("Required"), "{errs:?}");
         assert!(errs[1].contains("'.' or '..'"), "{errs:?}");
         let long = "a".repeat(254);
-        assert!(fields(graph_errors(&g(&long, "k")))[0].contains("253"));
+        assert!(fields(graph_errors(&at, &g(&long, "k")))[0].contains("253"));
     }
 
     #[test]

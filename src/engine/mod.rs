@@ -9,6 +9,7 @@ pub mod default;
 pub mod defaulted;
 pub mod duration;
 pub mod field_error;
+pub mod field_path;
 pub mod graph_source;
 pub mod hosts;
 pub mod names;

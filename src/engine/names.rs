@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use crate::api::v1beta1::{Backend, InferenceService};
 
 use super::field_error::FieldError;
+use super::field_path::Path;
 
 /// Longest DNS-1035 label / label value.
 pub const MAX_LABEL: usize = 63;
@@ -173,20 +174,21 @@ pub fn check_label_key(k: &str) -> Result<(), String> {
 }
 
 /// Every derived child name and label value of `svc`, checked.
-/// Errors are reported on `metadata.name` and name the child that overflows.
+/// Errors are reported on `at` (`metadata.name`) and name the child that
+/// overflows.
 #[must_use]
-pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
+pub fn derived_name_errors(at: &Path<'_>, svc: &InferenceService) -> Vec<FieldError> {
     let mut out = Vec::new();
     let name = svc.name_any();
     if name.is_empty() {
-        out.push(FieldError::required("metadata.name", "name is required"));
+        out.push(FieldError::required(at, "name is required"));
         return out;
     }
     let backend = svc.spec.backend.unwrap_or_default();
     let mut check = |kind: &str, child: &str, limit: usize| {
         if child.len() > limit {
             out.push(FieldError::too_long(
-                "metadata.name",
+                at,
                 &format!(
                     "derived {kind} name {child:?} is {} characters; the limit is {limit}",
                     child.len()
@@ -194,7 +196,7 @@ pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
             ));
         } else if let Some(why) = dns1035_error(child) {
             out.push(FieldError::invalid(
-                "metadata.name",
+                at,
                 format!("{name:?}"),
                 &format!("derived {kind} name {child:?} {why}"),
             ));
@@ -228,7 +230,7 @@ pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
         && let Err(e) = check_label_value(&name)
     {
         out.push(FieldError::invalid(
-            "metadata.name",
+            at,
             format!("{name:?}"),
             &format!("label value app.kubernetes.io/name {e}"),
         ));
@@ -236,7 +238,7 @@ pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
         // Already reported as the Service name; the label is the same string.
     } else if name.len() > MAX_LABEL {
         out.push(FieldError::too_long(
-            "metadata.name",
+            at,
             &format!(
                 "label value app.kubernetes.io/name {name:?} is {} characters; the limit is {MAX_LABEL}",
                 name.len()
@@ -249,6 +251,10 @@ pub fn derived_name_errors(svc: &InferenceService) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn name_at() -> Path<'static> {
+        Path::new("metadata.name")
+    }
 
     fn svc(name: &str) -> InferenceService {
         InferenceService::new(name, Default::default())
@@ -275,9 +281,12 @@ mod tests {
     #[test]
     fn canary_name_overflow_names_the_child() {
         let mut s = svc(&"a".repeat(59));
-        assert!(derived_name_errors(&s).is_empty(), "no canary: S fits");
+        assert!(
+            derived_name_errors(&name_at(), &s).is_empty(),
+            "no canary: S fits"
+        );
         s.spec.canary = Some(Default::default());
-        let errs = derived_name_errors(&s);
+        let errs = derived_name_errors(&name_at(), &s);
         assert_eq!(errs.len(), 1, "{errs:?}");
         let msg = errs[0].to_string();
         assert!(msg.starts_with("metadata.name: "), "{msg}");
@@ -292,17 +301,17 @@ mod tests {
     fn rayservice_limit_is_47() {
         let mut s = svc(&"r".repeat(48));
         s.spec.backend = Some(Backend::RayService);
-        let errs = derived_name_errors(&s);
+        let errs = derived_name_errors(&name_at(), &s);
         assert_eq!(errs.len(), 1);
         assert!(errs[0].to_string().contains("derived RayService name"));
         assert!(errs[0].to_string().contains("the limit is 47"));
         s.metadata.name = Some("r".repeat(47));
-        assert!(derived_name_errors(&s).is_empty());
+        assert!(derived_name_errors(&name_at(), &s).is_empty());
     }
 
     #[test]
     fn primary_name_overflow() {
-        let errs = derived_name_errors(&svc(&"p".repeat(64)));
+        let errs = derived_name_errors(&name_at(), &svc(&"p".repeat(64)));
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(errs[0].message.contains("derived Service name"));
         assert!(
@@ -310,15 +319,15 @@ mod tests {
                 .message
                 .contains("is 64 characters; the limit is 63")
         );
-        assert!(derived_name_errors(&svc(&"p".repeat(63))).is_empty());
+        assert!(derived_name_errors(&name_at(), &svc(&"p".repeat(63))).is_empty());
     }
 
     #[test]
     fn names_must_be_dns1035() {
-        let errs = derived_name_errors(&svc("1chat"));
+        let errs = derived_name_errors(&name_at(), &svc("1chat"));
         assert!(errs.iter().any(|e| e.message.contains("lowercase letter")));
-        let errs = derived_name_errors(&svc("chat.v1"));
+        let errs = derived_name_errors(&name_at(), &svc("chat.v1"));
         assert!(!errs.is_empty());
-        assert!(derived_name_errors(&svc("chat-v1")).is_empty());
+        assert!(derived_name_errors(&name_at(), &svc("chat-v1")).is_empty());
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::duration::{format_gateway_duration, parse_gateway_duration};
 use super::field_error::FieldError;
+use super::field_path::Path;
 use super::policy::Layer;
 use crate::api::policy::Enforcement;
 use crate::api::rollout::{
@@ -46,25 +47,26 @@ pub fn duration_or(value: Option<&str>, default: &str) -> Duration {
         .unwrap_or_default()
 }
 
-/// The plan on its own (`prefix` is `spec.rollout` or a policy's
+/// The plan on its own (`at` is `spec.rollout` or a policy's
 /// `spec.defaults.rollout`); `address_allowed` only for a ClusterInferencePolicy.
 pub fn check_plan(
     errs: &mut Vec<FieldError>,
-    prefix: &str,
+    at: &Path<'_>,
     r: &RolloutSpec,
     address_allowed: bool,
 ) {
+    let steps = at.child("steps");
     let mut last = 0;
     for (i, w) in r.steps.iter().enumerate() {
         if !(1..=99).contains(w) {
             errs.push(FieldError::invalid(
-                format!("{prefix}.steps[{i}]"),
+                &steps.index(i),
                 w,
                 "must be between 1 and 99, inclusive",
             ));
         } else if *w <= last {
             errs.push(FieldError::invalid(
-                format!("{prefix}.steps[{i}]"),
+                &steps.index(i),
                 w,
                 &format!("steps must increase: {w} follows {last}"),
             ));
@@ -73,7 +75,7 @@ pub fn check_plan(
     }
     if r.strategy == Some(RolloutStrategy::Canary) && r.steps.is_empty() {
         errs.push(FieldError::required(
-            format!("{prefix}.steps"),
+            &steps,
             "strategy Canary needs at least one step (a canary weight such as 10)",
         ));
     }
@@ -84,16 +86,12 @@ pub fn check_plan(
         if let Some(v) = value {
             match parse_gateway_duration(v) {
                 Ok(d) if d.is_zero() => errs.push(FieldError::invalid(
-                    format!("{prefix}.{field}"),
+                    &at.child(field),
                     format!("{v:?}"),
                     "must be greater than 0",
                 )),
                 Ok(_) => {}
-                Err(e) => errs.push(FieldError::invalid(
-                    format!("{prefix}.{field}"),
-                    format!("{v:?}"),
-                    &e,
-                )),
+                Err(e) => errs.push(FieldError::invalid(&at.child(field), format!("{v:?}"), &e)),
             }
         }
     }
@@ -101,7 +99,7 @@ pub fn check_plan(
         && m < 0
     {
         errs.push(FieldError::invalid(
-            format!("{prefix}.maxRestarts"),
+            &at.child("maxRestarts"),
             m,
             "must be greater than or equal to 0",
         ));
@@ -109,7 +107,8 @@ pub fn check_plan(
     let Some(p) = r.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) else {
         return;
     };
-    let field = format!("{prefix}.analysis.prometheus");
+    let analysis = at.child("analysis");
+    let field = analysis.child("prometheus");
     if address_allowed && only_an_address(p) {
         // A ClusterInferencePolicy saying only where Prometheus is.
         check_address(errs, &field, p);
@@ -119,19 +118,19 @@ pub fn check_plan(
         check_address(errs, &field, p);
     } else if p.address.is_some() {
         errs.push(FieldError::forbidden(
-            format!("{field}.address"),
+            &field.child("address"),
             "the Prometheus address comes only from a ClusterInferencePolicy (defaults.rollout.analysis.prometheus.address) or serve --prometheus-url",
         ));
     }
     if p.query.trim().is_empty() {
         errs.push(FieldError::required(
-            format!("{field}.query"),
+            &field.child("query"),
             "a PromQL query is required",
         ));
     }
     if p.threshold.max.is_some() == p.threshold.min.is_some() {
         errs.push(FieldError::invalid(
-            format!("{field}.threshold"),
+            &field.child("threshold"),
             "{...}",
             "set exactly one of max and min",
         ));
@@ -140,7 +139,7 @@ pub fn check_plan(
         && l < 1
     {
         errs.push(FieldError::invalid(
-            format!("{field}.failureLimit"),
+            &field.child("failureLimit"),
             l,
             "must be greater than or equal to 1",
         ));
@@ -158,35 +157,36 @@ pub fn only_an_address(p: &PrometheusGate) -> bool {
 }
 
 /// The address a ClusterInferencePolicy names: an http(s) URL.
-fn check_address(errs: &mut Vec<FieldError>, field: &str, p: &PrometheusGate) {
+fn check_address(errs: &mut Vec<FieldError>, field: &Path<'_>, p: &PrometheusGate) {
     if let Some(a) = &p.address
         && !(a.starts_with("http://") || a.starts_with("https://"))
     {
         errs.push(FieldError::invalid(
-            format!("{field}.address"),
+            &field.child("address"),
             format!("{a:?}"),
             "must be an http:// or https:// URL",
         ));
     }
 }
 
-/// `spec.rollout` of a service: the plan, and what it cannot be combined with.
-pub fn check_service(errs: &mut Vec<FieldError>, svc: &InferenceService) {
+/// `spec.rollout` of a service (at `at`): the plan, and what it cannot be
+/// combined with.
+pub fn check_service(errs: &mut Vec<FieldError>, at: &Path<'_>, svc: &InferenceService) {
     let Some(r) = &svc.spec.rollout else { return };
-    check_plan(errs, "spec.rollout", r, false);
+    check_plan(errs, at, r, false);
     if r.strategy != Some(RolloutStrategy::Canary) {
         return;
     }
     if svc.spec.canary.is_some() {
         errs.push(FieldError::invalid(
-            "spec.rollout.strategy",
+            &at.child("strategy"),
             "\"Canary\"",
             "a manual spec.canary and a Canary rollout cannot be combined: remove spec.canary, or use strategy Immediate",
         ));
     }
     if svc.spec.backend == Some(Backend::RayService) {
         errs.push(FieldError::invalid(
-            "spec.rollout.strategy",
+            &at.child("strategy"),
             "\"Canary\"",
             "progressive rollout needs backend Deployment",
         ));
@@ -195,9 +195,10 @@ pub fn check_service(errs: &mut Vec<FieldError>, svc: &InferenceService) {
 
 /// The policies' limits on the plan: every step within `maxCanaryWeight`
 /// (checked by the caller like `canary.weight`), the interval at least the
-/// largest `minRolloutInterval`.
+/// largest `minRolloutInterval`. `at` is `spec.rollout`.
 pub fn min_interval_violations(
     layers: &[Layer<'_>],
+    at: &Path<'_>,
     svc: &InferenceService,
 ) -> Vec<(Enforcement, FieldError)> {
     let Some(r) = svc
@@ -223,7 +224,7 @@ pub fn min_interval_violations(
                 (
                     l.enforcement,
                     FieldError::invalid(
-                        "spec.rollout.interval",
+                        &at.child("interval"),
                         format!("{shown:?}"),
                         &format!(
                             "must be at least {} ({})",
@@ -331,7 +332,7 @@ mod tests {
             }),
         };
         let mut errs = Vec::new();
-        check_plan(&mut errs, "spec.rollout", &plan, false);
+        check_plan(&mut errs, &Path::new("spec.rollout"), &plan, false);
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(
             fields,
@@ -350,7 +351,7 @@ mod tests {
         );
         // A ClusterInferencePolicy may name the address (an http(s) URL).
         let mut errs = Vec::new();
-        check_plan(&mut errs, "spec.defaults.rollout", &plan, true);
+        check_plan(&mut errs, &Path::new("spec.defaults.rollout"), &plan, true);
         assert!(!errs.iter().any(|e| e.field.ends_with(".address")));
         plan.analysis
             .as_mut()
@@ -360,13 +361,13 @@ mod tests {
             .unwrap()
             .address = Some("prometheus:9090".into());
         let mut errs = Vec::new();
-        check_plan(&mut errs, "spec.defaults.rollout", &plan, true);
+        check_plan(&mut errs, &Path::new("spec.defaults.rollout"), &plan, true);
         assert!(errs.iter().any(|e| e.field.ends_with(".address")));
         // Canary without steps.
         let mut errs = Vec::new();
         check_plan(
             &mut errs,
-            "spec.rollout",
+            &Path::new("spec.rollout"),
             &RolloutSpec {
                 strategy: Some(RolloutStrategy::Canary),
                 ..RolloutSpec::default()
@@ -395,25 +396,25 @@ mod tests {
     fn a_cluster_policy_may_name_only_the_prometheus_address() {
         let only = gate(Some("http://prometheus.monitoring:9090"), "", None);
         let mut errs = Vec::new();
-        check_plan(&mut errs, "spec.defaults.rollout", &only, true);
+        check_plan(&mut errs, &Path::new("spec.defaults.rollout"), &only, true);
         assert!(errs.is_empty(), "{errs:?}");
         // Still an http(s) URL.
         let mut errs = Vec::new();
         check_plan(
             &mut errs,
-            "spec.defaults.rollout",
+            &Path::new("spec.defaults.rollout"),
             &gate(Some("prom:9090"), "", None),
             true,
         );
         assert_eq!(errs.len(), 1, "{errs:?}");
         // A namespace policy may not, and a threshold without a query is a gate.
         let mut errs = Vec::new();
-        check_plan(&mut errs, "spec.defaults.rollout", &only, false);
+        check_plan(&mut errs, &Path::new("spec.defaults.rollout"), &only, false);
         assert!(errs.iter().any(|e| e.field.ends_with(".address")));
         let mut errs = Vec::new();
         check_plan(
             &mut errs,
-            "spec.defaults.rollout",
+            &Path::new("spec.defaults.rollout"),
             &gate(Some("http://p:9090"), "", Some(1.0)),
             true,
         );

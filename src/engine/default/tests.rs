@@ -1,11 +1,22 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
 use super::*;
 use crate::api::AcceleratorType;
 use crate::api::policy::{
     ClusterInferencePolicySpec, EngineDefaults, InferencePolicySpec, PolicyDefaults,
 };
 use crate::api::v1beta1::Backend;
+use crate::api::v1beta1::{EngineSpec, InferenceService, RoutingSpec};
+use crate::api::{
+    BackendKind, CpuMemory, EndpointPickerMode, EndpointPickerSpec, FailureMode, PickerResources,
+};
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
+use crate::engine::builtin::DEFAULT_PATH_TEMPLATE;
+use crate::engine::context::Context;
 use crate::engine::context::{NoRoutes, PolicySnapshot, ServerDefaults};
+use crate::engine::defaulted::Defaulted;
 
 fn svc() -> InferenceService {
     let mut s = InferenceService::new("chat", Default::default());

@@ -1,4 +1,10 @@
+use promql_parser::label::{MatchOp, Matcher};
+use promql_parser::parser::{self, Expr, VectorSelector};
+
+use super::bounds::{Nesting, children, depth_exceeds, nesting_bound};
+use super::scope::scope_expr;
 use super::*;
+use crate::engine::field_path::Path;
 
 /// Every selector's matcher groups (one group, or one per `or`
 /// alternative) in the tree.
@@ -311,14 +317,14 @@ fn admission_renders_then_parses() {
     let mut errs = Vec::new();
     check_query(
         &mut errs,
-        "spec.rollout.analysis.prometheus.query",
+        &Path::new("spec.rollout.analysis.prometheus.query"),
         r#"sum(rate(x{namespace="{{namespace}}",pod=~"{{canary}}-.*",svc="{{service}}"}[5m]))"#,
         sample,
     );
     assert!(errs.is_empty(), "{errs:?}");
     check_query(
         &mut errs,
-        "spec.rollout.analysis.prometheus.query",
+        &Path::new("spec.rollout.analysis.prometheus.query"),
         "sum(",
         sample,
     );
@@ -327,7 +333,7 @@ fn admission_renders_then_parses() {
     assert!(errs[0].message.contains("not valid PromQL: "), "{errs:?}");
     let long = format!("sum({}", "x + ".repeat(200));
     errs.clear();
-    check_query(&mut errs, "f", &long, sample);
+    check_query(&mut errs, &Path::new("f"), &long, sample);
     assert!(errs[0].message.len() < 1024, "{}", errs[0].message);
 }
 
@@ -449,7 +455,7 @@ fn the_issues_queries_are_refused_by_length_before_any_parse() {
             Err(QueryError::TooLong(query.len()))
         );
         let mut errs = Vec::new();
-        check_query(&mut errs, field, &query, sample);
+        check_query(&mut errs, &Path::new(field), &query, sample);
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert_eq!(errs[0].field, field);
         assert_eq!(
@@ -472,8 +478,8 @@ fn a_query_too_deep_is_a_field_error_naming_the_bound() {
     let mut errs = Vec::new();
     let sample = ("team-a", "chat", "chat-canary");
     let deep = nested("sum(", 65, "x", ")");
-    check_query(&mut errs, "f", &deep, sample);
-    check_query(&mut errs, "f", &chain("+", 65), sample);
+    check_query(&mut errs, &Path::new("f"), &deep, sample);
+    check_query(&mut errs, &Path::new("f"), &chain("+", 65), sample);
     assert_eq!(errs.len(), 2, "{errs:?}");
     for e in &errs {
         assert!(
@@ -491,7 +497,7 @@ fn a_query_too_deep_is_a_field_error_naming_the_bound() {
     assert!(query.len() <= MAX_QUERY_BYTES);
     check_query(
         &mut errs,
-        "f",
+        &Path::new("f"),
         &query,
         ("a".repeat(63).as_str(), "chat", "c"),
     );
@@ -506,7 +512,7 @@ fn a_query_too_deep_is_a_field_error_naming_the_bound() {
     // At the limit, a query is judged on its content.
     errs.clear();
     let long = format!("x{}", " ".repeat(MAX_QUERY_BYTES - 1));
-    check_query(&mut errs, "f", &long, sample);
+    check_query(&mut errs, &Path::new("f"), &long, sample);
     assert!(errs.is_empty(), "{errs:?}");
 }
 
@@ -602,7 +608,12 @@ fn the_worst_queries_within_the_length_fit_a_small_stack() {
                 .map(|(kind, query)| {
                     assert!(query.len() <= MAX_QUERY_BYTES, "{kind}: {}", query.len());
                     let mut errs = Vec::new();
-                    check_query(&mut errs, "f", &query, ("team-a", "chat", "chat-canary"));
+                    check_query(
+                        &mut errs,
+                        &Path::new("f"),
+                        &query,
+                        ("team-a", "chat", "chat-canary"),
+                    );
                     (kind, scope_query(&query, "team-a"), errs)
                 })
                 .collect::<Vec<_>>()

@@ -8,8 +8,12 @@ use crate::api::v1beta1::InferenceService;
 use crate::engine::capacity::sizing::{concurrency_note, fit_model, misfit, sizing};
 use crate::engine::context::Context;
 use crate::engine::field_error::FieldError;
+use crate::engine::field_path::Path;
 use crate::engine::policy::Layer;
 use crate::engine::verdict::Verdict;
+
+use super::fields::check_memory_share;
+use super::service::check_at_least;
 
 /// One model of a service the fit judges: where it is named and how
 /// messages call it (`None` for the primary).
@@ -54,32 +58,27 @@ fn models(svc: &InferenceService) -> Vec<Model<'_>> {
     out
 }
 
-/// The capacity rules for `svc` (defaulted).
+/// The capacity rules for `svc` (defaulted, `spec` its spec path).
 pub(super) fn check_capacity(
     v: &mut Verdict,
+    spec: &Path<'_>,
     svc: &InferenceService,
     ctx: &Context,
     layers: &[Layer<'_>],
 ) {
     if let Some(e) = svc.spec.engine.as_ref() {
-        if let Some(n) = e.max_model_len
-            && n < 1
-        {
-            v.errors.push(FieldError::invalid(
-                "spec.engine.maxModelLen",
-                n,
-                "must be greater than or equal to 1",
-            ));
-        }
-        if let Some(u) = e.gpu_memory_utilization
-            && !(u > 0.0 && u <= 1.0)
-        {
-            v.errors.push(FieldError::invalid(
-                "spec.engine.gpuMemoryUtilization",
-                u,
-                "must be above 0 and at most 1",
-            ));
-        }
+        let engine = spec.child("engine");
+        check_at_least(
+            &mut v.errors,
+            &engine.child("maxModelLen"),
+            e.max_model_len,
+            1,
+        );
+        check_memory_share(
+            &mut v.errors,
+            &engine.child("gpuMemoryUtilization"),
+            e.gpu_memory_utilization,
+        );
     }
     let models = models(svc);
     require_profiles(v, &models, ctx, layers);

@@ -8,18 +8,21 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube_quantity::ParsedQuantity;
 
+use crate::api::rollout::PrometheusGate;
 use crate::api::{HealthCheckSpec, MetricsSpec};
 use crate::engine::builtin::{
     DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT,
 };
 use crate::engine::duration::{parse_gateway_duration, parse_go_duration};
 use crate::engine::field_error::FieldError;
+use crate::engine::field_path::Path;
+use crate::engine::promql;
 
 static ZERO: LazyLock<Option<ParsedQuantity>> =
     LazyLock::new(|| ParsedQuantity::try_from("0").ok());
 
 /// A quantity must parse and be non-negative.
-pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &str, q: Option<&Quantity>) {
+pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &Path<'_>, q: Option<&Quantity>) {
     let Some(q) = q else { return };
     match ParsedQuantity::try_from(q) {
         Err(_) => errs.push(FieldError::invalid(
@@ -43,7 +46,7 @@ pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &str, q: Option<
 /// says where one can come from.
 pub(super) fn check_image(
     errs: &mut Vec<FieldError>,
-    field: &str,
+    field: &Path<'_>,
     image: Option<&str>,
     missing: &str,
 ) {
@@ -59,7 +62,7 @@ pub(super) fn check_image(
 }
 
 /// A quantity must parse and be greater than 0.
-pub(super) fn check_positive_quantity(errs: &mut Vec<FieldError>, field: &str, q: &Quantity) {
+pub(super) fn check_positive_quantity(errs: &mut Vec<FieldError>, field: &Path<'_>, q: &Quantity) {
     let before = errs.len();
     check_quantity(errs, field, Some(q));
     if errs.len() == before
@@ -75,13 +78,17 @@ pub(super) fn check_positive_quantity(errs: &mut Vec<FieldError>, field: &str, q
 }
 
 /// Health check rules; unset fields take their built-in values.
-pub(super) fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<&HealthCheckSpec>) {
+pub(super) fn check_health(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    hc: Option<&HealthCheckSpec>,
+) {
     let path = hc
         .and_then(|h| h.path.as_deref())
         .unwrap_or(DEFAULT_HEALTH_PATH);
     if !path.starts_with('/') {
         errs.push(FieldError::invalid(
-            format!("{prefix}.path"),
+            &at.child("path"),
             format!("{path:?}"),
             "must start with '/'",
         ));
@@ -90,7 +97,7 @@ pub(super) fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<
         match parse_go_duration(value) {
             Ok(d) if d.is_zero() => {
                 errs.push(FieldError::invalid(
-                    format!("{prefix}.{name}"),
+                    &at.child(name),
                     format!("{value:?}"),
                     "must be greater than 0",
                 ));
@@ -99,7 +106,7 @@ pub(super) fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<
             Ok(d) => Some(d),
             Err(e) => {
                 errs.push(FieldError::invalid(
-                    format!("{prefix}.{name}"),
+                    &at.child(name),
                     format!("{value:?}"),
                     &e,
                 ));
@@ -119,21 +126,24 @@ pub(super) fn check_health(errs: &mut Vec<FieldError>, prefix: &str, hc: Option<
         && t > i
     {
         errs.push(FieldError::invalid(
-            format!("{prefix}.timeout"),
+            &at.child("timeout"),
             format!("{timeout_s:?}"),
-            &format!("must be less than or equal to {prefix}.interval ({interval_s})"),
+            &format!(
+                "must be less than or equal to {} ({interval_s})",
+                at.child("interval")
+            ),
         ));
     }
 }
 
 /// The fields of `spec.metrics` (or a policy's `defaults.metrics`) that are set.
-pub(super) fn check_metrics(errs: &mut Vec<FieldError>, prefix: &str, m: Option<&MetricsSpec>) {
+pub(super) fn check_metrics(errs: &mut Vec<FieldError>, at: &Path<'_>, m: Option<&MetricsSpec>) {
     let Some(m) = m else { return };
     if let Some(port) = m.port
         && !(1..=65535).contains(&port)
     {
         errs.push(FieldError::invalid(
-            format!("{prefix}.port"),
+            &at.child("port"),
             port,
             "must be between 1 and 65535, inclusive",
         ));
@@ -142,7 +152,7 @@ pub(super) fn check_metrics(errs: &mut Vec<FieldError>, prefix: &str, m: Option<
         && (!path.starts_with('/') || path.chars().any(|c| c.is_whitespace() || c.is_control()))
     {
         errs.push(FieldError::invalid(
-            format!("{prefix}.path"),
+            &at.child("path"),
             format!("{path:?}"),
             "must start with '/' and contain no whitespace",
         ));
@@ -150,16 +160,54 @@ pub(super) fn check_metrics(errs: &mut Vec<FieldError>, prefix: &str, m: Option<
     if let Some(interval) = &m.interval {
         match parse_gateway_duration(interval) {
             Ok(d) if d.is_zero() => errs.push(FieldError::invalid(
-                format!("{prefix}.interval"),
+                &at.child("interval"),
                 format!("{interval:?}"),
                 "must be greater than 0",
             )),
             Ok(_) => {}
             Err(e) => errs.push(FieldError::invalid(
-                format!("{prefix}.interval"),
+                &at.child("interval"),
                 format!("{interval:?}"),
                 &e,
             )),
+        }
+    }
+}
+
+/// The share of GPU memory the engine may take, when set: above 0, at most 1.
+pub(super) fn check_memory_share(errs: &mut Vec<FieldError>, at: &Path<'_>, share: Option<f64>) {
+    if let Some(u) = share
+        && !(u > 0.0 && u <= 1.0)
+    {
+        errs.push(FieldError::invalid(at, u, "must be above 0 and at most 1"));
+    }
+}
+
+/// The gate query of the rollout plan at `at` (`spec.rollout`, a policy's
+/// `spec.defaults.rollout`), its placeholders filled with `sample`
+/// (namespace, service, canary).
+pub(super) fn check_gate_query(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    gate: &PrometheusGate,
+    sample: (&str, &str, &str),
+) {
+    let analysis = at.child("analysis");
+    let prometheus = analysis.child("prometheus");
+    promql::check_query(errs, &prometheus.child("query"), &gate.query, sample);
+}
+
+/// The Gateway API duration `value`, or `None` and an error at `at`.
+pub(super) fn check_duration(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    value: &str,
+) -> Option<Duration> {
+    match parse_gateway_duration(value) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            errs.push(FieldError::invalid(at, format!("{value:?}"), &e));
+            None
         }
     }
 }

@@ -7,9 +7,12 @@
 
 mod capacity;
 mod fields;
+mod limits;
 mod picker;
 mod placement;
 mod policy;
+mod policy_defaults;
+mod policy_outer;
 mod service;
 
 pub use capacity::validate_model_profile;

@@ -13,9 +13,11 @@ use crate::engine::builtin::{
     DEFAULT_PICKER_REPLICAS,
 };
 use crate::engine::field_error::FieldError;
+use crate::engine::field_path::Path;
 use crate::engine::names;
 
 use super::fields::{check_image, check_quantity};
+use super::service::check_at_least;
 
 /// The picker section of a service.
 fn picker_of(svc: &InferenceService) -> Option<&EndpointPickerSpec> {
@@ -34,15 +36,19 @@ pub(super) fn picker_replicas(svc: &InferenceService) -> Option<i32> {
 
 /// `backendKind: InferencePool` routes a Deployment-backed service; an owned
 /// endpoint picker needs an image, at least one replica, and requests no
-/// higher than its limits.
-pub(super) fn check_inference_pool(errs: &mut Vec<FieldError>, svc: &InferenceService) {
+/// higher than its limits. `at` is `spec.routing`.
+pub(super) fn check_inference_pool(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    svc: &InferenceService,
+) {
     let routing = svc.spec.routing.as_ref();
     if routing.and_then(|r| r.backend_kind) != Some(BackendKind::InferencePool) {
         return;
     }
     if svc.spec.backend == Some(Backend::RayService) {
         errs.push(FieldError::invalid(
-            "spec.routing.backendKind",
+            &at.child("backendKind"),
             "\"InferencePool\"",
             "InferencePool routing needs backend Deployment (a RayService serves through its own Serve proxy)",
         ));
@@ -51,35 +57,25 @@ pub(super) fn check_inference_pool(errs: &mut Vec<FieldError>, svc: &InferenceSe
         return;
     }
     let picker = picker_of(svc);
+    let at = at.child("endpointPicker");
     check_image(
         errs,
-        "spec.routing.endpointPicker.image",
+        &at.child("image"),
         picker.and_then(|p| p.image.as_deref()),
         "no endpoint picker image: set spec.routing.endpointPicker.image, or defaults.routing.endpointPicker.image in an InferencePolicy or ClusterInferencePolicy, or choose endpointPicker.mode: None",
     );
-    check_replicas(
+    check_at_least(
         errs,
-        "spec.routing.endpointPicker.replicas",
+        &at.child("replicas"),
         picker.and_then(|p| p.replicas),
+        1,
     );
     check_resources(
         errs,
-        "spec.routing.endpointPicker.resources",
+        &at.child("resources"),
         picker.and_then(|p| p.resources.as_ref()),
         true,
     );
-}
-
-fn check_replicas(errs: &mut Vec<FieldError>, field: &str, replicas: Option<i32>) {
-    if let Some(r) = replicas
-        && r < 1
-    {
-        errs.push(FieldError::invalid(
-            field,
-            r,
-            "must be greater than or equal to 1",
-        ));
-    }
 }
 
 /// Every quantity set parses and is not negative; each request is at most
@@ -88,7 +84,7 @@ fn check_replicas(errs: &mut Vec<FieldError>, field: &str, replicas: Option<i32>
 /// set are compared (a policy's defaults).
 fn check_resources(
     errs: &mut Vec<FieldError>,
-    prefix: &str,
+    at: &Path<'_>,
     res: Option<&PickerResources>,
     built_in: bool,
 ) {
@@ -110,9 +106,10 @@ fn check_resources(
             Some(DEFAULT_PICKER_MEMORY_LIMIT),
         ),
     ];
+    let (requests_at, limits_at) = (at.child("requests"), at.child("limits"));
     for (name, request, default_request, limit, default_limit) in figures {
-        let request_field = format!("{prefix}.requests.{name}");
-        let limit_field = format!("{prefix}.limits.{name}");
+        let request_field = requests_at.child(name);
+        let limit_field = limits_at.child(name);
         let before = errs.len();
         check_quantity(errs, &request_field, request);
         check_quantity(errs, &limit_field, limit);
@@ -137,7 +134,7 @@ fn check_resources(
         ) && r > l
         {
             errs.push(FieldError::invalid(
-                request_field,
+                &request_field,
                 format!("{:?}", request.0),
                 &format!("must be less than or equal to {limit_field} ({})", limit.0),
             ));
@@ -147,19 +144,20 @@ fn check_resources(
 
 /// A policy's picker defaults: replicas at least 1, quantities that
 /// parse, requests no higher than the limits set beside them (the bounds
-/// its limits set are checked with the engine's).
-pub(super) fn check_policy_picker(errs: &mut Vec<FieldError>, defaults: &PolicyDefaults) {
+/// its limits set are checked with the engine's). `at` is the picker's
+/// path (`spec.defaults.routing.endpointPicker`).
+pub(super) fn check_policy_picker(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    defaults: &PolicyDefaults,
+) {
     let Some(picker) = defaults.endpoint_picker() else {
         return;
     };
-    check_replicas(
-        errs,
-        "spec.defaults.routing.endpointPicker.replicas",
-        picker.replicas,
-    );
+    check_at_least(errs, &at.child("replicas"), picker.replicas, 1);
     check_resources(
         errs,
-        "spec.defaults.routing.endpointPicker.resources",
+        &at.child("resources"),
         picker.resources.as_ref(),
         false,
     );

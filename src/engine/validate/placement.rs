@@ -8,55 +8,83 @@
 use k8s_openapi::api::core::v1::Toleration;
 
 use crate::api::policy::Enforcement;
-use crate::api::v1beta1::InferenceService;
+use crate::api::v1beta1::{EngineSpec, InferenceService, InferenceServiceSpec};
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
 use crate::engine::builtin::DEFAULT_PARALLELISM;
 use crate::engine::context::Context;
 use crate::engine::field_error::FieldError;
+use crate::engine::field_path::Path;
 use crate::engine::policy::Layer;
 use crate::engine::resources;
 use crate::engine::verdict::Verdict;
 
 use super::fields::{check_positive_quantity, quoted_list};
 
-/// The rules of section "Placement" for `svc` (defaulted) against the classes of `ctx`.
-pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceService, ctx: &Context) {
+/// The rules of section "Placement" for `svc` (defaulted, `spec` its spec
+/// path) against the classes of `ctx`.
+pub(super) fn placement_errors(
+    errs: &mut Vec<FieldError>,
+    spec: &Path<'_>,
+    svc: &InferenceService,
+    ctx: &Context,
+) {
     let s = &svc.spec;
     if let Some(e) = s.engine.as_ref() {
-        if let Some(q) = e.shm_size.as_ref() {
-            check_positive_quantity(errs, "spec.engine.shmSize", q);
-        }
-        for (i, var) in e.env.iter().enumerate() {
-            if var.value.is_some() && var.value_from.is_some() {
-                errs.push(FieldError::invalid(
-                    format!("spec.engine.env[{i}].valueFrom"),
-                    "\"\"",
-                    "may not be specified when `value` is not empty",
-                ));
-            }
-        }
+        check_engine_pod(errs, &spec.child("engine"), e);
     }
+    let secrets = spec.child("imagePullSecrets");
     for (i, r) in s.image_pull_secrets.iter().enumerate() {
         if r.name.is_empty() {
-            errs.push(FieldError::required(
-                format!("spec.imagePullSecrets[{i}].name"),
-                "",
-            ));
+            errs.push(FieldError::required(&secrets.index(i).child("name"), ""));
         }
     }
+    let placement = spec.child("placement");
     if let Some(p) = s.placement.as_ref()
         && let Some(n) = p.priority_class_name.as_deref()
         && n.is_empty()
     {
-        errs.push(FieldError::required("spec.placement.priorityClassName", ""));
+        errs.push(FieldError::required(
+            &placement.child("priorityClassName"),
+            "",
+        ));
     }
+    if let Some(name) = s.accelerator.as_ref().and_then(|a| a.class.as_deref()) {
+        check_class(errs, spec, s, name, ctx);
+    }
+}
 
-    let Some(name) = s.accelerator.as_ref().and_then(|a| a.class.as_deref()) else {
-        return;
-    };
+/// The engine's pod fields (`at` is `spec.engine`): `/dev/shm` above 0, no
+/// env var with both a value and a source.
+fn check_engine_pod(errs: &mut Vec<FieldError>, at: &Path<'_>, e: &EngineSpec) {
+    if let Some(q) = e.shm_size.as_ref() {
+        check_positive_quantity(errs, &at.child("shmSize"), q);
+    }
+    let env = at.child("env");
+    for (i, var) in e.env.iter().enumerate() {
+        if var.value.is_some() && var.value_from.is_some() {
+            errs.push(FieldError::invalid(
+                &env.index(i).child("valueFrom"),
+                "\"\"",
+                "may not be specified when `value` is not empty",
+            ));
+        }
+    }
+}
+
+/// The AcceleratorClass `name` the service names (`spec` its spec path):
+/// it exists, the type is its vendor, a replica fits one of its nodes, the
+/// node selector does not contradict the class's.
+fn check_class(
+    errs: &mut Vec<FieldError>,
+    spec: &Path<'_>,
+    s: &InferenceServiceSpec,
+    name: &str,
+    ctx: &Context,
+) {
+    let accelerator = spec.child("accelerator");
     let Some(class) = ctx.classes.get(name) else {
         errs.push(FieldError::not_found(
-            "spec.accelerator.class",
+            &accelerator.child("class"),
             format!("{name:?}"),
         ));
         return;
@@ -66,7 +94,7 @@ pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceServic
         && t != class.vendor
     {
         errs.push(FieldError::invalid(
-            "spec.accelerator.type",
+            &accelerator.child("type"),
             format!("{:?}", t.as_str()),
             &format!(
                 "must be {:?}, the vendor of AcceleratorClass {name:?}",
@@ -80,7 +108,7 @@ pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceServic
     let devices = i64::from(tensor) * i64::from(pipeline);
     if devices > i64::from(class.devices_per_node) {
         errs.push(FieldError::invalid(
-            "spec.parallelism",
+            &spec.child("parallelism"),
             devices,
             &format!(
                 "tensor {tensor} x pipeline {pipeline} devices per replica must be at most the {} devices per node of AcceleratorClass {name:?}",
@@ -88,6 +116,8 @@ pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceServic
             ),
         ));
     }
+    let placement = spec.child("placement");
+    let selector = placement.child("nodeSelector");
     if let (Some(mine), Some(theirs)) = (
         s.placement.as_ref().and_then(|p| p.node_selector.as_ref()),
         class.node_selector.as_ref(),
@@ -97,7 +127,7 @@ pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceServic
                 && want != v
             {
                 errs.push(FieldError::invalid(
-                    format!("spec.placement.nodeSelector[{k}]"),
+                    &selector.key(k),
                     format!("{v:?}"),
                     &format!("AcceleratorClass {name:?} selects {k}={want:?}"),
                 ));
@@ -120,6 +150,7 @@ pub(super) fn placement_errors(errs: &mut Vec<FieldError>, svc: &InferenceServic
 /// - under every `allowedPriorityClasses`, `placement.priorityClassName`
 ///   is one of the list.
 pub(super) fn limit_violations(
+    spec: &Path<'_>,
     svc: &InferenceService,
     ctx: &Context,
     layers: &[Layer<'_>],
@@ -135,7 +166,7 @@ pub(super) fn limit_violations(
         out.push((
             layer.enforcement,
             FieldError::required(
-                "spec.accelerator.class",
+                &spec.child("accelerator").child("class"),
                 &format!(
                     "a service with GPUs must name an AcceleratorClass ({why} of {})",
                     layer.display()
@@ -144,6 +175,11 @@ pub(super) fn limit_violations(
         ));
     }
     let placement = s.placement.as_ref();
+    let placement_at = spec.child("placement");
+    let (selector_at, tolerations_at) = (
+        placement_at.child("nodeSelector"),
+        placement_at.child("tolerations"),
+    );
     for l in layers {
         let Some(limits) = l.limits else { continue };
         if let Some(allowed) = limits.allowed_accelerator_classes.as_ref()
@@ -164,7 +200,7 @@ pub(super) fn limit_violations(
                     out.push((
                         l.enforcement,
                         FieldError::forbidden(
-                            format!("spec.placement.nodeSelector[{k}]"),
+                            &selector_at.key(k),
                             &format!(
                                 "{k}={v:?} selects the nodes of {}, which {} does not allow (limits.allowedAcceleratorClasses: {})",
                                 named(&reached),
@@ -186,7 +222,7 @@ pub(super) fn limit_violations(
                     out.push((
                         l.enforcement,
                         FieldError::forbidden(
-                            format!("spec.placement.tolerations[{i}]"),
+                            &tolerations_at.index(i),
                             &format!(
                                 "tolerates the taint of the nodes of {}, which {} does not allow (limits.allowedAcceleratorClasses: {})",
                                 named(&reached),
@@ -207,7 +243,7 @@ pub(super) fn limit_violations(
             out.push((
                 l.enforcement,
                 FieldError::not_supported(
-                    "spec.placement.priorityClassName",
+                    &placement_at.child("priorityClassName"),
                     name,
                     &supported,
                     &format!(" ({})", l.display()),
@@ -302,27 +338,31 @@ fn same_toleration(a: &Toleration, b: &Toleration) -> bool {
 pub fn validate_accelerator_class(class: &AcceleratorClassSpec) -> Verdict {
     let mut v = Verdict::default();
     let errs = &mut v.errors;
+    let spec = Path::new("spec");
     if class.vendor == AcceleratorType::None {
         errs.push(FieldError::not_supported(
-            "spec.vendor",
+            &spec.child("vendor"),
             "none",
             &["nvidia", "amd", "intel-gaudi", "google-tpu"],
             "",
         ));
     }
-    if class.devices_per_node < 1 {
-        errs.push(FieldError::invalid(
-            "spec.devicesPerNode",
-            class.devices_per_node,
-            "must be greater than or equal to 1",
-        ));
-    }
-    check_positive_quantity(errs, "spec.memoryPerDevice", &class.memory_per_device);
+    super::service::check_at_least(
+        errs,
+        &spec.child("devicesPerNode"),
+        Some(class.devices_per_node),
+        1,
+    );
+    check_positive_quantity(
+        errs,
+        &spec.child("memoryPerDevice"),
+        &class.memory_per_device,
+    );
     if let Some(c) = class.cost_per_device_hour.as_deref()
         && !is_decimal(c)
     {
         errs.push(FieldError::invalid(
-            "spec.costPerDeviceHour",
+            &spec.child("costPerDeviceHour"),
             format!("{c:?}"),
             "must be a decimal such as 4.10",
         ));
@@ -331,7 +371,7 @@ pub fn validate_accelerator_class(class: &AcceleratorClassSpec) -> Verdict {
         && (r.is_empty() || r.chars().any(char::is_whitespace))
     {
         errs.push(FieldError::invalid(
-            "spec.resourceName",
+            &spec.child("resourceName"),
             format!("{r:?}"),
             "must be a resource name such as nvidia.com/gpu",
         ));

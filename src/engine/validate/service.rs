@@ -1,24 +1,27 @@
-//! Validation of a service against its own rules and the limits of the
-//! policies that apply to it.
+//! Validation of a service against its own rules (one function per field
+//! group, each given its path) and the limits of the policies that apply
+//! to it (`limits`).
 
 use std::time::Duration;
 
 use kube::ResourceExt;
 
-use crate::api::policy::{Enforcement, PolicyLimits};
-use crate::api::{
-    AcceleratorType,
-    v1beta1::{Backend, InferenceService, ModelSpec},
+use crate::api::ResourcesSpec;
+use crate::api::v1beta1::{
+    AutoscalingSpec, Backend, CanarySpec, EngineSpec, InferenceService, InferenceServiceSpec,
+    ModelSpec, ParallelismSpec,
 };
-use crate::engine::builtin::{DEFAULT_PARALLELISM, DEFAULT_REQUEST_TIMEOUT};
+use crate::engine::builtin::DEFAULT_REQUEST_TIMEOUT;
 use crate::engine::context::Context;
-use crate::engine::duration::{format_gateway_duration, parse_gateway_duration};
 use crate::engine::field_error::FieldError;
-use crate::engine::policy::{Layer, layers, strictest};
+use crate::engine::field_path::Path;
+use crate::engine::policy::layers;
 use crate::engine::verdict::Verdict;
-use crate::engine::{graph_source, names, promql, resources, rollout, route};
+use crate::engine::{graph_source, names, rollout, route};
 
-use super::fields::{check_health, check_image, check_metrics, check_quantity, quoted_list};
+use super::fields::{
+    check_duration, check_gate_query, check_health, check_image, check_metrics, check_quantity,
+};
 
 /// Validate a (defaulted) service; `old` is the stored object on UPDATE.
 ///
@@ -33,492 +36,297 @@ pub fn validate_service(
     let layers = layers(ctx);
     let mut v = Verdict::default();
     let s = &svc.spec;
-    let errs = &mut v.errors;
+    let (metadata, spec) = (Path::new("metadata"), Path::new("spec"));
+    let engine_image = s.engine.as_ref().and_then(|e| e.image.as_deref());
 
-    // Names.
-    errs.extend(names::derived_name_errors(svc));
-
-    // Model.
-    check_model_ref(errs, "spec.model.ref", &s.model);
-
-    // Engine.
-    let engine = s.engine.as_ref();
-    let engine_image = engine.and_then(|e| e.image.as_deref());
-    check_image(
-        errs,
-        "spec.engine.image",
-        engine_image,
-        "no engine image: set spec.engine.image, or defaults.engine.image in an InferencePolicy or ClusterInferencePolicy, or start the server with --default-engine-image",
-    );
-    if let Some(port) = engine.and_then(|e| e.port)
-        && !(1..=65535).contains(&port)
-    {
-        errs.push(FieldError::invalid(
-            "spec.engine.port",
-            port,
-            "must be between 1 and 65535, inclusive",
-        ));
-    }
-    if let Some(e) = engine {
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, var) in e.env.iter().enumerate() {
-            if var.name.is_empty() {
-                errs.push(FieldError::required(
-                    format!("spec.engine.env[{i}].name"),
-                    "",
-                ));
-            } else if !seen.insert(var.name.as_str()) {
-                errs.push(FieldError::duplicate(
-                    format!("spec.engine.env[{i}].name"),
-                    format!("{:?}", var.name),
-                    "environment variable names must be unique",
-                ));
-            }
-        }
-    }
-
-    // Backend and graph.
-    let backend = s.backend.unwrap_or_default();
-    if let Some(old) = old {
-        let before = old.spec.backend.unwrap_or_default();
-        if before != backend {
-            errs.push(FieldError::invalid(
-                "spec.backend",
-                format!("{:?}", backend.as_str()),
-                &format!("field is immutable (was {:?})", before.as_str()),
-            ));
-        }
-    }
-    match (&s.graph, backend) {
-        (None, Backend::RayService) => errs.push(FieldError::required(
-            "spec.graph",
-            "required when spec.backend is RayService",
-        )),
-        (Some(_), Backend::Deployment) => errs.push(FieldError::forbidden(
-            "spec.graph",
-            "allowed only when spec.backend is RayService",
-        )),
-        (Some(g), Backend::RayService) => errs.extend(graph_source::graph_errors(g)),
-        (None, Backend::Deployment) => {}
-    }
-
-    // Replicas and autoscaling.
-    if let Some(r) = s.replicas
-        && r < 0
-    {
-        errs.push(FieldError::invalid(
-            "spec.replicas",
-            r,
-            "must be greater than or equal to 0",
-        ));
-    }
+    v.errors
+        .extend(names::derived_name_errors(&metadata.child("name"), svc));
+    let model = spec.child("model");
+    check_model_ref(&mut v.errors, &model.child("ref"), &s.model);
+    check_engine(&mut v.errors, &spec.child("engine"), s.engine.as_ref());
+    check_backend(&mut v.errors, &spec, s, old.map(|o| &o.spec));
+    check_at_least(&mut v.errors, &spec.child("replicas"), s.replicas, 0);
     if let Some(a) = &s.autoscaling {
-        if a.min_replicas < 1 {
-            errs.push(FieldError::invalid(
-                "spec.autoscaling.minReplicas",
-                a.min_replicas,
-                "must be greater than or equal to 1",
-            ));
-        }
-        if a.max_replicas < a.min_replicas {
-            errs.push(FieldError::invalid(
-                "spec.autoscaling.maxReplicas",
-                a.max_replicas,
-                &format!(
-                    "must be greater than or equal to spec.autoscaling.minReplicas ({})",
-                    a.min_replicas
-                ),
-            ));
-        }
-        if let Some(t) = a.target_cpu_utilization_percent
-            && !(1..=100).contains(&t)
-        {
-            errs.push(FieldError::invalid(
-                "spec.autoscaling.targetCPUUtilizationPercent",
-                t,
-                "must be between 1 and 100, inclusive",
-            ));
-        }
+        check_autoscaling(&mut v.errors, &spec.child("autoscaling"), a);
     }
-
-    // Resources.
     if let Some(r) = &s.resources {
-        check_quantity(errs, "spec.resources.cpu", r.cpu.as_ref());
-        check_quantity(errs, "spec.resources.memory", r.memory.as_ref());
-        check_quantity(errs, "spec.resources.gpuMemory", r.gpu_memory.as_ref());
+        check_resources(&mut v.errors, &spec.child("resources"), r);
     }
-
-    // Accelerator and parallelism.
-    let accel = s
-        .accelerator
-        .as_ref()
-        .and_then(|a| a.r#type)
-        .unwrap_or_default();
-    let par = s.parallelism.as_ref();
-    for (field, value) in [
-        ("spec.parallelism.tensor", par.and_then(|p| p.tensor)),
-        ("spec.parallelism.pipeline", par.and_then(|p| p.pipeline)),
-    ] {
-        if let Some(n) = value
-            && n < 1
-        {
-            errs.push(FieldError::invalid(
-                field,
-                n,
-                "must be greater than or equal to 1",
-            ));
-        }
-    }
-
-    super::placement::placement_errors(errs, svc, ctx);
-
-    // Canary.
+    check_parallelism(
+        &mut v.errors,
+        &spec.child("parallelism"),
+        s.parallelism.as_ref(),
+    );
+    super::placement::placement_errors(&mut v.errors, &spec, svc, ctx);
     if let Some(c) = &s.canary {
-        check_model_ref(errs, "spec.canary.model.ref", &c.model);
-        if !(0..=100).contains(&c.weight) {
-            errs.push(FieldError::invalid(
-                "spec.canary.weight",
-                c.weight,
-                "must be between 0 and 100, inclusive",
-            ));
-        }
-        if let Some(r) = c.replicas
-            && r < 0
-        {
-            errs.push(FieldError::invalid(
-                "spec.canary.replicas",
-                r,
-                "must be greater than or equal to 0",
-            ));
-        }
-        let canary_image = c.engine_image.as_deref().or(engine_image);
-        if !c.model.r#ref.is_empty()
-            && c.model.r#ref == s.model.r#ref
-            && canary_image == engine_image
-        {
-            v.warnings.push(format!(
-                "spec.canary: the canary is identical to the primary (model {:?}, engine image {:?}); it only splits traffic between two copies",
-                c.model.r#ref,
-                engine_image.unwrap_or_default()
-            ));
-        }
+        check_canary(&mut v, &spec, s, c, engine_image);
     }
-
-    super::picker::check_inference_pool(&mut v.errors, svc);
-    rollout::check_service(&mut v.errors, svc);
-    check_analysis_query(&mut v.errors, svc, ctx);
+    super::picker::check_inference_pool(&mut v.errors, &spec.child("routing"), svc);
+    rollout::check_service(&mut v.errors, &spec.child("rollout"), svc);
+    check_analysis_query(&mut v.errors, &spec.child("rollout"), svc, ctx);
     if let Some(w) = old.and_then(|o| rollout::restart_warning(svc, o)) {
         v.warnings.push(w);
     }
-
-    // Health check.
-    check_health(&mut v.errors, "spec.healthCheck", s.health_check.as_ref());
-    check_metrics(&mut v.errors, "spec.metrics", s.metrics.as_ref());
-
-    // Routing.
-    let routing = s.routing.as_ref();
-    let timeout_str = routing
-        .and_then(|r| r.request_timeout.as_deref())
-        .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
-    let request_timeout = match parse_gateway_duration(timeout_str) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            v.errors.push(FieldError::invalid(
-                "spec.routing.requestTimeout",
-                format!("{timeout_str:?}"),
-                &e,
-            ));
-            None
-        }
-    };
-    match route::render_route_path(svc) {
-        Err(e) => v.errors.push(e),
-        Ok(path) => {
-            if let Some((gw, _)) = route::route_claim(svc) {
-                let ns = svc.metadata.namespace.as_deref().unwrap_or(ctx.namespace);
-                if let Some((ons, oname)) = ctx.routes.owner(&gw, &path, (ns, &svc.name_any())) {
-                    v.errors.push(FieldError::duplicate(
-                        "spec.routing.pathTemplate",
-                        format!("{path:?}"),
-                        &format!(
-                            "route path on Gateway {}/{} is already used by InferenceService {ons}/{oname}",
-                            gw.namespace.as_deref().unwrap_or(ns),
-                            gw.name
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    if let Some(gw) = routing.and_then(|r| r.gateway.as_ref())
-        && gw.name.is_empty()
-    {
-        v.errors
-            .push(FieldError::required("spec.routing.gateway.name", ""));
-    }
-
-    super::capacity::check_capacity(&mut v, svc, ctx, &layers);
-
-    // Policy limits.
-    let mut lim = Limits {
-        layers: &layers,
-        verdict: &mut v,
-    };
-    if let Some(r) = s.replicas {
-        lim.max("spec.replicas", r, |l| l.max_replicas, "");
-    }
-    if let Some(a) = &s.autoscaling {
-        lim.max(
-            "spec.autoscaling.maxReplicas",
-            a.max_replicas,
-            |l| l.max_replicas,
-            "",
-        );
-    }
-    if let Some(r) = super::picker::picker_replicas(svc) {
-        lim.max(
-            "spec.routing.endpointPicker.replicas",
-            r,
-            |l| l.max_replicas,
-            "",
-        );
-    }
-    if let Some(c) = &s.canary {
-        lim.max("spec.canary.weight", c.weight, |l| l.max_canary_weight, "");
-    }
-    if rollout::is_progressive(svc)
-        && let Some(r) = &s.rollout
-    {
-        for (i, w) in r.steps.iter().enumerate() {
-            lim.max(
-                &format!("spec.rollout.steps[{i}]"),
-                *w,
-                |l| l.max_canary_weight,
-                "",
-            );
-        }
-        for (enforcement, e) in rollout::min_interval_violations(&layers, svc) {
-            lim.report(enforcement, e);
-        }
-    }
-    let gpus = resources::gpus_per_replica(svc);
-    if gpus > 0 {
-        let detail = format!(
-            "GPUs per replica (tensor {} x pipeline {}) ",
-            par.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM),
-            par.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM)
-        );
-        lim.max(
-            "spec.parallelism",
-            gpus,
-            |l| l.max_gpus_per_replica,
-            &detail,
-        );
-    }
-    if let Some(d) = request_timeout {
-        lim.max_duration("spec.routing.requestTimeout", timeout_str, d);
-    }
-    if accel != AcceleratorType::None {
-        lim.accelerator(accel);
-    }
-    if let Some(class) = s.accelerator.as_ref().and_then(|a| a.class.as_deref()) {
-        lim.accelerator_class(class);
-    }
-    for (enforcement, e) in super::placement::limit_violations(svc, ctx, &layers) {
-        lim.report(enforcement, e);
-    }
-    let mut images: Vec<(&str, &str)> = Vec::new();
-    if let Some(img) = engine_image {
-        images.push(("spec.engine.image", img));
-    }
-    if let Some(img) = s.model.image.as_deref() {
-        images.push(("spec.model.image", img));
-    }
-    if let Some(c) = &s.canary {
-        if let Some(img) = c.model.image.as_deref() {
-            images.push(("spec.canary.model.image", img));
-        }
-        if let Some(img) = c.engine_image.as_deref() {
-            images.push(("spec.canary.engineImage", img));
-        }
-    }
-    if let Some(img) = names::owns_endpoint_pickers(svc)
-        .then(|| {
-            s.routing
-                .as_ref()?
-                .endpoint_picker
-                .as_ref()?
-                .image
-                .as_deref()
-        })
-        .flatten()
-    {
-        images.push(("spec.routing.endpointPicker.image", img));
-    }
-    for (field, img) in images {
-        lim.registry(field, img);
-    }
-    if let Some(g) = &s.graph
-        && let Ok(url) = graph_source::parse_graph_url(&g.url)
-    {
-        lim.graph_host(&url);
-    }
+    check_health(
+        &mut v.errors,
+        &spec.child("healthCheck"),
+        s.health_check.as_ref(),
+    );
+    check_metrics(&mut v.errors, &spec.child("metrics"), s.metrics.as_ref());
+    let timeout = check_routing(&mut v.errors, &spec.child("routing"), svc, ctx);
+    super::capacity::check_capacity(&mut v, &spec, svc, ctx, &layers);
+    super::limits::check_service_limits(&mut v, &spec, svc, ctx, &layers, timeout);
     v
 }
 
-fn check_model_ref(errs: &mut Vec<FieldError>, field: &str, m: &ModelSpec) {
+/// A model reference: set, at most 253 bytes, without whitespace.
+fn check_model_ref(errs: &mut Vec<FieldError>, at: &Path<'_>, m: &ModelSpec) {
     let r = &m.r#ref;
     if r.is_empty() {
-        errs.push(FieldError::required(field, "the model to serve"));
+        errs.push(FieldError::required(at, "the model to serve"));
     } else if r.len() > 253 {
         errs.push(FieldError::too_long(
-            field,
+            at,
             &format!("may not be more than 253 bytes (is {})", r.len()),
         ));
     } else if r.chars().any(char::is_whitespace) {
         errs.push(FieldError::invalid(
-            field,
+            at,
             format!("{r:?}"),
             "must not contain whitespace",
         ));
     }
 }
 
-/// Policy limit checks: Deny violations are errors, Warn violations warnings.
-struct Limits<'l, 'a, 'v> {
-    layers: &'l [Layer<'a>],
-    verdict: &'v mut Verdict,
-}
-
-impl Limits<'_, '_, '_> {
-    fn report(&mut self, enforcement: Enforcement, e: FieldError) {
-        match enforcement {
-            Enforcement::Deny => self.verdict.errors.push(e),
-            Enforcement::Warn => self.verdict.warnings.push(e.to_string()),
-        }
-    }
-
-    fn max(
-        &mut self,
-        field: &str,
-        value: i32,
-        get: impl Fn(&PolicyLimits) -> Option<i32>,
-        what: &str,
-    ) {
-        let (deny, warn) = strictest(self.layers, get);
-        for (b, enf) in [(deny, Enforcement::Deny), (warn, Enforcement::Warn)] {
-            if let Some(b) = b
-                && value > b.value
-            {
-                let e = FieldError::invalid(
-                    field,
-                    value,
-                    &format!("{what}must be at most {} ({})", b.value, b.layer.display()),
-                );
-                self.report(enf, e);
-                // A Deny violation makes the same Warn violation noise.
-                return;
-            }
-        }
-    }
-
-    fn max_duration(&mut self, field: &str, shown: &str, value: Duration) {
-        let (deny, warn) = strictest(self.layers, |l| {
-            l.max_request_timeout
-                .as_deref()
-                .and_then(|s| parse_gateway_duration(s).ok())
-        });
-        for (b, enf) in [(deny, Enforcement::Deny), (warn, Enforcement::Warn)] {
-            if let Some(b) = b
-                && value > b.value
-            {
-                let e = FieldError::invalid(
-                    field,
-                    format!("{shown:?}"),
-                    &format!(
-                        "must be at most {} ({})",
-                        format_gateway_duration(b.value),
-                        b.layer.display()
-                    ),
-                );
-                self.report(enf, e);
-                return;
-            }
-        }
-    }
-
-    fn accelerator(&mut self, accel: AcceleratorType) {
-        let layers = self.layers;
-        for l in layers {
-            let Some(list) = l.limits.and_then(|x| x.allowed_accelerators.as_ref()) else {
-                continue;
-            };
-            if !list.contains(&accel) {
-                let supported: Vec<&str> = list.iter().map(|a| a.as_str()).collect();
-                let e = FieldError::not_supported(
-                    "spec.accelerator.type",
-                    accel,
-                    &supported,
-                    &format!(" ({})", l.display()),
-                );
-                self.report(l.enforcement, e);
-            }
-        }
-    }
-
-    fn accelerator_class(&mut self, class: &str) {
-        let layers = self.layers;
-        for l in layers {
-            let Some(list) = l
-                .limits
-                .and_then(|x| x.allowed_accelerator_classes.as_ref())
-            else {
-                continue;
-            };
-            if !list.iter().any(|c| c == class) {
-                let supported: Vec<&str> = list.iter().map(String::as_str).collect();
-                let e = FieldError::not_supported(
-                    "spec.accelerator.class",
-                    class,
-                    &supported,
-                    &format!(" ({})", l.display()),
-                );
-                self.report(l.enforcement, e);
-            }
-        }
-    }
-
-    fn graph_host(&mut self, url: &url::Url) {
-        for (l, e) in graph_source::host_violations(self.layers, url) {
-            self.report(l.enforcement, e);
-        }
-    }
-
-    fn registry(&mut self, field: &str, image: &str) {
-        let layers = self.layers;
-        for l in layers {
-            let Some(list) = l.limits.and_then(|x| x.allowed_image_registries.as_ref()) else {
-                continue;
-            };
-            if !list.iter().any(|p| image.starts_with(p.as_str())) {
-                let e = FieldError::invalid(
-                    field,
-                    format!("{image:?}"),
-                    &format!(
-                        "must start with one of {} ({})",
-                        quoted_list(list),
-                        l.display()
-                    ),
-                );
-                self.report(l.enforcement, e);
-            }
+/// `spec.engine`: an image, a port, env names set and unique.
+fn check_engine(errs: &mut Vec<FieldError>, at: &Path<'_>, engine: Option<&EngineSpec>) {
+    check_image(
+        errs,
+        &at.child("image"),
+        engine.and_then(|e| e.image.as_deref()),
+        "no engine image: set spec.engine.image, or defaults.engine.image in an InferencePolicy or ClusterInferencePolicy, or start the server with --default-engine-image",
+    );
+    let Some(e) = engine else { return };
+    check_port(errs, &at.child("port"), e.port);
+    let env = at.child("env");
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, var) in e.env.iter().enumerate() {
+        let item = env.index(i);
+        if var.name.is_empty() {
+            errs.push(FieldError::required(&item.child("name"), ""));
+        } else if !seen.insert(var.name.as_str()) {
+            errs.push(FieldError::duplicate(
+                &item.child("name"),
+                format!("{:?}", var.name),
+                "environment variable names must be unique",
+            ));
         }
     }
 }
 
-/// The gate's query parses once its placeholders carry this service's
-/// namespace and names (the reconciler confines it to that namespace).
-fn check_analysis_query(errs: &mut Vec<FieldError>, svc: &InferenceService, ctx: &Context) {
+/// A port, when set, is between 1 and 65535.
+pub(super) fn check_port(errs: &mut Vec<FieldError>, at: &Path<'_>, port: Option<i32>) {
+    if let Some(port) = port
+        && !(1..=65535).contains(&port)
+    {
+        errs.push(FieldError::invalid(
+            at,
+            port,
+            "must be between 1 and 65535, inclusive",
+        ));
+    }
+}
+
+/// `spec.backend` never changes; `spec.graph` is there iff the backend is a RayService.
+fn check_backend(
+    errs: &mut Vec<FieldError>,
+    spec: &Path<'_>,
+    s: &InferenceServiceSpec,
+    old: Option<&InferenceServiceSpec>,
+) {
+    let backend = s.backend.unwrap_or_default();
+    if let Some(old) = old {
+        let before = old.backend.unwrap_or_default();
+        if before != backend {
+            errs.push(FieldError::invalid(
+                &spec.child("backend"),
+                format!("{:?}", backend.as_str()),
+                &format!("field is immutable (was {:?})", before.as_str()),
+            ));
+        }
+    }
+    let graph = spec.child("graph");
+    match (&s.graph, backend) {
+        (None, Backend::RayService) => errs.push(FieldError::required(
+            &graph,
+            "required when spec.backend is RayService",
+        )),
+        (Some(_), Backend::Deployment) => errs.push(FieldError::forbidden(
+            &graph,
+            "allowed only when spec.backend is RayService",
+        )),
+        (Some(g), Backend::RayService) => errs.extend(graph_source::graph_errors(&graph, g)),
+        (None, Backend::Deployment) => {}
+    }
+}
+
+/// A count (of replicas, of devices), when set, is at least `min`.
+pub(super) fn check_at_least<T: PartialOrd + std::fmt::Display>(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    value: Option<T>,
+    min: T,
+) {
+    if let Some(r) = value
+        && r < min
+    {
+        errs.push(FieldError::invalid(
+            at,
+            r,
+            &format!("must be greater than or equal to {min}"),
+        ));
+    }
+}
+
+/// `spec.autoscaling`: at least one replica, a maximum at least the
+/// minimum, a CPU target that is a percentage.
+fn check_autoscaling(errs: &mut Vec<FieldError>, at: &Path<'_>, a: &AutoscalingSpec) {
+    let min = at.child("minReplicas");
+    check_at_least(errs, &min, Some(a.min_replicas), 1);
+    if a.max_replicas < a.min_replicas {
+        errs.push(FieldError::invalid(
+            &at.child("maxReplicas"),
+            a.max_replicas,
+            &format!(
+                "must be greater than or equal to {min} ({})",
+                a.min_replicas
+            ),
+        ));
+    }
+    check_percent(
+        errs,
+        &at.child("targetCPUUtilizationPercent"),
+        a.target_cpu_utilization_percent,
+    );
+}
+
+/// A percentage, when set, is between 1 and 100.
+pub(super) fn check_percent(errs: &mut Vec<FieldError>, at: &Path<'_>, value: Option<i32>) {
+    if let Some(t) = value
+        && !(1..=100).contains(&t)
+    {
+        errs.push(FieldError::invalid(
+            at,
+            t,
+            "must be between 1 and 100, inclusive",
+        ));
+    }
+}
+
+/// `spec.resources`: every quantity set parses and is not negative.
+fn check_resources(errs: &mut Vec<FieldError>, at: &Path<'_>, r: &ResourcesSpec) {
+    check_quantity(errs, &at.child("cpu"), r.cpu.as_ref());
+    check_quantity(errs, &at.child("memory"), r.memory.as_ref());
+    check_quantity(errs, &at.child("gpuMemory"), r.gpu_memory.as_ref());
+}
+
+/// `spec.parallelism`: tensor and pipeline, when set, at least 1.
+fn check_parallelism(errs: &mut Vec<FieldError>, at: &Path<'_>, par: Option<&ParallelismSpec>) {
+    check_at_least(errs, &at.child("tensor"), par.and_then(|p| p.tensor), 1);
+    check_at_least(errs, &at.child("pipeline"), par.and_then(|p| p.pipeline), 1);
+}
+
+/// `spec.canary`: its model, a weight that is a percentage, replicas not
+/// negative; a warning when it serves exactly what the primary does.
+fn check_canary(
+    v: &mut Verdict,
+    spec: &Path<'_>,
+    s: &InferenceServiceSpec,
+    c: &CanarySpec,
+    engine_image: Option<&str>,
+) {
+    let at = spec.child("canary");
+    let model = at.child("model");
+    check_model_ref(&mut v.errors, &model.child("ref"), &c.model);
+    if !(0..=100).contains(&c.weight) {
+        v.errors.push(FieldError::invalid(
+            &at.child("weight"),
+            c.weight,
+            "must be between 0 and 100, inclusive",
+        ));
+    }
+    check_at_least(&mut v.errors, &at.child("replicas"), c.replicas, 0);
+    let canary_image = c.engine_image.as_deref().or(engine_image);
+    if !c.model.r#ref.is_empty() && c.model.r#ref == s.model.r#ref && canary_image == engine_image {
+        v.warnings.push(format!(
+            "{at}: the canary is identical to the primary (model {:?}, engine image {:?}); it only splits traffic between two copies",
+            c.model.r#ref,
+            engine_image.unwrap_or_default()
+        ));
+    }
+}
+
+/// `spec.routing`: a request timeout that parses (returned, as written
+/// and read, for the policies' bound), a route path no other service on
+/// the Gateway claims, a Gateway with a name.
+fn check_routing<'s>(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    svc: &'s InferenceService,
+    ctx: &Context,
+) -> (&'s str, Option<Duration>) {
+    let routing = svc.spec.routing.as_ref();
+    let timeout_str = routing
+        .and_then(|r| r.request_timeout.as_deref())
+        .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
+    let request_timeout = check_duration(errs, &at.child("requestTimeout"), timeout_str);
+    match route::render_route_path(svc) {
+        Err(e) => errs.push(e),
+        Ok(path) => check_route_owner(errs, &at.child("pathTemplate"), svc, ctx, &path),
+    }
+    if let Some(gw) = routing.and_then(|r| r.gateway.as_ref())
+        && gw.name.is_empty()
+    {
+        let gateway = at.child("gateway");
+        errs.push(FieldError::required(&gateway.child("name"), ""));
+    }
+    (timeout_str, request_timeout)
+}
+
+/// The route path `path` is not another service's on the same Gateway.
+fn check_route_owner(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    svc: &InferenceService,
+    ctx: &Context,
+    path: &str,
+) {
+    let Some((gw, _)) = route::route_claim(svc) else {
+        return;
+    };
+    let ns = svc.metadata.namespace.as_deref().unwrap_or(ctx.namespace);
+    if let Some((ons, oname)) = ctx.routes.owner(&gw, path, (ns, &svc.name_any())) {
+        errs.push(FieldError::duplicate(
+            at,
+            format!("{path:?}"),
+            &format!(
+                "route path on Gateway {}/{} is already used by InferenceService {ons}/{oname}",
+                gw.namespace.as_deref().unwrap_or(ns),
+                gw.name
+            ),
+        ));
+    }
+}
+
+/// The gate's query (`at` is `spec.rollout`) parses once its placeholders
+/// carry this service's namespace and names (the reconciler confines it to
+/// that namespace).
+fn check_analysis_query(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    svc: &InferenceService,
+    ctx: &Context,
+) {
     let Some(p) = svc
         .spec
         .rollout
@@ -537,14 +345,6 @@ fn check_analysis_query(errs: &mut Vec<FieldError>, svc: &InferenceService, ctx:
     } else {
         namespace
     };
-    promql::check_query(
-        errs,
-        "spec.rollout.analysis.prometheus.query",
-        &p.query,
-        (
-            &namespace,
-            &names::primary_name(svc),
-            &names::canary_name(svc),
-        ),
-    );
+    let (primary, canary) = (names::primary_name(svc), names::canary_name(svc));
+    check_gate_query(errs, at, p, (&namespace, &primary, &canary));
 }

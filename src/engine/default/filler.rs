@@ -1,0 +1,91 @@
+//! Filling one field: from the first policy layer that sets it, else a
+//! fallback (a server flag, a built-in value), recording where it came from.
+
+use std::borrow::Cow;
+
+use crate::api::policy::PolicyDefaults;
+use crate::engine::defaulted::Provenance;
+use crate::engine::policy::{Layer, first_default};
+
+/// Provenance of a server flag.
+pub const SOURCE_FLAG: &str = "flag";
+/// Provenance of a built-in value.
+pub const SOURCE_BUILT_IN: &str = "built-in";
+
+/// The layers a service's defaults come from, and the fields filled so far.
+pub(super) struct Filler<'l, 'a> {
+    pub(super) layers: &'l [Layer<'a>],
+    /// Each layer's provenance source, formatted on first use.
+    sources: Vec<Option<Cow<'static, str>>>,
+    pub(super) filled: Vec<Provenance>,
+}
+
+impl<'l, 'a> Filler<'l, 'a> {
+    pub(super) fn new(layers: &'l [Layer<'a>]) -> Self {
+        Self {
+            layers,
+            sources: vec![None; layers.len()],
+            filled: Vec::new(),
+        }
+    }
+
+    /// Fill `slot` when empty: policy layers, then `fallback` (value, source).
+    pub(super) fn fill<T: serde::Serialize>(
+        &mut self,
+        slot: &mut Option<T>,
+        field: &'static str,
+        from_policy: impl Fn(&'a PolicyDefaults) -> Option<T>,
+        fallback: Option<(T, &'static str)>,
+    ) {
+        if slot.is_some() {
+            return;
+        }
+        let found = match first_default(self.layers, from_policy) {
+            Some((v, i)) => {
+                let layer = &self.layers[i];
+                let source = self.sources[i].get_or_insert_with(|| Cow::Owned(layer.source()));
+                Some((v, source.clone()))
+            }
+            None => fallback.map(|(v, src)| (v, Cow::Borrowed(src))),
+        };
+        if let Some((v, source)) = found {
+            let value = serde_json::to_string(&v).ok();
+            *slot = Some(v);
+            self.filled.push(Provenance {
+                field,
+                source,
+                value,
+            });
+        }
+    }
+
+    /// Fill `slot` when empty with the built-in `value`.
+    pub(super) fn built_in<T: serde::Serialize>(
+        &mut self,
+        slot: &mut Option<T>,
+        field: &'static str,
+        value: T,
+    ) {
+        self.fill(slot, field, |_| None, Some((value, SOURCE_BUILT_IN)));
+    }
+
+    /// Record that `field` was filled with `value` from `source` (a value
+    /// that comes from neither a policy nor a built-in).
+    pub(super) fn record<T: serde::Serialize>(
+        &mut self,
+        field: &'static str,
+        source: String,
+        value: &T,
+    ) {
+        self.filled.push(Provenance {
+            field,
+            source: Cow::Owned(source),
+            value: serde_json::to_string(value).ok(),
+        });
+    }
+
+    /// Whether any layer's defaults satisfy `set`.
+    pub(super) fn any_policy(&self, set: impl Fn(&PolicyDefaults) -> bool) -> bool {
+        self.layers.iter().any(|l| l.defaults.is_some_and(&set))
+    }
+}

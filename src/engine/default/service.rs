@@ -1,0 +1,286 @@
+//! `default_service`: every group of a service's fields defaulted in turn,
+//! each by a function given its fields' paths.
+
+use crate::api::rollout::RolloutSpec;
+use crate::api::v1beta1::{
+    AcceleratorSpec, EngineSpec, InferenceService, InferenceServiceSpec, ParallelismSpec,
+    RoutingSpec,
+};
+use crate::api::{BackendKind, EndpointPickerSpec, HealthCheckSpec, MetricsSpec, ResourcesSpec};
+use crate::engine::builtin::{
+    DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH,
+    DEFAULT_HEALTH_TIMEOUT, DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH, DEFAULT_PARALLELISM,
+    DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_TARGET_CPU,
+};
+use crate::engine::context::Context;
+use crate::engine::defaulted::Defaulted;
+use crate::engine::policy::layers;
+use crate::engine::rollout::only_an_address;
+
+use super::filler::{Filler, SOURCE_BUILT_IN, SOURCE_FLAG};
+use super::paths::{self, SPEC, Spec};
+use super::provenance::record_provenance;
+
+/// Fill every default, write/extend the
+/// `infergate.dev/defaulted-from` annotation. Idempotent.
+#[must_use]
+pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
+    let layers = layers(ctx);
+    let mut out = svc.clone();
+    let mut f = Filler::new(&layers);
+    let spec = &mut out.spec;
+    let at = &SPEC;
+
+    let engine = spec.engine.get_or_insert_with(EngineSpec::default);
+    default_engine(&mut f, engine, &at.engine, ctx);
+    default_scaling(&mut f, spec, at, ctx);
+    default_resources(&mut f, spec, &at.resources);
+    let accelerator = spec
+        .accelerator
+        .get_or_insert_with(AcceleratorSpec::default);
+    default_accelerator(&mut f, accelerator, &at.accelerator, ctx);
+    let warnings = super::fit::default_fit(&mut f, spec, at, ctx);
+    let parallelism = spec
+        .parallelism
+        .get_or_insert_with(ParallelismSpec::default);
+    default_parallelism(&mut f, parallelism, &at.parallelism);
+    super::placement::default_placement(&mut f, spec, at);
+    let health = spec
+        .health_check
+        .get_or_insert_with(HealthCheckSpec::default);
+    default_health(&mut f, health, &at.health_check);
+    default_metrics(&mut f, spec, &at.metrics);
+    let routing = spec.routing.get_or_insert_with(RoutingSpec::default);
+    default_routing(&mut f, routing, &at.routing);
+    default_rollout(&mut f, &mut spec.rollout, at.rollout);
+
+    let filled = f.filled;
+    if !filled.is_empty() {
+        record_provenance(&mut out, &filled);
+    }
+    Defaulted {
+        object: out,
+        filled,
+        warnings,
+    }
+}
+
+/// `spec.engine`: the image (a policy's, else the server's flag) and the port.
+fn default_engine(f: &mut Filler<'_, '_>, e: &mut EngineSpec, at: &paths::Engine, ctx: &Context) {
+    f.fill(
+        &mut e.image,
+        at.image,
+        |d| d.engine.as_ref()?.image.clone(),
+        ctx.server.engine_image.clone().map(|v| (v, SOURCE_FLAG)),
+    );
+    f.fill(
+        &mut e.port,
+        at.port,
+        |d| d.engine.as_ref()?.port,
+        Some((DEFAULT_PORT, SOURCE_BUILT_IN)),
+    );
+}
+
+/// `spec.backend`, `spec.replicas` (a policy's, else the server's flag, else
+/// built-in) and the CPU target of `spec.autoscaling` when it is set.
+fn default_scaling(
+    f: &mut Filler<'_, '_>,
+    spec: &mut InferenceServiceSpec,
+    at: &Spec,
+    ctx: &Context,
+) {
+    f.built_in(&mut spec.backend, at.backend, DEFAULT_BACKEND);
+    let fallback = match ctx.server.replicas {
+        Some(r) => (r, SOURCE_FLAG),
+        None => (DEFAULT_REPLICAS, SOURCE_BUILT_IN),
+    };
+    f.fill(
+        &mut spec.replicas,
+        at.replicas,
+        |d| d.replicas,
+        Some(fallback),
+    );
+    if let Some(auto) = spec.autoscaling.as_mut() {
+        f.fill(
+            &mut auto.target_cpu_utilization_percent,
+            at.autoscaling.target_cpu_utilization_percent,
+            |d| d.autoscaling.as_ref()?.target_cpu_utilization_percent,
+            Some((DEFAULT_TARGET_CPU, SOURCE_BUILT_IN)),
+        );
+    }
+}
+
+/// `spec.resources.cpu` and `.memory`, only when a policy sets them.
+fn default_resources(
+    f: &mut Filler<'_, '_>,
+    spec: &mut InferenceServiceSpec,
+    at: &paths::CpuMemory,
+) {
+    let had = spec.resources.is_some();
+    if !had && !f.any_policy(|d| d.resources.is_some()) {
+        return;
+    }
+    let res = spec.resources.get_or_insert_with(ResourcesSpec::default);
+    f.fill(
+        &mut res.cpu,
+        at.cpu,
+        |d| d.resources.as_ref()?.cpu.clone(),
+        None,
+    );
+    f.fill(
+        &mut res.memory,
+        at.memory,
+        |d| d.resources.as_ref()?.memory.clone(),
+        None,
+    );
+    if *res == ResourcesSpec::default() && !had {
+        spec.resources = None;
+    }
+}
+
+/// `spec.accelerator`: the class (a policy's), then the type: the class's
+/// vendor, else built-in.
+fn default_accelerator(
+    f: &mut Filler<'_, '_>,
+    acc: &mut AcceleratorSpec,
+    at: &paths::Accelerator,
+    ctx: &Context,
+) {
+    f.fill(
+        &mut acc.class,
+        at.class,
+        |d| d.accelerator.as_ref()?.class.clone(),
+        None,
+    );
+    // With a class, the type is the class's vendor (a class that does
+    // not exist is denied by validation, and defaults nothing).
+    if let Some(name) = acc.class.as_deref()
+        && let Some(class) = ctx.classes.get(name)
+        && acc.r#type.is_none()
+    {
+        acc.r#type = Some(class.vendor);
+        f.record(at.r#type, format!("AcceleratorClass/{name}"), &class.vendor);
+    }
+    f.built_in(&mut acc.r#type, at.r#type, DEFAULT_ACCELERATOR);
+}
+
+/// `spec.parallelism`: built-in tensor and pipeline sizes.
+fn default_parallelism(f: &mut Filler<'_, '_>, par: &mut ParallelismSpec, at: &paths::Parallelism) {
+    f.built_in(&mut par.tensor, at.tensor, DEFAULT_PARALLELISM);
+    f.built_in(&mut par.pipeline, at.pipeline, DEFAULT_PARALLELISM);
+}
+
+/// `spec.healthCheck`: path, interval and timeout.
+fn default_health(f: &mut Filler<'_, '_>, hc: &mut HealthCheckSpec, at: &paths::HealthCheck) {
+    f.fill(
+        &mut hc.path,
+        at.path,
+        |d| d.health_check.as_ref()?.path.clone(),
+        Some((DEFAULT_HEALTH_PATH.to_owned(), SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut hc.interval,
+        at.interval,
+        |d| d.health_check.as_ref()?.interval.clone(),
+        Some((DEFAULT_HEALTH_INTERVAL.to_owned(), SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut hc.timeout,
+        at.timeout,
+        |d| d.health_check.as_ref()?.timeout.clone(),
+        Some((DEFAULT_HEALTH_TIMEOUT.to_owned(), SOURCE_BUILT_IN)),
+    );
+}
+
+/// `spec.metrics`: the port (the engine's as defaulted above; an invalid
+/// one is reported there, not copied here), path and interval.
+fn default_metrics(f: &mut Filler<'_, '_>, spec: &mut InferenceServiceSpec, at: &paths::Metrics) {
+    let engine_port = spec
+        .engine
+        .as_ref()
+        .and_then(|e| e.port)
+        .unwrap_or(DEFAULT_PORT);
+    let m = spec.metrics.get_or_insert_with(MetricsSpec::default);
+    f.fill(
+        &mut m.port,
+        at.port,
+        |d| d.metrics.as_ref()?.port,
+        (1..=65535)
+            .contains(&engine_port)
+            .then_some((engine_port, SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut m.path,
+        at.path,
+        |d| d.metrics.as_ref()?.path.clone(),
+        Some((DEFAULT_METRICS_PATH.to_owned(), SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut m.interval,
+        at.interval,
+        |d| d.metrics.as_ref()?.interval.clone(),
+        Some((DEFAULT_METRICS_INTERVAL.to_owned(), SOURCE_BUILT_IN)),
+    );
+}
+
+/// `spec.routing`: path template, request timeout, Gateway, backend kind,
+/// and the endpoint picker of an InferencePool backend.
+fn default_routing(f: &mut Filler<'_, '_>, r: &mut RoutingSpec, at: &paths::Routing) {
+    f.fill(
+        &mut r.path_template,
+        at.path_template,
+        |d| d.routing.as_ref()?.path_template.clone(),
+        Some((DEFAULT_PATH_TEMPLATE.to_owned(), SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut r.request_timeout,
+        at.request_timeout,
+        |d| d.routing.as_ref()?.request_timeout.clone(),
+        Some((DEFAULT_REQUEST_TIMEOUT.to_owned(), SOURCE_BUILT_IN)),
+    );
+    f.fill(
+        &mut r.gateway,
+        at.gateway,
+        |d| d.routing.as_ref()?.gateway.clone(),
+        None,
+    );
+    f.fill(
+        &mut r.backend_kind,
+        at.backend_kind,
+        |d| d.routing.as_ref()?.backend_kind,
+        Some((BackendKind::Service, SOURCE_BUILT_IN)),
+    );
+    if r.backend_kind == Some(BackendKind::InferencePool) {
+        let picker = r
+            .endpoint_picker
+            .get_or_insert_with(EndpointPickerSpec::default);
+        super::picker::default_picker(f, picker, &at.endpoint_picker);
+    }
+}
+
+/// `spec.rollout`: the whole block, only when a policy sets one; the
+/// Prometheus address stays in the policy (looked up when the analysis
+/// runs), and a policy that names only the address sets no rollout.
+fn default_rollout(f: &mut Filler<'_, '_>, rollout: &mut Option<RolloutSpec>, at: &'static str) {
+    f.fill(
+        rollout,
+        at,
+        |d| {
+            let mut r = d.rollout.clone()?;
+            if let Some(a) = r.analysis.as_mut() {
+                if let Some(p) = a.prometheus.as_mut() {
+                    p.address = None;
+                }
+                if a.prometheus.as_ref().is_some_and(only_an_address) {
+                    a.prometheus = None;
+                }
+                if a.prometheus.is_none() {
+                    r.analysis = None;
+                }
+            }
+            (r != RolloutSpec::default()).then_some(r)
+        },
+        None,
+    );
+}
