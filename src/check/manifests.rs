@@ -25,7 +25,7 @@ use crate::api::{DEFAULTED_FROM_ANNOTATION, v1beta1::InferenceService};
 use crate::engine::{self, AcceleratorClasses, ModelProfiles, PolicySnapshot, ServerDefaults};
 use crate::state::context::Files;
 use crate::state::files::{
-    Document, Object, Origin, classify, expand_paths, kind_label, read_documents,
+    Document, DocumentKind, Origin, classify, expand_paths, kind_label, read_documents,
 };
 use crate::state::with_context;
 
@@ -131,10 +131,10 @@ pub fn check(args: &Options) -> Report {
     let classified: Vec<_> = docs.iter().map(classify).collect();
     for (d, c) in docs.iter().zip(&classified) {
         match c {
-            Ok((label, Object::Class(c))) => {
+            Ok((label, DocumentKind::Class(c))) => {
                 add_class(&mut r, &mut classes, &d.origin, label, (**c).clone());
             }
-            Ok((label, Object::Profile(p))) => {
+            Ok((label, DocumentKind::Profile(p))) => {
                 add_profile(&mut r, &mut profiles, &d.origin, label, (**p).clone());
             }
             _ => {}
@@ -171,29 +171,29 @@ fn read_policies(
                 r.lines.push(format!("error: {e}"));
                 r.input_errors += 1;
             }
-            Ok((label, Object::Cluster(p))) => {
+            Ok((label, DocumentKind::Cluster(p))) => {
                 policy_objects.push((d.origin.clone(), label.clone()));
                 snapshot.cluster.push(*p);
             }
-            Ok((label, Object::Namespaced(p))) => {
+            Ok((label, DocumentKind::Namespaced(p))) => {
                 policy_objects.push((d.origin.clone(), label.clone()));
                 snapshot.namespaced.push(*p);
             }
-            Ok((label, Object::Class(c))) => {
+            Ok((label, DocumentKind::Class(c))) => {
                 add_class(r, classes, &d.origin, &label, *c);
             }
-            Ok((label, Object::Profile(p))) => {
+            Ok((label, DocumentKind::Profile(p))) => {
                 add_profile(r, profiles, &d.origin, &label, *p);
             }
-            Ok((label, Object::Invalid(e))) => {
+            Ok((label, DocumentKind::Invalid(e))) => {
                 r.lines.push(format!("{} {label}: {e}", d.origin));
                 r.violations += 1;
             }
-            Ok((label, Object::Service(..))) => r.lines.push(format!(
+            Ok((label, DocumentKind::Service(..))) => r.lines.push(format!(
                 "{} {label}: --policy takes policy objects; pass services with -f; skipped",
                 d.origin
             )),
-            Ok((label, Object::Skipped(why))) => {
+            Ok((label, DocumentKind::Skipped(why))) => {
                 r.lines.push(format!("{} {label}: {why}", d.origin));
             }
         }
@@ -251,7 +251,7 @@ struct Pending {
 /// service first (its route recorded), so routes collide across the input.
 fn default_all(
     docs: &[Document],
-    classified: Vec<Result<(String, Object), crate::state::files::InputError>>,
+    classified: Vec<Result<(String, DocumentKind), crate::state::files::InputError>>,
     files: &mut Files,
     r: &mut Report,
 ) -> Vec<Pending> {
@@ -267,19 +267,19 @@ fn default_all(
         };
         let line = |msg: &str| format!("{} {label}: {msg}", d.origin);
         match obj {
-            Object::Skipped(why) => r.lines.push(line(&why)),
+            DocumentKind::Skipped(why) => r.lines.push(line(&why)),
             // Judged above, before any service.
-            Object::Class(_) | Object::Profile(_) => {}
-            Object::Invalid(e) => {
+            DocumentKind::Class(_) | DocumentKind::Profile(_) => {}
+            DocumentKind::Invalid(e) => {
                 r.lines.push(line(&e));
                 r.violations += 1;
             }
-            Object::Cluster(p) => {
+            DocumentKind::Cluster(p) => {
                 let v = engine::validate_cluster_policy(&p);
                 r.violations += v.errors.len();
                 emit(&mut r.lines, &d.origin, &label, &v);
             }
-            Object::Namespaced(p) => {
+            DocumentKind::Namespaced(p) => {
                 let ns = p.metadata.namespace.clone().unwrap_or_default();
                 let v = with_context(files, &ns, |ctx| {
                     engine::validate_namespaced_policy(&p, ctx)
@@ -287,7 +287,7 @@ fn default_all(
                 r.violations += v.errors.len();
                 emit(&mut r.lines, &d.origin, &label, &v);
             }
-            Object::Service(mut svc, warnings) => {
+            DocumentKind::Service(mut svc, warnings) => {
                 let ns = svc
                     .metadata
                     .namespace

@@ -29,7 +29,7 @@ use super::codec::decode;
 use super::destination::{Checked, destination};
 use super::error::GraphError;
 use super::proto::ServingGraph;
-use super::queue::{Limits, Slot, SlotQueue};
+use super::queue::{FetchLimits, Slot, SlotQueue};
 use crate::engine::graph_source::{host_and_port, parse_graph_url};
 
 pub use super::token::{BearerToken, TOKEN_HOSTS_ANNOTATION, token_from_secret};
@@ -105,7 +105,7 @@ impl GraphSource for GraphFetcher {
     }
 }
 
-/// Limits of fetching.
+/// FetchLimits of fetching.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchOptions {
     /// One deadline for a whole fetch: DNS, connection, TLS, headers, body.
@@ -283,7 +283,7 @@ impl GraphFetcher {
         extra_roots: Vec<CertificateDer<'static>>,
     ) -> Result<Self, FetcherError> {
         let tls = platform_tls(extra_roots)?;
-        let slots = SlotQueue::new(Limits {
+        let slots = SlotQueue::new(FetchLimits {
             per_namespace: options.per_namespace,
             total: options.in_flight,
             hold: options.deadline,

@@ -1,7 +1,7 @@
 //! Slots for graph fetches, handed out in the order services asked.
 //!
-//! At most [`Limits::per_namespace`] fetches of one namespace and
-//! [`Limits::total`] in all run at once. A service that finds no free slot
+//! At most [`FetchLimits::per_namespace`] fetches of one namespace and
+//! [`FetchLimits::total`] in all run at once. A service that finds no free slot
 //! takes a place in line and its reconcile ends (it holds no worker while
 //! it waits). When a slot frees, it goes to the service that has waited
 //! longest among those whose namespace has room: the slot is held for it
@@ -12,8 +12,8 @@
 //! the line when their backoff ends. Across namespaces, one namespace's
 //! full slots never hold up another's line.
 //!
-//! A grant not taken within [`Limits::hold`] goes to the next in line, and
-//! a place not asked about again within [`Limits::stale`] is given up (the
+//! A grant not taken within [`FetchLimits::hold`] goes to the next in line, and
+//! a place not asked about again within [`FetchLimits::stale`] is given up (the
 //! service was deleted or no longer has a graph).
 
 use std::collections::{HashMap, VecDeque};
@@ -26,7 +26,7 @@ use super::error::GraphError;
 
 /// How many fetches run at once, and how long places and grants are kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub struct FetchLimits {
     /// Fetches of one namespace at once.
     pub per_namespace: usize,
     /// Fetches at once in all.
@@ -74,7 +74,7 @@ struct Line {
 }
 
 impl Line {
-    fn has_room(&self, limits: &Limits, namespace: &str) -> bool {
+    fn has_room(&self, limits: &FetchLimits, namespace: &str) -> bool {
         self.total < limits.total
             && self.busy.get(namespace).copied().unwrap_or(0) < limits.per_namespace
     }
@@ -97,7 +97,7 @@ impl Line {
     /// A slot for `key` now, or its place in line (taken if it had none).
     fn enter(
         &mut self,
-        limits: &Limits,
+        limits: &FetchLimits,
         key: &str,
         namespace: &str,
         now: Instant,
@@ -143,7 +143,7 @@ impl Line {
 
     /// Give up stale places and untaken grants, then hold each free slot
     /// for the longest waiting service that may have it; their keys.
-    fn dispatch(&mut self, limits: &Limits, now: Instant) -> Vec<String> {
+    fn dispatch(&mut self, limits: &FetchLimits, now: Instant) -> Vec<String> {
         self.waiting
             .retain(|w| now.saturating_duration_since(w.seen) <= limits.stale);
         let expired: Vec<String> = self
@@ -193,7 +193,7 @@ impl Line {
 /// The slots of a fetcher and the line for them.
 #[derive(Debug)]
 pub struct SlotQueue {
-    limits: Limits,
+    limits: FetchLimits,
     line: Mutex<Line>,
     notify: Mutex<Option<UnboundedSender<String>>>,
 }
@@ -219,7 +219,7 @@ impl Drop for Slot {
 impl SlotQueue {
     /// An empty line with every slot free.
     #[must_use]
-    pub fn new(limits: Limits) -> Arc<Self> {
+    pub fn new(limits: FetchLimits) -> Arc<Self> {
         Arc::new(Self {
             limits,
             line: Mutex::new(Line::default()),
@@ -229,7 +229,7 @@ impl SlotQueue {
 
     /// The limits in force.
     #[must_use]
-    pub fn limits(&self) -> &Limits {
+    pub fn limits(&self) -> &FetchLimits {
         &self.limits
     }
 
@@ -297,7 +297,7 @@ impl SlotQueue {
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
+    const LIMITS: FetchLimits = FetchLimits {
         per_namespace: 2,
         total: 3,
         hold: Duration::from_secs(10),
@@ -315,7 +315,7 @@ mod tests {
     fn run(n: usize, fetches: usize) -> Vec<(u64, String)> {
         let t0 = Instant::now();
         let mut line = Line::default();
-        let limits = Limits { total: 8, ..LIMITS };
+        let limits = FetchLimits { total: 8, ..LIMITS };
         let mut started = Vec::new();
         // When each service asks next (one reconcile scheduled per service),
         // and when each running fetch ends.

@@ -179,7 +179,7 @@ impl ServiceFacts {
 
 /// What [`shape`] reads besides the service.
 #[derive(Clone, Debug, Default)]
-pub struct Observed {
+pub struct RelatedObjects {
     /// Deployment `S`.
     pub primary: Option<Deployment>,
     /// Deployment `S-canary`.
@@ -204,7 +204,7 @@ pub async fn gather(target: &Target, name: &str) -> Result<ServiceFacts, PluginE
     let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
     let routes = Api::<HTTPRoute>::namespaced(client.clone(), ns);
     let deployment_backend = svc.spec.backend != Some(Backend::RayService);
-    let observed = Observed {
+    let observed = RelatedObjects {
         primary: if deployment_backend {
             optional(deployments.get_opt(&engine::primary_name(&svc)).await)?
         } else {
@@ -237,7 +237,7 @@ fn optional<K>(r: Result<Option<K>, kube::Error>) -> Result<Option<K>, PluginErr
 
 /// The facts of `svc` and what was read with it, at `now`.
 #[must_use]
-pub fn shape(svc: &InferenceService, observed: &Observed, now: Timestamp) -> ServiceFacts {
+pub fn shape(svc: &InferenceService, observed: &RelatedObjects, now: Timestamp) -> ServiceFacts {
     let status = svc.status.clone().unwrap_or_default();
     let ray = svc.spec.backend == Some(Backend::RayService);
     ServiceFacts {
@@ -311,7 +311,7 @@ fn track_facts(
 /// spec's.
 fn deployment_tracks(
     svc: &InferenceService,
-    observed: &Observed,
+    observed: &RelatedObjects,
     rollout_status: Option<&RolloutStatus>,
 ) -> Vec<TrackFacts> {
     let engine_image = svc.spec.engine.as_ref().and_then(|e| e.image.clone());

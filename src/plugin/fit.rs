@@ -20,7 +20,7 @@ use crate::api::{AcceleratorClass, AcceleratorClassSpec};
 use crate::engine::builtin::DEFAULT_GPU_MEMORY_UTILIZATION;
 use crate::engine::capacity::fit::{GIB, Shape, fit};
 use crate::engine::{AcceleratorClasses, ModelProfiles};
-use crate::state::files::{Object, classify, expand_paths, read_documents};
+use crate::state::files::{DocumentKind, classify, expand_paths, read_documents};
 
 /// `fit` options.
 #[derive(Clone, Debug)]
@@ -152,17 +152,17 @@ fn from_files(paths: &[PathBuf]) -> Result<(AcceleratorClasses, ModelProfiles), 
     for f in files {
         for doc in read_documents(&f).map_err(|e| PluginError::Other(e.to_string()))? {
             match classify(&doc).map_err(|e| PluginError::Other(e.to_string()))? {
-                (_, Object::Class(c)) => {
+                (_, DocumentKind::Class(c)) => {
                     if let Some(name) = c.metadata.name.clone() {
                         classes.insert(name, c.spec);
                     }
                 }
-                (_, Object::Profile(p)) => {
+                (_, DocumentKind::Profile(p)) => {
                     if let Some(name) = p.metadata.name.clone() {
                         profiles.push((name, p.spec));
                     }
                 }
-                (label, Object::Invalid(e)) => {
+                (label, DocumentKind::Invalid(e)) => {
                     return Err(PluginError::Other(format!("{} {label}: {e}", doc.origin)));
                 }
                 _ => {}

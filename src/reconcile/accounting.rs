@@ -21,7 +21,7 @@ use crate::engine::capacity::charge::{Charge, charge_of};
 use crate::engine::{self, Context, ServerDefaults};
 use crate::state::context::Watched;
 use crate::state::ledger::Ledger;
-use crate::state::ledger::book::{Seen, correct};
+use crate::state::ledger::book::{ServicesSeen, correct};
 use crate::state::{ClusterState, ServiceEvent, with_context};
 
 /// How often the ledgers are compared with the services (an in-memory
@@ -79,7 +79,7 @@ fn marked_over_budget(svc: &InferenceService) -> bool {
     })
 }
 
-/// Correct the ledgers until `token` (see [`Seen`] and [`correct`] for
+/// Correct the ledgers until `token` (see [`ServicesSeen`] and [`correct`] for
 /// the rules): every [`TICK`] all of them, and the ledger of a namespace
 /// whose service was deleted at once. A namespace with a budget gets a
 /// ledger holding its services' charges; one without loses its ledger.
@@ -136,7 +136,7 @@ pub async fn correct_ledgers(
             known.charges.retain(|uid, _| uids.contains(uid));
         }
         for (ns, services) in by_namespace {
-            let seen = Seen {
+            let seen = ServicesSeen {
                 charges: BTreeMap::new(),
                 deleted: deleted.remove(&ns).unwrap_or_default(),
             };
@@ -211,7 +211,7 @@ async fn correct_one(
     known: &mut Known,
     ns: &str,
     services: &[Arc<InferenceService>],
-    mut seen: Seen,
+    mut seen: ServicesSeen,
 ) {
     let charges = with_context(source, ns, |ctx| {
         let layers = engine::policy::layers(ctx);

@@ -249,7 +249,7 @@ pub fn decode<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, String>
 }
 
 /// What a document is.
-pub enum Object {
+pub enum DocumentKind {
     /// An InferenceService (v1alpha1 converted to v1beta1), with the warnings conversion gave.
     Service(Box<InferenceService>, Vec<String>),
     /// A ClusterInferencePolicy.
@@ -276,7 +276,7 @@ pub fn kind_label(kind: &str, ns: Option<&str>, name: &str) -> String {
 
 /// What `doc` is, with its `KIND NS/NAME` label; an error when it is not a
 /// Kubernetes object at all.
-pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
+pub fn classify(doc: &Document) -> Result<(String, DocumentKind), InputError> {
     let not_object = |message: &str| InputError::NotAnObject {
         origin: doc.origin.to_string(),
         message: message.to_owned(),
@@ -309,38 +309,38 @@ pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
             return Ok((
                 label,
                 match decode::<InferenceService>(v) {
-                    Ok(s) => Object::Service(Box::new(s), Vec::new()),
-                    Err(e) => Object::Invalid(e),
+                    Ok(s) => DocumentKind::Service(Box::new(s), Vec::new()),
+                    Err(e) => DocumentKind::Invalid(e),
                 },
             ));
         }
         (V1ALPHA1, "InferenceService") => {
             let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
             let o = match decode::<v1alpha1::InferenceService>(v) {
-                Err(e) => Object::Invalid(e),
+                Err(e) => DocumentKind::Invalid(e),
                 Ok(a) => match to_v1beta1(&a) {
-                    Ok(b) => Object::Service(
+                    Ok(b) => DocumentKind::Service(
                         Box::new(b),
                         vec![format!(
                             "{V1ALPHA1} InferenceService is deprecated; use {V1BETA1} (checked after conversion)"
                         )],
                     ),
-                    Err(e) => Object::Invalid(format!("cannot convert to {V1BETA1}: {e}")),
+                    Err(e) => DocumentKind::Invalid(format!("cannot convert to {V1BETA1}: {e}")),
                 },
             };
             return Ok((label, o));
         }
         (V1BETA1, "ClusterInferencePolicy") => match decode::<ClusterInferencePolicy>(v) {
-            Ok(p) => Object::Cluster(Box::new(p)),
-            Err(e) => Object::Invalid(e),
+            Ok(p) => DocumentKind::Cluster(Box::new(p)),
+            Err(e) => DocumentKind::Invalid(e),
         },
         (V1BETA1, "AcceleratorClass") => match decode::<AcceleratorClass>(v) {
-            Ok(c) => Object::Class(Box::new(c)),
-            Err(e) => Object::Invalid(e),
+            Ok(c) => DocumentKind::Class(Box::new(c)),
+            Err(e) => DocumentKind::Invalid(e),
         },
         (V1BETA1, "ModelProfile") => match decode::<ModelProfile>(v) {
-            Ok(p) => Object::Profile(Box::new(p)),
-            Err(e) => Object::Invalid(e),
+            Ok(p) => DocumentKind::Profile(Box::new(p)),
+            Err(e) => DocumentKind::Invalid(e),
         },
         (V1BETA1, "InferencePolicy") => {
             let label = kind_label(kind, Some(ns.unwrap_or("default")), name);
@@ -349,16 +349,16 @@ pub fn classify(doc: &Document) -> Result<(String, Object), InputError> {
                     p.metadata
                         .namespace
                         .get_or_insert_with(|| "default".to_owned());
-                    Object::Namespaced(Box::new(p))
+                    DocumentKind::Namespaced(Box::new(p))
                 }
-                Err(e) => Object::Invalid(e),
+                Err(e) => DocumentKind::Invalid(e),
             };
             return Ok((label, o));
         }
-        _ if group == GROUP => Object::Skipped(format!(
+        _ if group == GROUP => DocumentKind::Skipped(format!(
             "unknown kind {kind} in {api_version}; infergate knows InferenceService ({V1ALPHA1}, {V1BETA1}), ClusterInferencePolicy, InferencePolicy, AcceleratorClass and ModelProfile ({V1BETA1}); skipped"
         )),
-        _ => Object::Skipped(format!(
+        _ => DocumentKind::Skipped(format!(
             "not an infergate object ({api_version} {kind}); skipped"
         )),
     };
@@ -404,25 +404,25 @@ pub fn load_policies(paths: &[PathBuf]) -> Result<PolicyFiles, PolicyFileError> 
         for doc in read_documents(&file)? {
             let (label, object) = classify(&doc)?;
             let message = match object {
-                Object::Cluster(p) => {
+                DocumentKind::Cluster(p) => {
                     out.policies.cluster.push(*p);
                     continue;
                 }
-                Object::Namespaced(p) => {
+                DocumentKind::Namespaced(p) => {
                     out.policies.namespaced.push(*p);
                     continue;
                 }
-                Object::Class(c) => {
+                DocumentKind::Class(c) => {
                     out.classes
                         .insert(c.metadata.name.clone().unwrap_or_default(), c.spec);
                     continue;
                 }
-                Object::Profile(p) => {
+                DocumentKind::Profile(p) => {
                     profiles.push((p.metadata.name.clone().unwrap_or_default(), p.spec));
                     continue;
                 }
-                Object::Invalid(e) => e,
-                Object::Skipped(_) | Object::Service(..) => {
+                DocumentKind::Invalid(e) => e,
+                DocumentKind::Skipped(_) | DocumentKind::Service(..) => {
                     "not a ClusterInferencePolicy, InferencePolicy, AcceleratorClass or ModelProfile"
                         .to_owned()
                 }

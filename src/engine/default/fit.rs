@@ -8,7 +8,7 @@ use crate::engine::capacity::sizing;
 use crate::engine::context::Context;
 
 use super::filler::{Filler, SOURCE_BUILT_IN};
-use super::paths::Spec;
+use super::paths::SpecPaths;
 
 /// `spec.engine.gpuMemoryUtilization` (on GPUs: a policy's, else 0.9),
 /// then the fit's `parallelism.tensor` and `engine.maxModelLen` (see
@@ -17,7 +17,7 @@ use super::paths::Spec;
 pub(super) fn default_fit(
     f: &mut Filler<'_, '_>,
     spec: &mut InferenceServiceSpec,
-    at: &Spec,
+    at: &SpecPaths,
     ctx: &Context,
 ) -> Vec<String> {
     let on_gpus = spec

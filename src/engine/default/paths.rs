@@ -4,23 +4,23 @@
 //! the patch's paths), so the tree is built once, at compile time.
 
 /// `spec`.
-pub(super) struct Spec {
-    pub(super) engine: Engine,
+pub(super) struct SpecPaths {
+    pub(super) engine: EnginePaths,
     pub(super) backend: &'static str,
     pub(super) replicas: &'static str,
-    pub(super) autoscaling: Autoscaling,
-    pub(super) resources: CpuMemory,
-    pub(super) accelerator: Accelerator,
-    pub(super) parallelism: Parallelism,
-    pub(super) placement: Placement,
-    pub(super) health_check: HealthCheck,
-    pub(super) metrics: Metrics,
-    pub(super) routing: Routing,
+    pub(super) autoscaling: AutoscalingPaths,
+    pub(super) resources: CpuMemoryPaths,
+    pub(super) accelerator: AcceleratorPaths,
+    pub(super) parallelism: ParallelismPaths,
+    pub(super) placement: PlacementPaths,
+    pub(super) health_check: HealthCheckPaths,
+    pub(super) metrics: MetricsPaths,
+    pub(super) routing: RoutingPaths,
     pub(super) rollout: &'static str,
 }
 
 /// `spec.engine`.
-pub(super) struct Engine {
+pub(super) struct EnginePaths {
     pub(super) image: &'static str,
     pub(super) port: &'static str,
     pub(super) shm_size: &'static str,
@@ -29,30 +29,30 @@ pub(super) struct Engine {
 }
 
 /// `spec.autoscaling`.
-pub(super) struct Autoscaling {
+pub(super) struct AutoscalingPaths {
     pub(super) target_cpu_utilization_percent: &'static str,
 }
 
 /// `cpu` and `memory` (of `spec.resources`, of a picker's requests or limits).
-pub(super) struct CpuMemory {
+pub(super) struct CpuMemoryPaths {
     pub(super) cpu: &'static str,
     pub(super) memory: &'static str,
 }
 
 /// `spec.accelerator`.
-pub(super) struct Accelerator {
+pub(super) struct AcceleratorPaths {
     pub(super) class: &'static str,
     pub(super) r#type: &'static str,
 }
 
 /// `spec.parallelism`.
-pub(super) struct Parallelism {
+pub(super) struct ParallelismPaths {
     pub(super) tensor: &'static str,
     pub(super) pipeline: &'static str,
 }
 
 /// `spec.placement`.
-pub(super) struct Placement {
+pub(super) struct PlacementPaths {
     pub(super) node_selector: &'static str,
     pub(super) tolerations: &'static str,
     pub(super) priority_class_name: &'static str,
@@ -60,42 +60,42 @@ pub(super) struct Placement {
 }
 
 /// `spec.healthCheck`.
-pub(super) struct HealthCheck {
+pub(super) struct HealthCheckPaths {
     pub(super) path: &'static str,
     pub(super) interval: &'static str,
     pub(super) timeout: &'static str,
 }
 
 /// `spec.metrics`.
-pub(super) struct Metrics {
+pub(super) struct MetricsPaths {
     pub(super) port: &'static str,
     pub(super) path: &'static str,
     pub(super) interval: &'static str,
 }
 
 /// `spec.routing`.
-pub(super) struct Routing {
+pub(super) struct RoutingPaths {
     pub(super) path_template: &'static str,
     pub(super) request_timeout: &'static str,
     pub(super) gateway: &'static str,
     pub(super) backend_kind: &'static str,
-    pub(super) endpoint_picker: Picker,
+    pub(super) endpoint_picker: PickerPaths,
 }
 
 /// `spec.routing.endpointPicker`.
-pub(super) struct Picker {
+pub(super) struct PickerPaths {
     pub(super) mode: &'static str,
     pub(super) image: &'static str,
     pub(super) replicas: &'static str,
     pub(super) failure_mode: &'static str,
     pub(super) config: &'static str,
-    pub(super) requests: CpuMemory,
-    pub(super) limits: CpuMemory,
+    pub(super) requests: CpuMemoryPaths,
+    pub(super) limits: CpuMemoryPaths,
 }
 
 /// Every path defaulting fills.
-pub(super) const SPEC: Spec = Spec {
-    engine: Engine {
+pub(super) const SPEC: SpecPaths = SpecPaths {
+    engine: EnginePaths {
         image: "spec.engine.image",
         port: "spec.engine.port",
         shm_size: "spec.engine.shmSize",
@@ -104,53 +104,53 @@ pub(super) const SPEC: Spec = Spec {
     },
     backend: "spec.backend",
     replicas: "spec.replicas",
-    autoscaling: Autoscaling {
+    autoscaling: AutoscalingPaths {
         target_cpu_utilization_percent: "spec.autoscaling.targetCPUUtilizationPercent",
     },
-    resources: CpuMemory {
+    resources: CpuMemoryPaths {
         cpu: "spec.resources.cpu",
         memory: "spec.resources.memory",
     },
-    accelerator: Accelerator {
+    accelerator: AcceleratorPaths {
         class: "spec.accelerator.class",
         r#type: "spec.accelerator.type",
     },
-    parallelism: Parallelism {
+    parallelism: ParallelismPaths {
         tensor: "spec.parallelism.tensor",
         pipeline: "spec.parallelism.pipeline",
     },
-    placement: Placement {
+    placement: PlacementPaths {
         node_selector: "spec.placement.nodeSelector",
         tolerations: "spec.placement.tolerations",
         priority_class_name: "spec.placement.priorityClassName",
         spread_across: "spec.placement.spreadAcross",
     },
-    health_check: HealthCheck {
+    health_check: HealthCheckPaths {
         path: "spec.healthCheck.path",
         interval: "spec.healthCheck.interval",
         timeout: "spec.healthCheck.timeout",
     },
-    metrics: Metrics {
+    metrics: MetricsPaths {
         port: "spec.metrics.port",
         path: "spec.metrics.path",
         interval: "spec.metrics.interval",
     },
-    routing: Routing {
+    routing: RoutingPaths {
         path_template: "spec.routing.pathTemplate",
         request_timeout: "spec.routing.requestTimeout",
         gateway: "spec.routing.gateway",
         backend_kind: "spec.routing.backendKind",
-        endpoint_picker: Picker {
+        endpoint_picker: PickerPaths {
             mode: "spec.routing.endpointPicker.mode",
             image: "spec.routing.endpointPicker.image",
             replicas: "spec.routing.endpointPicker.replicas",
             failure_mode: "spec.routing.endpointPicker.failureMode",
             config: "spec.routing.endpointPicker.config",
-            requests: CpuMemory {
+            requests: CpuMemoryPaths {
                 cpu: "spec.routing.endpointPicker.resources.requests.cpu",
                 memory: "spec.routing.endpointPicker.resources.requests.memory",
             },
-            limits: CpuMemory {
+            limits: CpuMemoryPaths {
                 cpu: "spec.routing.endpointPicker.resources.limits.cpu",
                 memory: "spec.routing.endpointPicker.resources.limits.memory",
             },

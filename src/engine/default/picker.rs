@@ -13,12 +13,16 @@ use crate::engine::builtin::{
 };
 
 use super::filler::{Filler, SOURCE_BUILT_IN};
-use super::paths::Picker;
+use super::paths::PickerPaths;
 
 /// `spec.routing.endpointPicker.*`, field by field from the policies'
 /// `defaults.routing.endpointPicker`; with `mode: Owned`, the built-in
 /// replicas, failure mode and container resources.
-pub(super) fn default_picker(f: &mut Filler<'_, '_>, epp: &mut EndpointPickerSpec, at: &Picker) {
+pub(super) fn default_picker(
+    f: &mut Filler<'_, '_>,
+    epp: &mut EndpointPickerSpec,
+    at: &PickerPaths,
+) {
     let picker = PolicyDefaults::endpoint_picker;
     f.fill(
         &mut epp.mode,
@@ -59,7 +63,7 @@ pub(super) fn default_picker(f: &mut Filler<'_, '_>, epp: &mut EndpointPickerSpe
 /// figures never put a request above a limit set elsewhere (nor a limit
 /// below a request): a request then defaults to the limit, a limit to the
 /// request, as Kubernetes does.
-fn default_resources(f: &mut Filler<'_, '_>, res: &mut PickerResources, at: &Picker) {
+fn default_resources(f: &mut Filler<'_, '_>, res: &mut PickerResources, at: &PickerPaths) {
     fn resources(d: &PolicyDefaults) -> Option<&PickerResources> {
         d.endpoint_picker()?.resources.as_ref()
     }

@@ -9,7 +9,7 @@ use crate::engine::builtin::DEFAULT_SHM_SIZE;
 use crate::engine::resources::gpus_of;
 
 use super::filler::{Filler, SOURCE_BUILT_IN};
-use super::paths::{self, Spec};
+use super::paths::{self, SpecPaths};
 
 /// `spec.placement.*` (field by field from the policies; `spreadAcross`
 /// `node` when a track can have more than one replica) and
@@ -18,7 +18,7 @@ use super::paths::{self, Spec};
 pub(super) fn default_placement(
     f: &mut Filler<'_, '_>,
     spec: &mut InferenceServiceSpec,
-    at: &Spec,
+    at: &SpecPaths,
 ) {
     let had_placement = spec.placement.is_some();
     let many = spec.replicas.is_some_and(|r| r > 1)
@@ -50,7 +50,7 @@ pub(super) fn default_placement(
 fn fill_placement(
     f: &mut Filler<'_, '_>,
     p: &mut PlacementSpec,
-    at: &paths::Placement,
+    at: &paths::PlacementPaths,
     many: bool,
 ) {
     let placed = |d: &PolicyDefaults| d.placement.clone();

@@ -19,7 +19,7 @@ use crate::engine::policy::layers;
 use crate::engine::rollout::only_an_address;
 
 use super::filler::{Filler, SOURCE_BUILT_IN, SOURCE_FLAG};
-use super::paths::{self, SPEC, Spec};
+use super::paths::{self, SPEC, SpecPaths};
 use super::provenance::record_provenance;
 
 /// Fill every default, write/extend the
@@ -67,7 +67,12 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
 }
 
 /// `spec.engine`: the image (a policy's, else the server's flag) and the port.
-fn default_engine(f: &mut Filler<'_, '_>, e: &mut EngineSpec, at: &paths::Engine, ctx: &Context) {
+fn default_engine(
+    f: &mut Filler<'_, '_>,
+    e: &mut EngineSpec,
+    at: &paths::EnginePaths,
+    ctx: &Context,
+) {
     f.fill(
         &mut e.image,
         at.image,
@@ -87,7 +92,7 @@ fn default_engine(f: &mut Filler<'_, '_>, e: &mut EngineSpec, at: &paths::Engine
 fn default_scaling(
     f: &mut Filler<'_, '_>,
     spec: &mut InferenceServiceSpec,
-    at: &Spec,
+    at: &SpecPaths,
     ctx: &Context,
 ) {
     f.built_in(&mut spec.backend, at.backend, DEFAULT_BACKEND);
@@ -115,7 +120,7 @@ fn default_scaling(
 fn default_resources(
     f: &mut Filler<'_, '_>,
     spec: &mut InferenceServiceSpec,
-    at: &paths::CpuMemory,
+    at: &paths::CpuMemoryPaths,
 ) {
     let had = spec.resources.is_some();
     if !had && !f.any_policy(|d| d.resources.is_some()) {
@@ -144,7 +149,7 @@ fn default_resources(
 fn default_accelerator(
     f: &mut Filler<'_, '_>,
     acc: &mut AcceleratorSpec,
-    at: &paths::Accelerator,
+    at: &paths::AcceleratorPaths,
     ctx: &Context,
 ) {
     f.fill(
@@ -166,13 +171,17 @@ fn default_accelerator(
 }
 
 /// `spec.parallelism`: built-in tensor and pipeline sizes.
-fn default_parallelism(f: &mut Filler<'_, '_>, par: &mut ParallelismSpec, at: &paths::Parallelism) {
+fn default_parallelism(
+    f: &mut Filler<'_, '_>,
+    par: &mut ParallelismSpec,
+    at: &paths::ParallelismPaths,
+) {
     f.built_in(&mut par.tensor, at.tensor, DEFAULT_PARALLELISM);
     f.built_in(&mut par.pipeline, at.pipeline, DEFAULT_PARALLELISM);
 }
 
 /// `spec.healthCheck`: path, interval and timeout.
-fn default_health(f: &mut Filler<'_, '_>, hc: &mut HealthCheckSpec, at: &paths::HealthCheck) {
+fn default_health(f: &mut Filler<'_, '_>, hc: &mut HealthCheckSpec, at: &paths::HealthCheckPaths) {
     f.fill(
         &mut hc.path,
         at.path,
@@ -195,7 +204,11 @@ fn default_health(f: &mut Filler<'_, '_>, hc: &mut HealthCheckSpec, at: &paths::
 
 /// `spec.metrics`: the port (the engine's as defaulted above; an invalid
 /// one is reported there, not copied here), path and interval.
-fn default_metrics(f: &mut Filler<'_, '_>, spec: &mut InferenceServiceSpec, at: &paths::Metrics) {
+fn default_metrics(
+    f: &mut Filler<'_, '_>,
+    spec: &mut InferenceServiceSpec,
+    at: &paths::MetricsPaths,
+) {
     let engine_port = spec
         .engine
         .as_ref()
@@ -226,7 +239,7 @@ fn default_metrics(f: &mut Filler<'_, '_>, spec: &mut InferenceServiceSpec, at: 
 
 /// `spec.routing`: path template, request timeout, Gateway, backend kind,
 /// and the endpoint picker of an InferencePool backend.
-fn default_routing(f: &mut Filler<'_, '_>, r: &mut RoutingSpec, at: &paths::Routing) {
+fn default_routing(f: &mut Filler<'_, '_>, r: &mut RoutingSpec, at: &paths::RoutingPaths) {
     f.fill(
         &mut r.path_template,
         at.path_template,

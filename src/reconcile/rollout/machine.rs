@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::types::{Decision, Gate, Input, Note, Observed, StepClock};
+use super::types::{Decision, Gate, Input, Note, RolloutObserved, StepClock};
 use crate::api::rollout::{OnNoData, RolloutPhase, RolloutSpec, RolloutStatus, VersionRef};
 use crate::api::vocabulary::{RolloutReason, message};
 use crate::engine::rollout::{
@@ -496,7 +496,7 @@ fn act_on(
 /// `maxRestarts` times.
 fn fail_on_restarts(
     plan: &RolloutSpec,
-    observed: &Observed,
+    observed: &RolloutObserved,
     st: &mut RolloutStatus,
     notes: &mut Vec<Note>,
 ) -> ControlFlow<()> {
@@ -520,7 +520,7 @@ fn fail_on_restarts(
 /// when it last stopped being ready.
 fn wait_for_canary(
     plan: &RolloutSpec,
-    observed: &Observed,
+    observed: &RolloutObserved,
     now: Timestamp,
     st: &mut RolloutStatus,
     notes: &mut Vec<Note>,

@@ -18,7 +18,9 @@ mod types;
 
 pub use machine::{POLL, decide, gate_due, new_action};
 pub(in crate::reconcile) use types::StepTimes;
-pub use types::{ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness, StepClock};
+pub use types::{
+    ACTION_ANNOTATION, Decision, Gate, Input, Note, Readiness, RolloutObserved, StepClock,
+};
 
 #[cfg(test)]
 mod tests;

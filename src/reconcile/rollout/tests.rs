@@ -37,7 +37,7 @@ fn t(secs: i64) -> Timestamp {
     Timestamp::from_second(1_800_000_000 + secs).unwrap()
 }
 
-const READY: Observed = Observed {
+const READY: RolloutObserved = RolloutObserved {
     canary: Some(Readiness {
         ready: 1,
         desired: 1,
@@ -51,7 +51,7 @@ fn step(
     plan: &RolloutSpec,
     desired: &str,
     st: &RolloutStatus,
-    observed: Observed,
+    observed: RolloutObserved,
     gate: Option<Gate>,
     action: Option<&str>,
     now: i64,
@@ -92,7 +92,7 @@ fn created<'a>(plan: &'a RolloutSpec, model: &str, action: Option<&'a str>) -> I
         plan,
         desired: version(model),
         current: None,
-        observed: Observed::default(),
+        observed: RolloutObserved::default(),
         gate: None,
         action,
         acted_on: &[],
@@ -120,7 +120,7 @@ fn started_and_at_first_step(plan: &RolloutSpec) -> (RolloutStatus, RolloutStatu
         plan,
         "v2",
         &stable_at("v1"),
-        Observed::default(),
+        RolloutObserved::default(),
         None,
         None,
         0,
@@ -135,7 +135,15 @@ fn the_first_version_is_stable_at_once() {
     let st = stable_at("v1");
     assert_eq!(st.phase, RolloutPhase::Stable);
     assert_eq!(st.stable, Some(version("v1")));
-    let d = step(&plan(), "v1", &st, Observed::default(), None, None, 1);
+    let d = step(
+        &plan(),
+        "v1",
+        &st,
+        RolloutObserved::default(),
+        None,
+        None,
+        1,
+    );
     assert_eq!((d.primary, d.canary), (version("v1"), None));
     assert_eq!(d.status, st, "nothing changes");
 }
@@ -145,12 +153,20 @@ fn a_full_promotion_walks_every_step_then_rolls_the_primary_first() {
     let p = plan();
     let st = stable_at("v1");
     // A new version: the canary track starts at weight 0.
-    let d = step(&p, "v2", &st, Observed::default(), None, None, 0);
+    let d = step(&p, "v2", &st, RolloutObserved::default(), None, None, 0);
     assert_eq!(d.status.phase, RolloutPhase::Progressing);
     assert_eq!(d.primary, version("v1"));
     assert_eq!(d.canary, Some((version("v2"), 0)));
     // Not ready yet: held at 0.
-    let d = step(&p, "v2", &d.status, Observed::default(), None, None, 5);
+    let d = step(
+        &p,
+        "v2",
+        &d.status,
+        RolloutObserved::default(),
+        None,
+        None,
+        5,
+    );
     assert_eq!(d.canary, Some((version("v2"), 0)));
     assert_eq!(d.status.reason.as_deref(), Some("WaitingForCanary"));
     // Ready: the first step's weight, and its soak starts.
@@ -180,7 +196,7 @@ fn a_full_promotion_walks_every_step_then_rolls_the_primary_first() {
         Some((version("v2"), 60)),
         "the primary is not complete yet"
     );
-    let done = Observed {
+    let done = RolloutObserved {
         primary_complete: true,
         ..READY
     };
@@ -196,7 +212,7 @@ fn failures_roll_back_and_nothing_is_retried_until_the_spec_changes() {
     let p = plan();
     let (started, at10) = started_and_at_first_step(&p);
     // A crash-looping canary.
-    let crashing = Observed {
+    let crashing = RolloutObserved {
         canary_restarts: 3,
         ..READY
     };
@@ -221,7 +237,15 @@ fn failures_roll_back_and_nothing_is_retried_until_the_spec_changes() {
     assert_eq!(next.status.phase, RolloutPhase::Progressing);
     assert_eq!(next.canary, Some((version("v3"), 0)));
     // Never ready within the deadline.
-    let d = step(&p, "v2", &started, Observed::default(), None, None, 601);
+    let d = step(
+        &p,
+        "v2",
+        &started,
+        RolloutObserved::default(),
+        None,
+        None,
+        601,
+    );
     assert_eq!(d.status.reason.as_deref(), Some("ProgressDeadlineExceeded"));
 }
 

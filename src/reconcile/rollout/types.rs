@@ -21,7 +21,7 @@ pub struct Readiness {
 
 /// What the cluster shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Observed {
+pub struct RolloutObserved {
     /// The canary track, when it exists and runs the target.
     pub canary: Option<Readiness>,
     /// Container restarts of the canary's pods since they started.
@@ -99,7 +99,7 @@ pub struct Input<'a> {
     /// The current `status.rollout`.
     pub current: Option<&'a RolloutStatus>,
     /// What the cluster shows.
-    pub observed: Observed,
+    pub observed: RolloutObserved,
     /// The gate's verdict, when [`gate_due`](super::gate_due) said to evaluate it.
     pub gate: Option<Gate>,
     /// The `infergate.dev/rollout-action` annotation.

@@ -72,7 +72,7 @@ pub enum Outcome {
     /// The RayService was applied (`backend: RayService`).
     RayServiceApplied {
         /// What its status says.
-        observed: crate::reconcile::children::rayservice::Observed,
+        observed: crate::reconcile::children::rayservice::RayServiceObserved,
         /// Nodes in the serving graph.
         nodes: usize,
         /// `(ready, desired)` workers of its Ray cluster, when KubeRay says.

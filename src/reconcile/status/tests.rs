@@ -273,7 +273,7 @@ fn ray(outcome: Outcome) -> Observation {
 fn graph_failure_keeps_ready_and_names_the_reason() {
     let ok = ray(Outcome::RayServiceApplied {
         workers: Some((1, 2)),
-        observed: crate::reconcile::children::rayservice::Observed {
+        observed: crate::reconcile::children::rayservice::RayServiceObserved {
             ready: true,
             reason: "RayServiceReady".into(),
             message: "RayService chat: running".into(),
@@ -338,7 +338,7 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
 fn ray_applied(routing: Routing, digest: &str) -> Observation {
     let mut obs = ray(Outcome::RayServiceApplied {
         workers: None,
-        observed: crate::reconcile::children::rayservice::Observed {
+        observed: crate::reconcile::children::rayservice::RayServiceObserved {
             ready: true,
             reason: "RayServiceReady".into(),
             message: "m".into(),
@@ -476,7 +476,7 @@ fn rayservice_status_maps_to_ready() {
     ] {
         let obs = ray(Outcome::RayServiceApplied {
             workers: None,
-            observed: crate::reconcile::children::rayservice::Observed {
+            observed: crate::reconcile::children::rayservice::RayServiceObserved {
                 ready,
                 reason: reason.into(),
                 message: "m".into(),

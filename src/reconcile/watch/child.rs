@@ -13,7 +13,7 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
-use super::echo::{Echoes, Seen};
+use super::echo::{ChildSeen, Echoes};
 use super::kinds::{Change, ChildKind};
 use super::watched::WatchedChild;
 use crate::api::MANAGER;
@@ -76,14 +76,15 @@ impl<K: ChildKind> Feed<K> {
     pub(super) fn take(&mut self, event: Event<K::Watched>) -> Option<K::Watched> {
         let news = match &event {
             Event::Apply(obj) => {
-                let seen = Seen::Version(obj.meta().resource_version.clone().unwrap_or_default());
+                let seen =
+                    ChildSeen::Version(obj.meta().resource_version.clone().unwrap_or_default());
                 let before = self.cache.get(&ObjectRef::from_obj(obj));
                 (!self.echoes.absorbs(&key::<K>(obj.meta()), seen)
                     && matters(before.as_deref(), obj, K::CHANGE))
                 .then(|| obj.clone())
             }
             Event::Delete(obj) => {
-                let seen = Seen::Gone(obj.meta().uid.clone().unwrap_or_default());
+                let seen = ChildSeen::Gone(obj.meta().uid.clone().unwrap_or_default());
                 (!self.echoes.absorbs(&key::<K>(obj.meta()), seen)).then(|| obj.clone())
             }
             Event::InitApply(obj) if self.listed => {
@@ -222,7 +223,7 @@ mod tests {
         let owner = kube::runtime::reflector::ObjectRef::new("chat").within("team");
         // Created by the writer: its event is an echo.
         echoes.begin(&key, owner.clone());
-        echoes.end(&key, Some(Seen::Version("1".into())));
+        echoes.end(&key, Some(ChildSeen::Version("1".into())));
         assert_eq!(
             names(feed.take(Event::Apply(deployment("1", 1, Value::Null)))),
             None
@@ -233,10 +234,10 @@ mod tests {
             names(feed.take(Event::Apply(deployment("2", 2, Value::Null)))),
             None
         );
-        echoes.end(&key, Some(Seen::Version("2".into())));
+        echoes.end(&key, Some(ChildSeen::Version("2".into())));
         // Deleted by the writer.
         echoes.begin(&key, owner);
-        echoes.end(&key, Some(Seen::Gone("u-1".into())));
+        echoes.end(&key, Some(ChildSeen::Gone("u-1".into())));
         assert_eq!(
             names(feed.take(Event::Delete(deployment("2", 2, Value::Null)))),
             None

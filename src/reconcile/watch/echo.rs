@@ -23,7 +23,7 @@ pub type ChildKey = (&'static str, String, String);
 
 /// What a watch event shows of a child, or what a write left.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Seen {
+pub enum ChildSeen {
     /// The object at this resourceVersion.
     Version(String),
     /// The object of this uid is gone.
@@ -31,20 +31,20 @@ pub enum Seen {
 }
 
 #[derive(Debug)]
-enum Entry {
+enum Remembered {
     /// A write is under way; the latest event meanwhile.
     Writing {
         owner: ObjectRef<InferenceService>,
-        seen: Option<Seen>,
+        seen: Option<ChildSeen>,
     },
     /// The write left this; its event is an echo.
-    Left(Seen),
+    Left(ChildSeen),
 }
 
 /// The writes of children whose echoes are still to come.
 #[derive(Debug)]
 pub struct Echoes {
-    entries: Mutex<HashMap<ChildKey, Entry>>,
+    entries: Mutex<HashMap<ChildKey, Remembered>>,
     retrigger: Option<UnboundedSender<ObjectRef<InferenceService>>>,
 }
 
@@ -69,7 +69,7 @@ impl Echoes {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<ChildKey, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ChildKey, Remembered>> {
         // Every holder leaves the map consistent.
         self.entries
             .lock()
@@ -79,7 +79,7 @@ impl Echoes {
     /// A write of `key`, a child of `owner`, begins.
     pub fn begin(&self, key: &ChildKey, owner: ObjectRef<InferenceService>) {
         self.lock()
-            .insert(key.clone(), Entry::Writing { owner, seen: None });
+            .insert(key.clone(), Remembered::Writing { owner, seen: None });
     }
 
     /// [`Echoes::begin`], ended when the returned guard is: by
@@ -96,14 +96,14 @@ impl Echoes {
 
     /// The write of `key` ended: `left` is what it left (`None`: it
     /// failed, or left nothing to expect).
-    pub fn end(&self, key: &ChildKey, left: Option<Seen>) {
+    pub fn end(&self, key: &ChildKey, left: Option<ChildSeen>) {
         let mut entries = self.lock();
-        let Some(Entry::Writing { owner, seen }) = entries.remove(key) else {
+        let Some(Remembered::Writing { owner, seen }) = entries.remove(key) else {
             return;
         };
         match (seen, left) {
             (None, Some(left)) => {
-                entries.insert(key.clone(), Entry::Left(left));
+                entries.insert(key.clone(), Remembered::Left(left));
             }
             (None, None) => {}
             // The echo came while the write was under way.
@@ -122,14 +122,14 @@ impl Echoes {
     /// (or arrives while one is under way, and waits for its end). An
     /// expected echo is looked for in the next event only: a later one
     /// means the echo was passed over.
-    pub fn absorbs(&self, key: &ChildKey, seen: Seen) -> bool {
+    pub fn absorbs(&self, key: &ChildKey, seen: ChildSeen) -> bool {
         let mut entries = self.lock();
         match entries.get_mut(key) {
-            Some(Entry::Writing { seen: s, .. }) => {
+            Some(Remembered::Writing { seen: s, .. }) => {
                 *s = Some(seen);
                 true
             }
-            Some(Entry::Left(left)) => {
+            Some(Remembered::Left(left)) => {
                 let echo = *left == seen;
                 entries.remove(key);
                 echo
@@ -154,7 +154,7 @@ pub struct Write<'a> {
 
 impl Write<'_> {
     /// The write ended and left `left`.
-    pub fn left(mut self, left: Option<Seen>) {
+    pub fn left(mut self, left: Option<ChildSeen>) {
         self.done = true;
         self.echoes.end(self.key, left);
     }
@@ -182,8 +182,8 @@ mod tests {
         ObjectRef::new("chat").within("team")
     }
 
-    fn v(rv: &str) -> Seen {
-        Seen::Version(rv.to_owned())
+    fn v(rv: &str) -> ChildSeen {
+        ChildSeen::Version(rv.to_owned())
     }
 
     #[test]
@@ -207,8 +207,8 @@ mod tests {
         assert!(!echoes.absorbs(&key("chat"), v("11")));
         // A deletion's echo is the uid gone.
         echoes.begin(&key("chat"), owner());
-        echoes.end(&key("chat"), Some(Seen::Gone("u-1".into())));
-        assert!(echoes.absorbs(&key("chat"), Seen::Gone("u-1".into())));
+        echoes.end(&key("chat"), Some(ChildSeen::Gone("u-1".into())));
+        assert!(echoes.absorbs(&key("chat"), ChildSeen::Gone("u-1".into())));
         // A write whose future is dropped half-way waits for nothing.
         let k = key("chat");
         drop(echoes.write(&k, owner()));

@@ -16,7 +16,7 @@ use crate::api::v1beta1::InferenceService;
 use crate::reconcile::children::ANNOTATION_APPLIED;
 use crate::reconcile::error::{Error, status_not_found};
 use crate::reconcile::status::Reason;
-use crate::reconcile::watch::echo::{ChildKey, Seen};
+use crate::reconcile::watch::echo::{ChildKey, ChildSeen};
 use crate::reconcile::watch::kinds::{Change, ChildKind};
 use crate::reconcile::watch::watched::watched_of;
 
@@ -124,7 +124,13 @@ impl Writer {
         let params = PatchParams::apply(MANAGER).force();
         let write = self.echoes.write(&key, ObjectRef::from_obj(svc));
         let applied = api.patch(&name, &params, &Patch::Apply(&obj)).await?;
-        write.left(applied.meta().resource_version.clone().map(Seen::Version));
+        write.left(
+            applied
+                .meta()
+                .resource_version
+                .clone()
+                .map(ChildSeen::Version),
+        );
         let now = marker(applied.meta());
         let before = self
             .seen
@@ -253,9 +259,15 @@ impl Writer {
         let write = self.echoes.write(&key, ObjectRef::from_obj(svc));
         let deleted = api.delete(name, &params).await;
         // Gone at once, or (a child with finalizers) marked for deletion.
-        write.left(deleted.as_ref().ok().and_then(|d| match d.as_ref().left() {
-            Some(marked) => marked.meta().resource_version.clone().map(Seen::Version),
-            None => meta.uid.clone().map(Seen::Gone),
+        write.left(deleted.as_ref().ok().and_then(|d| {
+            match d.as_ref().left() {
+                Some(marked) => marked
+                    .meta()
+                    .resource_version
+                    .clone()
+                    .map(ChildSeen::Version),
+                None => meta.uid.clone().map(ChildSeen::Gone),
+            }
         }));
         match deleted {
             Ok(_) => {

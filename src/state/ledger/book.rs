@@ -152,7 +152,7 @@ pub fn larger(a: Charge, b: Charge) -> Charge {
 
 /// What the reconciler sees of a namespace's services.
 #[derive(Clone, Debug, Default)]
-pub struct Seen {
+pub struct ServicesSeen {
     /// The current charge of every service that exists, by name.
     pub charges: BTreeMap<String, Charge>,
     /// Services deleted, by name, and when their deletion was seen.
@@ -167,7 +167,7 @@ pub struct Seen {
 /// appeared goes once no longer in flight; a service charged but not
 /// recorded is added.
 #[must_use]
-pub fn correct(book: &Book, seen: &Seen, now: Timestamp) -> Option<Book> {
+pub fn correct(book: &Book, seen: &ServicesSeen, now: Timestamp) -> Option<Book> {
     let mut next = Book::default();
     for (name, entry) in &book.entries {
         // A time ahead of `now` (another replica's clock) counts as fresh.

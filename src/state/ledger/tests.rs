@@ -32,13 +32,13 @@ fn book(entries: &[(&str, Entry)]) -> Book {
     }
 }
 
-fn seen(charges: &[(&str, i64)]) -> Seen {
-    Seen {
+fn seen(charges: &[(&str, i64)]) -> ServicesSeen {
+    ServicesSeen {
         charges: charges
             .iter()
             .map(|(n, g)| ((*n).to_owned(), gpus(*g)))
             .collect(),
-        ..Seen::default()
+        ..ServicesSeen::default()
     }
 }
 

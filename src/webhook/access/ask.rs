@@ -1,5 +1,5 @@
 //! One question put to the API server: the SubjectAccessReview made for
-//! the requester's whole `userInfo`, and the [`Decision`] read from it.
+//! the requester's whole `userInfo`, and the [`AccessDecision`] read from it.
 
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::{
@@ -11,7 +11,7 @@ use crate::engine::references::Reference;
 
 /// What the API server said.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Decision {
+pub(super) enum AccessDecision {
     Allowed,
     /// Denied, with the authorizer's reason when it gave one.
     Denied(String),
@@ -23,7 +23,7 @@ pub(super) async fn ask(
     user: &UserInfo,
     namespace: &str,
     r: &Reference,
-) -> Result<Decision, kube::Error> {
+) -> Result<AccessDecision, kube::Error> {
     let (verb, resource, subresource) = r.kind.access();
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
@@ -47,8 +47,8 @@ pub(super) async fn ask(
     let answer = api.create(&PostParams::default(), &review).await?;
     let status = answer.status.unwrap_or_default();
     Ok(if status.allowed && status.denied != Some(true) {
-        Decision::Allowed
+        AccessDecision::Allowed
     } else {
-        Decision::Denied(status.reason.unwrap_or_default())
+        AccessDecision::Denied(status.reason.unwrap_or_default())
     })
 }

@@ -10,7 +10,7 @@ use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use kube::api::Api;
 
-use super::ask::{Decision, ask};
+use super::ask::{AccessDecision, ask};
 use super::denials::{denial, unchecked};
 use super::split::Split;
 use crate::engine::FieldError;
@@ -47,7 +47,7 @@ struct Key {
 pub struct AccessReviewer {
     client: Option<kube::Client>,
     metrics: Metrics,
-    cache: moka::sync::Cache<Key, Decision>,
+    cache: moka::sync::Cache<Key, AccessDecision>,
     timeout: Duration,
 }
 
@@ -102,8 +102,10 @@ impl AccessReviewer {
         let mut ask = Vec::new();
         for r in refs {
             match self.cache.get(&key(&digest, namespace, &r)) {
-                Some(Decision::Allowed) => {}
-                Some(Decision::Denied(reason)) => denied.push(denial(user, namespace, &r, &reason)),
+                Some(AccessDecision::Allowed) => {}
+                Some(AccessDecision::Denied(reason)) => {
+                    denied.push(denial(user, namespace, &r, &reason))
+                }
                 None => ask.push(r),
             }
         }
@@ -201,7 +203,7 @@ impl AccessReviewer {
         for (r, answer) in answers {
             match answer {
                 Ok(decision) => {
-                    if let Decision::Denied(reason) = &decision {
+                    if let AccessDecision::Denied(reason) = &decision {
                         errors.push(denial(user, namespace, &r, reason));
                         self.metrics.access_reviews("denied", 1);
                     } else {

@@ -10,7 +10,7 @@ use super::metadata::name_of;
 use super::object::{read_object, served};
 use super::output::{Pieces, Tally};
 use super::scan::Cursor;
-use super::seen::Seen;
+use super::seen::SeenFields;
 use crate::telemetry::Bounded;
 
 /// The envelope, read once: `uid` and `desiredAPIVersion` before
@@ -130,7 +130,7 @@ struct Envelope<'o> {
 impl Envelope<'_> {
     /// Read the review (on the second pass, only to convert its objects).
     fn read(&mut self, cursor: &mut Cursor<'_>) -> Result<(), String> {
-        let mut seen = Seen::default();
+        let mut seen = SeenFields::default();
         cursor.object(|cursor, key| {
             seen.check(&key, &["apiVersion", "kind", "request"])?;
             match key.as_ref() {
@@ -151,7 +151,7 @@ impl Envelope<'_> {
     }
 
     fn read_request(&mut self, cursor: &mut Cursor<'_>) -> Result<(), String> {
-        let mut seen = Seen::default();
+        let mut seen = SeenFields::default();
         cursor.object(|cursor, key| {
             seen.check(&key, &["uid", "desiredAPIVersion", "objects"])?;
             match key.as_ref() {

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::metadata::{Metadata, RawMap, name_of};
 use super::scan::Cursor;
-use super::seen::Seen;
+use super::seen::SeenFields;
 use crate::api::conversion::{V1ALPHA1, V1BETA1};
 use crate::api::{v1alpha1, v1beta1};
 
@@ -141,7 +141,7 @@ pub(super) fn read_object<'a>(
     };
     // An object that repeats one of these is refused: readers disagree
     // on which copy counts, and a typed part must match the version.
-    let mut seen = Seen::default();
+    let mut seen = SeenFields::default();
     let fields = ["apiVersion", "kind", "metadata", "spec", "status"];
     cursor.object(|cursor, key| {
         seen.check(&key, &fields)?;

@@ -5,9 +5,9 @@
 /// repeats one is malformed (readers disagree on which copy counts), and
 /// refused.
 #[derive(Default)]
-pub(super) struct Seen(u8);
+pub(super) struct SeenFields(u8);
 
-impl Seen {
+impl SeenFields {
     pub(super) fn check(&mut self, key: &str, fields: &[&'static str]) -> Result<(), String> {
         let Some(i) = fields.iter().position(|f| *f == key) else {
             return Ok(());

@@ -21,7 +21,7 @@ use crate::reconcile::context::Ctx;
 use crate::reconcile::error::Error;
 use crate::reconcile::rollout::gate;
 use crate::reconcile::rollout::{
-    self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Observed, Readiness,
+    self as machine, ACTION_ANNOTATION, Decision, Gate, Input, Note, Readiness, RolloutObserved,
     StepClock, StepTimes,
 };
 use crate::reconcile::status::TrackReplicas;
@@ -189,7 +189,7 @@ pub(super) async fn plan_rollout(
     let observed = if under_way {
         observe_rollout(ctx, defaulted, current, class)?
     } else {
-        Observed::default()
+        RolloutObserved::default()
     };
     let clock = clock_of(ctx, svc, current);
     let gate = match plan.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
@@ -233,9 +233,9 @@ fn observe_rollout(
     defaulted: &InferenceService,
     current: Option<&RolloutStatus>,
     class: Option<&AcceleratorClassSpec>,
-) -> Result<Observed, Error> {
+) -> Result<RolloutObserved, Error> {
     let Some(st) = current else {
-        return Ok(Observed::default());
+        return Ok(RolloutObserved::default());
     };
     let ns = defaulted.namespace().unwrap_or_default();
     let stable = st
@@ -253,7 +253,7 @@ fn observe_rollout(
         .is_some_and(|s| s >= defaulted.spec.rollout.as_ref().map_or(0, |r| r.steps.len()));
     let primary_version = if promoting { &target } else { &stable };
     let expected = with_versions(defaulted, primary_version, Some(&(target.clone(), weight)));
-    let mut observed = Observed::default();
+    let mut observed = RolloutObserved::default();
     // The tracks' Deployments as their watch keeps them: the engine each
     // runs (a fingerprint) and its replica counts.
     let canary_name = builders::child_name(defaulted, Track::Canary);

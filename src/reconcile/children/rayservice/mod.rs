@@ -19,7 +19,7 @@ pub use build::{
     RayServiceError, WORKER_CONTAINER, WORKER_GROUP, desired_rayservice, serve_service_name,
     worker_scale,
 };
-pub use observe::{Observed, observe};
+pub use observe::{RayServiceObserved, observe};
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@ use crate::api::upstream::kuberay::RayService;
 use crate::api::vocabulary::Reason;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Observed {
+pub struct RayServiceObserved {
     /// The applications serve traffic.
     pub ready: bool,
     /// CamelCase reason (a [`Reason`]).
@@ -19,10 +19,10 @@ pub struct Observed {
 /// writes one, else `serviceStatus: Running`, and the first unhealthy
 /// application's message otherwise.
 #[must_use]
-pub fn observe(rs: &RayService) -> Observed {
+pub fn observe(rs: &RayService) -> RayServiceObserved {
     let name = rs.name_any();
     let Some(status) = rs.status.as_ref() else {
-        return Observed {
+        return RayServiceObserved {
             ready: false,
             reason: Reason::RayServicePending.as_str().to_owned(),
             message: format!("RayService {name} has no status yet"),
@@ -49,7 +49,7 @@ pub fn observe(rs: &RayService) -> Observed {
         });
     if let Some(c) = status.conditions.iter().find(|c| c.type_ == "Ready") {
         let ready = c.status == "True";
-        return Observed {
+        return RayServiceObserved {
             ready,
             reason: if ready {
                 Reason::RayServiceReady.as_str().to_owned()
@@ -64,7 +64,7 @@ pub fn observe(rs: &RayService) -> Observed {
         };
     }
     let running = status.service_status.as_deref() == Some("Running") && failing.is_none();
-    Observed {
+    RayServiceObserved {
         ready: running,
         reason: if running {
             Reason::RayServiceReady.as_str().to_owned()
