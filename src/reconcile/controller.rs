@@ -126,22 +126,7 @@ pub async fn run_controller(
         instance: Some(config.identity.clone()),
     };
     let services = state.services();
-    // The GPU budget ledgers, corrected from the services this term.
-    let ledger = config.ledger.clone().unwrap_or_else(|| {
-        crate::state::ledger::Ledger::start(
-            client.clone(),
-            &config.namespace,
-            config.metrics.clone(),
-            token.clone(),
-        )
-    });
-    tasks.spawn(super::accounting::correct_ledgers(
-        ledger,
-        Arc::clone(&state),
-        config.server.clone(),
-        deleted_rx,
-        token.clone(),
-    ));
+    spawn_ledger_corrections(&mut tasks, &client, &config, &state, deleted_rx, &token);
     let writer = Writer::new(client.clone(), reporter, echoes);
     let ctx = Arc::new(Ctx::new(
         client, config, writer, state, caches, pod_states, graph,
@@ -174,6 +159,33 @@ pub async fn run_controller(
     tasks.shutdown().await;
     info!("reconciler stopped");
     Ok(())
+}
+
+/// The GPU budget ledgers, corrected from the services this term (the
+/// ledger given in the config, or one watched from here).
+fn spawn_ledger_corrections(
+    tasks: &mut JoinSet<()>,
+    client: &Client,
+    config: &Config,
+    state: &Arc<ClusterState>,
+    deleted: tokio::sync::mpsc::UnboundedReceiver<super::accounting::Deletion>,
+    token: &CancellationToken,
+) {
+    let ledger = config.ledger.clone().unwrap_or_else(|| {
+        crate::state::ledger::Ledger::start(
+            client.clone(),
+            &config.namespace,
+            config.metrics.clone(),
+            token.clone(),
+        )
+    });
+    tasks.spawn(super::accounting::correct_ledgers(
+        ledger,
+        Arc::clone(state),
+        config.server.clone(),
+        deleted,
+        token.clone(),
+    ));
 }
 
 /// Wait for the policy, namespace, service and child caches, then list
