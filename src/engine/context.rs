@@ -71,6 +71,26 @@ pub struct Context<'a> {
     pub routes: &'a dyn RouteIndex,
 }
 
+/// A unit test's context: namespace `team-a` without labels, `policies`
+/// and `server`, no classes, profiles or other routes.
+#[cfg(test)]
+pub(crate) fn in_team_a<R>(
+    policies: &PolicySnapshot,
+    server: &ServerDefaults,
+    f: impl FnOnce(&Context) -> R,
+) -> R {
+    let labels = BTreeMap::new();
+    f(&Context {
+        namespace: "team-a",
+        namespace_labels: &labels,
+        policies,
+        classes: &AcceleratorClasses::new(),
+        profiles: &ModelProfiles::default(),
+        server,
+        routes: &NoRoutes,
+    })
+}
+
 impl fmt::Debug for Context<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")

@@ -176,17 +176,7 @@ mod tests {
     }
 
     fn ctx_with<R>(policies: &crate::engine::PolicySnapshot, f: impl FnOnce(&Context) -> R) -> R {
-        let labels = std::collections::BTreeMap::new();
-        let ctx = Context {
-            namespace: "team-a",
-            namespace_labels: &labels,
-            policies,
-            classes: &crate::engine::AcceleratorClasses::new(),
-            profiles: &crate::engine::ModelProfiles::default(),
-            server: &crate::engine::ServerDefaults::default(),
-            routes: &crate::engine::context::NoRoutes,
-        };
-        f(&ctx)
+        crate::engine::context::in_team_a(policies, &crate::engine::ServerDefaults::default(), f)
     }
 
     fn spec(replicas: i32) -> InferenceServiceSpec {

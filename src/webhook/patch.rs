@@ -274,14 +274,13 @@ pub fn defaulting_patch(
 #[cfg(test)]
 mod tests {
     use std::borrow::Cow;
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::api::policy::{ClusterInferencePolicySpec, EngineDefaults, PolicyDefaults};
     use crate::api::v1beta1::RoutingSpec;
     use crate::api::{ClusterInferencePolicy, ResourcesSpec};
     use crate::engine::default::SOURCE_BUILT_IN;
-    use crate::engine::{Context, NoRoutes, PolicySnapshot, Provenance, ServerDefaults};
+    use crate::engine::{PolicySnapshot, Provenance, ServerDefaults};
 
     fn svc() -> InferenceService {
         let mut s = InferenceService::new("chat", Default::default());
@@ -314,18 +313,9 @@ mod tests {
     }
 
     fn default_service(svc: &InferenceService, policies: &PolicySnapshot) -> Defaulted {
-        let labels = BTreeMap::new();
-        let server = ServerDefaults::default();
-        let ctx = Context {
-            namespace: "team-a",
-            namespace_labels: &labels,
-            policies,
-            classes: &crate::engine::AcceleratorClasses::new(),
-            profiles: &crate::engine::ModelProfiles::default(),
-            server: &server,
-            routes: &NoRoutes,
-        };
-        crate::engine::default_service(svc, &ctx)
+        crate::engine::context::in_team_a(policies, &ServerDefaults::default(), |ctx| {
+            crate::engine::default_service(svc, ctx)
+        })
     }
 
     /// The patch, parsed as a JSONPatch.

@@ -1,5 +1,3 @@
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::*;
@@ -15,7 +13,7 @@ use crate::api::{
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
 use crate::engine::builtin::DEFAULT_PATH_TEMPLATE;
 use crate::engine::context::Context;
-use crate::engine::context::{NoRoutes, PolicySnapshot, ServerDefaults};
+use crate::engine::context::{PolicySnapshot, ServerDefaults};
 use crate::engine::defaulted::Defaulted;
 
 fn svc() -> InferenceService {
@@ -26,17 +24,7 @@ fn svc() -> InferenceService {
 }
 
 fn with<R>(policies: &PolicySnapshot, server: &ServerDefaults, f: impl FnOnce(&Context) -> R) -> R {
-    let labels = BTreeMap::new();
-    let ctx = Context {
-        namespace: "team-a",
-        namespace_labels: &labels,
-        policies,
-        classes: &crate::engine::AcceleratorClasses::new(),
-        profiles: &crate::engine::ModelProfiles::default(),
-        server,
-        routes: &NoRoutes,
-    };
-    f(&ctx)
+    crate::engine::context::in_team_a(policies, server, f)
 }
 
 fn image_policy_ns(name: &str, prio: i32, image: &str) -> InferencePolicy {
