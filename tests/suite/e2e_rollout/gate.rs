@@ -59,14 +59,7 @@ async fn a_gate_query_sees_only_its_namespace() {
         r#" / on() group_left sum(rate(requests{namespace=~".*"}[1m] offset 1m))"#,
         r#" + 0 * count(up{namespace!="{{namespace}}"} or vector(0))"#,
     );
-    create(
-        &client,
-        &ns,
-        &[10, 30],
-        "2s",
-        json!({"analysis": {"prometheus": {"query": query, "threshold": {"max": 1.0}}}}),
-    )
-    .await;
+    create(&client, &ns, &[10, 30], "2s", at_most_one(query)).await;
     // Sent as written, the query would read other-team's failing value.
     prometheus.set("other-team", 5.0);
     canary_at_the_first_step(&client, &ns).await;
@@ -101,14 +94,7 @@ async fn the_gate_sends_only_queries_confined_to_the_namespace() {
     let query = "sum(rate(confined_latency{namespace=\"kube-system\"}[5m])) / on() \
                  sum(max_over_time(rate(confined_requests{namespace=~\".+\"}[1m])[5m:1m])) \
                  + ignoring(pod) count(confined_up)";
-    create(
-        &client,
-        &ns,
-        &[10, 30],
-        "2s",
-        json!({"analysis": {"prometheus": {"query": query, "threshold": {"max": 1.0}}}}),
-    )
-    .await;
+    create(&client, &ns, &[10, 30], "2s", at_most_one(query)).await;
     prometheus.set(&ns, 5.0);
     canary_at_the_first_step(&client, &ns).await;
     rolled_back_by_the_gate(&client, &ns).await;
@@ -215,6 +201,11 @@ async fn gated_on_up_at_the_first_step(
     )
     .await;
     canary_at_the_first_step(client, ns).await;
+}
+
+/// A gate passing while `query` is at most 1.
+fn at_most_one(query: &str) -> serde_json::Value {
+    json!({"analysis": {"prometheus": {"query": query, "threshold": {"max": 1.0}}}})
 }
 
 /// The rollout, once its gate's analysis rolled it back.
