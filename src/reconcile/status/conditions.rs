@@ -88,6 +88,11 @@ fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Opt
     Some(Cond::new(ConditionType::Ready, false, reason, message))
 }
 
+/// `Reconciled`, with its status, reason and message.
+fn reconciled(status: bool, reason: Reason, message: String) -> Cond {
+    Cond::new(ConditionType::Reconciled, status, reason, message)
+}
+
 /// The conditions an observation implies (only those it decides).
 #[must_use]
 pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
@@ -99,8 +104,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             routing,
             ..
         } => {
-            out.push(Cond::new(
-                ConditionType::Reconciled,
+            out.push(reconciled(
                 true,
                 Reason::Applied,
                 "every child is applied".to_owned(),
@@ -118,12 +122,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             out.push(routing::condition(routing));
         }
         Outcome::Invalid(msg) => {
-            out.push(Cond::new(
-                ConditionType::Reconciled,
-                false,
-                Reason::InvalidSpec,
-                msg.clone(),
-            ));
+            out.push(reconciled(false, Reason::InvalidSpec, msg.clone()));
             out.push(Cond::new(
                 ConditionType::Ready,
                 false,
@@ -133,12 +132,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         }
         Outcome::Failed(msg) => {
             // Ready keeps what was last observed: the children may still serve.
-            out.push(Cond::new(
-                ConditionType::Reconciled,
-                false,
-                Reason::ApplyFailed,
-                msg.clone(),
-            ));
+            out.push(reconciled(false, Reason::ApplyFailed, msg.clone()));
         }
         Outcome::RayServiceApplied {
             observed,
@@ -146,8 +140,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             routing,
             ..
         } => {
-            out.push(Cond::new(
-                ConditionType::Reconciled,
+            out.push(reconciled(
                 true,
                 Reason::Applied,
                 "the RayService is applied".to_owned(),
@@ -183,8 +176,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             let msg = format!(
                 "AcceleratorClass {name:?} does not exist; the children are left as they are until it does or spec.accelerator.class names another"
             );
-            out.push(Cond::new(
-                ConditionType::Reconciled,
+            out.push(reconciled(
                 false,
                 Reason::AcceleratorClassNotFound,
                 msg.clone(),
@@ -197,12 +189,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             ));
         }
         Outcome::RayServiceApiMissing => {
-            out.push(Cond::new(
-                ConditionType::Reconciled,
-                false,
-                Reason::RayServiceNotInstalled,
-                "the KubeRay RayService CRD (rayservices.ray.io/v1) is not installed: install KubeRay to run backend RayService".to_owned(),
-            ));
+            out.push(reconciled(false, Reason::RayServiceNotInstalled, "the KubeRay RayService CRD (rayservices.ray.io/v1) is not installed: install KubeRay to run backend RayService".to_owned()));
         }
     }
     out.push(policy_condition(&obs.policy));
