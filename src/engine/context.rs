@@ -91,6 +91,33 @@ pub(crate) fn in_team_a<R>(
     })
 }
 
+/// A unit test's cluster policy `name` at `prio` defaulting the image to
+/// `image`, the port to 9000 and the replicas to 3.
+#[cfg(test)]
+pub(crate) fn image_policy_cluster(
+    name: &str,
+    prio: i32,
+    image: &str,
+) -> crate::api::ClusterInferencePolicy {
+    crate::api::ClusterInferencePolicy::new(
+        name,
+        crate::api::policy::ClusterInferencePolicySpec {
+            priority: prio,
+            defaults: Some(crate::api::policy::PolicyDefaults {
+                engine: Some(crate::api::policy::EngineDefaults {
+                    image: Some(image.to_owned()),
+                    port: Some(9000),
+                    shm_size: None,
+                    gpu_memory_utilization: None,
+                }),
+                replicas: Some(3),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+}
+
 impl fmt::Debug for Context<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")

@@ -276,9 +276,8 @@ mod tests {
     use std::borrow::Cow;
 
     use super::*;
-    use crate::api::policy::{ClusterInferencePolicySpec, EngineDefaults, PolicyDefaults};
+    use crate::api::ResourcesSpec;
     use crate::api::v1beta1::RoutingSpec;
-    use crate::api::{ClusterInferencePolicy, ResourcesSpec};
     use crate::engine::default::SOURCE_BUILT_IN;
     use crate::engine::{PolicySnapshot, Provenance, ServerDefaults};
 
@@ -292,21 +291,8 @@ mod tests {
     /// A cluster policy that defaults the image, the port and the replicas.
     fn platform() -> PolicySnapshot {
         PolicySnapshot {
-            cluster: vec![ClusterInferencePolicy::new(
-                "platform",
-                ClusterInferencePolicySpec {
-                    defaults: Some(PolicyDefaults {
-                        engine: Some(EngineDefaults {
-                            image: Some("reg/img".to_owned()),
-                            port: Some(9000),
-                            shm_size: None,
-                            gpu_memory_utilization: None,
-                        }),
-                        replicas: Some(3),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
+            cluster: vec![crate::engine::context::image_policy_cluster(
+                "platform", 0, "reg/img",
             )],
             namespaced: vec![],
         }

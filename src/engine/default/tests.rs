@@ -13,7 +13,7 @@ use crate::api::{
 use crate::api::{ClusterInferencePolicy, InferencePolicy};
 use crate::engine::builtin::DEFAULT_PATH_TEMPLATE;
 use crate::engine::context::Context;
-use crate::engine::context::{PolicySnapshot, ServerDefaults};
+use crate::engine::context::{PolicySnapshot, ServerDefaults, image_policy_cluster};
 use crate::engine::defaulted::Defaulted;
 
 fn svc() -> InferenceService {
@@ -46,26 +46,6 @@ fn image_policy_ns(name: &str, prio: i32, image: &str) -> InferencePolicy {
     );
     p.metadata.namespace = Some("team-a".to_owned());
     p
-}
-
-fn image_policy_cluster(name: &str, prio: i32, image: &str) -> ClusterInferencePolicy {
-    ClusterInferencePolicy::new(
-        name,
-        ClusterInferencePolicySpec {
-            priority: prio,
-            defaults: Some(PolicyDefaults {
-                engine: Some(EngineDefaults {
-                    image: Some(image.to_owned()),
-                    port: Some(9000),
-                    shm_size: None,
-                    gpu_memory_utilization: None,
-                }),
-                replicas: Some(3),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-    )
 }
 
 #[test]
