@@ -17,11 +17,12 @@
 
 mod bounds;
 mod check;
+mod error;
 mod scope;
 
-pub use bounds::{MAX_QUERY_BYTES, MAX_QUERY_DEPTH};
 pub use check::check_query;
-pub use scope::{NAMESPACE_LABEL, QueryError, render_query, scope_query};
+pub use error::{MAX_QUERY_BYTES, MAX_QUERY_DEPTH, QueryError};
+pub use scope::{NAMESPACE_LABEL, render_query, scope_query};
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! Lists of host patterns: a Secret's annotation and what matches it.
 
-use super::HostPattern;
 use super::canonical::{canonical_url_host, cut};
+use super::pattern::HostPattern;
 
 /// The annotation by which a Secret's owner lists the hosts its token may
 /// be sent to (comma-separated host patterns, as this module reads them).

@@ -4,17 +4,7 @@
 
 use promql_parser::parser::{self, Expr, NumberLiteral};
 
-use super::scope::QueryError;
-
-/// The longest query the gate runs, in bytes: as written (the CRD's
-/// `maxLength`, also for a review posted straight to the webhook) and once
-/// its placeholders are filled.
-pub const MAX_QUERY_BYTES: usize = 4096;
-/// The deepest a query may nest: each parenthesis, function call,
-/// aggregation, subquery, unary and binary operator on the way from the
-/// top of the expression to a selector or literal is one level; a selector
-/// or literal is none.
-pub const MAX_QUERY_DEPTH: usize = 64;
+use super::error::{MAX_QUERY_BYTES, MAX_QUERY_DEPTH, QueryError};
 
 /// Hold `query` to the bounds, then parse it: the tree returned is at most
 /// [`MAX_QUERY_DEPTH`] deep, so walking, printing and dropping it recurse

@@ -3,8 +3,9 @@
 use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
 
-use super::bounds::{MAX_QUERY_BYTES, MAX_QUERY_DEPTH};
-use super::scope::{MAX_MESSAGE, QueryError, cut, render_query, scope_query};
+use super::error::{MAX_MESSAGE, QueryError, cut};
+use super::error::{MAX_QUERY_BYTES, MAX_QUERY_DEPTH};
+use super::scope::{render_query, scope_query};
 
 /// The most of the query an admission error repeats.
 const MAX_SHOWN_QUERY: usize = 120;

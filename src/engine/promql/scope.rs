@@ -4,37 +4,11 @@
 use promql_parser::label::{MatchOp, Matcher, Matchers};
 use promql_parser::parser::{Expr, VectorSelector};
 
-use super::bounds::{MAX_QUERY_BYTES, MAX_QUERY_DEPTH, parse_bounded};
+use super::bounds::parse_bounded;
+use super::error::QueryError;
 
 /// The label every selector is confined by.
 pub const NAMESPACE_LABEL: &str = "namespace";
-/// The most of a parser message an admission error repeats.
-pub(super) const MAX_MESSAGE: usize = 512;
-
-/// Why a query cannot be scoped. `Display` reads after "the query ".
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum QueryError {
-    /// Longer than [`MAX_QUERY_BYTES`] (its length in bytes).
-    TooLong(usize),
-    /// Nests deeper than [`MAX_QUERY_DEPTH`].
-    TooDeep,
-    /// No namespace to confine it to.
-    NoNamespace,
-    /// Not PromQL the gate can scope (the parser's message).
-    Invalid(String),
-}
-
-impl std::fmt::Display for QueryError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::TooLong(n) => write!(f, "is {n} bytes, over the limit of {MAX_QUERY_BYTES}"),
-            Self::TooDeep => write!(f, "nests deeper than {MAX_QUERY_DEPTH} levels"),
-            Self::NoNamespace => f.write_str("has no namespace to be confined to"),
-            Self::Invalid(e) => write!(f, "is not valid PromQL: {}", cut(e.trim(), MAX_MESSAGE)),
-        }
-    }
-}
-
 /// The query with its placeholders replaced.
 #[must_use]
 pub fn render_query(query: &str, namespace: &str, service: &str, canary: &str) -> String {
@@ -47,8 +21,8 @@ pub fn render_query(query: &str, namespace: &str, service: &str, canary: &str) -
 /// Parse `query` and confine every vector and range selector in it to
 /// `namespace`: any `namespace` matcher (`=`, `!=`, `=~`, `!~`) is removed
 /// and `namespace="<namespace>"` added. A query without selectors comes
-/// back unchanged in meaning. A query longer than [`MAX_QUERY_BYTES`] or
-/// deeper than [`MAX_QUERY_DEPTH`] is refused before anything recursive
+/// back unchanged in meaning. A query longer than [`MAX_QUERY_BYTES`](super::MAX_QUERY_BYTES) or
+/// deeper than [`MAX_QUERY_DEPTH`](super::MAX_QUERY_DEPTH) is refused before anything recursive
 /// reads it.
 pub fn scope_query(query: &str, namespace: &str) -> Result<String, QueryError> {
     if namespace.is_empty() {
@@ -114,16 +88,4 @@ fn scope_selector(vs: &mut VectorSelector, namespace: &str) {
                 .collect(),
         )
     };
-}
-
-/// `s` cut to at most `max` bytes on a character boundary, with an ellipsis.
-pub(super) fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
 }

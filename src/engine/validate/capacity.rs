@@ -12,8 +12,8 @@ use crate::engine::field_path::Path;
 use crate::engine::policy::Layer;
 use crate::engine::verdict::Verdict;
 
+use super::fields::check_at_least;
 use super::fields::check_memory_share;
-use super::service::check_at_least;
 
 /// One model of a service the fit judges: where it is named and how
 /// messages call it (`None` for the primary).

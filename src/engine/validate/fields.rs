@@ -220,3 +220,21 @@ pub(super) fn quoted_list<T: Display>(items: &[T]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// A count (of replicas, of devices), when set, is at least `min`.
+pub(super) fn check_at_least<T: PartialOrd + std::fmt::Display>(
+    errs: &mut Vec<FieldError>,
+    at: &Path<'_>,
+    value: Option<T>,
+    min: T,
+) {
+    if let Some(r) = value
+        && r < min
+    {
+        errs.push(FieldError::invalid(
+            at,
+            r,
+            &format!("must be greater than or equal to {min}"),
+        ));
+    }
+}

@@ -16,8 +16,8 @@ use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
 use crate::engine::names;
 
+use super::fields::check_at_least;
 use super::fields::{check_image, check_quantity};
-use super::service::check_at_least;
 
 /// The picker section of a service.
 fn picker_of(svc: &InferenceService) -> Option<&EndpointPickerSpec> {

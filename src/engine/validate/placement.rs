@@ -347,7 +347,7 @@ pub fn validate_accelerator_class(class: &AcceleratorClassSpec) -> Verdict {
             "",
         ));
     }
-    super::service::check_at_least(
+    super::fields::check_at_least(
         errs,
         &spec.child("devicesPerNode"),
         Some(class.devices_per_node),

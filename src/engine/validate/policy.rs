@@ -180,7 +180,7 @@ fn check_limit_counts(errs: &mut Vec<FieldError>, at: &Path<'_>, l: &PolicyLimit
             errs.push(FieldError::invalid(&at.child(field), x, &range));
         }
     }
-    super::service::check_at_least(
+    super::fields::check_at_least(
         errs,
         &at.child("maxGPUsPerNamespace"),
         l.max_gpus_per_namespace,

@@ -8,10 +8,11 @@ use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
 use crate::engine::route;
 
+use super::fields::check_at_least;
 use super::fields::{
     check_duration, check_health, check_memory_share, check_metrics, check_quantity, quoted_list,
 };
-use super::service::{check_at_least, check_percent, check_port};
+use super::service::{check_percent, check_port};
 
 /// The defaults `d` of a policy (`spec` is its spec path) whose own
 /// limits are `limits`; `max_timeout` is `limits.maxRequestTimeout`,

@@ -20,7 +20,8 @@ use crate::engine::verdict::Verdict;
 use crate::engine::{graph_source, names, rollout, route};
 
 use super::fields::{
-    check_duration, check_gate_query, check_health, check_image, check_metrics, check_quantity,
+    check_at_least, check_duration, check_gate_query, check_health, check_image, check_metrics,
+    check_quantity,
 };
 
 /// Validate a (defaulted) service; `old` is the stored object on UPDATE.
@@ -167,24 +168,6 @@ fn check_backend(
         )),
         (Some(g), Backend::RayService) => errs.extend(graph_source::graph_errors(&graph, g)),
         (None, Backend::Deployment) => {}
-    }
-}
-
-/// A count (of replicas, of devices), when set, is at least `min`.
-pub(super) fn check_at_least<T: PartialOrd + std::fmt::Display>(
-    errs: &mut Vec<FieldError>,
-    at: &Path<'_>,
-    value: Option<T>,
-    min: T,
-) {
-    if let Some(r) = value
-        && r < min
-    {
-        errs.push(FieldError::invalid(
-            at,
-            r,
-            &format!("must be greater than or equal to {min}"),
-        ));
     }
 }
 

@@ -15,6 +15,35 @@ use super::request::{API_VERSION, KIND, Object, Review};
 use crate::api::GROUP;
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 
+/// Objects of a review read by their kind (one InferenceService by the
+/// wire type of this module, the rest by their own types).
+impl Object {
+    /// Decode `raw` as an object of `kind`.
+    pub(super) fn decode(raw: &RawValue, kind: &GroupVersionKind) -> Self {
+        fn typed<T: serde::de::DeserializeOwned>(
+            raw: &RawValue,
+            wrap: impl FnOnce(T) -> Object,
+        ) -> Object {
+            match serde_json::from_str(raw.get()) {
+                Ok(v) => wrap(v),
+                Err(e) => Object::Invalid(e.to_string()),
+            }
+        }
+        if kind.group != GROUP {
+            return typed(raw, |c| Object::Child(Box::new(c)));
+        }
+        match kind.kind.as_str() {
+            "InferenceService" if kind.version == "v1alpha1" => {
+                typed(raw, |s| Object::ServiceV1alpha1(Box::new(s)))
+            }
+            "InferenceService" => typed(raw, |s: ServiceIn| Object::Service(Box::new(s.into()))),
+            "ClusterInferencePolicy" => typed(raw, |p| Object::ClusterPolicy(Box::new(p))),
+            "InferencePolicy" => typed(raw, |p| Object::Policy(Box::new(p))),
+            _ => Object::Other,
+        }
+    }
+}
+
 /// Why a body is not an AdmissionReview (answered with HTTP 400).
 #[derive(Debug, thiserror::Error)]
 pub enum BadReview {

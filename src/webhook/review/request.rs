@@ -5,11 +5,9 @@
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::Operation;
 use kube::core::{GroupVersionKind, GroupVersionResource};
-use serde_json::value::RawValue;
 
-use super::incoming::ServiceIn;
 use crate::api::v1beta1::InferenceService;
-use crate::api::{ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1};
+use crate::api::{ClusterInferencePolicy, InferencePolicy, v1alpha1};
 use crate::webhook::confine::Child;
 
 /// The `apiVersion` of the reviews this webhook answers.
@@ -75,31 +73,6 @@ pub enum Object {
 }
 
 impl Object {
-    /// Decode `raw` as an object of `kind`.
-    pub(super) fn decode(raw: &RawValue, kind: &GroupVersionKind) -> Self {
-        fn typed<T: serde::de::DeserializeOwned>(
-            raw: &RawValue,
-            wrap: impl FnOnce(T) -> Object,
-        ) -> Object {
-            match serde_json::from_str(raw.get()) {
-                Ok(v) => wrap(v),
-                Err(e) => Object::Invalid(e.to_string()),
-            }
-        }
-        if kind.group != GROUP {
-            return typed(raw, |c| Object::Child(Box::new(c)));
-        }
-        match kind.kind.as_str() {
-            "InferenceService" if kind.version == "v1alpha1" => {
-                typed(raw, |s| Object::ServiceV1alpha1(Box::new(s)))
-            }
-            "InferenceService" => typed(raw, |s: ServiceIn| Object::Service(Box::new(s.into()))),
-            "ClusterInferencePolicy" => typed(raw, |p| Object::ClusterPolicy(Box::new(p))),
-            "InferencePolicy" => typed(raw, |p| Object::Policy(Box::new(p))),
-            _ => Object::Other,
-        }
-    }
-
     /// The object's `metadata.namespace`.
     fn namespace(&self) -> Option<&str> {
         match self {
