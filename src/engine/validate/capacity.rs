@@ -3,7 +3,7 @@
 //! its GPUs (the fit of `engine::capacity`), and the ModelProfile itself.
 
 use crate::api::policy::Enforcement;
-use crate::api::profile::{AttentionKind, ModelProfileSpec};
+use crate::api::profile::{AttentionKind, AttentionSpec, ModelProfileSpec};
 use crate::api::v1beta1::InferenceService;
 use crate::engine::capacity::sizing::{concurrency_note, fit_model, misfit, sizing};
 use crate::engine::context::Context;
@@ -147,90 +147,99 @@ fn require_profiles(v: &mut Verdict, models: &[Model<'_>], ctx: &Context, layers
 #[must_use]
 pub fn validate_model_profile(p: &ModelProfileSpec) -> Verdict {
     let mut errs = Vec::new();
-    if p.model_refs.is_empty() {
-        errs.push(FieldError::required(
-            "spec.modelRefs",
-            "at least one model ref",
-        ));
+    let spec = Path::new("spec");
+    check_model_refs(&mut errs, &spec.child("modelRefs"), &p.model_refs);
+    let kv_bytes = spec.child("kvCacheBytesPerElement");
+    let attention = spec.child("attention");
+    check_at_least(
+        &mut errs,
+        &spec.child("weightBytes"),
+        Some(p.weight_bytes),
+        1,
+    );
+    check_at_least(
+        &mut errs,
+        &spec.child("layers"),
+        Some(i64::from(p.layers)),
+        1,
+    );
+    check_at_least(
+        &mut errs,
+        &spec.child("maxPositionEmbeddings"),
+        Some(p.max_position_embeddings),
+        1,
+    );
+    check_at_least(
+        &mut errs,
+        &kv_bytes,
+        p.kv_cache_bytes_per_element.map(i64::from),
+        1,
+    );
+    check_attention_sizes(&mut errs, &attention, &p.attention);
+    if let Some(b) = p.kv_cache_bytes_per_element
+        && b > 8
+    {
+        errs.push(FieldError::invalid(&kv_bytes, b, "must be at most 8"));
     }
-    for (i, r) in p.model_refs.iter().enumerate() {
+    check_attention_kind(&mut errs, &attention, &p.attention);
+    Verdict {
+        errors: errs,
+        warnings: Vec::new(),
+    }
+}
+
+/// A ModelProfile's `modelRefs` (`at`): at least one, each 1 to 253 characters.
+fn check_model_refs(errs: &mut Vec<FieldError>, at: &Path<'_>, refs: &[String]) {
+    if refs.is_empty() {
+        errs.push(FieldError::required(at, "at least one model ref"));
+    }
+    for (i, r) in refs.iter().enumerate() {
         if r.is_empty() || r.len() > 253 {
             errs.push(FieldError::invalid(
-                format!("spec.modelRefs[{i}]"),
+                &at.index(i),
                 format!("{r:?}"),
                 "must be 1 to 253 characters",
             ));
         }
     }
-    let mut at_least = |field: &str, value: Option<i64>, min: i64| {
-        if let Some(n) = value
-            && n < min
-        {
-            errs.push(FieldError::invalid(
-                field,
-                n,
-                &format!("must be greater than or equal to {min}"),
-            ));
-        }
-    };
-    at_least("spec.weightBytes", Some(p.weight_bytes), 1);
-    at_least("spec.layers", Some(i64::from(p.layers)), 1);
-    at_least(
-        "spec.maxPositionEmbeddings",
-        Some(p.max_position_embeddings),
-        1,
-    );
-    at_least(
-        "spec.kvCacheBytesPerElement",
-        p.kv_cache_bytes_per_element.map(i64::from),
-        1,
-    );
-    let a = &p.attention;
-    at_least("spec.attention.kvHeads", a.kv_heads.map(i64::from), 1);
-    at_least("spec.attention.headDim", a.head_dim.map(i64::from), 1);
-    at_least(
-        "spec.attention.kvLoraRank",
+}
+
+/// The sizes of a ModelProfile's `attention` (`at`) that are set.
+fn check_attention_sizes(errs: &mut Vec<FieldError>, at: &Path<'_>, a: &AttentionSpec) {
+    check_at_least(errs, &at.child("kvHeads"), a.kv_heads.map(i64::from), 1);
+    check_at_least(errs, &at.child("headDim"), a.head_dim.map(i64::from), 1);
+    check_at_least(
+        errs,
+        &at.child("kvLoraRank"),
         a.kv_lora_rank.map(i64::from),
         1,
     );
-    at_least(
-        "spec.attention.qkRopeHeadDim",
+    check_at_least(
+        errs,
+        &at.child("qkRopeHeadDim"),
         a.qk_rope_head_dim.map(i64::from),
         0,
     );
-    if let Some(b) = p.kv_cache_bytes_per_element
-        && b > 8
-    {
-        errs.push(FieldError::invalid(
-            "spec.kvCacheBytesPerElement",
-            b,
-            "must be at most 8",
-        ));
-    }
-    match a.kind {
-        AttentionKind::Gqa | AttentionKind::Mha => {
-            for (field, v) in [
-                ("spec.attention.kvHeads", a.kv_heads),
-                ("spec.attention.headDim", a.head_dim),
-            ] {
-                if v.is_none() {
-                    errs.push(FieldError::required(field, "required for GQA and MHA"));
-                }
-            }
+}
+
+/// The sizes the `attention` (`at`) of its kind requires.
+fn check_attention_kind(errs: &mut Vec<FieldError>, at: &Path<'_>, a: &AttentionSpec) {
+    let (required, why) = match a.kind {
+        AttentionKind::Gqa | AttentionKind::Mha => (
+            [("kvHeads", a.kv_heads), ("headDim", a.head_dim)],
+            "required for GQA and MHA",
+        ),
+        AttentionKind::Mla => (
+            [
+                ("kvLoraRank", a.kv_lora_rank),
+                ("qkRopeHeadDim", a.qk_rope_head_dim),
+            ],
+            "required for MLA",
+        ),
+    };
+    for (field, v) in required {
+        if v.is_none() {
+            errs.push(FieldError::required(&at.child(field), why));
         }
-        AttentionKind::Mla => {
-            for (field, v) in [
-                ("spec.attention.kvLoraRank", a.kv_lora_rank),
-                ("spec.attention.qkRopeHeadDim", a.qk_rope_head_dim),
-            ] {
-                if v.is_none() {
-                    errs.push(FieldError::required(field, "required for MLA"));
-                }
-            }
-        }
-    }
-    Verdict {
-        errors: errs,
-        warnings: Vec::new(),
     }
 }
