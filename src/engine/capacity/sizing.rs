@@ -155,11 +155,31 @@ pub fn fit_model<'p>(
     })
 }
 
+/// The field whose value makes a model not fit; the caller knows its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MisfitField {
+    /// `engine.maxModelLen`: the weights fit, the context does not.
+    MaxModelLen,
+    /// `parallelism.tensor`: the weights leave no room for KV cache.
+    Tensor,
+}
+
+/// Why a model does not fit: the field to change, its value and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Misfit {
+    /// The field to change.
+    pub field: MisfitField,
+    /// Its value (the effective context, or the tensor size).
+    pub value: i64,
+    /// The numbers and what would fit.
+    pub why: String,
+}
+
 /// Why `m` does not fit `sizing`, with the numbers and what would fit;
-/// `None` when it fits. The field is `spec.parallelism.tensor` when the
-/// weights do not fit, else `spec.engine.maxModelLen`.
+/// `None` when it fits. The field is the tensor size when the weights do
+/// not fit, else `maxModelLen`.
 #[must_use]
-pub fn misfit(sizing: &Sizing<'_>, m: &ModelFit<'_>) -> Option<(&'static str, i64, String)> {
+pub fn misfit(sizing: &Sizing<'_>, m: &ModelFit<'_>) -> Option<Misfit> {
     let f = &m.fit;
     let t = sizing.shape.tensor;
     if f.weights_fit() && f.kv_tokens >= 1 {
@@ -178,7 +198,11 @@ pub fn misfit(sizing: &Sizing<'_>, m: &ModelFit<'_>) -> Option<(&'static str, i6
         {
             msg.push_str(&format!(" or tensor >= {bigger}"));
         }
-        return Some(("spec.engine.maxModelLen", m.context, msg));
+        return Some(Misfit {
+            field: MisfitField::MaxModelLen,
+            value: m.context,
+            why: msg,
+        });
     }
     let usable = sizing.shape.memory_per_device * sizing.shape.utilization;
     let mut msg = format!(
@@ -203,7 +227,11 @@ pub fn misfit(sizing: &Sizing<'_>, m: &ModelFit<'_>) -> Option<(&'static str, i6
             sizing.class.devices_per_node
         )),
     }
-    Some(("spec.parallelism.tensor", t, msg))
+    Some(Misfit {
+        field: MisfitField::Tensor,
+        value: t,
+        why: msg,
+    })
 }
 
 /// The concurrency a fit gives: `holds 3.4 requests of the full context at once (...)`.

@@ -5,7 +5,9 @@
 use crate::api::policy::Enforcement;
 use crate::api::profile::{AttentionKind, AttentionSpec, ModelProfileSpec};
 use crate::api::v1beta1::InferenceService;
-use crate::engine::capacity::sizing::{concurrency_note, fit_model, misfit, sizing};
+use crate::engine::capacity::sizing::{
+    Misfit, MisfitField, concurrency_note, fit_model, misfit, sizing,
+};
 use crate::engine::context::Context;
 use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
@@ -15,12 +17,54 @@ use crate::engine::verdict::Verdict;
 use super::fields::check_at_least;
 use super::fields::check_memory_share;
 
-/// One model of a service the fit judges: where it is named and how
-/// messages call it (`None` for the primary).
+/// Which model of a service: the spec names the primary and the canary,
+/// the rollout's status the versions it moves between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Primary,
+    Canary,
+    RolloutStable,
+    RolloutTarget,
+}
+
+impl Role {
+    /// How messages call the model (`None` for the primary).
+    fn called(self) -> Option<&'static str> {
+        match self {
+            Self::Primary => None,
+            Self::Canary => Some("the canary's model"),
+            Self::RolloutStable => Some("the rollout's stable model"),
+            Self::RolloutTarget => Some("the rollout's target model"),
+        }
+    }
+
+    /// Whether the spec names the model (not only the rollout's status).
+    fn in_spec(self) -> bool {
+        matches!(self, Self::Primary | Self::Canary)
+    }
+}
+
+/// One model of a service the fit judges.
 struct Model<'s> {
-    field: &'static str,
+    role: Role,
     model_ref: &'s str,
-    called: Option<&'static str>,
+}
+
+/// The fields that name a service's models: the canary's own, and the
+/// primary's (where the rollout's versions come from too).
+struct RefPaths<'p> {
+    primary: Path<'p>,
+    canary: Path<'p>,
+}
+
+impl<'p> RefPaths<'p> {
+    /// Where the model of `role` is named.
+    fn of(&self, role: Role) -> &Path<'p> {
+        match role {
+            Role::Canary => &self.canary,
+            Role::Primary | Role::RolloutStable | Role::RolloutTarget => &self.primary,
+        }
+    }
 }
 
 /// The models of `svc`, each once: the primary, the canary, and the
@@ -28,27 +72,24 @@ struct Model<'s> {
 fn models(svc: &InferenceService) -> Vec<Model<'_>> {
     let s = &svc.spec;
     let mut out = vec![Model {
-        field: "spec.model.ref",
+        role: Role::Primary,
         model_ref: s.model.r#ref.as_str(),
-        called: None,
     }];
     if let Some(c) = s.canary.as_ref() {
         out.push(Model {
-            field: "spec.canary.model.ref",
+            role: Role::Canary,
             model_ref: c.model.r#ref.as_str(),
-            called: Some("the canary's model"),
         });
     }
     if let Some(r) = svc.status.as_ref().and_then(|st| st.rollout.as_ref()) {
-        for (v, called) in [
-            (r.stable.as_ref(), "the rollout's stable model"),
-            (r.target.as_ref(), "the rollout's target model"),
+        for (v, role) in [
+            (r.stable.as_ref(), Role::RolloutStable),
+            (r.target.as_ref(), Role::RolloutTarget),
         ] {
             if let Some(v) = v {
                 out.push(Model {
-                    field: "spec.model.ref",
+                    role,
                     model_ref: v.model.r#ref.as_str(),
-                    called: Some(called),
                 });
             }
         }
@@ -80,29 +121,54 @@ pub(super) fn check_capacity(
             e.gpu_memory_utilization,
         );
     }
+    let (model, canary) = (spec.child("model"), spec.child("canary"));
+    let canary_model = canary.child("model");
+    let refs = RefPaths {
+        primary: model.child("ref"),
+        canary: canary_model.child("ref"),
+    };
     let models = models(svc);
-    require_profiles(v, &models, ctx, layers);
+    require_profiles(v, &refs, &models, ctx, layers);
+    check_fit(v, spec, &refs, &models, svc, ctx);
+}
 
+/// Whether each model fits the service's GPUs: an error with the numbers
+/// when one does not, the concurrency as a warning for the spec's models.
+fn check_fit(
+    v: &mut Verdict,
+    spec: &Path<'_>,
+    refs: &RefPaths<'_>,
+    models: &[Model<'_>],
+    svc: &InferenceService,
+    ctx: &Context,
+) {
     let Some(sized) = sizing(&svc.spec, ctx.classes) else {
         return;
     };
-    for m in &models {
+    let (engine, parallelism) = (spec.child("engine"), spec.child("parallelism"));
+    let max_model_len = engine.child("maxModelLen");
+    let tensor = parallelism.child("tensor");
+    for m in models {
         let Some(fitted) = fit_model(ctx.profiles, m.model_ref, &sized) else {
             continue;
         };
-        let prefix = m
-            .called
+        let called = m.role.called();
+        let prefix = called
             .map(|c| format!("{c} {:?}: ", m.model_ref))
             .unwrap_or_default();
         match misfit(&sized, &fitted) {
-            Some((field, value, why)) => {
+            Some(Misfit { field, value, why }) => {
+                let at = match field {
+                    MisfitField::MaxModelLen => &max_model_len,
+                    MisfitField::Tensor => &tensor,
+                };
                 v.errors
-                    .push(FieldError::invalid(field, value, &format!("{prefix}{why}")));
+                    .push(FieldError::invalid(at, value, &format!("{prefix}{why}")));
             }
-            None if m.called.is_none() || m.field == "spec.canary.model.ref" => {
+            None if m.role.in_spec() => {
                 v.warnings.push(format!(
                     "{}: {prefix}{}",
-                    m.field,
+                    refs.of(m.role),
                     concurrency_note(&sized, &fitted)
                 ));
             }
@@ -111,8 +177,14 @@ pub(super) fn check_capacity(
     }
 }
 
-/// `limits.requireModelProfile`: every model a ModelProfile lists.
-fn require_profiles(v: &mut Verdict, models: &[Model<'_>], ctx: &Context, layers: &[Layer<'_>]) {
+/// `limits.requireModelProfile`: every model the spec names a ModelProfile lists.
+fn require_profiles(
+    v: &mut Verdict,
+    refs: &RefPaths<'_>,
+    models: &[Model<'_>],
+    ctx: &Context,
+    layers: &[Layer<'_>],
+) {
     let requiring = |e: Enforcement| {
         layers.iter().find(|l| {
             l.enforcement == e && l.limits.and_then(|x| x.require_model_profile) == Some(true)
@@ -121,15 +193,12 @@ fn require_profiles(v: &mut Verdict, models: &[Model<'_>], ctx: &Context, layers
     let Some(layer) = requiring(Enforcement::Deny).or_else(|| requiring(Enforcement::Warn)) else {
         return;
     };
-    for m in models
-        .iter()
-        .filter(|m| m.field != "spec.model.ref" || m.called.is_none())
-    {
+    for m in models.iter().filter(|m| m.role.in_spec()) {
         if ctx.profiles.for_ref(m.model_ref).is_some() {
             continue;
         }
         let e = FieldError::invalid(
-            m.field,
+            refs.of(m.role),
             format!("{:?}", m.model_ref),
             &format!(
                 "no ModelProfile lists this model (limits.requireModelProfile of {})",
