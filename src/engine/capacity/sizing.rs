@@ -279,7 +279,8 @@ pub struct FitChoice<'a> {
     pub profile_name: &'a str,
     /// The AcceleratorClass used.
     pub class_name: &'a str,
-    /// Why `max_model_len` was set.
+    /// Why `max_model_len` was set (the warning after its field's path,
+    /// which the caller knows).
     pub warning: Option<String>,
 }
 
@@ -323,7 +324,7 @@ pub fn choose<'a>(
     }
     let len = f.kv_tokens / MAX_MODEL_LEN_STEP * MAX_MODEL_LEN_STEP;
     let warning = format!(
-        "spec.engine.maxModelLen: set to {len}: the full context of {:?} ({context} tokens) fits no tensor size on {}; {} hold {} tokens of KV cache per replica",
+        "set to {len}: the full context of {:?} ({context} tokens) fits no tensor size on {}; {} hold {} tokens of KV cache per replica",
         spec.model.r#ref,
         sized.class_name,
         sized.at_tensor(tensor).devices(),

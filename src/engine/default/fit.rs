@@ -55,5 +55,9 @@ pub(super) fn default_fit(
             .max_model_len = Some(n);
         f.record(at.engine.max_model_len, source, &n);
     }
-    choice.warning.into_iter().collect()
+    choice
+        .warning
+        .map(|why| format!("{}: {why}", at.engine.max_model_len))
+        .into_iter()
+        .collect()
 }
