@@ -7,7 +7,9 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use crate::api::v1beta1::InferenceService;
+use crate::api::v1beta1::{EngineSpec, InferenceService};
+
+use super::field_path::Path;
 
 /// The ServiceAccount every pod runs as unless told otherwise.
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
@@ -65,72 +67,80 @@ pub struct Reference {
 /// Every object `svc`'s pods would use, each once (at the first field that names it).
 #[must_use]
 pub fn references(svc: &InferenceService) -> Vec<Reference> {
-    let mut out: Vec<Reference> = Vec::new();
-    let mut seen: BTreeSet<(ReferenceKind, String)> = BTreeSet::new();
-    let mut add = |kind: ReferenceKind, name: &str, field: String| {
-        if !name.is_empty() && seen.insert((kind, name.to_owned())) {
-            out.push(Reference {
-                kind,
-                name: name.to_owned(),
-                field,
-            });
-        }
-    };
+    let mut refs = Collected::default();
+    let spec = Path::new("spec");
     let s = &svc.spec;
     if let Some(e) = s.engine.as_ref() {
-        for (i, var) in e.env.iter().enumerate() {
-            let Some(from) = var.value_from.as_ref() else {
-                continue;
-            };
-            if let Some(r) = from.secret_key_ref.as_ref() {
-                add(
-                    ReferenceKind::Secret,
-                    &r.name,
-                    format!("spec.engine.env[{i}].valueFrom.secretKeyRef.name"),
-                );
-            }
-            if let Some(r) = from.config_map_key_ref.as_ref() {
-                add(
-                    ReferenceKind::ConfigMap,
-                    &r.name,
-                    format!("spec.engine.env[{i}].valueFrom.configMapKeyRef.name"),
-                );
-            }
-        }
-        for (i, src) in e.env_from.iter().enumerate() {
-            if let Some(r) = src.secret_ref.as_ref() {
-                add(
-                    ReferenceKind::Secret,
-                    &r.name,
-                    format!("spec.engine.envFrom[{i}].secretRef.name"),
-                );
-            }
-            if let Some(r) = src.config_map_ref.as_ref() {
-                add(
-                    ReferenceKind::ConfigMap,
-                    &r.name,
-                    format!("spec.engine.envFrom[{i}].configMapRef.name"),
-                );
-            }
-        }
+        engine_references(&mut refs, &spec.child("engine"), e);
     }
+    let pull_secrets = spec.child("imagePullSecrets");
     for (i, r) in s.image_pull_secrets.iter().enumerate() {
-        add(
-            ReferenceKind::Secret,
-            &r.name,
-            format!("spec.imagePullSecrets[{i}].name"),
-        );
+        let item = pull_secrets.index(i);
+        refs.add(ReferenceKind::Secret, &r.name, &item.child("name"));
     }
     if let Some(sa) = s.service_account_name.as_deref()
         && sa != DEFAULT_SERVICE_ACCOUNT
     {
-        add(
+        refs.add(
             ReferenceKind::ServiceAccount,
             sa,
-            "spec.serviceAccountName".to_owned(),
+            &spec.child("serviceAccountName"),
         );
     }
-    out
+    refs.out
+}
+
+/// The references found so far, each once.
+#[derive(Default)]
+struct Collected {
+    out: Vec<Reference>,
+    seen: BTreeSet<(ReferenceKind, String)>,
+}
+
+impl Collected {
+    /// `name` (of `kind`) at `field`, unless empty or already found.
+    fn add(&mut self, kind: ReferenceKind, name: &str, field: &Path<'_>) {
+        if !name.is_empty() && self.seen.insert((kind, name.to_owned())) {
+            self.out.push(Reference {
+                kind,
+                name: name.to_owned(),
+                field: field.to_string(),
+            });
+        }
+    }
+}
+
+/// The Secrets and ConfigMaps the engine's `env` and `envFrom` name (`at`
+/// is the engine's path).
+fn engine_references(refs: &mut Collected, at: &Path<'_>, e: &EngineSpec) {
+    let env = at.child("env");
+    for (i, var) in e.env.iter().enumerate() {
+        let Some(from) = var.value_from.as_ref() else {
+            continue;
+        };
+        let item = env.index(i);
+        let value_from = item.child("valueFrom");
+        if let Some(r) = from.secret_key_ref.as_ref() {
+            let selector = value_from.child("secretKeyRef");
+            refs.add(ReferenceKind::Secret, &r.name, &selector.child("name"));
+        }
+        if let Some(r) = from.config_map_key_ref.as_ref() {
+            let selector = value_from.child("configMapKeyRef");
+            refs.add(ReferenceKind::ConfigMap, &r.name, &selector.child("name"));
+        }
+    }
+    let env_from = at.child("envFrom");
+    for (i, src) in e.env_from.iter().enumerate() {
+        let item = env_from.index(i);
+        if let Some(r) = src.secret_ref.as_ref() {
+            let source = item.child("secretRef");
+            refs.add(ReferenceKind::Secret, &r.name, &source.child("name"));
+        }
+        if let Some(r) = src.config_map_ref.as_ref() {
+            let source = item.child("configMapRef");
+            refs.add(ReferenceKind::ConfigMap, &r.name, &source.child("name"));
+        }
+    }
 }
 
 /// The references of `svc` that `old` (the stored object on UPDATE) did
