@@ -11,15 +11,24 @@ use crate::api::{GatewayRef, v1beta1::InferenceService};
 
 use super::builtin::DEFAULT_PATH_TEMPLATE;
 use super::field_error::FieldError;
+use super::field_path::Path;
 
 /// Longest rendered path.
 pub const MAX_PATH_LEN: usize = 200;
-/// The field templates live in.
-pub const TEMPLATE_FIELD: &str = "spec.routing.pathTemplate";
 
 /// Render `spec.routing.pathTemplate` for this service;
 /// the built-in template when none is set.
 pub fn render_route_path(svc: &InferenceService) -> Result<String, FieldError> {
+    let spec = Path::new("spec");
+    let routing = spec.child("routing");
+    render_route_path_at(&routing.child("pathTemplate"), svc)
+}
+
+/// [`render_route_path`], its error at `field` (the template's path).
+pub fn render_route_path_at(
+    field: &Path<'_>,
+    svc: &InferenceService,
+) -> Result<String, FieldError> {
     let template = svc
         .spec
         .routing
@@ -27,7 +36,7 @@ pub fn render_route_path(svc: &InferenceService) -> Result<String, FieldError> {
         .and_then(|r| r.path_template.as_deref())
         .unwrap_or(DEFAULT_PATH_TEMPLATE);
     render_template(template, svc)
-        .map_err(|why| FieldError::invalid(TEMPLATE_FIELD, format!("{template:?}"), &why))
+        .map_err(|why| FieldError::invalid(field, format!("{template:?}"), &why))
 }
 
 /// The (gateway with namespace resolved, rendered path) a service claims, if it has a gateway.
@@ -50,6 +59,10 @@ pub fn route_claim(svc: &InferenceService) -> Option<(GatewayRef, String)> {
 
 /// Render `template` for `svc`; the error is the reason, without the field.
 pub fn render_template(template: &str, svc: &InferenceService) -> Result<String, String> {
+    let object = Roots {
+        metadata: Path::new("metadata"),
+        spec: Path::new("spec"),
+    };
     let mut raw = String::with_capacity(template.len() + 32);
     let mut rest = template;
     while let Some(open) = rest.find(['{', '}']) {
@@ -65,7 +78,7 @@ pub fn render_template(template: &str, svc: &InferenceService) -> Result<String,
         if expr.contains('{') {
             return Err("nested '{' in placeholder".to_owned());
         }
-        let value = lookup(expr, svc)?;
+        let value = lookup(expr, svc, &object)?;
         let clean = sanitize_segment(&value);
         if clean.is_empty() {
             return Err(format!(
@@ -162,9 +175,16 @@ fn check_gateway_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The paths of an object's `metadata` and `spec`, as messages name the
+/// fields a placeholder reads.
+struct Roots<'a> {
+    metadata: Path<'a>,
+    spec: Path<'a>,
+}
+
 /// Resolve one placeholder expression such as `.metadata.labels['app']`.
-fn lookup(expr: &str, svc: &InferenceService) -> Result<String, String> {
-    let not_set = |what: &str| format!("placeholder {{{expr}}}: {what} is not set");
+fn lookup(expr: &str, svc: &InferenceService, object: &Roots<'_>) -> Result<String, String> {
+    let not_set = |what: &Path<'_>| format!("placeholder {{{expr}}}: {what} is not set");
     if let Some(rest) = expr.strip_prefix(".metadata.") {
         for (prefix, map, what) in [
             ("labels", svc.metadata.labels.as_ref(), "label"),
@@ -191,12 +211,12 @@ fn lookup(expr: &str, svc: &InferenceService) -> Result<String, String> {
                 .metadata
                 .name
                 .clone()
-                .ok_or_else(|| not_set("metadata.name")),
+                .ok_or_else(|| not_set(&object.metadata.child("name"))),
             "namespace" => svc
                 .metadata
                 .namespace
                 .clone()
-                .ok_or_else(|| not_set("metadata.namespace")),
+                .ok_or_else(|| not_set(&object.metadata.child("namespace"))),
             "uid" => Err(format!(
                 "placeholder {{{expr}}}: .metadata.uid is not allowed (it does not exist at admission)"
             )),
@@ -211,16 +231,15 @@ fn lookup(expr: &str, svc: &InferenceService) -> Result<String, String> {
         ));
     }
     if let Some(path) = expr.strip_prefix(".spec.") {
+        let field = object.spec.child(path);
         return match spec_scalar(svc, path) {
             SpecField::Value(v) => Ok(v),
-            SpecField::Unset => Err(not_set(&format!("spec.{path}"))),
-            SpecField::NotScalar => Err(format!(
-                "placeholder {{{expr}}}: spec.{path} is not a scalar"
-            )),
+            SpecField::Unset => Err(not_set(&field)),
+            SpecField::NotScalar => Err(format!("placeholder {{{expr}}}: {field} is not a scalar")),
             SpecField::SelfReference => Err(format!(
                 "placeholder {{{expr}}}: a template may not reference itself"
             )),
-            SpecField::Unknown => Err(format!("placeholder {{{expr}}}: unknown field spec.{path}")),
+            SpecField::Unknown => Err(format!("placeholder {{{expr}}}: unknown field {field}")),
         };
     }
     Err(format!(

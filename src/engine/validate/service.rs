@@ -263,9 +263,10 @@ fn check_routing<'s>(
         .and_then(|r| r.request_timeout.as_deref())
         .unwrap_or(DEFAULT_REQUEST_TIMEOUT);
     let request_timeout = check_duration(errs, &at.child("requestTimeout"), timeout_str);
-    match route::render_route_path(svc) {
+    let template = at.child("pathTemplate");
+    match route::render_route_path_at(&template, svc) {
         Err(e) => errs.push(e),
-        Ok(path) => check_route_owner(errs, &at.child("pathTemplate"), svc, ctx, &path),
+        Ok(path) => check_route_owner(errs, &template, svc, ctx, &path),
     }
     if let Some(gw) = routing.and_then(|r| r.gateway.as_ref())
         && gw.name.is_empty()
