@@ -95,10 +95,11 @@ pub fn layer_hosts(layer: &Layer<'_>) -> Option<Vec<HostPattern>> {
     )
 }
 
-/// The layers whose `allowedGraphHosts` do not admit `url`, each with the
-/// field error naming it.
+/// The layers whose `allowedGraphHosts` do not admit `url` (written at
+/// `at`), each with the field error naming it.
 #[must_use]
 pub fn host_violations<'l, 'a>(
+    at: &Path<'_>,
     layers: &'l [Layer<'a>],
     url: &Url,
 ) -> Vec<(&'l Layer<'a>, FieldError)> {
@@ -119,7 +120,7 @@ pub fn host_violations<'l, 'a>(
             Some((
                 l,
                 FieldError::invalid(
-                    "spec.graph.url",
+                    at,
                     format!("{:?}", cut(url.as_str())),
                     &format!(
                         "host {host}:{port} is not in the allowed graph hosts {shown} ({})",
@@ -272,6 +273,9 @@ mod tests {
             }
         }
         let url = |u: &str| parse_graph_url(u).expect(u);
+        let spec = Path::new("spec");
+        let graph = spec.child("graph");
+        let at = graph.child("url");
         let forms = [
             "[::ffff:7f00:1]",
             "[::ffff:127.0.0.1]",
@@ -283,11 +287,14 @@ mod tests {
             for host in forms {
                 let u = url(&format!("https://{host}:8443/g"));
                 assert!(host_listed_literally(&layers, &u), "{entry} vs {host}");
-                assert!(host_violations(&layers, &u).is_empty(), "{entry} vs {host}");
+                assert!(
+                    host_violations(&at, &layers, &u).is_empty(),
+                    "{entry} vs {host}"
+                );
             }
             let other = url("https://[::ffff:7f00:2]/g");
             assert!(!host_listed_literally(&layers, &other), "{entry}");
-            assert_eq!(host_violations(&layers, &other).len(), 1, "{entry}");
+            assert_eq!(host_violations(&at, &layers, &other).len(), 1, "{entry}");
         }
         let l = limits(&["Graphs.Example.COM.", "[FD00::7]:8443", "*.ml.example.com"]);
         let layers = [layer(&l)];
@@ -304,6 +311,6 @@ mod tests {
             &layers,
             &url("https://a.ml.example.com/g")
         ));
-        assert!(host_violations(&layers, &url("https://a.ml.example.com/g")).is_empty());
+        assert!(host_violations(&at, &layers, &url("https://a.ml.example.com/g")).is_empty());
     }
 }

@@ -39,7 +39,8 @@ pub(super) fn check_service_limits(
     if let Some(g) = &svc.spec.graph
         && let Ok(url) = graph_source::parse_graph_url(&g.url)
     {
-        lim.graph_host(&url);
+        let graph = spec.child("graph");
+        lim.graph_host(&graph.child("url"), &url);
     }
 }
 
@@ -250,8 +251,8 @@ impl Limits<'_, '_, '_> {
         }
     }
 
-    fn graph_host(&mut self, url: &url::Url) {
-        for (l, e) in graph_source::host_violations(self.layers, url) {
+    fn graph_host(&mut self, field: &Path<'_>, url: &url::Url) {
+        for (l, e) in graph_source::host_violations(field, self.layers, url) {
             self.report(l.enforcement, e);
         }
     }
