@@ -239,9 +239,14 @@ pub fn min_interval_violations(
 }
 
 /// The admission warning for an edit of the version while a rollout of
-/// another one is under way (it restarts from the first step).
+/// another one is under way (it restarts from the first step); `at` is the
+/// rollout's path.
 #[must_use]
-pub fn restart_warning(svc: &InferenceService, old: &InferenceService) -> Option<String> {
+pub fn restart_warning(
+    at: &Path<'_>,
+    svc: &InferenceService,
+    old: &InferenceService,
+) -> Option<String> {
     if !is_progressive(svc) {
         return None;
     }
@@ -255,7 +260,7 @@ pub fn restart_warning(svc: &InferenceService, old: &InferenceService) -> Option
         return None;
     }
     Some(format!(
-        "spec.rollout: the rollout of {:?} (step {} of {}) restarts from the first step with {:?}",
+        "{at}: the rollout of {:?} (step {} of {}) restarts from the first step with {:?}",
         target.model.r#ref,
         st.step.unwrap_or(0) + 1,
         svc.spec.rollout.as_ref().map_or(0, |r| r.steps.len()),
@@ -305,12 +310,14 @@ mod tests {
     #[test]
     fn editing_the_version_mid_rollout_warns_that_it_restarts() {
         let old = during("v1", "v2");
-        let w = restart_warning(&svc("v3"), &old).expect("a warning");
+        let spec = Path::new("spec");
+        let at = spec.child("rollout");
+        let w = restart_warning(&at, &svc("v3"), &old).expect("a warning");
         assert!(w.contains("restarts from the first step"), "{w}");
         assert!(w.contains("\"v2\" (step 2 of 2)"), "{w}");
         // The same target, or back to the stable version: no warning.
-        assert_eq!(restart_warning(&svc("v2"), &old), None);
-        assert_eq!(restart_warning(&svc("v1"), &old), None);
+        assert_eq!(restart_warning(&at, &svc("v2"), &old), None);
+        assert_eq!(restart_warning(&at, &svc("v1"), &old), None);
     }
 
     #[test]

@@ -63,9 +63,10 @@ pub fn validate_service(
         check_canary(&mut v, &spec, s, c, engine_image);
     }
     super::picker::check_inference_pool(&mut v.errors, &spec.child("routing"), svc);
-    rollout::check_service(&mut v.errors, &spec.child("rollout"), svc);
-    check_analysis_query(&mut v.errors, &spec.child("rollout"), svc, ctx);
-    if let Some(w) = old.and_then(|o| rollout::restart_warning(svc, o)) {
+    let rollout_at = spec.child("rollout");
+    rollout::check_service(&mut v.errors, &rollout_at, svc);
+    check_analysis_query(&mut v.errors, &rollout_at, svc, ctx);
+    if let Some(w) = old.and_then(|o| rollout::restart_warning(&rollout_at, svc, o)) {
         v.warnings.push(w);
     }
     check_health(
