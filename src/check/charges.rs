@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::capacity::budget::{budget_of, budget_verdict, overruns};
 use crate::engine::capacity::charge::{Charge, charge_of};
+use crate::engine::field_path::Path;
 use crate::engine::policy::layers;
 use crate::engine::{Context, Verdict};
 
@@ -32,7 +33,10 @@ impl Charges {
             .filter(|(n, _)| *n != name)
             .map(|(n, c)| (n.as_str(), *c))
             .collect();
-        let v = budget_verdict(overruns(&budget, ctx.namespace, &others, this));
+        let v = budget_verdict(
+            &Path::new("spec"),
+            overruns(&budget, ctx.namespace, &others, this),
+        );
         if v.allowed() {
             entries.retain(|(n, _)| *n != name);
             entries.push((name, this));

@@ -9,6 +9,7 @@ use rust_decimal::Decimal;
 use crate::api::policy::Enforcement;
 
 use super::super::field_error::FieldError;
+use super::super::field_path::Path;
 use super::super::policy::{Bound, Layer, strictest};
 use super::super::verdict::Verdict;
 use super::charge::{Charge, decimal, money};
@@ -157,15 +158,15 @@ fn list(others: &[(&str, Charge)], shown: impl Fn(&Charge) -> Option<String>) ->
     out
 }
 
-/// Overruns as a verdict: a Deny overrun is a `spec: Forbidden: ...` error,
-/// a Warn overrun a warning.
+/// Overruns as a verdict: a Deny overrun is a `Forbidden` error at `at`
+/// (the service's spec), a Warn overrun a warning.
 #[must_use]
-pub fn budget_verdict(overruns: Vec<Overrun>) -> Verdict {
+pub fn budget_verdict(at: &Path<'_>, overruns: Vec<Overrun>) -> Verdict {
     let mut v = Verdict::default();
     for o in overruns {
         match o.enforcement {
-            Enforcement::Deny => v.errors.push(FieldError::forbidden("spec", &o.message)),
-            Enforcement::Warn => v.warnings.push(format!("spec: {}", o.message)),
+            Enforcement::Deny => v.errors.push(FieldError::forbidden(at, &o.message)),
+            Enforcement::Warn => v.warnings.push(format!("{at}: {}", o.message)),
         }
     }
     v
