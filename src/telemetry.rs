@@ -68,18 +68,36 @@ pub fn bounded_message(message: &str) -> String {
 /// events API refuses notes over 1 KiB.
 pub const STATUS_MESSAGE_MAX: usize = 1024;
 
+/// Bytes of a condition message that quotes the scheduler or the kubelet
+/// ([`cut_condition_message`]): room for
+/// infergate's own prefix (a track, its counts, an image) and a kibibyte
+/// of the scheduler's or the kubelet's words after it, which are not cut
+/// to make room for the prefix. The API server takes 32 KiB.
+pub const CONDITION_MESSAGE_MAX: usize = 4096;
+
 /// `message` in at most [`STATUS_MESSAGE_MAX`] bytes: control characters
 /// escaped and, when it does not fit, cut with a count of the bytes left
 /// out.
 #[must_use]
 pub fn cut_message(message: &str) -> String {
-    let fits = message.len() <= STATUS_MESSAGE_MAX && !message.chars().any(char::is_control);
+    cut_to(message, STATUS_MESSAGE_MAX)
+}
+
+/// A condition message in at most [`CONDITION_MESSAGE_MAX`] bytes, as
+/// [`cut_message`] cuts an event note.
+#[must_use]
+pub fn cut_condition_message(message: &str) -> String {
+    cut_to(message, CONDITION_MESSAGE_MAX)
+}
+
+fn cut_to(message: &str, max: usize) -> String {
+    let fits = message.len() <= max && !message.chars().any(char::is_control);
     if fits {
         return message.to_owned();
     }
     // Room for the escapes and the "...(N more bytes)" suffix.
-    let mut out = String::with_capacity(STATUS_MESSAGE_MAX);
-    let budget = STATUS_MESSAGE_MAX - 32;
+    let mut out = String::with_capacity(max);
+    let budget = max - 32;
     let mut used = 0;
     for (i, c) in message.char_indices() {
         let piece: String = if c.is_control() {

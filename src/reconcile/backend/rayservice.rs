@@ -20,6 +20,7 @@ use tracing::{debug, warn};
 use super::requeue::{GRAPH_QUEUE_POLL, OPTIONAL_API_RECHECK, jitter};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
+use crate::api::vocabulary::{CondStatus, ConditionType};
 use crate::engine;
 use crate::graph::GraphError;
 use crate::graph::fetch::GraphFetcher;
@@ -194,7 +195,7 @@ async fn deferred(
         GraphError::BackingOff { retry_in } => *retry_in,
         GraphError::Queued { waited, .. } => {
             let notice = fetcher.options().queued_after;
-            if *waited > notice {
+            if *waited > notice && !answered(svc) {
                 obs.outcome = Outcome::GraphQueued(e.to_string());
                 ctx.writer.write_status(svc, &obs).await?;
                 GRAPH_QUEUE_POLL
@@ -209,6 +210,20 @@ async fn deferred(
         _ => GRAPH_QUEUE_POLL,
     };
     Ok(Action::requeue(wait + jitter(svc)))
+}
+
+/// Whether a fetch of `svc`'s graph has ended before (a graph, or a
+/// failure `GraphReady=False` still shows): a wait in line then keeps what
+/// the status says; `FetchQueued` is only for a service with no answer yet.
+fn answered(svc: &InferenceService) -> bool {
+    let Some(st) = svc.status.as_ref() else {
+        return false;
+    };
+    st.graph.as_ref().is_some_and(|g| g.last_fetch_at.is_some())
+        || st.conditions.iter().any(|c| {
+            c.type_ == ConditionType::GraphReady.as_str()
+                && c.status != CondStatus::Unknown.as_str()
+        })
 }
 
 /// The graph could not be had: the RayService is left as it is, the status
@@ -481,4 +496,61 @@ async fn scale_ray_clusters(
         }
     }
     workers
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::answered;
+    use crate::api::v1beta1::{GraphStatus, InferenceService, InferenceServiceStatus};
+
+    fn with_status(st: Option<InferenceServiceStatus>) -> InferenceService {
+        let mut svc: InferenceService = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infergate.dev/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "chat", "namespace": "team-a"},
+            "spec": {"model": {"ref": "m"}}
+        }))
+        .expect("service");
+        svc.status = st;
+        svc
+    }
+
+    fn graph_ready(status: &str) -> Condition {
+        Condition {
+            type_: "GraphReady".into(),
+            status: status.into(),
+            reason: "ConnectFailure".into(),
+            message: "connection refused".into(),
+            observed_generation: None,
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        }
+    }
+
+    #[test]
+    fn a_wait_in_line_is_news_only_before_any_answer() {
+        // No status yet, or an Unknown GraphReady: no answer, FetchQueued may say so.
+        assert!(!answered(&with_status(None)));
+        let unknown = InferenceServiceStatus {
+            conditions: vec![graph_ready("Unknown")],
+            ..InferenceServiceStatus::default()
+        };
+        assert!(!answered(&with_status(Some(unknown))));
+        // A failure shown, or a fetch that ended: the status keeps its words.
+        let failed = InferenceServiceStatus {
+            conditions: vec![graph_ready("False")],
+            ..InferenceServiceStatus::default()
+        };
+        assert!(answered(&with_status(Some(failed))));
+        let fetched = InferenceServiceStatus {
+            graph: Some(GraphStatus {
+                last_fetch_at: Some(Time(Timestamp::UNIX_EPOCH)),
+                ..GraphStatus::default()
+            }),
+            ..InferenceServiceStatus::default()
+        };
+        assert!(answered(&with_status(Some(fetched))));
+    }
 }

@@ -29,7 +29,9 @@ pub struct Cond {
     pub status: CondStatus,
     /// Why.
     pub reason: Reason,
-    /// Human readable message (cut to 1 KiB).
+    /// Human readable message (cut to 1 KiB, or for the scheduler's and
+    /// the kubelet's words [`Cond::quoting`] keeps, to
+    /// [`crate::telemetry::CONDITION_MESSAGE_MAX`]).
     pub message: String,
 }
 
@@ -45,6 +47,24 @@ impl Cond {
             status: status.into(),
             reason,
             message: crate::telemetry::cut_message(&message),
+        }
+    }
+
+    /// A condition whose message is infergate's prefix and then words of
+    /// the scheduler or the kubelet, already kept to 1 KiB: the prefix is
+    /// not counted against them (cut only at
+    /// [`crate::telemetry::CONDITION_MESSAGE_MAX`]).
+    pub(super) fn quoting(
+        type_: ConditionType,
+        status: impl Into<CondStatus>,
+        reason: Reason,
+        message: String,
+    ) -> Self {
+        Self {
+            type_,
+            status: status.into(),
+            reason,
+            message: crate::telemetry::cut_condition_message(&message),
         }
     }
 }

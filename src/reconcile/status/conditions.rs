@@ -85,7 +85,7 @@ fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Opt
             ),
         ),
     };
-    Some(Cond::new(ConditionType::Ready, false, reason, message))
+    Some(Cond::quoting(ConditionType::Ready, false, reason, message))
 }
 
 /// `Reconciled`, with its status, reason and message.

@@ -679,30 +679,40 @@ fn ready_stays_progressing_without_a_blocker_or_when_enough_replicas_are_ready()
 }
 
 #[test]
-fn a_long_scheduler_message_is_cut_to_a_kibibyte() {
+fn the_schedulers_and_the_kubelets_words_are_kept_whole_to_a_kibibyte_after_the_prefix() {
+    use crate::reconcile::pods::classify::{KEPT_MAX, kept};
     let long = format!(
         "0/900 nodes are available: {}",
         "1 node(s) had untolerated taint {x: y}, ".repeat(60)
     );
     let state = PodState::Unschedulable {
-        message: crate::reconcile::pods::classify::kept(&long),
+        message: kept(&long),
     };
-    let PodState::Unschedulable { message: kept } = &state else {
-        unreachable!()
-    };
-    assert_eq!(kept.len(), crate::reconcile::pods::classify::KEPT_MAX);
     let (_, reason, message) = ready_of(&blocked(0, Some(state), None));
     assert_eq!(reason, "Unschedulable");
-    assert!(
-        message.len() <= crate::telemetry::STATUS_MESSAGE_MAX,
-        "{}",
-        message.len()
+    // infergate's prefix, then the scheduler's first kibibyte, whole.
+    assert_eq!(
+        message,
+        format!("primary: 0/2 replicas ready: {}", &long[..KEPT_MAX])
     );
-    assert!(
-        message.starts_with("primary: 0/2 replicas ready: 0/900 nodes"),
-        "{message}"
+    // A kubelet's ImagePullBackOff message of 2,888 bytes (as a registry
+    // that lists its whole error body makes it).
+    let kubelet = format!(
+        "Back-off pulling image \"registry.example.com/vllm:bad\": ErrImagePull: failed to pull and unpack image: {}",
+        "unexpected status from GET request: 403 Forbidden; ".repeat(60)
     );
-    assert!(message.ends_with("more bytes)"), "{message}");
+    let kubelet = &kubelet[..2888];
+    let pull = PodState::ImagePullFailed {
+        image: "registry.example.com/vllm:bad".into(),
+        message: kept(kubelet),
+        backing_off: true,
+    };
+    let (_, reason, message) = ready_of(&blocked(0, Some(pull), None));
+    assert_eq!(reason, "ImagePullFailed");
+    let prefix =
+        "primary: 0/2 replicas ready: image \"registry.example.com/vllm:bad\" cannot be pulled: ";
+    assert_eq!(message, format!("{prefix}{}", &kubelet[..KEPT_MAX]));
+    assert!(message.len() <= crate::telemetry::CONDITION_MESSAGE_MAX);
 }
 
 #[test]
