@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::ModelSpec;
+use super::vocabulary::RolloutReason;
 
 /// How a new model or engine version reaches the service.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -208,9 +209,53 @@ pub struct RolloutStatus {
     pub message: Option<String>,
 }
 
+impl RolloutStatus {
+    /// Whether the rollout (of a plan of `steps` steps) is past its last
+    /// step, rolling the primary to the target: `Progressing` with reason
+    /// `Promoting` (the step stays at the last index), or a step past the
+    /// last index as a status written before that rule holds it.
+    #[must_use]
+    pub fn promoting(&self, steps: usize) -> bool {
+        self.phase == RolloutPhase::Progressing
+            && (self.reason.as_deref() == Some(RolloutReason::Promoting.as_str())
+                || self
+                    .step
+                    .and_then(|s| usize::try_from(s).ok())
+                    .is_some_and(|s| s >= steps))
+    }
+
+    /// The last index into a plan of `steps` steps: where the step stays
+    /// while the rollout promotes.
+    #[must_use]
+    pub fn last_step(steps: usize) -> i32 {
+        i32::try_from(steps.saturating_sub(1)).unwrap_or(i32::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::RolloutPhase;
+    use super::{RolloutPhase, RolloutStatus};
+
+    #[test]
+    fn promoting_is_read_from_the_reason_and_from_a_step_past_the_last() {
+        let st = |step: i32, reason: &str| RolloutStatus {
+            phase: RolloutPhase::Progressing,
+            step: Some(step),
+            reason: Some(reason.to_owned()),
+            ..RolloutStatus::default()
+        };
+        assert!(st(2, "Promoting").promoting(3));
+        assert!(!st(2, "StepHeld").promoting(3));
+        // A status an earlier version wrote while promoting.
+        assert!(st(3, "StepHeld").promoting(3));
+        let paused = RolloutStatus {
+            phase: RolloutPhase::Paused,
+            ..st(2, "Promoting")
+        };
+        assert!(!paused.promoting(3));
+        assert_eq!(RolloutStatus::last_step(3), 2);
+        assert_eq!(RolloutStatus::last_step(0), 0);
+    }
 
     #[test]
     fn a_phase_reads_back_as_it_is_written() {

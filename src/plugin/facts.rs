@@ -71,7 +71,8 @@ pub struct RolloutFacts {
     pub phase: String,
     /// The canary weights of the steps.
     pub steps: Vec<i32>,
-    /// The current step (index into `steps`).
+    /// The current step (index into `steps`; `steps.len()`, the bar's
+    /// 100, while the primary is being rolled to the target).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<i32>,
     /// The weight routed to the canary now.
@@ -410,7 +411,12 @@ fn rollout_facts(
     Some(RolloutFacts {
         phase: st.phase.as_str().to_owned(),
         steps: spec.steps.clone(),
-        step: st.step,
+        // The bar's position: past the last step (its 100) while promoting.
+        step: if st.promoting(spec.steps.len()) {
+            i32::try_from(spec.steps.len()).ok()
+        } else {
+            st.step
+        },
         weight: st.weight,
         interval,
         soak_left_seconds,

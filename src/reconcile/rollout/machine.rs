@@ -82,6 +82,7 @@ pub fn gate_due(
         && st
             .step
             .is_some_and(|s| usize::try_from(s).is_ok_and(|s| s < plan.steps.len()))
+        && !st.promoting(plan.steps.len())
         && st.step_started_at.is_some()
         && elapsed(now, soak_start(st, clock)) >= interval
         && clock
@@ -239,11 +240,7 @@ fn end_stable(st: &mut RolloutStatus, reason: RolloutReason, message: String) {
 /// Whether the rollout is past its last step: the primary is rolled to
 /// the target.
 fn promoting(plan: &RolloutSpec, st: &RolloutStatus) -> bool {
-    st.phase == RolloutPhase::Progressing
-        && st
-            .step
-            .and_then(|s| usize::try_from(s).ok())
-            .is_some_and(|s| s >= plan.steps.len())
+    st.promoting(plan.steps.len())
 }
 
 /// The primary runs the target and is complete: the target is stable, the
@@ -404,7 +401,8 @@ fn advance(
     }
     let step = st.step.and_then(|s| usize::try_from(s).ok()).unwrap_or(0);
     fail_on_restarts(plan, &input.observed, st, notes)?;
-    if step >= plan.steps.len() {
+    if promoting(plan, st) || step >= plan.steps.len() {
+        st.step = Some(RolloutStatus::last_step(plan.steps.len()));
         st.reason = Some(RolloutReason::Promoting.into());
         st.message =
             Some("the primary is being rolled to the target; the canary keeps its weight".into());
@@ -447,7 +445,7 @@ fn act_on(
             );
             return ControlFlow::Break(());
         }
-        Some("pause") if st.phase == RolloutPhase::Progressing => {
+        Some("pause") if st.phase == RolloutPhase::Progressing && !promoting(plan, st) => {
             st.phase = RolloutPhase::Paused;
             st.reason = Some(RolloutReason::Paused.into());
             st.message = Some(format!("paused at weight {}", st.weight.unwrap_or(0)));
@@ -471,7 +469,8 @@ fn act_on(
         }
         Some("promote") => {
             st.phase = RolloutPhase::Progressing;
-            st.step = Some(i32::try_from(plan.steps.len()).unwrap_or(i32::MAX));
+            st.step = Some(RolloutStatus::last_step(plan.steps.len()));
+            st.reason = Some(RolloutReason::Promoting.into());
             notes.push(note(
                 false,
                 RolloutReason::RolloutPromoting,
@@ -702,7 +701,7 @@ fn next_step(
 ) {
     st.failures = Some(0);
     let next = step + 1;
-    st.step = Some(i32::try_from(next).unwrap_or(i32::MAX));
+    st.step = Some(i32::try_from(next.min(plan.steps.len().saturating_sub(1))).unwrap_or(i32::MAX));
     if next < plan.steps.len() {
         let w = plan.steps[next];
         st.weight = Some(w);

@@ -190,7 +190,21 @@ fn a_full_promotion_walks_every_step_then_rolls_the_primary_first() {
     assert_eq!(d.primary, version("v2"));
     assert_eq!(d.canary, Some((version("v2"), 60)));
     assert_eq!(d.status.reason.as_deref(), Some("Promoting"));
+    // The step stays an index into the steps: the last one.
+    assert_eq!(d.status.step, Some(2));
+    // A pause while the primary is being rolled does nothing.
+    let paused = step(&p, "v2", &d.status, READY, None, Some("pause/1"), 195);
+    assert_eq!(paused.status.phase, RolloutPhase::Progressing);
+    assert_eq!(paused.status.reason.as_deref(), Some("Promoting"));
+    assert_eq!(paused.primary, version("v2"));
+    assert!(
+        paused
+            .notes
+            .iter()
+            .any(|n| n.reason == "RolloutActionIgnored")
+    );
     let d = step(&p, "v2", &d.status, READY, None, None, 200);
+    assert_eq!(d.status.step, Some(2));
     assert_eq!(
         d.canary,
         Some((version("v2"), 60)),
@@ -326,6 +340,10 @@ fn actions_act_once_per_value() {
     assert_eq!(
         (d.primary, d.canary),
         (version("v2"), Some((version("v2"), 10)))
+    );
+    assert_eq!(
+        (d.status.step, d.status.reason.as_deref()),
+        (Some(2), Some("Promoting"))
     );
     // abort: rolled back at once.
     let d = step(&p, "v2", &resumed, READY, None, Some("abort/x"), 501);

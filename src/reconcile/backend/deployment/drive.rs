@@ -247,10 +247,7 @@ fn observe_rollout(
         .clone()
         .unwrap_or_else(|| engine::rollout::version_of(defaulted));
     let weight = st.weight.unwrap_or(0);
-    let promoting = st
-        .step
-        .and_then(|s| usize::try_from(s).ok())
-        .is_some_and(|s| s >= defaulted.spec.rollout.as_ref().map_or(0, |r| r.steps.len()));
+    let promoting = st.promoting(defaulted.spec.rollout.as_ref().map_or(0, |r| r.steps.len()));
     let primary_version = if promoting { &target } else { &stable };
     let expected = with_versions(defaulted, primary_version, Some(&(target.clone(), weight)));
     let mut observed = RolloutObserved::default();
