@@ -136,6 +136,7 @@ struct Inner {
     child_watch_starts: Family<KindLabels, Counter>,
     child_watch_errors: Family<KindLabels, Counter>,
     optional_api: Family<KindLabels, Gauge>,
+    remembered: Gauge,
 }
 
 /// All of infergate's metrics and the registry that renders them.
@@ -252,6 +253,12 @@ impl Metrics {
             "Whether the optional CRD of a child kind is served (1) or not (0)",
             optional_api.clone(),
         );
+        let remembered = Gauge::default();
+        registry.register(
+            "infergate_reconciler_remembered_entries",
+            "Entries the reconciler keeps per service and child beyond its caches (children applied, pending echoes and changes, backoffs, rollout step clocks): back to where it started once the services go",
+            remembered.clone(),
+        );
         // Start the common series at zero so rates work from the first scrape.
         reconcile_total
             .get_or_create(&ReconcileLabels {
@@ -272,6 +279,7 @@ impl Metrics {
                 child_watch_starts,
                 child_watch_errors,
                 optional_api,
+                remembered,
             }),
         }
     }
@@ -319,6 +327,14 @@ impl Metrics {
             .optional_api
             .get_or_create(&KindLabels { kind })
             .set(i64::from(installed));
+    }
+
+    /// Record how many entries the reconciler remembers
+    /// ([`crate::reconcile`]'s writer and context).
+    pub fn reconciler_remembered(&self, entries: usize) {
+        self.inner
+            .remembered
+            .set(i64::try_from(entries).unwrap_or(i64::MAX));
     }
 
     /// Record one answered admission request. `operation` is the

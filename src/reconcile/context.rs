@@ -103,6 +103,27 @@ impl Ctx {
         }
     }
 
+    /// Forget everything remembered of the service `key` (deleted): what
+    /// the writer kept of its children, its backoff, its step clock.
+    pub(super) fn forget_service(&self, key: &ObjectRef<InferenceService>) {
+        self.writer.forget_service(key);
+        if let Ok(mut f) = self.failures.lock() {
+            f.remove(key);
+        }
+        if let Ok(mut c) = self.step_clocks.lock() {
+            c.remove(key);
+        }
+        self.config.metrics.reconciler_remembered(self.remembered());
+    }
+
+    /// Entries remembered per service and child beyond the caches.
+    #[must_use]
+    pub(super) fn remembered(&self) -> usize {
+        let failures = self.failures.lock().map_or(0, |f| f.len());
+        let clocks = self.step_clocks.lock().map_or(0, |c| c.len());
+        self.writer.remembered() + failures + clocks
+    }
+
     /// [`Writer::apply`] against `K`'s cache.
     pub(super) async fn apply<K: ChildKind>(
         &self,

@@ -108,10 +108,12 @@ pub async fn run_controller(
     // policy or a namespace's labels change after it (the caches' first
     // lists moved the counter: the first round covers them, and the
     // services' first list, still on its way through the service events).
+    let (forget_tx, forget_rx) = tokio::sync::mpsc::unbounded_channel();
     let svc_stream = service_triggers(
         service_events,
         graph.fetcher.clone(),
         &state.services().state(),
+        forget_tx,
     );
     policy_changes.mark_unchanged();
     let reconcile_all = futures::stream::once(std::future::ready(())).chain(
@@ -131,6 +133,8 @@ pub async fn run_controller(
     let ctx = Arc::new(Ctx::new(
         client, config, writer, state, caches, pod_states, graph,
     ));
+
+    tasks.spawn(forget_deleted(forget_rx, Arc::clone(&ctx)));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stop_token = token.clone();
@@ -159,6 +163,16 @@ pub async fn run_controller(
     tasks.shutdown().await;
     info!("reconciler stopped");
     Ok(())
+}
+
+/// What the reconciler remembers of a service goes with the service.
+async fn forget_deleted(
+    mut deleted: tokio::sync::mpsc::UnboundedReceiver<ObjectRef<InferenceService>>,
+    ctx: Arc<Ctx>,
+) {
+    while let Some(key) = deleted.recv().await {
+        ctx.forget_service(&key);
+    }
 }
 
 /// The GPU budget ledgers, corrected from the services this term (the

@@ -160,9 +160,26 @@ impl Written {
 
     /// Forget `svc` (deleted).
     pub fn forget(&self, svc: &InferenceService) {
+        self.forget_key(&svc.namespace().unwrap_or_default(), &svc.name_any());
+    }
+
+    /// Forget what was written for the service `name` of `namespace`.
+    pub fn forget_key(&self, namespace: &str, name: &str) {
         if let Ok(mut m) = self.lists.lock() {
-            m.remove(&(svc.namespace().unwrap_or_default(), svc.name_any()));
+            m.remove(&(namespace.to_owned(), name.to_owned()));
         }
+    }
+
+    /// Services with lists remembered.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lists.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether no list is remembered.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

@@ -36,6 +36,7 @@ pub(in crate::reconcile) async fn reconcile(
         Err(e) => e.metric_label(),
     };
     ctx.config.metrics.reconcile(label, elapsed);
+    ctx.config.metrics.reconciler_remembered(ctx.remembered());
     let _enter = span.enter();
     debug!(
         elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
@@ -81,7 +82,7 @@ async fn reconcile_service(svc: &InferenceService, ctx: &Ctx) -> Result<Action, 
         if let Some(g) = ctx.graph.fetcher.get() {
             g.forget(&resolve::cache_key(svc));
         }
-        ctx.writer.forget(svc);
+        ctx.forget_service(&ObjectRef::from_obj(svc));
         return Ok(Action::await_change());
     }
     let Some(Prelude {

@@ -38,7 +38,10 @@ enum Remembered {
         seen: Option<ChildSeen>,
     },
     /// The write left this; its event is an echo.
-    Left(ChildSeen),
+    Left {
+        owner: ObjectRef<InferenceService>,
+        seen: ChildSeen,
+    },
 }
 
 /// The writes of children whose echoes are still to come.
@@ -103,7 +106,7 @@ impl Echoes {
         };
         match (seen, left) {
             (None, Some(left)) => {
-                entries.insert(key.clone(), Remembered::Left(left));
+                entries.insert(key.clone(), Remembered::Left { owner, seen: left });
             }
             (None, None) => {}
             // The echo came while the write was under way.
@@ -129,7 +132,7 @@ impl Echoes {
                 *s = Some(seen);
                 true
             }
-            Some(Remembered::Left(left)) => {
+            Some(Remembered::Left { seen: left, .. }) => {
                 let echo = *left == seen;
                 entries.remove(key);
                 echo
@@ -142,6 +145,20 @@ impl Echoes {
     #[must_use]
     pub fn pending(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Entries remembered: writes under way and echoes to come.
+    #[must_use]
+    pub fn remembered(&self) -> usize {
+        self.pending()
+    }
+
+    /// Forget the echoes still to come of `owner`'s children (the service
+    /// is gone; a watch gap may have swallowed their events). A write
+    /// under way keeps its entry until it ends.
+    pub fn forget(&self, owner: &ObjectRef<InferenceService>) {
+        self.lock()
+            .retain(|_, r| !matches!(r, Remembered::Left { owner: o, .. } if o == owner));
     }
 }
 

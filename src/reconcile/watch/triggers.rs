@@ -184,7 +184,8 @@ async fn forward_children<K: ChildKind>(
 /// The services to reconcile, from the shared watch's events: a change of
 /// generation, labels or annotations triggers (templates may read labels);
 /// a status-only update, our own status writes among them, does not. A
-/// deletion drops the service's cached graph.
+/// deletion drops the service's cached graph and is handed on to
+/// `deleted` (what the reconciler remembers of the service goes).
 ///
 /// `covered`: the services the term's first round reconciles (the cache as
 /// the term starts); an event that shows one of them as it was then (the
@@ -193,6 +194,7 @@ pub(in crate::reconcile) fn service_triggers(
     events: tokio::sync::mpsc::Receiver<ServiceEvent>,
     graph_fetcher: Arc<std::sync::OnceLock<Arc<GraphFetcher>>>,
     covered: &[Arc<InferenceService>],
+    deleted: tokio::sync::mpsc::UnboundedSender<ObjectRef<InferenceService>>,
 ) -> impl futures::Stream<Item = Arc<InferenceService>> + Send + 'static {
     let predicate = predicates::generation
         .combine(predicates::labels)
@@ -222,6 +224,7 @@ pub(in crate::reconcile) fn service_triggers(
                     g.forget(&resolve::cache_key_of(&key));
                 }
                 seen.remove(&key);
+                let _ = deleted.send(key);
                 None
             }
         };
@@ -253,7 +256,12 @@ mod tests {
     #[tokio::test]
     async fn only_spec_label_and_annotation_changes_trigger() {
         let (tx, rx) = tokio::sync::mpsc::channel(16);
-        let triggers = service_triggers(rx, Arc::new(std::sync::OnceLock::new()), &[]);
+        let triggers = service_triggers(
+            rx,
+            Arc::new(std::sync::OnceLock::new()),
+            &[],
+            tokio::sync::mpsc::unbounded_channel().0,
+        );
         let events = [
             svc(1, json!({}), "Progressing"),
             // A status-only update (our own status write): no trigger.
@@ -296,6 +304,7 @@ mod tests {
             rx,
             Arc::new(std::sync::OnceLock::new()),
             std::slice::from_ref(&at_start),
+            tokio::sync::mpsc::unbounded_channel().0,
         );
         // The cache's first list, handed on late: the first round has it.
         tx.send(ServiceEvent::Applied(at_start.clone()))

@@ -10,7 +10,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 
-use super::writer::{ChildMarker, Writer};
+use super::writer::{ChildMarker, SeenChild, Writer};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::reconcile::children::ANNOTATION_APPLIED;
@@ -113,7 +113,7 @@ impl Writer {
             && owned_by(existing.meta(), svc)
             && existing.meta().deletion_timestamp.is_none()
             && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest)
-            && self.untouched(&key, marker(existing.meta()), K::CHANGE)
+            && self.untouched(&key, svc, marker(existing.meta()), K::CHANGE)
         {
             return Ok(Applied::Unchanged(existing));
         }
@@ -136,10 +136,16 @@ impl Writer {
             .seen
             .lock()
             .ok()
-            .and_then(|s| s.get(&key).cloned())
+            .and_then(|s| s.get(&key).map(|c| c.marker.clone()))
             .or(cached_before);
         if let Ok(mut s) = self.seen.lock() {
-            s.insert(key, now.clone());
+            s.insert(
+                key,
+                SeenChild {
+                    marker: now.clone(),
+                    service: svc.name_any(),
+                },
+            );
         }
         // Never seen, or gone and made again (a new uid): created; a new
         // generation (or resourceVersion): updated; otherwise nothing to say.
@@ -160,16 +166,31 @@ impl Writer {
     /// is [`Change::Uid`], the same revision (the generation the apply
     /// left, or for kinds without a generation the resourceVersion). A
     /// child this writer never applied is taken as it is, and remembered.
-    fn untouched(&self, key: &ChildKey, current: ChildMarker, change: Change) -> bool {
+    fn untouched(
+        &self,
+        key: &ChildKey,
+        svc: &InferenceService,
+        current: ChildMarker,
+        change: Change,
+    ) -> bool {
         let Ok(mut seen) = self.seen.lock() else {
             return false;
         };
         match seen.get(key) {
             None => {
-                seen.insert(key.clone(), current);
+                seen.insert(
+                    key.clone(),
+                    SeenChild {
+                        marker: current,
+                        service: svc.name_any(),
+                    },
+                );
                 true
             }
-            Some((uid, mark)) => uid == &current.0 && (change == Change::Uid || mark == &current.1),
+            Some(SeenChild {
+                marker: (uid, mark),
+                ..
+            }) => uid == &current.0 && (change == Change::Uid || mark == &current.1),
         }
     }
 
@@ -197,7 +218,7 @@ impl Writer {
         Ok(owned_by(meta, svc)
             && meta.deletion_timestamp.is_none()
             && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest_of(obj)?)
-            && self.untouched(&(K::KIND, ns, name), current, K::CHANGE))
+            && self.untouched(&(K::KIND, ns, name), svc, current, K::CHANGE))
     }
 
     /// Whether the cache knows a child `name` of kind `K` that this service

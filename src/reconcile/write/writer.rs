@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 
 use super::recorders::Recorders;
 use crate::api::v1beta1::InferenceService;
@@ -14,12 +15,20 @@ use crate::reconcile::watch::echo::{ChildKey, Echoes};
 /// (uid, generation or resourceVersion) of a child as last applied.
 pub(super) type ChildMarker = (String, String);
 
+/// What the writer remembers of a child it applied or took as it was.
+pub(super) struct SeenChild {
+    /// Its marker then.
+    pub(super) marker: ChildMarker,
+    /// The name of the service it belongs to (in the child's namespace).
+    pub(super) service: String,
+}
+
 /// Writes children, status and events for the reconciler.
 pub struct Writer {
     pub(super) client: Client,
     pub(super) recorders: Recorders<Recorder>,
     /// Last applied (uid, generation or resourceVersion) per child, for events.
-    pub(super) seen: Mutex<HashMap<ChildKey, ChildMarker>>,
+    pub(super) seen: Mutex<HashMap<ChildKey, SeenChild>>,
     /// Children created, updated or deleted by the reconcile under way, per
     /// service (namespace, name): announced when it ends
     /// ([`Writer::announce`]), one event per kind of change.
@@ -63,8 +72,28 @@ impl Writer {
         self.once.get(svc)
     }
 
-    /// Forget what was written for `svc` (deleted).
-    pub fn forget(&self, svc: &InferenceService) {
-        self.once.forget(svc);
+    /// Forget everything remembered for the service `key` (deleted): its
+    /// children's markers, its pending changes and echoes, the lists of its
+    /// last status write.
+    pub fn forget_service(&self, key: &ObjectRef<InferenceService>) {
+        let ns = key.namespace.clone().unwrap_or_default();
+        self.once.forget_key(&ns, &key.name);
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.retain(|(_, child_ns, _), c| !(child_ns == &ns && c.service == key.name));
+        }
+        if let Ok(mut changes) = self.changes.lock() {
+            changes.remove(&(ns, key.name.clone()));
+        }
+        self.echoes.forget(key);
+    }
+
+    /// How many entries the writer remembers (children, pending changes,
+    /// written lists, echoes to come): back where it started once the
+    /// services it wrote for are gone.
+    #[must_use]
+    pub fn remembered(&self) -> usize {
+        let seen = self.seen.lock().map_or(0, |s| s.len());
+        let changes = self.changes.lock().map_or(0, |c| c.len());
+        seen + changes + self.once.len() + self.echoes.remembered()
     }
 }
