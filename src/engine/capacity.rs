@@ -1,9 +1,11 @@
 //! Capacity at admission: whether a model fits its GPUs (`fit`, and
-//! `sizing` for a service's shape on its class), a service's charge
+//! `sizing` for a service's shape on its class, `flags` for the engine
+//! flags it reads from `engine.args`), a service's charge
 //! against its namespace's budget (`charge`) and the budgets themselves
 //! (`budget`). The ModelProfiles are part of the engine's context.
 
 pub mod budget;
 pub mod charge;
 pub mod fit;
+pub mod flags;
 pub mod sizing;

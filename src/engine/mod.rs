@@ -37,7 +37,7 @@ pub use names::{canary_name, primary_name};
 pub use resources::{canary_replicas, gpus_per_replica};
 pub use route::{render_route_path, route_claim};
 pub use validate::{
-    validate_accelerator_class, validate_cluster_policy, validate_model_profile,
-    validate_namespaced_policy, validate_service,
+    misfits, validate_accelerator_class, validate_cluster_policy, validate_model_profile,
+    validate_namespaced_policy, validate_running, validate_service,
 };
 pub use verdict::Verdict;

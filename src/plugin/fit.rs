@@ -208,6 +208,7 @@ pub fn report(
                     pipeline: 1,
                     memory_per_device: memory,
                     utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
+                    kv_bytes_per_element: None,
                 },
             );
             FitRow {

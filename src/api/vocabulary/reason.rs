@@ -160,6 +160,9 @@ pub enum Reason {
     PolicyWarning,
     /// The service's charge no longer fits its namespace's budget.
     OverBudget,
+    /// A model of the service no longer fits its GPUs (a later
+    /// ModelProfile or AcceleratorClass); the service goes on running.
+    NoLongerFits,
     /// Event: a child was created.
     Created,
     /// Event: a child was changed.
@@ -198,7 +201,7 @@ pub enum Reason {
 
 /// Every [`Reason`] but [`Reason::Graph`] and [`Reason::Rollout`], in the
 /// order `FromStr` tries them (before the graph's and the rollout's).
-const PLAIN: [Reason; 35] = [
+const PLAIN: [Reason; 36] = [
     Reason::Applied,
     Reason::Available,
     Reason::Progressing,
@@ -219,6 +222,7 @@ const PLAIN: [Reason; 35] = [
     Reason::PolicyViolation,
     Reason::PolicyWarning,
     Reason::OverBudget,
+    Reason::NoLongerFits,
     Reason::Created,
     Reason::Updated,
     Reason::Deleted,
@@ -263,6 +267,7 @@ impl Reason {
             Reason::PolicyViolation => "PolicyViolation",
             Reason::PolicyWarning => "PolicyWarning",
             Reason::OverBudget => "OverBudget",
+            Reason::NoLongerFits => "NoLongerFits",
             Reason::Created => "Created",
             Reason::Updated => "Updated",
             Reason::Deleted => "Deleted",
@@ -291,6 +296,7 @@ impl Reason {
                 | Reason::PolicyViolation
                 | Reason::PolicyWarning
                 | Reason::OverBudget
+                | Reason::NoLongerFits
                 | Reason::GatewayApiNotInstalled
                 | Reason::InferencePoolNotInstalled
                 | Reason::InferencePoolNotAccepted
@@ -382,6 +388,7 @@ mod tests {
             | Reason::PolicyViolation
             | Reason::PolicyWarning
             | Reason::OverBudget
+            | Reason::NoLongerFits
             | Reason::Created
             | Reason::Updated
             | Reason::Deleted

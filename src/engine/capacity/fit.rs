@@ -33,6 +33,9 @@ pub struct Shape {
     pub memory_per_device: f64,
     /// `engine.gpuMemoryUtilization`.
     pub utilization: f64,
+    /// Bytes of one KV cache element when `--kv-cache-dtype` sets it
+    /// (`None`: the profile's `kvCacheBytesPerElement`).
+    pub kv_bytes_per_element: Option<i64>,
 }
 
 /// The numbers of one model on one shape.
@@ -82,8 +85,12 @@ fn ceil_div(a: i64, b: i64) -> i64 {
 /// KV bytes per token on each device.
 #[must_use]
 pub fn kv_bytes_per_token(profile: &ModelProfileSpec, tensor: i64, pipeline: i64) -> i64 {
+    kv_bytes_per_token_as(profile, tensor, pipeline, profile.kv_bytes_per_element())
+}
+
+/// [`kv_bytes_per_token`] with `bpe` bytes per element.
+fn kv_bytes_per_token_as(profile: &ModelProfileSpec, tensor: i64, pipeline: i64, bpe: i64) -> i64 {
     let layers = ceil_div(i64::from(profile.layers.max(0)), pipeline.max(1));
-    let bpe = profile.kv_bytes_per_element();
     let a = &profile.attention;
     let per = match a.kind {
         AttentionKind::Gqa | AttentionKind::Mha => {
@@ -107,7 +114,10 @@ pub fn fit(profile: &ModelProfileSpec, shape: Shape) -> Fit {
     let w = profile.weight_bytes as f64 / devices as f64;
     let overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_WEIGHT_SHARE * w;
     let free = shape.memory_per_device * shape.utilization - w - overhead;
-    let kv = kv_bytes_per_token(profile, shape.tensor, shape.pipeline);
+    let bpe = shape
+        .kv_bytes_per_element
+        .unwrap_or_else(|| profile.kv_bytes_per_element());
+    let kv = kv_bytes_per_token_as(profile, shape.tensor, shape.pipeline, bpe);
     let kv_tokens = if free > 0.0 && kv > 0 {
         #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
         let t = (free / kv as f64).floor() as i64;

@@ -12,6 +12,7 @@ use super::super::builtin::{DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_PARALLELISM}
 use super::super::context::{AcceleratorClasses, ModelProfiles};
 use super::charge::{Charge, money};
 use super::fit::{Fit, Shape, fit, gib};
+use super::flags::engine_flags;
 
 /// A service on its class: what the fit needs besides the model.
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +45,8 @@ pub fn sizing<'c>(
         .filter(|m| *m > 0.0)?;
     let p = spec.parallelism.as_ref();
     let engine = spec.engine.as_ref();
+    // The fields win; a flag in engine.args counts where its field is unset.
+    let (flags, _) = engine_flags(engine.map_or(&[][..], |e| e.args.as_slice()));
     Some(Sizing {
         class_name,
         class,
@@ -61,9 +64,13 @@ pub fn sizing<'c>(
             memory_per_device: memory,
             utilization: engine
                 .and_then(|e| e.gpu_memory_utilization)
+                .or(flags.gpu_memory_utilization.map(|g| g.value))
                 .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION),
+            kv_bytes_per_element: flags.kv_cache_dtype.and_then(|g| g.value),
         },
-        max_model_len: engine.and_then(|e| e.max_model_len),
+        max_model_len: engine
+            .and_then(|e| e.max_model_len)
+            .or(flags.max_model_len.map(|g| g.value)),
     })
 }
 

@@ -4,6 +4,7 @@
 use crate::api::AcceleratorType;
 use crate::api::v1beta1::{EngineSpec, InferenceServiceSpec, ParallelismSpec};
 use crate::engine::builtin::DEFAULT_GPU_MEMORY_UTILIZATION;
+use crate::engine::capacity::flags::engine_flags;
 use crate::engine::capacity::sizing;
 use crate::engine::context::Context;
 
@@ -30,12 +31,20 @@ pub(super) fn default_fit(
     }
     {
         let engine = spec.engine.get_or_insert_with(EngineSpec::default);
-        f.fill(
-            &mut engine.gpu_memory_utilization,
-            at.engine.gpu_memory_utilization,
-            |d| d.engine.as_ref()?.gpu_memory_utilization,
-            Some((DEFAULT_GPU_MEMORY_UTILIZATION, SOURCE_BUILT_IN)),
-        );
+        // A share given in engine.args is the engine's: the field is not
+        // defaulted over it (it would win).
+        if engine_flags(&engine.args)
+            .0
+            .gpu_memory_utilization
+            .is_none()
+        {
+            f.fill(
+                &mut engine.gpu_memory_utilization,
+                at.engine.gpu_memory_utilization,
+                |d| d.engine.as_ref()?.gpu_memory_utilization,
+                Some((DEFAULT_GPU_MEMORY_UTILIZATION, SOURCE_BUILT_IN)),
+            );
+        }
     }
     let Some(choice) = sizing::choose(spec, ctx.classes, ctx.profiles) else {
         return Vec::new();

@@ -4,7 +4,8 @@
 
 use crate::api::policy::Enforcement;
 use crate::api::profile::{AttentionKind, AttentionSpec, ModelProfileSpec};
-use crate::api::v1beta1::InferenceService;
+use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
+use crate::engine::capacity::flags::{FlagField, engine_flags, flag_name};
 use crate::engine::capacity::sizing::{
     Misfit, MisfitField, concurrency_note, fit_model, misfit, sizing,
 };
@@ -99,13 +100,80 @@ fn models(svc: &InferenceService) -> Vec<Model<'_>> {
     out
 }
 
-/// The capacity rules for `svc` (defaulted, `spec` its spec path).
+/// What becomes of a model that does not fit its GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FitJudgement {
+    /// An error that denies: a create, or an update that changes the fit's
+    /// inputs.
+    Deny,
+    /// A warning: an update that leaves the fit's inputs as they were
+    /// (admission ratchets, as Kubernetes' own validation does: a service
+    /// that a later ModelProfile or AcceleratorClass no longer fits can
+    /// still be scaled or given a new engine image), and a running service
+    /// the reconciler goes on reconciling.
+    Warn,
+}
+
+impl FitJudgement {
+    /// The judgement of `svc` written over `old` (`None`: a create).
+    #[must_use]
+    pub fn of_update(svc: &InferenceService, old: Option<&InferenceService>) -> Self {
+        match old {
+            Some(o) if FitInputs::of(&o.spec) == FitInputs::of(&svc.spec) => Self::Warn,
+            _ => Self::Deny,
+        }
+    }
+}
+
+/// What the fit reads of a spec: the models, the class, the parallelism,
+/// the context and the memory share, the fields and the engine flags.
+#[derive(PartialEq)]
+struct FitInputs<'s> {
+    model: &'s str,
+    canary: Option<&'s str>,
+    class: Option<&'s str>,
+    accelerator: Option<crate::api::AcceleratorType>,
+    tensor: Option<i32>,
+    pipeline: Option<i32>,
+    max_model_len: Option<i64>,
+    utilization: Option<f64>,
+    flags: (Option<i64>, Option<f64>, Option<Option<i64>>),
+}
+
+impl<'s> FitInputs<'s> {
+    fn of(s: &'s InferenceServiceSpec) -> Self {
+        let engine = s.engine.as_ref();
+        let (flags, _) = engine_flags(engine.map_or(&[][..], |e| e.args.as_slice()));
+        Self {
+            model: &s.model.r#ref,
+            canary: s.canary.as_ref().map(|c| c.model.r#ref.as_str()),
+            class: s.accelerator.as_ref().and_then(|a| a.class.as_deref()),
+            accelerator: s.accelerator.as_ref().and_then(|a| a.r#type),
+            tensor: s.parallelism.as_ref().and_then(|p| p.tensor),
+            pipeline: s.parallelism.as_ref().and_then(|p| p.pipeline),
+            max_model_len: engine.and_then(|e| e.max_model_len),
+            utilization: engine.and_then(|e| e.gpu_memory_utilization),
+            flags: (
+                flags.max_model_len.map(|g| g.value),
+                flags.gpu_memory_utilization.map(|g| g.value),
+                flags.kv_cache_dtype.map(|g| g.value),
+            ),
+        }
+    }
+}
+
+/// What a misfit admitted by the ratchet adds to its warning.
+const RATCHETED: &str = "admitted: this update leaves the fit's inputs (model, class, parallelism, context, memory share) as they were; a create, or a change of those, is denied";
+
+/// The capacity rules for `svc` (defaulted, `spec` its spec path); a
+/// model that does not fit is judged as `fit` says.
 pub(super) fn check_capacity(
     v: &mut Verdict,
     spec: &Path<'_>,
     svc: &InferenceService,
     ctx: &Context,
     layers: &[Layer<'_>],
+    fit: FitJudgement,
 ) {
     if let Some(e) = svc.spec.engine.as_ref() {
         let engine = spec.child("engine");
@@ -129,7 +197,78 @@ pub(super) fn check_capacity(
     };
     let models = models(svc);
     require_profiles(v, &refs, &models, ctx, layers);
-    check_fit(v, spec, &refs, &models, svc, ctx);
+    check_engine_flags(v, &spec.child("engine"), svc);
+    let mut fitted = Verdict::default();
+    check_fit(&mut fitted, spec, &refs, &models, svc, ctx);
+    v.warnings.append(&mut fitted.warnings);
+    match fit {
+        FitJudgement::Deny => v.errors.append(&mut fitted.errors),
+        FitJudgement::Warn => v
+            .warnings
+            .extend(fitted.errors.iter().map(|e| format!("{e} ({RATCHETED})"))),
+    }
+}
+
+/// The models of `svc` (defaulted) that do not fit its GPUs, with the
+/// numbers: what the reconciler reports as `NoLongerFits`.
+#[must_use]
+pub fn misfits(svc: &InferenceService, ctx: &Context) -> Vec<FieldError> {
+    let spec = Path::new("spec");
+    let (model, canary) = (spec.child("model"), spec.child("canary"));
+    let canary_model = canary.child("model");
+    let refs = RefPaths {
+        primary: model.child("ref"),
+        canary: canary_model.child("ref"),
+    };
+    let mut v = Verdict::default();
+    check_fit(&mut v, &spec, &refs, &models(svc), svc, ctx);
+    v.errors
+}
+
+/// The fit's flags in `engine.args`: a value the fit cannot read, and a
+/// flag whose field is also set (the field wins, for the fit and for the
+/// engine, whose arguments then carry the field's value), are warnings.
+fn check_engine_flags(v: &mut Verdict, engine_at: &Path<'_>, svc: &InferenceService) {
+    let Some(e) = svc.spec.engine.as_ref() else {
+        return;
+    };
+    let (flags, bad) = engine_flags(&e.args);
+    let args = engine_at.child("args");
+    for b in bad {
+        v.warnings.push(format!(
+            "{}: {} {:?} is not read by the fit: it takes {}",
+            args.index(b.index),
+            e.args.get(b.index).map_or("", String::as_str),
+            b.value,
+            b.takes
+        ));
+    }
+    let both = [
+        (
+            FlagField::MaxModelLen,
+            flags.max_model_len.map(|g| (g.index, g.value.to_string())),
+            e.max_model_len.map(|n| n.to_string()),
+            "maxModelLen",
+        ),
+        (
+            FlagField::GpuMemoryUtilization,
+            flags
+                .gpu_memory_utilization
+                .map(|g| (g.index, g.value.to_string())),
+            e.gpu_memory_utilization.map(|u| u.to_string()),
+            "gpuMemoryUtilization",
+        ),
+    ];
+    for (field, flag, set, name) in both {
+        if let (Some((index, given)), Some(set)) = (flag, set) {
+            v.warnings.push(format!(
+                "{}: {} {given} is overridden by {} ({set}), which the fit reads and the engine is given",
+                args.index(index),
+                flag_name(field),
+                engine_at.child(name)
+            ));
+        }
+    }
 }
 
 /// Whether each model fits the service's GPUs: an error with the numbers

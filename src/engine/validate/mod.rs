@@ -15,7 +15,7 @@ mod policy_defaults;
 mod policy_outer;
 mod service;
 
-pub use capacity::validate_model_profile;
+pub use capacity::{FitJudgement, misfits, validate_model_profile};
 pub use placement::validate_accelerator_class;
 pub use policy::{validate_cluster_policy, validate_namespaced_policy};
-pub use service::validate_service;
+pub use service::{validate_running, validate_service};

@@ -19,6 +19,7 @@ use crate::engine::policy::layers;
 use crate::engine::verdict::Verdict;
 use crate::engine::{graph_source, names, rollout, route};
 
+use super::capacity::FitJudgement;
 use super::fields::{
     check_at_least, check_duration, check_gate_query, check_health, check_image, check_metrics,
     check_quantity,
@@ -28,11 +29,34 @@ use super::fields::{
 ///
 /// Fields left unset are judged by their built-in defaults, except
 /// `spec.engine.image`, which has none.
+///
+/// A model that does not fit its GPUs is an error, but for an update that
+/// leaves the fit's inputs as they were: a warning then
+/// ([`FitJudgement::of_update`]).
 #[must_use]
 pub fn validate_service(
     svc: &InferenceService,
     old: Option<&InferenceService>,
     ctx: &Context,
+) -> Verdict {
+    validate_judging(svc, old, ctx, FitJudgement::of_update(svc, old))
+}
+
+/// The reconciler's validation of a running service: as
+/// [`validate_service`] judges a create, but a model that no longer fits
+/// its GPUs (a later ModelProfile or AcceleratorClass) is a warning, not
+/// an error: the service goes on being reconciled, and
+/// [`super::capacity::misfits`] says what no longer fits.
+#[must_use]
+pub fn validate_running(svc: &InferenceService, ctx: &Context) -> Verdict {
+    validate_judging(svc, None, ctx, FitJudgement::Warn)
+}
+
+fn validate_judging(
+    svc: &InferenceService,
+    old: Option<&InferenceService>,
+    ctx: &Context,
+    fit: FitJudgement,
 ) -> Verdict {
     let layers = layers(ctx);
     let mut v = Verdict::default();
@@ -76,7 +100,7 @@ pub fn validate_service(
     );
     check_metrics(&mut v.errors, &spec.child("metrics"), s.metrics.as_ref());
     let timeout = check_routing(&mut v.errors, &spec.child("routing"), svc, ctx);
-    super::capacity::check_capacity(&mut v, &spec, svc, ctx, &layers);
+    super::capacity::check_capacity(&mut v, &spec, svc, ctx, &layers, fit);
     super::limits::check_service_limits(&mut v, &spec, svc, ctx, &layers, timeout);
     v
 }
