@@ -139,14 +139,14 @@ fn profile(m: &Model) -> ModelProfileSpec {
     .expect("profile")
 }
 
-fn profiles() -> ModelProfiles {
+pub(crate) fn profiles() -> ModelProfiles {
     MODELS
         .iter()
         .map(|m| (m.name.to_owned(), profile(m)))
         .collect()
 }
 
-fn classes() -> AcceleratorClasses {
+pub(crate) fn classes() -> AcceleratorClasses {
     CLASSES
         .iter()
         .map(|(name, gib, devices)| {
@@ -205,7 +205,7 @@ fn reference(m: &Model, memory_gib: f64, t: i64, p: i64, u: f64, max_len: Option
 
 // ---- Admission, as the webhook runs it. ----
 
-fn service(spec: Value) -> InferenceService {
+pub(crate) fn service(spec: Value) -> InferenceService {
     let mut spec = spec;
     spec["engine"]["image"] = json!("registry.example.com/vllm:0.9");
     serde_json::from_value(json!({
@@ -216,7 +216,7 @@ fn service(spec: Value) -> InferenceService {
     .expect("service")
 }
 
-fn with<R>(policies: &PolicySnapshot, f: impl FnOnce(&Context) -> R) -> R {
+pub(crate) fn with<R>(policies: &PolicySnapshot, f: impl FnOnce(&Context) -> R) -> R {
     let labels = BTreeMap::new();
     let classes = classes();
     let profiles = profiles();

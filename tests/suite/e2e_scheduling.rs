@@ -24,6 +24,7 @@ use crate::support::scheduler::{
 };
 use crate::support::{ControlPlane, WAIT, control_plane, eventually};
 use infergate::api::AcceleratorClass;
+use infergate::api::profile::ModelProfile;
 use infergate::api::v1beta1::InferenceService;
 
 const H100: &str = "nvidia-h100-80gb";
@@ -510,4 +511,133 @@ async fn a_deleted_class_leaves_the_children_as_they_are() {
     let after = deployments.get("chat").await.expect("deployment");
     assert_eq!(after.metadata.generation, before.metadata.generation);
     assert_eq!(after.spec, before.spec, "the Deployment is left as it was");
+}
+
+/// A class changed under a running service so that its model no longer
+/// fits (memoryPerDevice lowered below its weights): the service is not
+/// frozen. PolicyCompliant says NoLongerFits with the numbers, a scale is
+/// applied, and a Service deleted by hand comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_that_no_longer_fits_a_running_service_freezes_nothing() {
+    let (cp, client, sched, _) = setup().await;
+    let ns = cp.fresh_namespace("sched-fit").await;
+    let run = std::process::id();
+    let (class_name, model) = (format!("shrinking-{run}"), format!("fit-model-{run}"));
+    let classes: Api<AcceleratorClass> = Api::all(client.clone());
+    classes
+        .create(&PostParams::default(), &class(&class_name, H100, 8))
+        .await
+        .expect("class");
+    // An 8B-sized model, listed under a ref of this test alone.
+    let profiles: Api<ModelProfile> = Api::all(client.clone());
+    let profile: ModelProfile = serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "ModelProfile",
+        "metadata": {"name": model},
+        "spec": {"modelRefs": [model], "weightBytes": 16_060_522_496_i64, "layers": 32,
+                 "attention": {"kind": "GQA", "kvHeads": 8, "headDim": 128},
+                 "maxPositionEmbeddings": 8192}
+    }))
+    .expect("profile");
+    profiles
+        .create(&PostParams::default(), &profile)
+        .await
+        .expect("profile");
+    support::create_service_json(
+        &client,
+        &ns,
+        "chat",
+        json!({
+            "model": {"ref": model},
+            "engine": {"image": "registry.example.com/vllm:0.9"},
+            "accelerator": {"class": class_name},
+            "parallelism": {"tensor": 1},
+            "replicas": 1,
+        }),
+    )
+    .await;
+    ready_reason(cp, sched, &ns, "Available").await;
+
+    // 16 GiB devices: the weights alone no longer fit one.
+    classes
+        .patch(
+            &class_name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"memoryPerDevice": "16Gi"}})),
+        )
+        .await
+        .expect("lowering the class's memory");
+    let services: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let compliant = eventually("PolicyCompliant=False NoLongerFits", WAIT, async || {
+        let svc = services.get("chat").await.map_err(|e| e.to_string())?;
+        let conds = svc
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let p = conds
+            .iter()
+            .find(|c| c.type_ == "PolicyCompliant")
+            .cloned()
+            .ok_or("no PolicyCompliant")?;
+        if p.reason == "NoLongerFits" {
+            Ok((p, conds))
+        } else {
+            Err(format!("{p:?}"))
+        }
+    })
+    .await;
+    let (p, conds) = compliant;
+    assert_eq!(p.status, "False");
+    assert!(
+        p.message.contains("spec.parallelism.tensor") && p.message.contains("16Gi"),
+        "the numbers: {}",
+        p.message
+    );
+    let reconciled = conds
+        .iter()
+        .find(|c| c.type_ == "Reconciled")
+        .expect("Reconciled");
+    assert_eq!(reconciled.status, "True", "{reconciled:?}");
+
+    // A scale is applied.
+    services
+        .patch(
+            "chat",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("scaling");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    eventually("the Deployment scaled to 2", WAIT, async || {
+        let d = deployments.get("chat").await.map_err(|e| e.to_string())?;
+        match d.spec.as_ref().and_then(|s| s.replicas) {
+            Some(2) => Ok(()),
+            other => Err(format!("replicas {other:?}")),
+        }
+    })
+    .await;
+    // A Service deleted by hand comes back.
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), &ns);
+    let before = svcs.get("chat").await.expect("the Service").uid();
+    svcs.delete("chat", &Default::default())
+        .await
+        .expect("deleting the Service");
+    eventually("the Service put back", WAIT, async || {
+        let now = svcs.get("chat").await.map_err(|e| e.to_string())?.uid();
+        if now != before {
+            Ok(())
+        } else {
+            Err("the same Service".to_owned())
+        }
+    })
+    .await;
+    classes
+        .delete(&class_name, &Default::default())
+        .await
+        .expect("deleting the class");
+    profiles
+        .delete(&model, &Default::default())
+        .await
+        .expect("deleting the profile");
 }

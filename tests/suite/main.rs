@@ -40,6 +40,7 @@ mod e2e_scheduling;
 mod e2e_tenancy;
 mod e2e_webhook;
 mod engine;
+mod fit_inputs;
 mod fuzz_corpus;
 mod graph;
 mod helm_chart;

@@ -102,17 +102,33 @@ fn evaluate(ctx: &Ctx, svc: &InferenceService, ns: &str) -> Evaluation {
             policies: &no_policies,
             ..*full_ctx
         };
-        let intrinsic = engine::validate_service(&defaulted, None, &bare_ctx);
-        let full = engine::validate_service(&defaulted, None, full_ctx);
+        // A model that no longer fits its GPUs stops nothing: it is told
+        // in PolicyCompliant (NoLongerFits), after any policy violation.
+        let intrinsic = engine::validate_running(&defaulted, &bare_ctx);
+        let full = engine::validate_running(&defaulted, full_ctx);
+        let misfits = engine::misfits(&defaulted, full_ctx);
+        let no_longer_fits = (!misfits.is_empty()).then(|| {
+            misfits
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
         let policy = match (
-            policy_result(&intrinsic, &full),
+            policy_result(&intrinsic, &full, &misfits),
             crate::reconcile::accounting::over_budget(full_ctx, &ctx.state, svc),
+            no_longer_fits,
         ) {
-            (policy, None) => policy,
-            (PolicyResult::Violation(v), Some(over)) => {
-                PolicyResult::Violation(format!("{v}; {over}"))
-            }
-            (_, Some(over)) => PolicyResult::OverBudget(over),
+            (policy, None, None) => policy,
+            (PolicyResult::Violation(v), over, fits) => PolicyResult::Violation(
+                [Some(v), over, fits.map(|f| format!("no longer fits: {f}"))]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            (_, Some(over), _) => PolicyResult::OverBudget(over),
+            (_, None, Some(fits)) => PolicyResult::NoLongerFits(fits),
         };
         let capacity = engine::capacity::sizing::capacity_status(
             &defaulted.spec,
@@ -139,7 +155,11 @@ fn evaluate(ctx: &Ctx, svc: &InferenceService, ns: &str) -> Evaluation {
 }
 
 /// Split policy findings from the object's own errors.
-fn policy_result(intrinsic: &Verdict, full: &Verdict) -> PolicyResult {
+fn policy_result(
+    intrinsic: &Verdict,
+    full: &Verdict,
+    misfits: &[engine::FieldError],
+) -> PolicyResult {
     let own: Vec<String> = intrinsic.errors.iter().map(ToString::to_string).collect();
     let violations: Vec<String> = full
         .errors
@@ -150,10 +170,13 @@ fn policy_result(intrinsic: &Verdict, full: &Verdict) -> PolicyResult {
     if !violations.is_empty() {
         return PolicyResult::Violation(violations.join("; "));
     }
+    // A misfit is a warning of both (the fit needs no policy) and told
+    // apart, as NoLongerFits.
+    let misfit = |w: &String| misfits.iter().any(|m| w.starts_with(&m.to_string()));
     let warnings: Vec<&String> = full
         .warnings
         .iter()
-        .filter(|w| !intrinsic.warnings.contains(w))
+        .filter(|w| !intrinsic.warnings.contains(w) && !misfit(w))
         .collect();
     if warnings.is_empty() {
         PolicyResult::Compliant

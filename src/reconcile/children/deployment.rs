@@ -21,6 +21,7 @@ use crate::engine::builtin::{
     DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH,
     DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM, DEFAULT_PORT, DEFAULT_REPLICAS,
 };
+use crate::engine::capacity::flags::{self, FlagField};
 
 /// Name of the engine container.
 pub const CONTAINER_NAME: &str = "engine";
@@ -75,20 +76,29 @@ pub fn engine_args(svc: &InferenceService, track: Track) -> Vec<String> {
         args.push(pipeline.to_string());
     }
     if let Some(engine) = svc.spec.engine.as_ref() {
+        let mut own = std::borrow::Cow::Borrowed(engine.args.as_slice());
         if let Some(n) = engine.max_model_len {
             args.push("--max-model-len".to_owned());
             args.push(n.to_string());
+            // The field wins over the same flag in engine.args.
+            if flags::gives(&own, FlagField::MaxModelLen) {
+                own = flags::without(&own, FlagField::MaxModelLen).into();
+            }
         }
         // At the engine's own default the flag is left out, so defaulting
-        // the field changes no running pod template.
-        if let Some(u) = engine
-            .gpu_memory_utilization
-            .filter(|u| (u - DEFAULT_GPU_MEMORY_UTILIZATION).abs() > f64::EPSILON)
-        {
-            args.push("--gpu-memory-utilization".to_owned());
-            args.push(u.to_string());
+        // the field changes no running pod template; unless engine.args
+        // gives the flag too, which the field overrides.
+        if let Some(u) = engine.gpu_memory_utilization {
+            let given = flags::gives(&own, FlagField::GpuMemoryUtilization);
+            if given {
+                own = flags::without(&own, FlagField::GpuMemoryUtilization).into();
+            }
+            if given || (u - DEFAULT_GPU_MEMORY_UTILIZATION).abs() > f64::EPSILON {
+                args.push("--gpu-memory-utilization".to_owned());
+                args.push(u.to_string());
+            }
         }
-        args.extend(engine.args.iter().cloned());
+        args.extend(own.iter().cloned());
     }
     args
 }
@@ -294,4 +304,50 @@ pub fn deployment(
         }),
         status: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::engine_args;
+    use crate::api::v1beta1::InferenceService;
+    use crate::reconcile::children::Track;
+
+    fn with_engine(engine: serde_json::Value) -> InferenceService {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infergate.dev/v1beta1",
+            "kind": "InferenceService",
+            "metadata": {"name": "chat", "namespace": "team-a"},
+            "spec": {"model": {"ref": "m"}, "engine": engine}
+        }))
+        .expect("service")
+    }
+
+    #[test]
+    fn a_field_wins_over_the_same_flag_in_engine_args() {
+        // Flags alone reach the engine as given.
+        let only_args = with_engine(serde_json::json!({
+            "args": ["--max-model-len", "8192", "--gpu-memory-utilization=0.8"]
+        }));
+        assert_eq!(
+            &engine_args(&only_args, Track::Primary)[6..],
+            &["--max-model-len", "8192", "--gpu-memory-utilization=0.8"]
+        );
+        // With the fields set, the fields' values are given and the flags
+        // of engine.args left out (the share too at the engine's default).
+        let both = with_engine(serde_json::json!({
+            "maxModelLen": 4096,
+            "gpuMemoryUtilization": 0.9,
+            "args": ["--max-model-len", "8192", "--enable-prefix-caching", "--gpu_memory_utilization=0.8"]
+        }));
+        assert_eq!(
+            &engine_args(&both, Track::Primary)[6..],
+            &[
+                "--max-model-len",
+                "4096",
+                "--gpu-memory-utilization",
+                "0.9",
+                "--enable-prefix-caching"
+            ]
+        );
+    }
 }

@@ -219,6 +219,14 @@ fn policy_condition(policy: &PolicyResult) -> Cond {
             Reason::PolicyWarning,
             msg.clone(),
         ),
+        PolicyResult::NoLongerFits(msg) => Cond::new(
+            ConditionType::PolicyCompliant,
+            false,
+            Reason::NoLongerFits,
+            format!(
+                "the service no longer fits its GPUs (a ModelProfile or AcceleratorClass changed after it; it goes on running and being reconciled, and an update that keeps the fit's inputs is admitted): {msg}"
+            ),
+        ),
         PolicyResult::OverBudget(msg) => Cond::new(
             ConditionType::PolicyCompliant,
             false,

@@ -160,4 +160,8 @@ pub enum PolicyResult {
     /// The service's charge, counted after every older service's, passes
     /// its namespace's GPU or cost budget (left running as it is).
     OverBudget(String),
+    /// A model no longer fits its GPUs (a later ModelProfile or
+    /// AcceleratorClass), with the numbers; the service goes on being
+    /// reconciled.
+    NoLongerFits(String),
 }

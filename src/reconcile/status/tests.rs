@@ -734,3 +734,24 @@ fn a_container_the_kubelet_cannot_create_is_starting_with_its_words() {
         "{message}"
     );
 }
+
+#[test]
+fn a_service_that_no_longer_fits_is_told_in_policy_compliant_and_stays_reconciled() {
+    let mut obs = applied(1, None, routed());
+    obs.policy = PolicyResult::NoLongerFits(
+        "spec.parallelism.tensor: Invalid value: 1: on 1 x l4 (tensor 1) the weights leave no room"
+            .into(),
+    );
+    let st = compute(None, &obs, ts(0));
+    let p = cond(&st, POLICY_COMPLIANT);
+    assert_eq!(
+        (p.status.as_str(), p.reason.as_str()),
+        ("False", "NoLongerFits")
+    );
+    assert!(
+        p.message.contains("the weights leave no room"),
+        "{}",
+        p.message
+    );
+    assert_eq!(cond(&st, RECONCILED).status, "True");
+}
