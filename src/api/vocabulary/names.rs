@@ -22,6 +22,12 @@ pub const LABEL_NAMESPACE: &str = "infergate.dev/namespace";
 /// (the desired object without this annotation). A child whose digest
 /// matches what the service wants now is not written again.
 pub const ANNOTATION_APPLIED: &str = "infergate.dev/applied-digest";
+/// Annotation on a track's Deployment: a digest of the pod template
+/// infergate last applied to it. A track runs a rollout's version only
+/// when its Deployment carries the digest of that version's whole template
+/// (model image, env and placement included) and the deployment controller
+/// has seen it (`status.observedGeneration`).
+pub const ANNOTATION_TEMPLATE: &str = "infergate.dev/template-digest";
 /// The endpoint picker's pod template's digest of its configuration.
 pub const ANNOTATION_CONFIG_HASH: &str = "infergate.dev/config-hash";
 /// The annotation whose value `VERB/TOKEN` acts on a rollout at most once

@@ -12,7 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::error::BuildError;
-use super::meta::{Track, child_meta, child_name, label_gpu_memory, labels, selector_labels};
+use super::meta::{
+    ANNOTATION_TEMPLATE, Track, child_meta, child_name, digest_of, label_gpu_memory, labels,
+    selector_labels,
+};
 use super::pod::{Role, dress, engine_env};
 use crate::api::v1beta1::InferenceService;
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
@@ -285,21 +288,30 @@ pub fn deployment(
         Role::Accelerated,
         &selector_labels(svc, track),
     );
+    let template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(pod_labels),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(pod),
+    };
+    let mut metadata = child_meta(svc, child_name(svc, track), track)?;
+    metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            ANNOTATION_TEMPLATE.to_owned(),
+            digest_of(&template).map_err(|e| BuildError::Serialize(e.to_string()))?,
+        );
     Ok(Deployment {
-        metadata: child_meta(svc, child_name(svc, track), track)?,
+        metadata,
         spec: Some(DeploymentSpec {
             replicas,
             selector: LabelSelector {
                 match_labels: Some(selector_labels(svc, track)),
                 ..LabelSelector::default()
             },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(pod),
-            },
+            template,
             ..DeploymentSpec::default()
         }),
         status: None,

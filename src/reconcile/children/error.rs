@@ -28,4 +28,7 @@ pub enum BuildError {
         "spec.routing.endpointPicker.image is not set: set it, a policy default, or endpointPicker.mode: None"
     )]
     MissingEndpointPickerImage,
+    /// A built object could not be serialized for its digest.
+    #[error("cannot serialize a built object: {0}")]
+    Serialize(String),
 }

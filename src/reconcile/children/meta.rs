@@ -17,8 +17,26 @@ pub const LABEL_NAME: &str = "app.kubernetes.io/name";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub use crate::api::vocabulary::Track;
 pub use crate::api::vocabulary::names::{
-    ANNOTATION_APPLIED, LABEL_GPU_MEMORY, LABEL_SERVICE, LABEL_TRACK,
+    ANNOTATION_APPLIED, ANNOTATION_TEMPLATE, LABEL_GPU_MEMORY, LABEL_SERVICE, LABEL_TRACK,
 };
+
+/// SHA-256 of `obj`'s JSON, first 16 bytes, hex: what
+/// [`ANNOTATION_APPLIED`] and [`ANNOTATION_TEMPLATE`] record.
+///
+/// # Errors
+///
+/// When `obj` cannot be serialized.
+pub fn digest_of<K: serde::Serialize>(obj: &K) -> Result<String, serde_json::Error> {
+    let bytes = serde_json::to_vec(obj)?;
+    let sum = ring::digest::digest(&ring::digest::SHA256, &bytes);
+    Ok(sum.as_ref()[..16]
+        .iter()
+        .fold(String::with_capacity(32), |mut s, b| {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{b:02x}");
+            s
+        }))
+}
 
 /// The name of a track's Deployment and Service.
 #[must_use]

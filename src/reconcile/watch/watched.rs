@@ -16,10 +16,10 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use crate::reconcile::children::ANNOTATION_APPLIED;
 use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
 use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
 use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
+use crate::reconcile::children::{ANNOTATION_APPLIED, ANNOTATION_TEMPLATE};
 use crate::reconcile::watch::kept::kept_metadata;
 
 /// An object of a child kind as its watch keeps it.
@@ -120,67 +120,13 @@ pub struct WatchedDeployment {
     pub status: Option<DeploymentCounts>,
 }
 
-/// `spec.replicas` of a Deployment, and a fingerprint of the engine its
-/// template runs.
+/// `spec.replicas` of a Deployment (its template is known by the digest
+/// infergate records, [`ANNOTATION_TEMPLATE`], kept with the metadata).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 pub struct DeploymentSpecKept {
     /// Desired pods; Kubernetes' default is 1.
     #[serde(default)]
     pub replicas: Option<i32>,
-    /// [`engine_fingerprint`] of the template's first container (the
-    /// engine): whether a track runs a rollout's version, without keeping
-    /// the template. `None` for a template without containers.
-    #[serde(default, rename = "template", deserialize_with = "template_engine")]
-    pub engine: Option<u64>,
-}
-
-/// A fingerprint of an engine container: its image and arguments. Equal
-/// for equal containers within one process (the hash's keys are fixed),
-/// and 8 bytes however long the arguments are.
-#[must_use]
-pub fn engine_fingerprint(image: Option<&str>, args: Option<&[String]>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::hash::DefaultHasher::new();
-    image.hash(&mut h);
-    args.hash(&mut h);
-    h.finish()
-}
-
-/// [`engine_fingerprint`] of a Deployment's first container.
-#[must_use]
-pub fn engine_of(d: &Deployment) -> Option<u64> {
-    let c = d
-        .spec
-        .as_ref()?
-        .template
-        .spec
-        .as_ref()?
-        .containers
-        .first()?;
-    Some(engine_fingerprint(c.image.as_deref(), c.args.as_deref()))
-}
-
-/// `spec.template` decoded as far as its first container's image and
-/// arguments, into their fingerprint.
-fn template_engine<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    struct Template {
-        spec: Option<PodSpec>,
-    }
-    #[derive(Deserialize)]
-    struct PodSpec {
-        #[serde(default)]
-        containers: Vec<Container>,
-    }
-    #[derive(Deserialize)]
-    struct Container {
-        image: Option<String>,
-        args: Option<Vec<String>>,
-    }
-    let t: Option<Template> = Option::deserialize(d)?;
-    Ok(t.and_then(|t| t.spec)
-        .and_then(|s| s.containers.into_iter().next())
-        .map(|c| engine_fingerprint(c.image.as_deref(), c.args.as_deref())))
 }
 
 /// The counts of a Deployment's status the reconciler reads.
@@ -211,7 +157,6 @@ impl WatchedDeployment {
             metadata,
             spec: d.spec.as_ref().map(|s| DeploymentSpecKept {
                 replicas: s.replicas,
-                engine: engine_of(d),
             }),
             status: d.status.as_ref().map(|s| DeploymentCounts {
                 observed_generation: s.observed_generation,
@@ -222,12 +167,15 @@ impl WatchedDeployment {
         }
     }
 
-    /// Whether the template's engine container is the one `want`'s is
-    /// (image and arguments).
+    /// Whether the Deployment runs `want`'s whole pod template (model
+    /// image, env and placement included): it carries that template's
+    /// digest, so the cache has seen the write of it, and the deployment
+    /// controller has seen that generation, so its counts are of it.
     #[must_use]
     pub fn runs(&self, want: &Deployment) -> bool {
-        let engine = self.spec.as_ref().and_then(|s| s.engine);
-        engine.is_some() && engine == engine_of(want)
+        let digest = |m: &ObjectMeta| m.annotations.as_ref()?.get(ANNOTATION_TEMPLATE).cloned();
+        let ours = digest(&self.metadata);
+        ours.is_some() && ours == digest(&want.metadata) && self.observed()
     }
 
     /// Desired replicas: `spec.replicas`, or Kubernetes' default of one.
@@ -372,7 +320,8 @@ pub fn watched_of<K: serde::Serialize, W: WatchedChild>(obj: &K) -> Result<W, se
 /// name and namespace (the cache's key), uid, resourceVersion and
 /// generation (whether it changed since infergate applied it), owner
 /// references (whose it is; the controller's trigger), deletion timestamp,
-/// and [`ANNOTATION_APPLIED`] (what infergate applied). Labels (the watch
+/// and [`ANNOTATION_APPLIED`] and [`ANNOTATION_TEMPLATE`] (what infergate
+/// applied). Labels (the watch
 /// selects on them on the server), other annotations, finalizers and the
 /// managed fields (most of an applied object's metadata) are dropped: at a
 /// few kilobytes per child they were most of the reconciler's memory.
@@ -384,7 +333,7 @@ pub fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
     meta.generate_name = None;
     meta.self_link = None;
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == ANNOTATION_APPLIED);
+        annotations.retain(|k, _| k == ANNOTATION_APPLIED || k == ANNOTATION_TEMPLATE);
         if annotations.is_empty() {
             meta.annotations = None;
         }
@@ -403,14 +352,18 @@ kept_metadata! {
     }
 }
 
-/// Of the annotations, [`ANNOTATION_APPLIED`] only.
+/// Of the annotations, [`ANNOTATION_APPLIED`] and [`ANNOTATION_TEMPLATE`]
+/// only.
 fn applied_annotation<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
     let all: Option<std::collections::BTreeMap<String, String>> = Option::deserialize(d)?;
     Ok(all
-        .and_then(|mut a| a.remove(ANNOTATION_APPLIED))
-        .map(|digest| std::iter::once((ANNOTATION_APPLIED.to_owned(), digest)).collect()))
+        .map(|mut a| {
+            a.retain(|k, _| k == ANNOTATION_APPLIED || k == ANNOTATION_TEMPLATE);
+            a
+        })
+        .filter(|a| !a.is_empty()))
 }
 
 #[cfg(test)]
@@ -469,10 +422,7 @@ mod tests {
             w,
             WatchedDeployment {
                 metadata,
-                spec: Some(DeploymentSpecKept {
-                    replicas: Some(2),
-                    engine: Some(engine_fingerprint(Some("vllm"), None)),
-                }),
+                spec: Some(DeploymentSpecKept { replicas: Some(2) }),
                 status: Some(DeploymentCounts {
                     observed_generation: Some(3),
                     replicas: Some(2),
@@ -493,42 +443,29 @@ mod tests {
     }
 
     #[test]
-    fn a_watched_deployment_knows_which_engine_it_runs_without_its_template() {
-        let full = deployment_json(1, Value::Null);
-        let w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
-        let d: Deployment = serde_json::from_value(full).expect("deployment");
-        assert!(w.runs(&d), "the same template");
-        let with = |image: &str, args: Option<Vec<&str>>| {
-            let mut other = d.clone();
-            let c = &mut other
-                .spec
-                .as_mut()
-                .expect("spec")
-                .template
-                .spec
-                .as_mut()
-                .expect("pod")
-                .containers[0];
-            c.image = Some(image.to_owned());
-            c.args = args.map(|a| a.into_iter().map(str::to_owned).collect());
-            other
+    fn a_track_runs_a_template_only_once_its_digest_is_seen_and_observed() {
+        let with_template = |generation: i64, observed: i64, digest: Option<&str>| {
+            let mut full = deployment_json(generation, json!({"observedGeneration": observed}));
+            if let Some(d) = digest {
+                full["metadata"]["annotations"][ANNOTATION_TEMPLATE] = json!(d);
+            }
+            let w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+            let d: Deployment = serde_json::from_value(full).expect("deployment");
+            (w, d)
         };
-        assert!(w.runs(&with("vllm", None)));
-        assert!(!w.runs(&with("vllm:0.10", None)), "another image");
-        assert!(
-            !w.runs(&with("vllm", Some(vec!["--model", "b"]))),
-            "other arguments"
-        );
-        let args = with("vllm", Some(vec!["--model", "a"]));
-        assert!(WatchedDeployment::of(&args).runs(&args));
-        assert!(!WatchedDeployment::of(&args).runs(&with("vllm", Some(vec!["--model", "b"]))));
-        // Without containers nothing is known to run, not even "nothing".
-        let mut empty = d.clone();
-        empty.spec.as_mut().expect("spec").template.spec = None;
-        assert!(!WatchedDeployment::of(&empty).runs(&empty));
-        let decoded: WatchedDeployment =
-            serde_json::from_value(serde_json::to_value(&empty).expect("json")).expect("decodes");
-        assert!(!decoded.runs(&empty));
+        let (w, want) = with_template(2, 2, Some("t-2"));
+        assert!(w.runs(&want), "the same template, observed");
+        // The digest is kept, as the watch decodes it and as an apply answers.
+        assert_eq!(WatchedDeployment::of(&want), w);
+        // Another template (a model image alone changes the digest).
+        let (_, other) = with_template(2, 2, Some("t-3"));
+        assert!(!w.runs(&other));
+        // The cache has the template, the deployment controller not yet.
+        let (w, want) = with_template(3, 2, Some("t-2"));
+        assert!(!w.runs(&want), "generation 3 not observed");
+        // A Deployment without the digest runs nothing known.
+        let (w, want) = with_template(1, 1, None);
+        assert!(!w.runs(&want));
     }
 
     #[test]

@@ -31,18 +31,10 @@ pub enum Applied<K: ChildKind> {
     Unchanged(Arc<K::Watched>),
 }
 
-/// The digest [`ANNOTATION_APPLIED`] records: SHA-256 of the desired
-/// object's JSON (without the annotation), first 16 bytes, hex.
+/// The digest [`ANNOTATION_APPLIED`] records: of the desired object's JSON
+/// (without the annotation).
 pub(super) fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
-    let bytes = serde_json::to_vec(obj).map_err(kube::Error::SerdeError)?;
-    let sum = ring::digest::digest(&ring::digest::SHA256, &bytes);
-    Ok(sum.as_ref()[..16]
-        .iter()
-        .fold(String::with_capacity(32), |mut s, b| {
-            use std::fmt::Write as _;
-            let _ = write!(s, "{b:02x}");
-            s
-        }))
+    Ok(crate::reconcile::children::digest_of(obj).map_err(kube::Error::SerdeError)?)
 }
 
 /// Whether `svc` is the controller of the object `meta` describes.

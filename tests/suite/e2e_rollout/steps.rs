@@ -318,3 +318,98 @@ async fn every_weight_is_held_at_least_the_interval_on_the_route() {
     }
     assert!(weights.windows(2).any(|p| p == [10, 30]), "{weights:?}");
 }
+
+/// A version that differs only in `spec.model.image` (an image volume; the
+/// engine's container and arguments stay the same): the canary counts as
+/// ready, and the primary as rolled, only once pods of the new template
+/// are ready; until the kubelet stand-in readies them, the weight stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_model_image_alone_moves_no_weight_before_its_pods_serve() {
+    let s = setup("rollout-image").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    create(&client, &ns, &[50], "2s", json!({})).await;
+    v1_stable(&client, &ns).await;
+    // Weights from an image volume, in the first version already.
+    let image = |tag: &str| json!({"spec": {"model": {"ref": "v1", "image": format!("registry.example.com/weights:{tag}")}}});
+    super::patch(&client, &ns, image("1")).await;
+    wait_rollout(&client, &ns, "the first image rolled out", |r| {
+        r.phase == RolloutPhase::Progressing
+    })
+    .await;
+    canary_ready(&client, &ns).await;
+    primary_rolled_to(&client, &ns, "1").await;
+    wait_rollout(&client, &ns, "image 1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+            && r.stable.as_ref().is_some_and(|v| v.model.image.is_some())
+    })
+    .await;
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+
+    // Image 2: the same container and arguments, another volume.
+    super::patch(&client, &ns, image("2")).await;
+    support::wait_exists::<Deployment>(&client, &ns, "chat-canary").await;
+    // The canary's new pods are not ready: no weight, however long.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(route(&client, &ns).await, [("chat".to_owned(), 100)]);
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 50), ("chat-canary", 50)]).await;
+    // Past the last step the primary's template takes image 2; its new
+    // pods are not ready, so the canary keeps its weight and the rollout
+    // stays at its last step, promoting.
+    let st = wait_rollout(&client, &ns, "promoting", |r| {
+        r.reason.as_deref() == Some("Promoting")
+    })
+    .await;
+    assert_eq!(st.step, Some(0), "the last index of one step");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        route(&client, &ns).await,
+        [("chat".to_owned(), 50), ("chat-canary".to_owned(), 50)],
+        "the weight stays until the primary's new pods serve"
+    );
+    let st = wait_rollout(&client, &ns, "still promoting", |r| {
+        r.phase == RolloutPhase::Progressing
+    })
+    .await;
+    assert_eq!(st.step, Some(0));
+    primary_rolled_to(&client, &ns, "2").await;
+    wait_rollout(&client, &ns, "image 2 stable", |r| {
+        r.phase == RolloutPhase::Stable
+            && r.stable.as_ref().and_then(|v| v.model.image.as_deref())
+                == Some("registry.example.com/weights:2")
+    })
+    .await;
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+}
+
+/// Once the rollout promotes and the primary's template mounts weights
+/// `tag`, play the kubelet for the primary until it is complete.
+async fn primary_rolled_to(client: &kube::Client, ns: &str, tag: &str) {
+    wait_rollout(client, ns, "promoting", |r| {
+        r.reason.as_deref() == Some("Promoting")
+    })
+    .await;
+    let want = format!("registry.example.com/weights:{tag}");
+    eventually(
+        &format!("the primary's template mounts {want}"),
+        WAIT,
+        async || {
+            let d = get::<Deployment>(client, ns, "chat")
+                .await
+                .ok_or("no primary")?;
+            let volumes = d
+                .spec
+                .and_then(|s| s.template.spec)
+                .and_then(|p| p.volumes)
+                .unwrap_or_default();
+            let image = volumes
+                .iter()
+                .find_map(|v| v.image.as_ref()?.reference.clone());
+            (image.as_deref() == Some(want.as_str()))
+                .then_some(())
+                .ok_or(format!("{image:?}"))
+        },
+    )
+    .await;
+    primary_complete(client, ns).await;
+}
