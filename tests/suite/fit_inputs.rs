@@ -21,6 +21,9 @@ fn seventy_b(engine: Value) -> InferenceService {
     }))
 }
 
+/// A change of one of the fit's inputs.
+type Change = fn(&mut InferenceService);
+
 fn defaulted(svc: &InferenceService, ctx: &Context) -> InferenceService {
     engine::default_service(svc, ctx).object
 }
@@ -159,7 +162,7 @@ fn an_update_that_keeps_the_fits_inputs_is_admitted_with_a_warning() {
         );
 
         // An update of the fit's inputs is judged as a create: each input.
-        let changes: [(&str, fn(&mut InferenceService)); 4] = [
+        let changes: [(&str, Change); 4] = [
             ("context", |s| {
                 s.spec.engine.as_mut().unwrap().max_model_len = Some(200_000);
             }),

@@ -90,7 +90,7 @@ fn tokens(value: &str) -> Option<i64> {
     let n: f64 = digits.parse().ok().filter(|n: &f64| n.is_finite())?;
     let whole = (n * scale).round();
     #[allow(clippy::cast_possible_truncation)]
-    (whole >= 1.0 && whole < 9.0e18).then_some(whole as i64)
+    (1.0..9.0e18).contains(&whole).then_some(whole as i64)
 }
 
 /// The fit's flags in `args`, and the values it cannot read.

@@ -30,7 +30,7 @@ pub struct Cond {
     /// Why.
     pub reason: Reason,
     /// Human readable message (cut to 1 KiB, or for the scheduler's and
-    /// the kubelet's words [`Cond::quoting`] keeps, to
+    /// the kubelet's words `Cond::quoting` keeps, to
     /// [`crate::telemetry::CONDITION_MESSAGE_MAX`]).
     pub message: String,
 }
