@@ -195,9 +195,13 @@ async fn deferred(
         GraphError::BackingOff { retry_in } => *retry_in,
         GraphError::Queued { waited, .. } => {
             let notice = fetcher.options().queued_after;
-            if *waited > notice && !answered(svc) {
-                obs.outcome = Outcome::GraphQueued(e.to_string());
-                ctx.writer.write_status(svc, &obs).await?;
+            if *waited > notice {
+                // A long wait: news only for a service with no answer yet;
+                // one whose last fetch failed keeps saying so.
+                if !answered(svc) {
+                    obs.outcome = Outcome::GraphQueued(e.to_string());
+                    ctx.writer.write_status(svc, &obs).await?;
+                }
                 GRAPH_QUEUE_POLL
             } else {
                 // Back just after the notice is due.
