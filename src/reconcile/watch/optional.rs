@@ -1,8 +1,8 @@
 //! The children of an optional CRD (HTTPRoute, RayService, PodMonitor,
 //! InferencePool), followed while the CRD comes and goes: watched while
-//! discovery says it is served, the watch stopped when it is removed (the
-//! services whose children were cached are reconciled and report the
-//! missing CRD), and started again when it is installed again (the
+//! discovery says it is served, the watch stopped when it is removed (every
+//! service is reconciled and those that use the kind report the missing
+//! CRD), and started again when it is installed again (the
 //! services waiting for it are reconciled).
 //!
 //! Discovery is asked every `DISCOVERY_POLL`, and at once when the watch
@@ -43,7 +43,7 @@ pub(super) struct OptionalChildren<K: ChildKind> {
     pub(super) feed: Feed<K>,
     /// Children whose events are news, for the controller's owner triggers.
     pub(super) tx: mpsc::UnboundedSender<K::Watched>,
-    /// Told of an arrival after the term began.
+    /// Told of an arrival after the term began, and of a removal.
     pub(super) appeared: mpsc::UnboundedSender<bool>,
     /// What is told: reconcile every service (`true`) or only those
     /// waiting for an optional CRD.
@@ -84,6 +84,13 @@ impl<K: ChildKind> OptionalChildren<K> {
                 if self.tx.unbounded_send((*child).clone()).is_err() {
                     return;
                 }
+            }
+            // The CRD's objects are deleted before it goes: their deletions
+            // may have emptied the cache already, and the reconciles they
+            // started may have met the CRD terminating and backed off. Every
+            // service is reconciled once more, now that discovery knows.
+            if self.appeared.unbounded_send(true).is_err() {
+                return;
             }
             arrival = true;
         }
