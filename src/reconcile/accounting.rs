@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -33,35 +34,36 @@ pub type Deletion = (String, String, Timestamp);
 
 /// Hand every event of `events` on (the returned receiver, for the
 /// controller), and every deletion to `deletions` as well: the ledger of
-/// its namespace releases the charge at once. A deletion also hands on
-/// the namespace's services marked over budget, so the room it leaves
-/// clears their mark.
+/// its namespace releases the charge at once. A deletion also reconciles
+/// the namespace's services marked over budget (through `marked`, which
+/// the controller follows apart from the service events: their spec did
+/// not change, so the service events' filter would drop them), so the room
+/// it leaves clears their mark.
 pub fn tap_deletions(
     tasks: &mut tokio::task::JoinSet<()>,
     state: Arc<ClusterState>,
     mut events: mpsc::Receiver<ServiceEvent>,
     deletions: mpsc::UnboundedSender<Deletion>,
+    marked: futures::channel::mpsc::UnboundedSender<ObjectRef<InferenceService>>,
 ) -> mpsc::Receiver<ServiceEvent> {
     let (tx, rx) = mpsc::channel(crate::state::SERVICE_EVENT_BUFFER);
     tasks.spawn(async move {
         while let Some(event) = events.recv().await {
-            let mut marked = Vec::new();
             if let ServiceEvent::Deleted(key) = &event {
                 let ns = key.namespace.clone().unwrap_or_default();
-                marked = state
+                let _ = deletions.send((ns.clone(), key.name.clone(), Timestamp::now()));
+                for svc in state
                     .services()
                     .state()
                     .into_iter()
                     .filter(|s| s.metadata.namespace.as_deref() == Some(ns.as_str()))
                     .filter(|s| marked_over_budget(s))
-                    .map(ServiceEvent::Applied)
-                    .collect();
-                let _ = deletions.send((ns, key.name.clone(), Timestamp::now()));
-            }
-            for event in std::iter::once(event).chain(marked) {
-                if tx.send(event).await.is_err() {
-                    return;
+                {
+                    let _ = marked.unbounded_send(ObjectRef::from_obj(svc.as_ref()));
                 }
+            }
+            if tx.send(event).await.is_err() {
+                return;
             }
         }
     });

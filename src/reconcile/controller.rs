@@ -73,7 +73,7 @@ pub async fn run_controller(
     // event during a write that turns out not to be its echo reconciles
     // the service again.
     let (retrigger, retriggered) = futures::channel::mpsc::unbounded();
-    let echoes = Arc::new(Echoes::new(retrigger));
+    let echoes = Arc::new(Echoes::new(retrigger.clone()));
     let ChildWatches {
         caches,
         synced,
@@ -103,6 +103,7 @@ pub async fn run_controller(
         Arc::clone(&state),
         service_events,
         deleted_tx,
+        retrigger,
     );
     // Every service once at the start of the term, then again whenever a
     // policy or a namespace's labels change after it (the caches' first
