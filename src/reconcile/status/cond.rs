@@ -61,10 +61,8 @@ impl Cond {
         message: String,
     ) -> Self {
         Self {
-            type_,
-            status: status.into(),
-            reason,
             message: crate::telemetry::cut_condition_message(&message),
+            ..Self::new(type_, status, reason, String::new())
         }
     }
 }

@@ -147,12 +147,6 @@ impl Echoes {
         self.lock().len()
     }
 
-    /// Entries remembered: writes under way and echoes to come.
-    #[must_use]
-    pub fn remembered(&self) -> usize {
-        self.pending()
-    }
-
     /// Forget the echoes still to come of `owner`'s children (the service
     /// is gone; a watch gap may have swallowed their events). A write
     /// under way keeps its entry until it ends.

@@ -94,6 +94,6 @@ impl Writer {
     pub fn remembered(&self) -> usize {
         let seen = self.seen.lock().map_or(0, |s| s.len());
         let changes = self.changes.lock().map_or(0, |c| c.len());
-        seen + changes + self.once.len() + self.echoes.remembered()
+        seen + changes + self.once.len() + self.echoes.pending()
     }
 }
