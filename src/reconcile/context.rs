@@ -131,7 +131,12 @@ impl Ctx {
         obj: &K,
     ) -> Result<Applied<K>, Error> {
         self.writer
-            .apply(svc, obj, self.children.store::<K>())
+            .apply(
+                svc,
+                obj,
+                self.children.store::<K>(),
+                self.children.owned::<K>(),
+            )
             .await
     }
 
@@ -142,7 +147,12 @@ impl Ctx {
         obj: &K,
     ) -> Result<K::Watched, Error> {
         self.writer
-            .apply_and_read(svc, obj, self.children.store::<K>())
+            .apply_and_read(
+                svc,
+                obj,
+                self.children.store::<K>(),
+                self.children.owned::<K>(),
+            )
             .await
     }
 
@@ -163,7 +173,12 @@ impl Ctx {
         svc: &InferenceService,
         obj: &K,
     ) -> Result<bool, Error> {
-        self.writer.holds(svc, obj, self.children.store::<K>())
+        self.writer.holds(
+            svc,
+            obj,
+            self.children.store::<K>(),
+            self.children.owned::<K>(),
+        )
     }
 
     /// [`Writer::controls`] against `K`'s cache.

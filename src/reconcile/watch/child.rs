@@ -3,6 +3,7 @@
 //! news to the controller: a change someone else made that the reconciler
 //! reads, never the echo of its own writes.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kube::Client;
@@ -15,22 +16,20 @@ use kube::runtime::watcher::{self, Event};
 
 use super::echo::{ChildSeen, Echoes};
 use super::kinds::{Change, ChildKind};
+use super::owned::{Owned, OwnedIndex};
 use super::watched::WatchedChild;
 use crate::api::MANAGER;
 use crate::reconcile::children::{ANNOTATION_APPLIED, LABEL_MANAGED_BY};
 use crate::state::Scope;
 
-/// The watch of one kind's children: by infergate's label, trimmed to what
-/// the reconciler reads, retried with backoff.
+/// The watch of one kind's children: by infergate's label, retried with
+/// backoff (trimmed to what the reconciler reads by [`Feed::take`]).
 pub(super) fn child_stream<K: ChildKind>(
     client: &Client,
     scope: &Scope,
 ) -> impl futures::Stream<Item = watcher::Result<Event<K::Watched>>> + Send + 'static {
     let wc = crate::state::scope::list_in_pages().labels(&format!("{LABEL_MANAGED_BY}={MANAGER}"));
-    scope
-        .watch::<K::Watched>(client, wc)
-        .default_backoff()
-        .modify(|w| w.trim())
+    scope.watch::<K::Watched>(client, wc).default_backoff()
 }
 
 /// One kind's watch events into its cache, and the children whose events
@@ -39,21 +38,32 @@ pub(super) struct Feed<K: ChildKind> {
     writer: Writer<K::Watched>,
     cache: Store<K::Watched>,
     echoes: Arc<Echoes>,
+    /// What infergate's field manager holds of each child.
+    owned: Arc<OwnedIndex>,
     /// The first list is done: a list after it (the watch expired) carries
     /// what changed meanwhile.
     listed: bool,
+    /// The children a list after the first has shown so far: those of the
+    /// cache it does not show were deleted while the watch was away.
+    relisted: HashSet<ObjectRef<K::Watched>>,
 }
 
 impl<K: ChildKind> Feed<K> {
     /// A feed into `writer`'s cache that asks `echoes` which events the
     /// reconciler caused.
-    pub(super) fn new(writer: Writer<K::Watched>, echoes: Arc<Echoes>) -> Self {
+    pub(super) fn new(
+        writer: Writer<K::Watched>,
+        echoes: Arc<Echoes>,
+        owned: Arc<OwnedIndex>,
+    ) -> Self {
         let cache = writer.as_reader();
         Self {
             writer,
             cache,
             echoes,
+            owned,
             listed: false,
+            relisted: HashSet::new(),
         }
     }
 
@@ -68,12 +78,29 @@ impl<K: ChildKind> Feed<K> {
         &mut self.writer
     }
 
-    /// Take `event` into the cache; the child to hand on to the controller
-    /// as an owner trigger when the event is news: a child created,
-    /// changed or deleted by someone else in a way the reconciler reads
-    /// ([`matters`]). The first list is not handed on: the controller
-    /// reconciles every service once its caches are synced anyway.
-    pub(super) fn take(&mut self, event: Event<K::Watched>) -> Option<K::Watched> {
+    /// Take `event` into the cache (each child trimmed to what the
+    /// reconciler reads, what infergate's field manager holds of it into
+    /// the index); the children to hand on to the controller as owner
+    /// triggers when the event is news: a child created, changed or
+    /// deleted by someone else in a way the reconciler reads ([`matters`]).
+    /// The first list is not handed on: the controller reconciles every
+    /// service once its caches are synced anyway. A list after it hands on
+    /// what changed meanwhile, and the cached children it no longer shows
+    /// (deleted while the watch was away).
+    pub(super) fn take(&mut self, mut event: Event<K::Watched>) -> Vec<K::Watched> {
+        match &mut event {
+            Event::Apply(obj) | Event::InitApply(obj) => {
+                let owned = Owned::take(obj.meta_mut());
+                obj.trim();
+                self.owned.record(obj.meta(), owned);
+            }
+            Event::Delete(obj) => {
+                obj.meta_mut().managed_fields = None;
+                obj.trim();
+                self.owned.forget(obj.meta());
+            }
+            Event::Init | Event::InitDone => {}
+        }
         let news = match &event {
             Event::Apply(obj) => {
                 let seen =
@@ -81,21 +108,46 @@ impl<K: ChildKind> Feed<K> {
                 let before = self.cache.get(&ObjectRef::from_obj(obj));
                 (!self.echoes.absorbs(&key::<K>(obj.meta()), seen)
                     && matters(before.as_deref(), obj, K::CHANGE))
-                .then(|| obj.clone())
+                .then(|| vec![obj.clone()])
+                .unwrap_or_default()
             }
             Event::Delete(obj) => {
                 let seen = ChildSeen::Gone(obj.meta().uid.clone().unwrap_or_default());
-                (!self.echoes.absorbs(&key::<K>(obj.meta()), seen)).then(|| obj.clone())
+                (!self.echoes.absorbs(&key::<K>(obj.meta()), seen))
+                    .then(|| vec![obj.clone()])
+                    .unwrap_or_default()
+            }
+            Event::Init => {
+                self.relisted.clear();
+                Vec::new()
             }
             Event::InitApply(obj) if self.listed => {
+                self.relisted.insert(ObjectRef::from_obj(obj));
                 let before = self.cache.get(&ObjectRef::from_obj(obj));
-                matters(before.as_deref(), obj, K::CHANGE).then(|| obj.clone())
+                matters(before.as_deref(), obj, K::CHANGE)
+                    .then(|| vec![obj.clone()])
+                    .unwrap_or_default()
+            }
+            Event::InitDone if self.listed => {
+                // The cache still holds what the watch knew before the list.
+                let gone: Vec<K::Watched> = self
+                    .cache
+                    .state()
+                    .into_iter()
+                    .filter(|c| !self.relisted.contains(&ObjectRef::from_obj(&**c)))
+                    .map(|c| (*c).clone())
+                    .collect();
+                for child in &gone {
+                    self.owned.forget(child.meta());
+                }
+                self.relisted = HashSet::new();
+                gone
             }
             Event::InitDone => {
                 self.listed = true;
-                None
+                Vec::new()
             }
-            Event::Init | Event::InitApply(_) => None,
+            Event::InitApply(_) => Vec::new(),
         };
         self.writer.apply_watcher_event(&event);
         news
@@ -174,11 +226,16 @@ mod tests {
     fn feed<K: ChildKind>() -> (Feed<K>, Arc<Echoes>) {
         let (_, writer) = reflector::store::<K::Watched>();
         let echoes = Arc::new(Echoes::detached());
-        (Feed::new(writer, Arc::clone(&echoes)), echoes)
+        let owned = Arc::new(OwnedIndex::default());
+        (Feed::new(writer, Arc::clone(&echoes), owned), echoes)
     }
 
-    fn names<W: Resource>(news: Option<W>) -> Option<String> {
-        news.and_then(|w| w.meta().resource_version.clone())
+    /// The resourceVersion of the one child handed on, if any.
+    fn names<W: Resource>(news: Vec<W>) -> Option<String> {
+        assert!(news.len() <= 1, "one child at most");
+        news.into_iter()
+            .next()
+            .and_then(|w| w.meta().resource_version.clone())
     }
 
     #[test]
@@ -274,6 +331,51 @@ mod tests {
         feed.restart();
         feed.take(Event::Init);
         assert_eq!(names(feed.take(Event::InitApply(service("d", "9")))), None);
+    }
+
+    #[test]
+    fn a_list_after_the_first_hands_on_the_children_deleted_meanwhile() {
+        let (_, writer) = reflector::store::<WatchedMeta<Service>>();
+        let owned = Arc::new(OwnedIndex::default());
+        let mut feed =
+            Feed::<Service>::new(writer, Arc::new(Echoes::detached()), Arc::clone(&owned));
+        let service = |name: &str| -> WatchedMeta<Service> {
+            serde_json::from_value(json!({"metadata": {
+                "name": name, "namespace": "team", "uid": name, "resourceVersion": "1",
+                "managedFields": [{"manager": "infergate", "operation": "Apply",
+                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:ports": {}}}}]
+            }}))
+            .expect("service")
+        };
+        feed.take(Event::Init);
+        for name in ["a", "b", "c"] {
+            feed.take(Event::InitApply(service(name)));
+        }
+        feed.take(Event::InitDone);
+        // What infergate's field manager holds is indexed, and the cache
+        // keeps no managed fields.
+        assert_eq!(owned.len(), 3);
+        assert!(
+            feed.cache
+                .state()
+                .iter()
+                .all(|c| c.metadata.managed_fields.is_none())
+        );
+        // The watch expired; "b" was deleted while it was away.
+        assert!(feed.take(Event::Init).is_empty());
+        assert!(feed.take(Event::InitApply(service("a"))).is_empty());
+        assert!(feed.take(Event::InitApply(service("c"))).is_empty());
+        let gone = feed.take(Event::InitDone);
+        let gone: Vec<_> = gone.iter().map(|c| c.metadata.name.clone()).collect();
+        assert_eq!(gone, [Some("b".to_owned())]);
+        assert_eq!(owned.len(), 2);
+        assert_eq!(feed.cache.state().len(), 2);
+        // A deletion seen as such leaves the index too.
+        assert_eq!(
+            names(feed.take(Event::Delete(service("a")))),
+            Some("1".into())
+        );
+        assert_eq!(owned.len(), 1);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::discovery::ApiDiscovery;
+use super::owned::OwnedIndex;
 use super::watched::{WatchedChild, WatchedDeployment, WatchedMeta};
 use crate::reconcile::children::httproute::HTTPRoute;
 use crate::reconcile::children::inferencepool::InferencePool;
@@ -146,6 +147,7 @@ pub fn discovery<K: ChildKind>() -> ApiDiscovery {
 /// serves it.
 struct Cache<K: ChildKind> {
     store: Store<K::Watched>,
+    owned: Arc<OwnedIndex>,
     api: Option<Arc<ApiDiscovery>>,
 }
 
@@ -156,14 +158,18 @@ pub struct ChildCaches {
 }
 
 impl ChildCaches {
-    /// Keep `K`'s cache and, for an optional CRD, its discovery.
+    /// Keep `K`'s cache, what infergate's field manager holds of its
+    /// children and, for an optional CRD, its discovery.
     pub fn insert<K: ChildKind>(
         &mut self,
         store: Store<K::Watched>,
+        owned: Arc<OwnedIndex>,
         api: Option<Arc<ApiDiscovery>>,
     ) {
-        self.by_kind
-            .insert(TypeId::of::<K>(), Box::new(Cache::<K> { store, api }));
+        self.by_kind.insert(
+            TypeId::of::<K>(),
+            Box::new(Cache::<K> { store, owned, api }),
+        );
     }
 
     fn cache<K: ChildKind>(&self) -> &Cache<K> {
@@ -177,6 +183,12 @@ impl ChildCaches {
     #[must_use]
     pub fn store<K: ChildKind>(&self) -> &Store<K::Watched> {
         &self.cache::<K>().store
+    }
+
+    /// What infergate's field manager holds of each of `K`'s children.
+    #[must_use]
+    pub fn owned<K: ChildKind>(&self) -> &OwnedIndex {
+        &self.cache::<K>().owned
     }
 
     /// Whether the cluster serves `K` (always, for a kind without an
@@ -213,7 +225,8 @@ mod tests {
         fn visit<K: ChildKind>(&mut self) {
             let (store, _writer) = kube::runtime::reflector::store::<K::Watched>();
             let api = matches!(K::CRD, Crd::Optional { .. }).then(|| Arc::new(discovery::<K>()));
-            self.caches.insert::<K>(store, api);
+            self.caches
+                .insert::<K>(store, Arc::new(OwnedIndex::default()), api);
             self.kinds.push((K::KIND, K::CHANGE, K::CRD));
             // The name the API gives the kind.
             assert_eq!(K::KIND, K::kind(&()));

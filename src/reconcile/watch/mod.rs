@@ -5,6 +5,8 @@
 //! - `kept`: the metadata a watch keeps, decoded as far as it is kept;
 //! - [`child`]: the watch of one kind, handing on only news;
 //! - [`echo`]: which events are the echo of infergate's own writes;
+//! - [`owned`]: what infergate's field manager still owns of a child, so
+//!   drift made at any time (infergate stopped included) is seen;
 //! - [`discovery`]: which optional APIs the cluster serves, and the
 //!   preflight of infergate's own CRDs;
 //! - [`optional`]: the children of an optional CRD, followed while it is
@@ -18,5 +20,6 @@ pub mod echo;
 pub(crate) mod kept;
 pub mod kinds;
 pub mod optional;
+pub mod owned;
 pub mod triggers;
 pub mod watched;

@@ -140,10 +140,10 @@ impl<K: ChildKind> OptionalChildren<K> {
             tokio::select! {
                 item = stream.next() => match item {
                     Some(Ok(event)) => {
-                        if let Some(child) = self.feed.take(event)
-                            && self.tx.unbounded_send(child).is_err()
-                        {
-                            return Ended::ControllerGone;
+                        for child in self.feed.take(event) {
+                            if self.tx.unbounded_send(child).is_err() {
+                                return Ended::ControllerGone;
+                            }
                         }
                     }
                     Some(Err(e)) => {

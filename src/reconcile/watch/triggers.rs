@@ -18,6 +18,7 @@ use super::child::{Feed, child_stream};
 use super::echo::Echoes;
 use super::kinds::{ChildCaches, ChildKind, Crd, KindVisitor, discovery, each_kind};
 use super::optional::OptionalChildren;
+use super::owned::OwnedIndex;
 use crate::api::v1beta1::InferenceService;
 use crate::graph::fetch::GraphFetcher;
 use crate::metrics::Metrics;
@@ -107,7 +108,8 @@ struct Starter<'a> {
 impl KindVisitor for Starter<'_> {
     fn visit<K: ChildKind>(&mut self) {
         let (reader, writer) = reflector::store();
-        let feed = Feed::<K>::new(writer, Arc::clone(self.echoes));
+        let owned = Arc::new(OwnedIndex::default());
+        let feed = Feed::<K>::new(writer, Arc::clone(self.echoes), Arc::clone(&owned));
         let (tx, rx) = mpsc::unbounded();
         let api = match K::CRD {
             Crd::BuiltIn => {
@@ -146,7 +148,7 @@ impl KindVisitor for Starter<'_> {
                 Some(api)
             }
         };
-        self.caches.insert::<K>(reader, api);
+        self.caches.insert::<K>(reader, owned, api);
         self.triggers
             .push(Box::new(move |c| c.owns_stream(rx.map(Ok))));
     }
@@ -170,13 +172,13 @@ async fn forward_children<K: ChildKind>(
             Err(e) => {
                 metrics.child_watch_error(K::KIND);
                 crate::state::log_watch_error(K::KIND, &e, "child watch");
-                None
+                Vec::new()
             }
         };
-        if let Some(obj) = news
-            && tx.unbounded_send(obj).is_err()
-        {
-            return;
+        for obj in news {
+            if tx.unbounded_send(obj).is_err() {
+                return;
+            }
         }
     }
 }

@@ -312,6 +312,7 @@ kept_with_status! {
 /// answer): decoded again as the watch decodes it.
 pub fn watched_of<K: serde::Serialize, W: WatchedChild>(obj: &K) -> Result<W, serde_json::Error> {
     let mut w: W = serde_json::from_value(serde_json::to_value(obj)?)?;
+    w.meta_mut().managed_fields = None;
     w.trim();
     Ok(w)
 }
@@ -324,7 +325,9 @@ pub fn watched_of<K: serde::Serialize, W: WatchedChild>(obj: &K) -> Result<W, se
 /// applied). Labels (the watch
 /// selects on them on the server), other annotations, finalizers and the
 /// managed fields (most of an applied object's metadata) are dropped: at a
-/// few kilobytes per child they were most of the reconciler's memory.
+/// few kilobytes per child they were most of the reconciler's memory. The
+/// watch keeps what infergate's own entry of the managed fields holds
+/// apart, as path hashes ([`crate::reconcile::watch::owned`]).
 pub fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     meta.labels = None;
@@ -342,13 +345,16 @@ pub fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
 
 kept_metadata! {
     /// A child's metadata decoded as far as [`keep_what_the_reconciler_reads`]
-    /// keeps it; the rest (the managed fields above all) is skipped as it is
-    /// read, never allocated.
+    /// keeps it, with infergate's own entry of the managed fields (the
+    /// watch's feed turns it into path hashes and drops it); the rest (the
+    /// others' managed fields above all) is skipped as it is read.
     fn kept_metadata {
         generation: Option<i64>,
         owner_references: Option<Vec<OwnerReference>>,
         #[serde(default, deserialize_with = "applied_annotation")]
         annotations: Option<std::collections::BTreeMap<String, String>>,
+        #[serde(default, deserialize_with = "crate::reconcile::watch::owned::our_entry")]
+        managed_fields: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>>,
     }
 }
 
@@ -386,7 +392,10 @@ mod tests {
                 "ownerReferences": [{"apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
                                      "name": "chat", "uid": "svc-uid", "controller": true}],
                 "managedFields": [{"manager": "infergate", "operation": "Apply",
-                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+                                   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+                                  {"manager": "kube-controller-manager", "operation": "Update",
+                                   "subresource": "status", "fieldsType": "FieldsV1",
+                                   "fieldsV1": {"f:status": {"f:replicas": {}}}}]
             },
             "spec": {
                 "replicas": 2,
@@ -416,7 +425,14 @@ mod tests {
                    "readyReplicas": 1, "availableReplicas": 1,
                    "conditions": [{"type": "Available", "status": "False"}]}),
         );
-        let w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+        let mut w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+        // Infergate's own entry of the managed fields, and no other, until
+        // the watch's feed takes it.
+        let entries = w.metadata.managed_fields.as_deref().unwrap_or_default();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].manager.as_deref(), Some("infergate"));
+        let owned = crate::reconcile::watch::owned::Owned::take(&mut w.metadata);
+        assert!(!owned.is_empty());
         let metadata: ObjectMeta = serde_json::from_value(kept_metadata_json()).expect("meta");
         assert_eq!(
             w,
@@ -449,7 +465,8 @@ mod tests {
             if let Some(d) = digest {
                 full["metadata"]["annotations"][ANNOTATION_TEMPLATE] = json!(d);
             }
-            let w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+            let mut w: WatchedDeployment = serde_json::from_value(full.clone()).expect("decodes");
+            w.metadata.managed_fields = None;
             let d: Deployment = serde_json::from_value(full).expect("deployment");
             (w, d)
         };
@@ -507,12 +524,13 @@ mod tests {
     #[test]
     fn metadata_only_kinds_keep_what_the_reconciler_reads() {
         use k8s_openapi::api::core::v1::Service;
-        let w: WatchedMeta<Service> = serde_json::from_value(json!({
+        let mut w: WatchedMeta<Service> = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": deployment_json(3, Value::Null)["metadata"].clone(),
             "spec": {"ports": [{"port": 80}]}
         }))
         .expect("decodes");
+        w.metadata.managed_fields = None;
         assert_eq!(
             serde_json::to_value(&w.metadata).expect("json"),
             kept_metadata_json()

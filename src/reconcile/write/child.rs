@@ -9,15 +9,17 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
+use tracing::warn;
 
-use super::writer::{ChildMarker, SeenChild, Writer};
+use super::writer::{SeenChild, Writer};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
 use crate::reconcile::children::ANNOTATION_APPLIED;
 use crate::reconcile::error::{Error, status_not_found};
 use crate::reconcile::status::Reason;
 use crate::reconcile::watch::echo::{ChildKey, ChildSeen};
-use crate::reconcile::watch::kinds::{Change, ChildKind};
+use crate::reconcile::watch::kinds::ChildKind;
+use crate::reconcile::watch::owned::{Owned, OwnedIndex};
 use crate::reconcile::watch::watched::watched_of;
 
 /// What [`Writer::apply`] did.
@@ -35,6 +37,17 @@ pub enum Applied<K: ChildKind> {
 /// (without the annotation).
 pub(super) fn digest_of<K: Serialize>(obj: &K) -> Result<String, Error> {
     Ok(crate::reconcile::children::digest_of(obj).map_err(kube::Error::SerdeError)?)
+}
+
+/// `obj` as JSON, made once into `slot` (what the ownership checks walk).
+fn desired_of<'a, K: Serialize>(
+    obj: &K,
+    slot: &'a mut Option<serde_json::Value>,
+) -> Result<&'a serde_json::Value, Error> {
+    if slot.is_none() {
+        *slot = Some(serde_json::to_value(obj).map_err(kube::Error::SerdeError)?);
+    }
+    Ok(slot.get_or_insert(serde_json::Value::Null))
 }
 
 /// Whether `svc` is the controller of the object `meta` describes.
@@ -58,14 +71,15 @@ impl Writer {
     /// ([`ANNOTATION_APPLIED`]).
     ///
     /// Nothing is sent when the cached child is this service's, carries the
-    /// digest of `obj`, and is as this writer's last apply left it (see
-    /// `untouched`). A child this writer has not applied yet (a restart, a
-    /// new leader) is taken at its digest.
+    /// digest of `obj`, and infergate's field manager still holds every
+    /// field of `obj` (`owned`, see `untouched`): whoever changed, took over
+    /// or removed one of them, while infergate ran or not, it is put back.
     pub async fn apply<K: ChildKind>(
         &self,
         svc: &InferenceService,
         obj: &K,
         store: &Store<K::Watched>,
+        owned: &OwnedIndex,
     ) -> Result<Applied<K>, Error> {
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
@@ -101,17 +115,24 @@ impl Writer {
             }
         }
         let digest = digest_of(obj)?;
+        let mut desired = None;
         if let Some(existing) = cached
             && owned_by(existing.meta(), svc)
             && existing.meta().deletion_timestamp.is_none()
             && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest)
-            && self.untouched(&key, svc, marker(existing.meta()), K::CHANGE)
+            && self.untouched(
+                &key,
+                existing.meta(),
+                owned,
+                desired_of(obj, &mut desired)?,
+                &digest,
+            )
         {
             return Ok(Applied::Unchanged(existing));
         }
         let mut obj = obj.clone();
         obj.annotations_mut()
-            .insert(ANNOTATION_APPLIED.to_owned(), digest);
+            .insert(ANNOTATION_APPLIED.to_owned(), digest.clone());
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
         let write = self.echoes.write(&key, ObjectRef::from_obj(svc));
@@ -122,6 +143,13 @@ impl Writer {
                 .resource_version
                 .clone()
                 .map(ChildSeen::Version),
+        );
+        self.check_held(
+            &key,
+            svc,
+            &applied,
+            desired_of(&obj, &mut desired)?,
+            &digest,
         );
         let now = marker(applied.meta());
         let before = self
@@ -153,37 +181,57 @@ impl Writer {
         Ok(Applied::Written(applied))
     }
 
-    /// Whether nobody has changed the cached child since this writer last
-    /// applied it: the same object (uid) and, unless its kind's `change`
-    /// is [`Change::Uid`], the same revision (the generation the apply
-    /// left, or for kinds without a generation the resourceVersion). A
-    /// child this writer never applied is taken as it is, and remembered.
+    /// Whether the cached child (`meta`) is as infergate left it:
+    /// infergate's field manager still holds every field of `desired`
+    /// ([`OwnedIndex::covers`]). For a child whose API server record never
+    /// showed all of them (`check_held`), the digest alone.
     fn untouched(
         &self,
         key: &ChildKey,
-        svc: &InferenceService,
-        current: ChildMarker,
-        change: Change,
+        meta: &kube::api::ObjectMeta,
+        owned: &OwnedIndex,
+        desired: &serde_json::Value,
+        digest: &str,
     ) -> bool {
-        let Ok(mut seen) = self.seen.lock() else {
-            return false;
+        owned.covers(meta, desired)
+            || self
+                .unheld
+                .lock()
+                .is_ok_and(|u| u.get(key).is_some_and(|(_, d)| d == digest))
+    }
+
+    /// After an apply: whether the API server's record of infergate's
+    /// fields (`applied`'s managed fields) holds every field of `desired`,
+    /// as [`Writer::untouched`] will ask of the cached child. A child for
+    /// which it does not (a field the API server drops, a keyed list of an
+    /// unexpected shape) is remembered with its digest, and judged by the
+    /// digest alone from then on: a change to it made while infergate was
+    /// stopped would go unseen, so this is said once per kind.
+    fn check_held<K: Resource>(
+        &self,
+        key: &ChildKey,
+        svc: &InferenceService,
+        applied: &K,
+        desired: &serde_json::Value,
+        digest: &str,
+    ) {
+        let held = Owned::of(applied.meta().managed_fields.as_deref()).covers(desired);
+        let Ok(mut unheld) = self.unheld.lock() else {
+            return;
         };
-        match seen.get(key) {
-            None => {
-                seen.insert(
-                    key.clone(),
-                    SeenChild {
-                        marker: current,
-                        service: svc.name_any(),
-                    },
-                );
-                true
-            }
-            Some(SeenChild {
-                marker: (uid, mark),
-                ..
-            }) => uid == &current.0 && (change == Change::Uid || mark == &current.1),
+        if held {
+            unheld.remove(key);
+            return;
         }
+        if !unheld.keys().any(|(kind, _, _)| *kind == key.0) {
+            warn!(
+                kind = key.0,
+                name = %key.2,
+                namespace = %key.1,
+                "the API server's record of the fields infergate applied does not hold all of them; such a child is compared by its digest only"
+            );
+        }
+        unheld.insert(key.clone(), (svc.name_any(), digest.to_owned()));
     }
 
     /// Whether the cached child already holds what `obj` says, as
@@ -193,6 +241,7 @@ impl Writer {
         svc: &InferenceService,
         obj: &K,
         store: &Store<K::Watched>,
+        owned: &OwnedIndex,
     ) -> Result<bool, Error> {
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
@@ -200,17 +249,15 @@ impl Writer {
             return Ok(false);
         };
         let meta = existing.meta();
-        let current = (
-            meta.uid.clone().unwrap_or_default(),
-            meta.generation
-                .map(|g| g.to_string())
-                .or_else(|| meta.resource_version.clone())
-                .unwrap_or_default(),
-        );
-        Ok(owned_by(meta, svc)
-            && meta.deletion_timestamp.is_none()
-            && existing.annotations().get(ANNOTATION_APPLIED) == Some(&digest_of(obj)?)
-            && self.untouched(&(K::KIND, ns, name), svc, current, K::CHANGE))
+        let digest = digest_of(obj)?;
+        if !owned_by(meta, svc)
+            || meta.deletion_timestamp.is_some()
+            || existing.annotations().get(ANNOTATION_APPLIED) != Some(&digest)
+        {
+            return Ok(false);
+        }
+        let desired = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+        Ok(self.untouched(&(K::KIND, ns, name), meta, owned, &desired, &digest))
     }
 
     /// Whether the cache knows a child `name` of kind `K` that this service
@@ -237,8 +284,9 @@ impl Writer {
         svc: &InferenceService,
         obj: &K,
         store: &Store<K::Watched>,
+        owned: &OwnedIndex,
     ) -> Result<K::Watched, Error> {
-        match self.apply(svc, obj, store).await? {
+        match self.apply(svc, obj, store, owned).await? {
             Applied::Written(applied) => Ok(watched_of(&applied).map_err(kube::Error::SerdeError)?),
             Applied::Unchanged(cached) => Ok((*cached).clone()),
         }
@@ -285,7 +333,10 @@ impl Writer {
         match deleted {
             Ok(_) => {
                 if let Ok(mut s) = self.seen.lock() {
-                    s.retain(|(_, n, m), _| !(n == &ns && m == name));
+                    s.remove(&key);
+                }
+                if let Ok(mut u) = self.unheld.lock() {
+                    u.remove(&key);
                 }
                 self.record(svc, Reason::Deleted, format!("{kind} {name}"));
                 Ok(())

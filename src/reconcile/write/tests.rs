@@ -25,6 +25,7 @@ use crate::reconcile::children::ANNOTATION_APPLIED;
 use crate::reconcile::error::Error;
 use crate::reconcile::status::{self, Observation, Outcome, PolicyResult, Reason};
 use crate::reconcile::watch::echo::Echoes;
+use crate::reconcile::watch::owned::{Owned, OwnedIndex};
 use crate::reconcile::watch::watched::WatchedDeployment;
 
 type ApiServer = Handle<Request<Body>, Response<Body>>;
@@ -67,14 +68,64 @@ fn deployment(uid: &str, generation: i64, owner_uid: &str) -> Deployment {
     .expect("deployment decodes")
 }
 
-fn cache_of(objects: &[Deployment]) -> Store<WatchedDeployment> {
+/// A Deployment cache holding `objects`, and what infergate's field
+/// manager holds of each (from their managed fields), as the watch keeps
+/// them.
+fn cache_of(objects: &[Deployment]) -> (Store<WatchedDeployment>, OwnedIndex) {
     let (store, mut writer) = reflector::store();
+    let owned = OwnedIndex::default();
     writer.apply_watcher_event(&watcher::Event::Init);
     for d in objects {
+        let held = Owned::of(d.metadata.managed_fields.as_deref());
+        owned.record(&d.metadata, held);
         writer.apply_watcher_event(&watcher::Event::InitApply(WatchedDeployment::of(d)));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
-    store
+    (store, owned)
+}
+
+/// The field set the API server records for infergate's apply of `d`'s
+/// metadata (all these tests' Deployments carry).
+fn recorded(d: &Deployment) -> Value {
+    let keys = |m: Option<&std::collections::BTreeMap<String, String>>| -> Value {
+        m.into_iter()
+            .flatten()
+            .map(|(k, _)| (format!("f:{k}"), json!({})))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let mut meta = serde_json::Map::new();
+    if d.metadata.annotations.is_some() {
+        meta.insert(
+            "f:annotations".into(),
+            keys(d.metadata.annotations.as_ref()),
+        );
+    }
+    if d.metadata.labels.is_some() {
+        meta.insert("f:labels".into(), keys(d.metadata.labels.as_ref()));
+    }
+    let owners: serde_json::Map<_, _> = d
+        .owner_references()
+        .iter()
+        .map(|o| (format!("k:{{\"uid\":\"{}\"}}", o.uid), json!({})))
+        .collect();
+    meta.insert("f:ownerReferences".into(), owners.into());
+    json!({"f:metadata": meta})
+}
+
+/// `d` with infergate's apply entry holding `fields`.
+fn holding(mut d: Deployment, fields: Value) -> Deployment {
+    d.metadata.managed_fields = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+            manager: Some(MANAGER.to_owned()),
+            operation: Some("Apply".to_owned()),
+            fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                fields,
+            )),
+            ..Default::default()
+        },
+    ]);
+    d
 }
 
 fn reply(status: StatusCode, body: &impl Serialize) -> Response<Body> {
@@ -176,13 +227,13 @@ async fn a_repeated_event_is_a_series_of_its_own_service_only() {
 async fn apply_is_server_side_and_events_say_what_changed() {
     let (writer, mut server) = writer();
     let svc = service();
-    let store = cache_of(&[]);
+    let (store, owned) = cache_of(&[]);
     let desired = deployment("", 0, "svc-uid");
     let answers = [("d-uid", 1), ("d-uid", 1), ("d-uid", 2)];
     let expected_events = [Some("Created"), None, Some("Updated")];
     for ((uid, generation), event) in answers.into_iter().zip(expected_events) {
         let call = async {
-            let applied = writer.apply(&svc, &desired, &store).await;
+            let applied = writer.apply(&svc, &desired, &store, &owned).await;
             writer.announce(&svc).await;
             applied
         };
@@ -223,14 +274,17 @@ async fn apply_is_server_side_and_events_say_what_changed() {
 }
 
 /// `deployment(uid, generation, "svc-uid")` as the cache holds it after
-/// an apply of `desired`: with the digest of `desired`.
+/// an apply of `desired`: with the digest of `desired`, and infergate's
+/// field manager holding its fields.
 fn applied_copy(desired: &Deployment, uid: &str, generation: i64) -> Deployment {
     let mut d = deployment(uid, generation, "svc-uid");
+    d.metadata.labels.clone_from(&desired.metadata.labels);
     d.annotations_mut().insert(
         ANNOTATION_APPLIED.to_owned(),
         digest_of(desired).expect("digest"),
     );
-    d
+    let fields = recorded(&d);
+    holding(d, fields)
 }
 
 #[tokio::test]
@@ -238,18 +292,32 @@ async fn a_child_that_holds_what_the_service_wants_is_not_written_again() {
     let (writer, mut server) = writer();
     let svc = service();
     let desired = deployment("", 0, "svc-uid");
-    // A new writer (a restart, a new leader) takes the child at its digest.
-    let store = cache_of(&[applied_copy(&desired, "d-uid", 3)]);
+    // A new writer (a restart, a new leader): infergate's field manager
+    // still holds every field it applied; nothing is sent.
+    let (store, owned) = cache_of(&[applied_copy(&desired, "d-uid", 3)]);
     let (result, ()) = tokio::join!(
-        writer.apply(&svc, &desired, &store),
+        writer.apply(&svc, &desired, &store, &owned),
+        expect_none(&mut server)
+    );
+    assert!(matches!(result, Ok(Applied::Unchanged(_))), "{result:?}");
+    // Another generation alone (someone else's field changed) is no drift.
+    let (store, owned) = cache_of(&[applied_copy(&desired, "d-uid", 9)]);
+    let (result, ()) = tokio::join!(
+        writer.apply(&svc, &desired, &store, &owned),
         expect_none(&mut server)
     );
     assert!(matches!(result, Ok(Applied::Unchanged(_))), "{result:?}");
 
-    // Somebody changed its spec since (a new generation): applied again.
-    let moved = cache_of(&[applied_copy(&desired, "d-uid", 4)]);
+    // Somebody took over one of infergate's fields (while infergate was
+    // stopped, or not): applied again.
+    let taken = holding(
+        applied_copy(&desired, "d-uid", 4),
+        json!({"f:metadata": {"f:annotations": {"f:infergate.dev/applied-digest": {}}}}),
+    );
+    let (moved, moved_owned) = cache_of(&[taken]);
     let api = async {
-        let body = expect_patch(&mut server, deployment("d-uid", 5, "svc-uid")).await;
+        let answer = applied_copy(&desired, "d-uid", 5);
+        let body = expect_patch(&mut server, answer).await;
         assert_eq!(
             body["metadata"]["annotations"][ANNOTATION_APPLIED],
             digest_of(&desired).expect("digest")
@@ -258,11 +326,21 @@ async fn a_child_that_holds_what_the_service_wants_is_not_written_again() {
         assert_eq!(event_reason(&event), "Updated");
     };
     let call = async {
-        let applied = writer.apply(&svc, &desired, &moved).await;
+        let applied = writer.apply(&svc, &desired, &moved, &moved_owned).await;
         writer.announce(&svc).await;
         applied
     };
     let (result, ()) = tokio::join!(call, api);
+    assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
+    // No entry of infergate's at all (its managed fields wiped): applied.
+    let mut wiped = applied_copy(&desired, "d-uid", 5);
+    wiped.metadata.managed_fields = None;
+    let (wiped, wiped_owned) = cache_of(&[wiped]);
+    let api = async {
+        expect_patch(&mut server, applied_copy(&desired, "d-uid", 5)).await;
+        expect_none(&mut server).await;
+    };
+    let (result, ()) = tokio::join!(writer.apply(&svc, &desired, &wiped, &wiped_owned), api);
     assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
 
     // What the service wants changed: applied, whatever the generation.
@@ -270,27 +348,68 @@ async fn a_child_that_holds_what_the_service_wants_is_not_written_again() {
     wanted
         .labels_mut()
         .insert("team".to_owned(), "a".to_owned());
-    let now = cache_of(&[applied_copy(&desired, "d-uid", 5)]);
+    let (now, now_owned) = cache_of(&[applied_copy(&desired, "d-uid", 5)]);
     let api = async {
-        let body = expect_patch(&mut server, deployment("d-uid", 5, "svc-uid")).await;
+        let body = expect_patch(&mut server, applied_copy(&wanted, "d-uid", 5)).await;
         assert_eq!(body["metadata"]["labels"]["team"], "a");
         expect_none(&mut server).await;
     };
-    let (result, ()) = tokio::join!(writer.apply(&svc, &wanted, &now), api);
+    let (result, ()) = tokio::join!(writer.apply(&svc, &wanted, &now, &now_owned), api);
     assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
+    assert_eq!(writer.unheld.lock().expect("lock").len(), 0);
+}
+
+#[tokio::test]
+async fn a_child_whose_record_never_holds_what_was_applied_is_judged_by_its_digest() {
+    let (writer, mut server) = writer();
+    let svc = service();
+    let desired = deployment("", 0, "svc-uid");
+    // The API server's answer records less than infergate sent (a field it
+    // drops): written once, then compared by the digest alone.
+    let mut short = applied_copy(&desired, "d-uid", 1);
+    short.metadata.managed_fields = None;
+    let (empty, empty_owned) = cache_of(&[]);
+    let api = async {
+        expect_patch(&mut server, short.clone()).await;
+        let (_, _, event) = expect(&mut server, |_, body| reply(StatusCode::CREATED, &body)).await;
+        assert_eq!(event_reason(&event), "Created");
+    };
+    let call = async {
+        let applied = writer.apply(&svc, &desired, &empty, &empty_owned).await;
+        writer.announce(&svc).await;
+        applied
+    };
+    let (result, ()) = tokio::join!(call, api);
+    assert!(matches!(result, Ok(Applied::Written(_))), "{result:?}");
+    assert_eq!(writer.unheld.lock().expect("lock").len(), 1);
+    let (store, owned) = cache_of(&[short]);
+    let (result, ()) = tokio::join!(
+        writer.apply(&svc, &desired, &store, &owned),
+        expect_none(&mut server)
+    );
+    assert!(matches!(result, Ok(Applied::Unchanged(_))), "{result:?}");
+    // Forgotten with its service.
+    writer.forget_service(&kube::runtime::reflector::ObjectRef::new("chat").within("team"));
+    assert_eq!(writer.remembered(), 0);
 }
 
 #[tokio::test]
 async fn one_reconcile_makes_one_event_per_kind_of_change() {
     let (writer, mut server) = writer();
     let svc = service();
-    let store = cache_of(&[]);
+    let (store, owned) = cache_of(&[]);
     let primary = deployment("", 0, "svc-uid");
     let mut canary = primary.clone();
     canary.metadata.name = Some("chat-canary".to_owned());
     let call = async {
-        writer.apply(&svc, &primary, &store).await.expect("applied");
-        writer.apply(&svc, &canary, &store).await.expect("applied");
+        writer
+            .apply(&svc, &primary, &store, &owned)
+            .await
+            .expect("applied");
+        writer
+            .apply(&svc, &canary, &store, &owned)
+            .await
+            .expect("applied");
         writer.announce(&svc).await;
         // Announced once: nothing left for the next reconcile.
         writer.announce(&svc).await;
@@ -316,10 +435,10 @@ async fn one_reconcile_makes_one_event_per_kind_of_change() {
 async fn a_child_another_controller_owns_is_never_taken_over() {
     let (writer, mut server) = writer();
     let svc = service();
-    let store = cache_of(&[deployment("d-uid", 1, "someone-else")]);
+    let (store, owned) = cache_of(&[deployment("d-uid", 1, "someone-else")]);
     let desired = deployment("", 0, "svc-uid");
     let (result, ()) = tokio::join!(
-        writer.apply(&svc, &desired, &store),
+        writer.apply(&svc, &desired, &store, &owned),
         expect_none(&mut server)
     );
     assert!(
@@ -339,7 +458,7 @@ async fn delete_removes_only_what_the_service_controls() {
     let (writer, mut server) = writer();
     let svc = service();
     // Owned by another controller, or not in the cache: nothing is sent.
-    let foreign = cache_of(&[deployment("d-uid", 1, "someone-else")]);
+    let (foreign, _) = cache_of(&[deployment("d-uid", 1, "someone-else")]);
     let (result, ()) = tokio::join!(
         writer.delete::<Deployment>(&svc, "chat", &foreign),
         expect_none(&mut server)
@@ -351,7 +470,7 @@ async fn delete_removes_only_what_the_service_controls() {
     );
     result.expect("nothing to delete");
 
-    let owned = cache_of(&[deployment("d-uid", 1, "svc-uid")]);
+    let (owned, _) = cache_of(&[deployment("d-uid", 1, "svc-uid")]);
     let api = async {
         let (method, uri, body) = expect(&mut server, |_, _| {
             reply(

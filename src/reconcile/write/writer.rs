@@ -29,6 +29,10 @@ pub struct Writer {
     pub(super) recorders: Recorders<Recorder>,
     /// Last applied (uid, generation or resourceVersion) per child, for events.
     pub(super) seen: Mutex<HashMap<ChildKey, SeenChild>>,
+    /// The children whose API server record of infergate's fields did not
+    /// hold all it applied: (service, digest applied), judged by the
+    /// digest alone.
+    pub(super) unheld: Mutex<HashMap<ChildKey, (String, String)>>,
     /// Children created, updated or deleted by the reconcile under way, per
     /// service (namespace, name): announced when it ends
     /// ([`Writer::announce`]), one event per kind of change.
@@ -58,6 +62,7 @@ impl Writer {
             client,
             recorders: Recorders::new(|| Recorder::new(events.clone(), reporter.clone())),
             seen: Mutex::new(HashMap::new()),
+            unheld: Mutex::new(HashMap::new()),
             changes: Mutex::new(HashMap::new()),
             echoes,
             once: crate::reconcile::once::Written::default(),
@@ -81,6 +86,11 @@ impl Writer {
         if let Ok(mut seen) = self.seen.lock() {
             seen.retain(|(_, child_ns, _), c| !(child_ns == &ns && c.service == key.name));
         }
+        if let Ok(mut unheld) = self.unheld.lock() {
+            unheld.retain(|(_, child_ns, _), (service, _)| {
+                !(child_ns == &ns && service == &key.name)
+            });
+        }
         if let Ok(mut changes) = self.changes.lock() {
             changes.remove(&(ns, key.name.clone()));
         }
@@ -93,7 +103,8 @@ impl Writer {
     #[must_use]
     pub fn remembered(&self) -> usize {
         let seen = self.seen.lock().map_or(0, |s| s.len());
+        let unheld = self.unheld.lock().map_or(0, |u| u.len());
         let changes = self.changes.lock().map_or(0, |c| c.len());
-        seen + changes + self.once.len() + self.echoes.pending()
+        seen + unheld + changes + self.once.len() + self.echoes.pending()
     }
 }
