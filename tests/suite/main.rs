@@ -25,6 +25,7 @@ mod e2e_canary;
 mod e2e_citizen;
 mod e2e_deploy;
 mod e2e_drain;
+mod e2e_drift;
 mod e2e_foundation;
 mod e2e_inferencepool;
 mod e2e_kuberay;

@@ -47,8 +47,12 @@ static NAMESPACE_SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// Set (to anything) before the control plane starts, the API server writes
 /// an audit log of every request ([`ControlPlane::audit_log`]); benchmarks
-/// use it, tests do not.
+/// use it, and the test modules of [`AUDITED_MODULES`] always have one.
 pub const AUDIT_ENV: &str = "INFERGATE_TEST_AUDIT";
+
+/// The test modules whose control plane writes an audit log: they count
+/// the requests infergate sends.
+pub const AUDITED_MODULES: [&str; 1] = ["e2e_drift"];
 
 /// A running etcd + kube-apiserver + kube-controller-manager.
 pub struct ControlPlane {
@@ -83,7 +87,9 @@ pub async fn control_plane() -> &'static ControlPlane {
     let cell = Plane::enter(&module);
     *cell
         .get_or_init(|| async {
-            match ControlPlane::start().await {
+            let audited =
+                std::env::var_os(AUDIT_ENV).is_some() || AUDITED_MODULES.contains(&module.as_str());
+            match ControlPlane::start(audited).await {
                 Ok(cp) => &*Box::leak(Box::new(cp)),
                 Err(e) => panic!("the test control plane could not start: {e:#}"),
             }
@@ -198,7 +204,8 @@ impl ControlPlane {
         &self.dir
     }
 
-    /// The API server's audit log (written only when [`AUDIT_ENV`] was set).
+    /// The API server's audit log (written only when [`AUDIT_ENV`] was set,
+    /// or for the modules of [`AUDITED_MODULES`]).
     pub fn audit_log(&self) -> PathBuf {
         self.dir.join("audit.log")
     }
@@ -316,7 +323,7 @@ impl ControlPlane {
         }
     }
 
-    async fn start() -> anyhow::Result<Self> {
+    async fn start(audited: bool) -> anyhow::Result<Self> {
         use anyhow::Context as _;
         let bin_dir = build_control_plane()?;
         let dir = scratch_dir()?;
@@ -426,7 +433,7 @@ impl ControlPlane {
                 pki.join("sa.key").display()
             ))
             .arg("--v=0");
-        if std::env::var_os(AUDIT_ENV).is_some() {
+        if audited {
             // Benchmarks count requests by user and verb from the API
             // server's own record (one JSON line per request).
             let policy = dir.join("audit-policy.yaml");

@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::writer::{SeenChild, Writer};
 use crate::api::MANAGER;
@@ -136,7 +136,28 @@ impl Writer {
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
         let write = self.echoes.write(&key, ObjectRef::from_obj(svc));
-        let applied = api.patch(&name, &params, &Patch::Apply(&obj)).await?;
+        let applied = match api.patch(&name, &params, &Patch::Apply(&obj)).await {
+            // Someone changed the child so that infergate's fields no longer
+            // merge into it (a Service port renumbered by hand keeps its
+            // name, which infergate's port then repeats): its fields are
+            // put back whole, lists replaced, then applied again.
+            Err(kube::Error::Api(s)) if s.code == 422 && cached_before.is_some() => {
+                info!(
+                    kind,
+                    name = %name,
+                    namespace = %ns,
+                    refused = %s.message,
+                    "the child was changed beyond what an apply merges; its fields are replaced"
+                );
+                let replace = PatchParams {
+                    field_manager: Some(MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                api.patch(&name, &replace, &Patch::Merge(&obj)).await?;
+                api.patch(&name, &params, &Patch::Apply(&obj)).await?
+            }
+            answer => answer?,
+        };
         write.left(
             applied
                 .meta()
