@@ -211,6 +211,7 @@ impl Known {
                 };
                 let existing = Existing {
                     uid: svc.uid(),
+                    generation,
                     charge,
                 };
                 (svc.name_any(), existing)

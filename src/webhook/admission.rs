@@ -85,8 +85,9 @@ pub struct Pending {
     refs: Split,
     /// The charge the namespace's ledger must record.
     charge: Option<Charge>,
-    /// The uid of the service charged.
+    /// The uid of the service charged and the generation its write stores.
     uid: Option<String>,
+    generation: Option<i64>,
     /// A child write of infergate's own that the cache did not confirm.
     confine: Option<Needs>,
     /// When the request arrived.
@@ -108,6 +109,7 @@ struct Waiting {
     refs: Split,
     charge: Option<Charge>,
     uid: Option<String>,
+    generation: Option<i64>,
     confine: Option<Needs>,
 }
 
@@ -133,6 +135,7 @@ impl Admission {
             refs: w.refs,
             charge: w.charge,
             uid: w.uid,
+            generation: w.generation,
             confine: w.confine,
             start,
         });
@@ -177,6 +180,7 @@ impl Admission {
                 namespace: head.namespace(),
                 name,
                 uid: pending.uid.as_deref(),
+                generation: pending.generation,
             };
             let charged = self
                 .ledger
@@ -431,6 +435,7 @@ impl Admission {
             refs,
             charge,
             uid: svc.metadata.uid.clone(),
+            generation: svc.metadata.generation,
             confine: None,
         };
         (resp, Some(waiting))
@@ -486,6 +491,7 @@ impl Admission {
                     refs: Split::default(),
                     charge: None,
                     uid: None,
+                    generation: None,
                     confine: Some(needs),
                 };
                 (resp, Some(waiting))

@@ -4,16 +4,18 @@
 //! no I/O; the reconciler's own clock is passed in.
 //!
 //! One data key per service; its value is a small JSON object:
-//! `{"gpus":8,"cost":"32.80","uid":"…","seq":"4711"}` (`cost` left out
-//! when the service's class has no price; `uid`: the service the charge
-//! is for; `seq`: present while the charge is an admission's, naming that
-//! write: the ledger's resourceVersion it was judged on, `"0"` when it
-//! created the ledger).
+//! `{"gpus":8,"cost":"32.80","uid":"…","gen":3,"seq":"4711"}` (`cost`
+//! left out when the service's class has no price; `uid`: the service the
+//! charge is for; `gen` and `seq` present while the charge is an
+//! admission's: the `metadata.generation` the admitted write stores, and
+//! the write's name, the ledger's resourceVersion it was judged on, `"0"`
+//! when it created the ledger).
 //!
-//! No entry carries a time: whether an admission's charge is still in
-//! flight is decided by the reconciler alone, from when it first saw that
-//! write ([`Sightings`]) by its own monotonic clock, so webhook replicas
-//! whose clocks differ change nothing. A deletion releases exactly the
+//! No entry carries a time. An admission's charge is in flight until the
+//! reconciler sees its service (that uid) at that generation or a later
+//! one, or, for a write never stored, until [`IN_FLIGHT`] after the
+//! reconciler first saw the charge ([`Sightings`]) by its own monotonic
+//! clock: webhook replicas whose clocks differ change nothing. A deletion releases exactly the
 //! charge of the service deleted (by uid), never one recorded for a
 //! service of the same name created again.
 
@@ -43,6 +45,8 @@ pub struct Entry {
     pub charge: Charge,
     /// The uid of the service charged, when known.
     pub uid: Option<String>,
+    /// The generation the admitted write stores (an admission's only).
+    pub generation: Option<i64>,
     /// The admission write that recorded the charge, while it is one
     /// (`None`: set by the reconciler from the service it saw).
     pub seq: Option<String>,
@@ -55,17 +59,19 @@ impl Entry {
         Self {
             charge,
             uid: uid.map(str::to_owned),
+            generation: None,
             seq: None,
         }
     }
 
-    /// A charge an admission records for the service `uid` in the write
-    /// `seq`.
+    /// A charge an admission records for the service `uid` at
+    /// `generation`, in the write `seq`.
     #[must_use]
-    pub fn admitted(charge: Charge, uid: Option<&str>, seq: &str) -> Self {
+    pub fn admitted(charge: Charge, uid: Option<&str>, generation: Option<i64>, seq: &str) -> Self {
         Self {
             charge,
             uid: uid.map(str::to_owned),
+            generation,
             seq: Some(seq.to_owned()),
         }
     }
@@ -78,6 +84,8 @@ struct Wire {
     cost: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     uid: Option<String>,
+    #[serde(default, rename = "gen", skip_serializing_if = "Option::is_none")]
+    generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     seq: Option<String>,
 }
@@ -111,6 +119,7 @@ impl Book {
                 let entry = Entry {
                     charge,
                     uid: wire.uid,
+                    generation: wire.generation,
                     seq: wire.seq,
                 };
                 Some((name.clone(), entry))
@@ -129,6 +138,7 @@ impl Book {
                     gpus: e.charge.gpus,
                     cost: e.charge.cost.map(money),
                     uid: e.uid.clone(),
+                    generation: e.generation,
                     seq: e.seq.clone(),
                 };
                 let value = serde_json::to_string(&wire).unwrap_or_default();
@@ -223,6 +233,8 @@ pub fn larger(a: Charge, b: Charge) -> Charge {
 pub struct Existing {
     /// Its uid.
     pub uid: Option<String>,
+    /// Its `metadata.generation`.
+    pub generation: Option<i64>,
     /// Its current charge.
     pub charge: Charge,
 }
@@ -271,7 +283,9 @@ impl Sightings {
 /// The book corrected from the services that exist, at `now` on the
 /// reconciler's clock; `None` when nothing changes. An entry whose service
 /// exists takes the service's charge (at least the recorded one while the
-/// admission that wrote it is in flight, see [`Sightings`]); an entry whose
+/// admission that wrote it is in flight: its service not yet seen at its
+/// generation, and first seen less than [`IN_FLIGHT`] ago, see
+/// [`Sightings`]); an entry whose
 /// service was deleted goes at once unless it is a charge for another
 /// service of that name (created again: a different uid); an entry whose
 /// service never appeared goes once no longer in flight; a service
@@ -285,8 +299,17 @@ pub fn correct(
 ) -> Option<Book> {
     let mut next = Book::default();
     for (name, entry) in &book.entries {
-        let fresh = sightings.in_flight(name, entry, now);
-        match seen.charges.get(name) {
+        let current = seen.charges.get(name);
+        let stored = current.is_some_and(|c| {
+            c.uid.is_some()
+                && c.uid == entry.uid
+                && c.generation
+                    .zip(entry.generation)
+                    .is_some_and(|(s, e)| s >= e)
+        });
+        // Asked even when stored: a write seen once is never new again.
+        let fresh = sightings.in_flight(name, entry, now) && !stored;
+        match current {
             Some(current) => {
                 let kept = if fresh {
                     Entry {

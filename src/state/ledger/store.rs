@@ -54,6 +54,9 @@ pub struct Target<'a> {
     pub name: &'a str,
     /// Its uid (the API server's, set before validating admission).
     pub uid: Option<&'a str>,
+    /// The `metadata.generation` the write stores (also set before
+    /// validating admission).
+    pub generation: Option<i64>,
 }
 
 /// What the caller decides about a charge on the book it is shown.
@@ -279,6 +282,7 @@ impl Inner {
             namespace,
             name,
             uid,
+            generation,
         } = target;
         let lock = self.lock(namespace);
         let mut slot = lock.lock().await;
@@ -299,7 +303,7 @@ impl Inner {
                 .as_ref()
                 .and_then(|c| c.metadata.resource_version.as_deref())
                 .unwrap_or("0");
-            let next = book.with(name, Entry::admitted(charge, uid, seq));
+            let next = book.with(name, Entry::admitted(charge, uid, generation, seq));
             match self.write(namespace, current.as_ref(), &next).await {
                 Ok(cm) => {
                     *slot = Some(cm);

@@ -13,7 +13,7 @@ fn gpus(n: i64) -> Charge {
 
 /// An admission's charge for the service of uid `uid`, written as `seq`.
 fn admitted(n: i64, uid: &str, seq: &str) -> Entry {
-    Entry::admitted(gpus(n), Some(uid), seq)
+    Entry::admitted(gpus(n), Some(uid), Some(2), seq)
 }
 
 /// A charge the reconciler took from the service of uid `uid`.
@@ -38,6 +38,7 @@ fn seen(charges: &[(&str, &str, i64)]) -> ServicesSeen {
             .map(|(n, uid, g)| {
                 let existing = Existing {
                     uid: Some((*uid).to_owned()),
+                    generation: Some(1),
                     charge: gpus(*g),
                 };
                 ((*n).to_owned(), existing)
@@ -68,6 +69,7 @@ fn entries_round_trip_through_configmap_data() {
                     cost: decimal("32.8"),
                 },
                 Some("u-chat"),
+                Some(3),
                 "4711",
             ),
         )
@@ -75,7 +77,7 @@ fn entries_round_trip_through_configmap_data() {
     let data = b.to_data();
     assert_eq!(
         data["chat"],
-        r#"{"gpus":8,"cost":"32.80","uid":"u-chat","seq":"4711"}"#
+        r#"{"gpus":8,"cost":"32.80","uid":"u-chat","gen":3,"seq":"4711"}"#
     );
     assert_eq!(data["embed"], r#"{"gpus":4,"uid":"u-embed"}"#);
     assert_eq!(Book::parse(Some(&data)), b);
@@ -137,6 +139,33 @@ fn an_update_in_flight_keeps_the_larger_charge() {
     let next = correct(&b, &seen(&[("chat", "u1", 12)]), &mut sightings, t0).expect("raised");
     assert_eq!(next.entries["chat"].charge, gpus(12));
     assert_eq!(next.entries["chat"].seq.as_deref(), Some("10"));
+}
+
+#[test]
+fn an_admission_is_no_longer_in_flight_once_its_service_is_seen_at_its_generation() {
+    let t0 = Instant::now();
+    let mut sightings = Sightings::default();
+    let at = |uid: &str, generation: i64, n: i64| ServicesSeen {
+        charges: BTreeMap::from([(
+            "chat".to_owned(),
+            Existing {
+                uid: Some(uid.to_owned()),
+                generation: Some(generation),
+                charge: gpus(n),
+            },
+        )]),
+        ..ServicesSeen::default()
+    };
+    // Raised to 8 at generation 2: the service still at generation 1 (4).
+    let b = book(&[("chat", admitted(8, "u1", "10"))]);
+    assert_eq!(correct(&b, &at("u1", 1, 4), &mut sightings, t0), None);
+    // Stored, then lowered again at generation 3: the lowering counts at
+    // once, well inside the window.
+    assert_eq!(correct(&b, &at("u1", 2, 8), &mut sightings, t0), None);
+    let lowered = correct(&b, &at("u1", 3, 4), &mut sightings, t0).expect("lowered");
+    assert_eq!(lowered.entries["chat"], settled(4, "u1"));
+    // Another service of that name at a later generation is not it.
+    assert_eq!(correct(&b, &at("u2", 5, 4), &mut sightings, t0), None);
 }
 
 #[test]
