@@ -7,10 +7,10 @@
 use std::time::{Duration, Instant};
 
 use infergate::api::v1beta1::InferenceService;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::{budget_denial, env, service, set_budget};
+use super::{budget_denial, charges, env, service, set_budget};
 use crate::support::{WAIT, eventually};
 
 /// The GPUs every stored service of `ns` holds (one per replica).
@@ -96,6 +96,87 @@ async fn fifty_rounds_of_delete_and_recreate_racing_a_create_never_store_more_th
     }
     eprintln!(
         "50 rounds in {:?}: the intruder won {intruder_won}, over the budget in {}",
+        started.elapsed(),
+        over.len()
+    );
+    assert!(
+        over.is_empty(),
+        "stored more than 16 GPUs:\n{}",
+        over.join("\n")
+    );
+}
+
+/// Set `name`'s replicas (GPUs) to `n`: whether it was admitted.
+async fn scaled(api: &Api<InferenceService>, name: &str, n: i32) -> bool {
+    let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": n}}));
+    match api.patch(name, &PatchParams::default(), &patch).await {
+        Ok(_) => true,
+        Err(e) => !budget_denial(&e, 16),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_rounds_of_lowering_then_raising_a_charge_racing_a_create_never_store_more_than_the_budget()
+ {
+    let (cp, client, _) = env().await;
+    let ns = cp.fresh_namespace("budget-raise").await;
+    set_budget(&client, &ns, 16).await;
+    let api: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
+    let pp = PostParams::default();
+    api.create(&pp, &service("base", 8, None)).await.unwrap();
+    api.create(&pp, &service("varied", 8, None)).await.unwrap();
+    let mut over = Vec::new();
+    let mut intruder_won = 0;
+    let started = Instant::now();
+    for round in 0..20u64 {
+        assert!(scaled(&api, "varied", 4).await, "round {round}: lowering");
+        // The ledger lowered by the reconciler: the room a raise must
+        // take back under the ledger's precondition, not on a cached 8.
+        eventually("varied's charge to be lowered", WAIT, async || {
+            (charges(&client, &ns).await.get("varied") == Some(&4)).then_some(())
+        })
+        .await;
+        let raise = {
+            let api = api.clone();
+            tokio::spawn(async move { scaled(&api, "varied", 8).await })
+        };
+        let intruder = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let until = Instant::now() + Duration::from_millis(1500);
+                while Instant::now() < until {
+                    if admitted(&api, &service("intruder", 4, None)).await {
+                        return true;
+                    }
+                }
+                false
+            })
+        };
+        let (raised, intruder) = (raise.await.unwrap(), intruder.await.unwrap());
+        let (gpus, names) = stored_gpus(&client, &ns).await;
+        if gpus > 16 {
+            over.push(format!("round {round}: {gpus} GPUs stored: {names:?}"));
+        }
+        if intruder {
+            intruder_won += 1;
+            api.delete("intruder", &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+        if !raised {
+            eventually("varied to be raised again", WAIT, async || {
+                scaled(&api, "varied", 8).await.then_some(())
+            })
+            .await;
+        }
+        // The raise settled in the ledger before the next lowering.
+        eventually("varied's charge to be settled", WAIT, async || {
+            (charges(&client, &ns).await.get("varied") == Some(&8)).then_some(())
+        })
+        .await;
+    }
+    eprintln!(
+        "20 rounds in {:?}: the intruder won {intruder_won}, over the budget in {}",
         started.elapsed(),
         over.len()
     );
