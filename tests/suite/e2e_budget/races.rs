@@ -10,7 +10,7 @@ use infergate::api::v1beta1::InferenceService;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use super::{budget_denial, charges, env, service, set_budget};
+use super::{budget_denial, charges, env, ledger, service, set_budget};
 use crate::support::{WAIT, eventually};
 
 /// The GPUs every stored service of `ns` holds (one per replica).
@@ -104,6 +104,14 @@ async fn fifty_rounds_of_delete_and_recreate_racing_a_create_never_store_more_th
         "stored more than 16 GPUs:\n{}",
         over.join("\n")
     );
+    // The ledger names the service each charge is for by uid: a deletion
+    // releases that service's charge, not its successor's.
+    let stored = api.get("cycled").await.unwrap();
+    eventually("cycled's entry to name it", WAIT, async || {
+        let book = ledger(&client, &ns).await?;
+        (book.entries.get("cycled")?.uid == stored.metadata.uid).then_some(())
+    })
+    .await;
 }
 
 /// Set `name`'s replicas (GPUs) to `n`: whether it was admitted.
