@@ -4,9 +4,9 @@
 //! ([`over_budget`], for `PolicyCompliant`). Only namespaces with a budget
 //! cost anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use kube::ResourceExt;
@@ -18,19 +18,20 @@ use tracing::debug;
 use crate::api::v1beta1::InferenceService;
 use crate::api::vocabulary::{CondStatus, ConditionType, Reason};
 use crate::engine::capacity::budget::{Budget, Overrun, budget_of, overruns};
-use crate::engine::capacity::charge::{Charge, charge_of};
+use crate::engine::capacity::charge::Charge;
 use crate::engine::{self, Context, ServerDefaults};
 use crate::state::context::Watched;
 use crate::state::ledger::Ledger;
-use crate::state::ledger::book::{ServicesSeen, correct};
+use crate::state::ledger::book::{Existing, ServicesSeen, Sightings, charge_of_service, correct};
 use crate::state::{ClusterState, ServiceEvent, with_context};
 
 /// How often the ledgers are compared with the services (an in-memory
 /// comparison; a ledger is written only when it is wrong).
 pub const TICK: Duration = Duration::from_secs(1);
 
-/// A deleted service (namespace, name) and when its deletion was seen.
-pub type Deletion = (String, String, Timestamp);
+/// A deleted service: namespace, name and uid (its charge, and not the
+/// charge of a service of that name created again, is released).
+pub type Deletion = (String, String, Option<String>);
 
 /// Hand every event of `events` on (the returned receiver, for the
 /// controller), and every deletion to `deletions` as well: the ledger of
@@ -51,7 +52,8 @@ pub fn tap_deletions(
         while let Some(event) = events.recv().await {
             if let ServiceEvent::Deleted(key) = &event {
                 let ns = key.namespace.clone().unwrap_or_default();
-                let _ = deletions.send((ns.clone(), key.name.clone(), Timestamp::now()));
+                let uid = key.extra.uid.clone();
+                let _ = deletions.send((ns.clone(), key.name.clone(), uid));
                 for svc in state
                     .services()
                     .state()
@@ -96,14 +98,16 @@ pub async fn correct_ledgers(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let mut deleted: BTreeMap<String, BTreeMap<String, Timestamp>> = BTreeMap::new();
+        let mut deleted: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
         let only = tokio::select! {
             () = token.cancelled() => return,
             _ = tick.tick() => false,
             Some(first) = deletions.recv() => {
                 let mut next = Some(first);
-                while let Some((ns, name, at)) = next {
-                    deleted.entry(ns).or_default().insert(name, at);
+                while let Some((ns, name, uid)) = next {
+                    // No uid known: any entry of that name goes.
+                    let uids = deleted.entry(ns).or_default().entry(name).or_default();
+                    uids.extend(uid);
                     next = deletions.try_recv().ok();
                 }
                 true
@@ -136,6 +140,9 @@ pub async fn correct_ledgers(
                 .filter_map(|s| s.uid())
                 .collect();
             known.charges.retain(|uid, _| uids.contains(uid));
+            known
+                .sightings
+                .retain(|ns, _| by_namespace.contains_key(ns));
         }
         for (ns, services) in by_namespace {
             let seen = ServicesSeen {
@@ -177,7 +184,10 @@ struct Known {
     /// The policy version now.
     version: u64,
     /// By uid: (generation, version, charge).
-    charges: std::collections::HashMap<String, (Option<i64>, u64, Charge)>,
+    charges: HashMap<String, (Option<i64>, u64, Charge)>,
+    /// By namespace: when this reconciler first saw each admission's
+    /// charge (its own clock, the only one any decision reads).
+    sightings: HashMap<String, Sightings>,
 }
 
 impl Known {
@@ -185,7 +195,7 @@ impl Known {
         &mut self,
         ctx: &Context<'_>,
         services: &[Arc<InferenceService>],
-    ) -> Vec<(String, Charge)> {
+    ) -> Vec<(String, Existing)> {
         services
             .iter()
             .map(|svc| {
@@ -194,12 +204,17 @@ impl Known {
                 let charge = match self.charges.get(&uid) {
                     Some((g, v, c)) if *g == generation && *v == self.version => *c,
                     _ => {
-                        let c = charges(ctx, std::slice::from_ref(svc))[0].1;
+                        let c = charge_of_service(ctx, svc);
                         self.charges.insert(uid, (generation, self.version, c));
                         c
                     }
                 };
-                (svc.name_any(), charge)
+                let existing = Existing {
+                    uid: svc.uid(),
+                    generation,
+                    charge,
+                };
+                (svc.name_any(), existing)
             })
             .collect()
     }
@@ -231,10 +246,11 @@ async fn correct_one(
         return;
     };
     seen.charges = charges.into_iter().collect();
-    let now = Timestamp::now();
+    let now = Instant::now();
+    let sightings = known.sightings.entry(ns.to_owned()).or_default();
     let written = ledger
         .correct(ns, false, |book, exists| {
-            correct(book, &seen, now).or_else(|| (!exists).then(|| book.clone()))
+            correct(book, &seen, sightings, now).or_else(|| (!exists).then(|| book.clone()))
         })
         .await;
     match written {
@@ -248,10 +264,7 @@ async fn correct_one(
 fn charges(ctx: &Context<'_>, services: &[Arc<InferenceService>]) -> Vec<(String, Charge)> {
     services
         .iter()
-        .map(|svc| {
-            let defaulted = engine::default_service(svc, ctx).object;
-            (svc.name_any(), charge_of(&defaulted.spec, ctx.classes))
-        })
+        .map(|svc| (svc.name_any(), charge_of_service(ctx, svc)))
         .collect()
 }
 
@@ -286,9 +299,8 @@ pub fn over_budget(
         .collect();
     let me = svc.name_any();
     if !counted.iter().any(|(n, _, _)| *n == me) {
-        let defaulted = engine::default_service(svc, ctx).object;
         let created = svc.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        counted.push((me.clone(), created, charge_of(&defaulted.spec, ctx.classes)));
+        counted.push((me.clone(), created, charge_of_service(ctx, svc)));
     }
     let over = in_order(&budget, ctx.namespace, counted).remove(&me)?;
     Some(

@@ -21,5 +21,5 @@ mod tests;
 
 pub use store::{
     CHARGE_DEADLINE, Charged, Judgement, LEDGER_LABEL, LEDGER_LABEL_VALUE, Ledger, MAX_ATTEMPTS,
-    NAMESPACE_LABEL, ledger_name,
+    NAMESPACE_LABEL, Target, ledger_name,
 };

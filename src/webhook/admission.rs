@@ -28,7 +28,7 @@ use crate::engine::capacity::charge::Charge;
 use crate::engine::references;
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
 use crate::metrics::{Metrics, Webhook};
-use crate::state::ledger::Ledger;
+use crate::state::ledger::{Ledger, Target};
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
 use crate::webhook::access::{AccessReviewer, Split};
@@ -85,6 +85,9 @@ pub struct Pending {
     refs: Split,
     /// The charge the namespace's ledger must record.
     charge: Option<Charge>,
+    /// The uid of the service charged and the generation its write stores.
+    uid: Option<String>,
+    generation: Option<i64>,
     /// A child write of infergate's own that the cache did not confirm.
     confine: Option<Needs>,
     /// When the request arrived.
@@ -105,6 +108,8 @@ struct Waiting {
     head: Review,
     refs: Split,
     charge: Option<Charge>,
+    uid: Option<String>,
+    generation: Option<i64>,
     confine: Option<Needs>,
 }
 
@@ -129,6 +134,8 @@ impl Admission {
             head: w.head,
             refs: w.refs,
             charge: w.charge,
+            uid: w.uid,
+            generation: w.generation,
             confine: w.confine,
             start,
         });
@@ -169,16 +176,22 @@ impl Admission {
             .await;
         if let Some(charge) = pending.charge.filter(|_| errors.is_empty()) {
             let name = head.name.as_str();
+            let target = Target {
+                namespace: head.namespace(),
+                name,
+                uid: pending.uid.as_deref(),
+                generation: pending.generation,
+            };
             let charged = self
                 .ledger
                 .charge(
-                    head.namespace(),
-                    name,
+                    target,
                     charge,
                     charge_time_left(pending.start),
                     |book| {
                         self.with_context(head, |ctx| charging::judge_in(ctx, name, charge, book))
                     },
+                    || self.with_context(head, |ctx| self.seed(ctx)),
                 )
                 .await;
             errors = charging::errors_of(charged);
@@ -387,9 +400,8 @@ impl Admission {
             let verdict = crate::engine::validate_service(&svc, old.as_deref(), ctx);
             let admit = verdict.allowed().then(|| {
                 let name = review.name.as_str();
-                charging::admit(ctx, name, &svc.spec, review.dry_run, || {
-                    self.ledger.cached(review.namespace())
-                })
+                let old = old.as_deref().map(|o| &o.spec);
+                charging::admit(ctx, name, &svc.spec, old, review.dry_run, || self.book(ctx))
             });
             (verdict, admit.unwrap_or_default())
         });
@@ -422,9 +434,32 @@ impl Admission {
             head: review.head(),
             refs,
             charge,
+            uid: svc.metadata.uid.clone(),
+            generation: svc.metadata.generation,
             confine: None,
         };
         (resp, Some(waiting))
+    }
+
+    /// The book of `ctx`'s namespace as the watch last saw its ledger;
+    /// without one, the book of the services the watch holds there (the
+    /// ledger a first charge creates).
+    fn book(&self, ctx: &Context<'_>) -> crate::state::ledger::book::Book {
+        self.ledger
+            .cached(ctx.namespace)
+            .unwrap_or_else(|| self.seed(ctx))
+    }
+
+    /// The book of the services of `ctx`'s namespace in the watch cache.
+    fn seed(&self, ctx: &Context<'_>) -> crate::state::ledger::book::Book {
+        let services: Vec<_> = self
+            .state
+            .services()
+            .state()
+            .into_iter()
+            .filter(|s| s.metadata.namespace.as_deref() == Some(ctx.namespace))
+            .collect();
+        crate::state::ledger::book::seed(ctx, &services)
     }
 
     /// A write of another group's object: a child of infergate's own
@@ -455,6 +490,8 @@ impl Admission {
                     head: review.head(),
                     refs: Split::default(),
                     charge: None,
+                    uid: None,
+                    generation: None,
                     confine: Some(needs),
                 };
                 (resp, Some(waiting))

@@ -1,9 +1,13 @@
 //! The admission side of the GPU budget ledger ([`crate::state::ledger`]):
 //! what admission decides about a service's charge on a namespace's book:
-//! nothing to do (no budget, or the charge is already recorded), a denial
-//! listing every service's charge, or a charge to record (with the Warn
-//! budgets it breaks). Pure; [`crate::webhook::admission`] reads the book
-//! and has the charge written.
+//! nothing to do (no budget, a charge of nothing, or an UPDATE that does
+//! not raise what the stored service is charged), a denial listing every
+//! service's charge, or a charge to record (with the Warn budgets it
+//! breaks). A charge to record is always written under the ledger's
+//! precondition, also when a cached book shows it already: a cache may be
+//! behind a release, and only that write proves the book judged is the
+//! current one. Pure; [`crate::webhook::admission`] reads the book and has
+//! the charge written.
 
 use crate::api::policy::Enforcement;
 use crate::api::v1beta1::InferenceServiceSpec;
@@ -13,12 +17,13 @@ use crate::engine::{Context, FieldError};
 
 use crate::state::ledger::Charged;
 pub use crate::state::ledger::Judgement;
-use crate::state::ledger::book::Book;
+use crate::state::ledger::book::{Book, covers, is_nothing};
 
 /// The field a budget denial names.
 pub const FIELD: &str = "spec";
 
-/// Judge `charge` of the service `name` in `namespace` on `book`.
+/// Judge `charge` of the service `name` in `namespace` on `book`: beside
+/// every other service's recorded charge (its own entry is replaced).
 #[must_use]
 pub fn judge(
     budget: &Budget<'_>,
@@ -29,9 +34,6 @@ pub fn judge(
 ) -> Judgement {
     if !budget.is_set() {
         return Judgement::Unbudgeted;
-    }
-    if book.records_at_least(name, charge) {
-        return Judgement::Recorded;
     }
     let (deny, warn): (Vec<_>, Vec<_>) = overruns(budget, namespace, &book.others(name), charge)
         .into_iter()
@@ -63,13 +65,16 @@ pub struct Admit {
 }
 
 /// Judge the (defaulted) `spec` of the service `name` in `ctx`'s
-/// namespace on `book` (read only when a budget applies: `book` is
-/// called at most once).
+/// namespace on `book` (read only when a budget applies and the write
+/// can raise what the namespace holds: `book` is called at most once).
+/// `old` is the stored spec an UPDATE replaces: a write whose charge it
+/// covers holds nothing more and needs no charge.
 #[must_use]
 pub fn admit(
     ctx: &Context<'_>,
     name: &str,
     spec: &InferenceServiceSpec,
+    old: Option<&InferenceServiceSpec>,
     dry_run: bool,
     book: impl FnOnce() -> Book,
 ) -> Admit {
@@ -79,8 +84,12 @@ pub fn admit(
         return Admit::default();
     }
     let charge = charge_of(spec, ctx.classes);
+    let held = old.map(|o| charge_of(o, ctx.classes));
+    if is_nothing(charge) || held.is_some_and(|h| covers(h, charge)) {
+        return Admit::default();
+    }
     match judge(&budget, ctx.namespace, name, charge, &book()) {
-        Judgement::Unbudgeted | Judgement::Recorded => Admit::default(),
+        Judgement::Unbudgeted => Admit::default(),
         Judgement::Deny(messages) => Admit {
             errors: denials(messages),
             ..Admit::default()
@@ -150,10 +159,10 @@ mod tests {
         };
         let layers = [layer(&limits, Enforcement::Deny)];
         let budget = budget_of(&layers);
-        let now = jiff::Timestamp::UNIX_EPOCH;
-        let book = Book::default()
-            .with("chat", gpus(8), now)
-            .with("embed", gpus(4), now);
+        let book = Book::of_services([
+            ("chat".to_owned(), None, gpus(8)),
+            ("embed".to_owned(), None, gpus(4)),
+        ]);
         assert_eq!(
             judge(&budget, "team-a", "new", gpus(8), &book),
             Judgement::Deny(vec![
@@ -169,9 +178,11 @@ mod tests {
             judge(&budget, "team-a", "chat", gpus(12), &book),
             Judgement::Charge(Vec::new())
         );
+        // A charge the book already shows is judged again all the same:
+        // only the write under the ledger's precondition proves the book.
         assert_eq!(
             judge(&budget, "team-a", "chat", gpus(6), &book),
-            Judgement::Recorded
+            Judgement::Charge(Vec::new())
         );
     }
 
@@ -191,7 +202,7 @@ mod tests {
     fn admission_reads_no_book_without_a_budget_and_charges_nothing_on_a_dry_run() {
         let none = crate::engine::PolicySnapshot::default();
         let admit_none = ctx_with(&none, |ctx| {
-            admit(ctx, "chat", &spec(4), false, || {
+            admit(ctx, "chat", &spec(4), None, false, || {
                 panic!("no budget: no ledger read")
             })
         });
@@ -209,9 +220,9 @@ mod tests {
         };
         let (write, dry, over) = ctx_with(&budgeted, |ctx| {
             (
-                admit(ctx, "chat", &spec(4), false, Book::default),
-                admit(ctx, "chat", &spec(4), true, Book::default),
-                admit(ctx, "chat", &spec(5), true, Book::default),
+                admit(ctx, "chat", &spec(4), None, false, Book::default),
+                admit(ctx, "chat", &spec(4), None, true, Book::default),
+                admit(ctx, "chat", &spec(5), None, true, Book::default),
             )
         });
         assert_eq!(write.charge, Some(gpus(4)));
@@ -223,7 +234,7 @@ mod tests {
         let mut warn = budgeted.clone();
         warn.namespaced[0].spec.enforcement = Enforcement::Warn;
         let warned = ctx_with(&warn, |ctx| {
-            admit(ctx, "chat", &spec(5), false, Book::default)
+            admit(ctx, "chat", &spec(5), None, false, Book::default)
         });
         assert_eq!(warned.charge, Some(gpus(5)));
         assert!(warned.errors.is_empty());
@@ -238,6 +249,38 @@ mod tests {
             FIELD,
             "a charge not recorded denies"
         );
+    }
+
+    #[test]
+    fn an_update_is_charged_when_it_raises_the_stored_charge_whatever_the_cached_book_shows() {
+        let policy: crate::api::InferencePolicy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferencePolicy",
+            "metadata": {"name": "budget", "namespace": "team-a"},
+            "spec": {"limits": {"maxGPUsPerNamespace": 16}}
+        }))
+        .unwrap();
+        let budgeted = crate::engine::PolicySnapshot {
+            cluster: vec![],
+            namespaced: vec![policy],
+        };
+        // A cached book still showing 8 for chat, stored at 4 since.
+        let cached = || Book::of_services([("chat".to_owned(), None, gpus(8))]);
+        let (raise, lower, same) = ctx_with(&budgeted, |ctx| {
+            (
+                admit(ctx, "chat", &spec(8), Some(&spec(4)), false, cached),
+                admit(ctx, "chat", &spec(2), Some(&spec(4)), false, || {
+                    panic!("a lowering reads no book")
+                }),
+                admit(ctx, "chat", &spec(4), Some(&spec(4)), false, || {
+                    panic!("an unchanged charge reads no book")
+                }),
+            )
+        });
+        // Raised: written under the ledger's precondition, though the
+        // cached book shows it.
+        assert_eq!(raise.charge, Some(gpus(8)));
+        assert_eq!(lower, Admit::default());
+        assert_eq!(same, Admit::default());
     }
 
     #[test]

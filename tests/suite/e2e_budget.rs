@@ -7,6 +7,12 @@
 //! hands each connection to the next server over TLS. The registrations
 //! point at the proxy. Both servers charge the ledgers in
 //! `infergate-system`; the reconciler corrects them.
+//!
+//! The races of section 13 (delete and create again, a budget that first
+//! applies to a namespace with services) are in [`races`].
+
+#[path = "e2e_budget/races.rs"]
+mod races;
 
 use crate::support;
 use std::collections::BTreeMap;

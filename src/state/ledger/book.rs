@@ -1,33 +1,80 @@
 //! The ledger of one namespace as data: what each service is charged,
 //! read from and written to the data of the ledger's ConfigMap, and the
 //! corrections the reconciler makes from the services that exist. Pure:
-//! no I/O, times passed in.
+//! no I/O; the reconciler's own clock is passed in.
 //!
 //! One data key per service; its value is a small JSON object:
-//! `{"gpus":8,"cost":"32.80","at":"2026-01-02T03:04:05Z"}` (`cost` left out
-//! when the service's class has no price; `at`: when the charge was
-//! recorded at admission, or by the reconciler).
+//! `{"gpus":8,"cost":"32.80","uid":"…","gen":3,"seq":"4711"}` (`cost`
+//! left out when the service's class has no price; `uid`: the service the
+//! charge is for; `gen` and `seq` present while the charge is an
+//! admission's: the `metadata.generation` the admitted write stores, and
+//! the write's name, the ledger's resourceVersion it was judged on, `"0"`
+//! when it created the ledger).
+//!
+//! No entry carries a time. An admission's charge is in flight until the
+//! reconciler sees its service (that uid) at that generation or a later
+//! one, or, for a write never stored, until [`IN_FLIGHT`] after the
+//! reconciler first saw the charge ([`Sightings`]) by its own monotonic
+//! clock: webhook replicas whose clocks differ change nothing. A deletion releases exactly the
+//! charge of the service deleted (by uid), never one recorded for a
+//! service of the same name created again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::capacity::charge::{Charge, decimal, money};
+use crate::api::v1beta1::InferenceService;
+use crate::engine::Context;
+use crate::engine::capacity::charge::{Charge, charge_of, decimal, money};
 
-/// A charge recorded this recently is an admission in flight: the
-/// reconciler keeps at least it (an UPDATE not yet stored) and does not
-/// drop it when its service is not there yet (a CREATE not yet stored).
-pub const IN_FLIGHT: SignedDuration = SignedDuration::from_secs(10);
+/// How long after the reconciler first sees an admission's charge it
+/// counts as in flight: the reconciler keeps at least it (an UPDATE not
+/// yet stored) and does not drop it when its service is not there yet (a
+/// CREATE not yet stored).
+pub const IN_FLIGHT: Duration = Duration::from_secs(10);
 
 /// One service's recorded charge.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Entry {
     /// The charge.
     pub charge: Charge,
-    /// When it was recorded.
-    pub at: Timestamp,
+    /// The uid of the service charged, when known.
+    pub uid: Option<String>,
+    /// The generation the admitted write stores (an admission's only).
+    pub generation: Option<i64>,
+    /// The admission write that recorded the charge, while it is one
+    /// (`None`: set by the reconciler from the service it saw).
+    pub seq: Option<String>,
+}
+
+impl Entry {
+    /// A charge the reconciler took from the service `uid` it saw.
+    #[must_use]
+    pub fn settled(charge: Charge, uid: Option<&str>) -> Self {
+        Self {
+            charge,
+            uid: uid.map(str::to_owned),
+            generation: None,
+            seq: None,
+        }
+    }
+
+    /// A charge an admission records for the service `uid` at
+    /// `generation`, in the write `seq`.
+    #[must_use]
+    pub fn admitted(charge: Charge, uid: Option<&str>, generation: Option<i64>, seq: &str) -> Self {
+        Self {
+            charge,
+            uid: uid.map(str::to_owned),
+            generation,
+            seq: Some(seq.to_owned()),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -35,7 +82,12 @@ struct Wire {
     gpus: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cost: Option<String>,
-    at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uid: Option<String>,
+    #[serde(default, rename = "gen", skip_serializing_if = "Option::is_none")]
+    generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seq: Option<String>,
 }
 
 /// Every service's recorded charge in one namespace, by service name.
@@ -47,7 +99,8 @@ pub struct Book {
 
 impl Book {
     /// The book a ConfigMap's data holds; a value that does not parse is
-    /// left out (the reconciler writes it again from its service).
+    /// left out (the reconciler writes it again from its service). Fields
+    /// it does not know (an `at` of an older ledger) are ignored.
     #[must_use]
     pub fn parse(data: Option<&BTreeMap<String, String>>) -> Self {
         let entries = data
@@ -55,21 +108,21 @@ impl Book {
             .flatten()
             .filter_map(|(name, value)| {
                 let wire: Wire = serde_json::from_str(value).ok()?;
-                let at = wire.at.parse::<Timestamp>().ok()?;
                 let cost = match wire.cost.as_deref() {
                     Some(c) => Some(decimal(c)?),
                     None => None,
                 };
-                Some((
-                    name.clone(),
-                    Entry {
-                        charge: Charge {
-                            gpus: wire.gpus,
-                            cost,
-                        },
-                        at,
-                    },
-                ))
+                let charge = Charge {
+                    gpus: wire.gpus,
+                    cost,
+                };
+                let entry = Entry {
+                    charge,
+                    uid: wire.uid,
+                    generation: wire.generation,
+                    seq: wire.seq,
+                };
+                Some((name.clone(), entry))
             })
             .collect();
         Self { entries }
@@ -84,12 +137,28 @@ impl Book {
                 let wire = Wire {
                     gpus: e.charge.gpus,
                     cost: e.charge.cost.map(money),
-                    at: e.at.to_string(),
+                    uid: e.uid.clone(),
+                    generation: e.generation,
+                    seq: e.seq.clone(),
                 };
                 let value = serde_json::to_string(&wire).unwrap_or_default();
                 (name.clone(), value)
             })
             .collect()
+    }
+
+    /// The book of the services that exist, `(name, uid, charge)`: what a
+    /// namespace's first ledger holds (a charge of nothing is left out).
+    #[must_use]
+    pub fn of_services<'a>(
+        services: impl IntoIterator<Item = (String, Option<&'a str>, Charge)>,
+    ) -> Self {
+        let entries = services
+            .into_iter()
+            .filter(|(_, _, charge)| !is_nothing(*charge))
+            .map(|(name, uid, charge)| (name, Entry::settled(charge, uid)))
+            .collect();
+        Self { entries }
     }
 
     /// The charges of every service but `name`.
@@ -108,21 +177,30 @@ impl Book {
         self.entries.values().map(|e| e.charge.gpus).sum()
     }
 
-    /// Whether the book already records at least `charge` for `name` (no
-    /// entry counts as a charge of nothing).
+    /// This book with `name`'s entry `entry`.
     #[must_use]
-    pub fn records_at_least(&self, name: &str, charge: Charge) -> bool {
-        let recorded = self.entries.get(name).map(|e| e.charge);
-        covers(recorded.unwrap_or_default(), charge)
-    }
-
-    /// This book with `name` charged `charge`, recorded `at`.
-    #[must_use]
-    pub fn with(&self, name: &str, charge: Charge, at: Timestamp) -> Self {
+    pub fn with(&self, name: &str, entry: Entry) -> Self {
         let mut next = self.clone();
-        next.entries.insert(name.to_owned(), Entry { charge, at });
+        next.entries.insert(name.to_owned(), entry);
         next
     }
+}
+
+/// The charge of a stored service, defaulted in `ctx` as admission does.
+#[must_use]
+pub fn charge_of_service(ctx: &Context<'_>, svc: &InferenceService) -> Charge {
+    let defaulted = crate::engine::default_service(svc, ctx).object;
+    charge_of(&defaulted.spec, ctx.classes)
+}
+
+/// The book of `services` (those of `ctx`'s namespace that exist): what a
+/// namespace's first ledger holds, before any charge is judged on it.
+#[must_use]
+pub fn seed(ctx: &Context<'_>, services: &[Arc<InferenceService>]) -> Book {
+    Book::of_services(services.iter().map(|svc| {
+        let charge = charge_of_service(ctx, svc);
+        (svc.name_any(), svc.metadata.uid.as_deref(), charge)
+    }))
 }
 
 /// Whether `recorded` is at least `wanted` in GPUs and in cost.
@@ -150,58 +228,123 @@ pub fn larger(a: Charge, b: Charge) -> Charge {
     }
 }
 
+/// A service that exists, as the reconciler sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Existing {
+    /// Its uid.
+    pub uid: Option<String>,
+    /// Its `metadata.generation`.
+    pub generation: Option<i64>,
+    /// Its current charge.
+    pub charge: Charge,
+}
+
 /// What the reconciler sees of a namespace's services.
 #[derive(Clone, Debug, Default)]
 pub struct ServicesSeen {
-    /// The current charge of every service that exists, by name.
-    pub charges: BTreeMap<String, Charge>,
-    /// Services deleted, by name, and when their deletion was seen.
-    pub deleted: BTreeMap<String, Timestamp>,
+    /// Every service that exists, by name.
+    pub charges: BTreeMap<String, Existing>,
+    /// Services deleted: the uids deleted, by name.
+    pub deleted: BTreeMap<String, BTreeSet<String>>,
 }
 
-/// The book corrected from the services that exist, at `now`; `None` when
-/// nothing changes. An entry whose service exists takes the service's
-/// charge (at least the recorded one while [`IN_FLIGHT`]); an entry whose
-/// service was deleted goes at once unless it was charged after the
-/// deletion was seen (created again); an entry whose service never
-/// appeared goes once no longer in flight; a service charged but not
-/// recorded is added.
+/// When the reconciler first saw each admission's charge in one
+/// namespace's ledger, by its own clock: the only clock any decision
+/// about a charge reads.
+#[derive(Clone, Debug, Default)]
+pub struct Sightings {
+    first: HashMap<(String, String), Instant>,
+}
+
+impl Sightings {
+    /// Whether `entry` of `name` is an admission's charge first seen less
+    /// than [`IN_FLIGHT`] before `now` (first seen now when new).
+    pub fn in_flight(&mut self, name: &str, entry: &Entry, now: Instant) -> bool {
+        let Some(seq) = &entry.seq else {
+            return false;
+        };
+        let first = *self
+            .first
+            .entry((name.to_owned(), seq.clone()))
+            .or_insert(now);
+        now.saturating_duration_since(first) < IN_FLIGHT
+    }
+
+    /// Forget the writes `book` no longer holds.
+    pub fn keep_only(&mut self, book: &Book) {
+        self.first.retain(|(name, seq), _| {
+            book.entries
+                .get(name)
+                .is_some_and(|e| e.seq.as_deref() == Some(seq.as_str()))
+        });
+    }
+}
+
+/// The book corrected from the services that exist, at `now` on the
+/// reconciler's clock; `None` when nothing changes. An entry whose service
+/// exists takes the service's charge (at least the recorded one while the
+/// admission that wrote it is in flight: its service not yet seen at its
+/// generation, and first seen less than [`IN_FLIGHT`] ago, see
+/// [`Sightings`]); an entry whose
+/// service was deleted goes at once unless it is a charge for another
+/// service of that name (created again: a different uid); an entry whose
+/// service never appeared goes once no longer in flight; a service
+/// charged but not recorded is added.
 #[must_use]
-pub fn correct(book: &Book, seen: &ServicesSeen, now: Timestamp) -> Option<Book> {
+pub fn correct(
+    book: &Book,
+    seen: &ServicesSeen,
+    sightings: &mut Sightings,
+    now: Instant,
+) -> Option<Book> {
     let mut next = Book::default();
     for (name, entry) in &book.entries {
-        // A time ahead of `now` (another replica's clock) counts as fresh.
-        let fresh = now.duration_since(entry.at) < IN_FLIGHT;
-        match seen.charges.get(name) {
+        let current = seen.charges.get(name);
+        let stored = current.is_some_and(|c| {
+            c.uid.is_some()
+                && c.uid == entry.uid
+                && c.generation
+                    .zip(entry.generation)
+                    .is_some_and(|(s, e)| s >= e)
+        });
+        // Asked even when stored: a write seen once is never new again.
+        let fresh = sightings.in_flight(name, entry, now) && !stored;
+        match current {
             Some(current) => {
-                let charge = if fresh {
-                    larger(entry.charge, *current)
+                let kept = if fresh {
+                    Entry {
+                        charge: larger(entry.charge, current.charge),
+                        ..entry.clone()
+                    }
+                } else if entry.charge == current.charge && entry.uid == current.uid {
+                    entry.clone()
                 } else {
-                    *current
+                    Entry::settled(current.charge, current.uid.as_deref())
                 };
-                if !is_nothing(charge) {
-                    let at = entry.at;
-                    next.entries.insert(name.clone(), Entry { charge, at });
+                if !is_nothing(kept.charge) {
+                    next.entries.insert(name.clone(), kept);
                 }
             }
             None => {
-                let deleted = seen.deleted.get(name).is_some_and(|at| entry.at <= *at);
+                // An entry of no known uid goes with any deletion of its name.
+                let deleted = seen
+                    .deleted
+                    .get(name)
+                    .is_some_and(|uids| entry.uid.as_ref().is_none_or(|uid| uids.contains(uid)));
                 if fresh && !deleted {
                     next.entries.insert(name.clone(), entry.clone());
                 }
             }
         }
     }
-    for (name, charge) in &seen.charges {
-        if !next.entries.contains_key(name) && !is_nothing(*charge) {
+    for (name, current) in &seen.charges {
+        if !next.entries.contains_key(name) && !is_nothing(current.charge) {
             next.entries.insert(
                 name.clone(),
-                Entry {
-                    charge: *charge,
-                    at: now,
-                },
+                Entry::settled(current.charge, current.uid.as_deref()),
             );
         }
     }
+    sightings.keep_only(&next);
     (next != *book).then_some(next)
 }

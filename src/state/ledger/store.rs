@@ -1,8 +1,14 @@
 //! The ledgers' store: one ConfigMap per namespace in infergate's own
 //! namespace, read from a watch and written with the `resourceVersion` each
 //! write was computed from; a write that lost a race is recomputed from a
-//! fresh read ([`Ledger::charge`]). Within one process the writes of one
-//! namespace wait for each other (they would only conflict).
+//! fresh read ([`Ledger::charge`]). Every charge is such a write, also one
+//! the watched copy already shows: a copy may be behind the ledger, and
+//! only a write under its precondition proves the book it was judged on is
+//! the current one. A namespace without a ledger yet has its first one
+//! built from its services (the caller's `seed`) and created with the
+//! charge (a create fails when another writer created it first: read it and
+//! judge again). Within one process the writes of one namespace wait for
+//! each other (they would only conflict).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -18,7 +24,7 @@ use crate::engine::capacity::charge::Charge;
 use crate::metrics::Metrics;
 use crate::state::next_until;
 
-use super::book::Book;
+use super::book::{Book, Entry};
 
 /// The label every ledger carries (value [`LEDGER_LABEL_VALUE`]).
 pub use crate::api::vocabulary::names::LABEL_LEDGER as LEDGER_LABEL;
@@ -39,13 +45,25 @@ pub fn ledger_name(namespace: &str) -> String {
     format!("infergate-budget-{namespace}")
 }
 
+/// The service a charge is for.
+#[derive(Clone, Copy, Debug)]
+pub struct Target<'a> {
+    /// Its namespace (whose ledger records the charge).
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+    /// Its uid (the API server's, set before validating admission).
+    pub uid: Option<&'a str>,
+    /// The `metadata.generation` the write stores (also set before
+    /// validating admission).
+    pub generation: Option<i64>,
+}
+
 /// What the caller decides about a charge on the book it is shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Judgement {
     /// No budget applies to the namespace: no ledger work at all.
     Unbudgeted,
-    /// The book already records at least this charge.
-    Recorded,
     /// A Deny budget would be broken (the messages).
     Deny(Vec<String>),
     /// Record the charge; the Warn budgets it breaks.
@@ -55,7 +73,7 @@ pub enum Judgement {
 /// What charging came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Charged {
-    /// Nothing to write: no budget, or the charge is already recorded.
+    /// Nothing to write: no budget.
     Unchanged,
     /// Recorded, with the Warn budgets it breaks.
     Written(Vec<String>),
@@ -123,11 +141,12 @@ impl Ledger {
         }
     }
 
-    /// The book of `namespace` as the watch last saw it.
+    /// The book of `namespace` as the watch last saw it; `None` when the
+    /// watch holds no ledger for it.
     #[must_use]
-    pub fn cached(&self, namespace: &str) -> Book {
-        let cm = self.inner.as_ref().and_then(|i| i.cached(namespace));
-        Book::parse(cm.as_ref().and_then(|c| c.data.as_ref()))
+    pub fn cached(&self, namespace: &str) -> Option<Book> {
+        let cm = self.inner.as_ref().and_then(|i| i.cached(namespace))?;
+        Some(Book::parse(cm.data.as_ref()))
     }
 
     /// Whether the watch holds a ledger for `namespace`.
@@ -152,22 +171,24 @@ impl Ledger {
             .collect()
     }
 
-    /// Charge `name` in `namespace` with `charge` as `judge` decides on
-    /// the book (recomputed on every fresh read), within `within` and at
-    /// most [`CHARGE_DEADLINE`].
+    /// Charge the service `name` (of uid `uid`) in `namespace` with
+    /// `charge` as `judge` decides on the book (recomputed on every fresh
+    /// read), within `within` and at most [`CHARGE_DEADLINE`]. Without a
+    /// ledger the book judged is `seed`'s (the namespace's services) and
+    /// the ledger is created with it.
     pub async fn charge(
         &self,
-        namespace: &str,
-        name: &str,
+        target: Target<'_>,
         charge: Charge,
         within: Duration,
         judge: impl Fn(&Book) -> Judgement,
+        seed: impl Fn() -> Book,
     ) -> Charged {
         let Some(inner) = &self.inner else {
             return Charged::Failed("no API server to record the charge with".to_owned());
         };
         let deadline = within.min(CHARGE_DEADLINE);
-        let work = inner.charge(namespace, name, charge, judge);
+        let work = inner.charge(target, charge, judge, seed);
         let charged = tokio::time::timeout(deadline, work)
             .await
             .unwrap_or_else(|_| Charged::Failed(format!("not recorded within {deadline:?}")));
@@ -252,22 +273,37 @@ impl Inner {
 
     async fn charge(
         &self,
-        namespace: &str,
-        name: &str,
+        target: Target<'_>,
         charge: Charge,
         judge: impl Fn(&Book) -> Judgement,
+        seed: impl Fn() -> Book,
     ) -> Charged {
+        let Target {
+            namespace,
+            name,
+            uid,
+            generation,
+        } = target;
         let lock = self.lock(namespace);
         let mut slot = lock.lock().await;
         let mut current = newer(slot.clone(), self.cached(namespace));
         for _ in 0..MAX_ATTEMPTS {
-            let book = Book::parse(current.as_ref().and_then(|c| c.data.as_ref()));
+            let book = match &current {
+                Some(cm) => Book::parse(cm.data.as_ref()),
+                None => seed(),
+            };
             let warnings = match judge(&book) {
-                Judgement::Unbudgeted | Judgement::Recorded => return Charged::Unchanged,
+                Judgement::Unbudgeted => return Charged::Unchanged,
                 Judgement::Deny(messages) => return Charged::Denied(messages),
                 Judgement::Charge(warnings) => warnings,
             };
-            let next = book.with(name, charge, jiff::Timestamp::now());
+            // The write is named by the version it was judged on: unique
+            // among this ledger's writes, and no clock's reading.
+            let seq = current
+                .as_ref()
+                .and_then(|c| c.metadata.resource_version.as_deref())
+                .unwrap_or("0");
+            let next = book.with(name, Entry::admitted(charge, uid, generation, seq));
             match self.write(namespace, current.as_ref(), &next).await {
                 Ok(cm) => {
                     *slot = Some(cm);
