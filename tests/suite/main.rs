@@ -22,6 +22,7 @@ mod check;
 mod docs_paths;
 mod e2e_budget;
 mod e2e_canary;
+mod e2e_churn;
 mod e2e_citizen;
 mod e2e_deploy;
 mod e2e_drain;
