@@ -263,7 +263,7 @@ mod tests {
     /// A reconcile of a Ray service whose graph `report` brought.
     fn ray_obs(report: GraphReport, ready: bool) -> crate::reconcile::status::Observation {
         use crate::reconcile::children::rayservice::RayServiceObserved;
-        use crate::reconcile::status::{Observation, Outcome, PolicyResult, Routing};
+        use crate::reconcile::status::{GraphUse, Observation, Outcome, PolicyResult, Routing};
         let mut obs = Observation::before_applying(
             Some(2),
             Outcome::RayServiceApplied {
@@ -279,6 +279,8 @@ mod tests {
                 },
                 nodes: 3,
                 workers: Some((1, 1)),
+                blocker: None,
+                graph: GraphUse::Current,
                 routing: Routing::NoGateway,
             },
             PolicyResult::Compliant,
