@@ -429,7 +429,9 @@ pub struct GraphStatus {
     /// When the RayService was first applied with this graph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_at: Option<Time>,
-    /// When the last fetch ended (successful, not modified or failed).
+    /// When a fetch ended (successful, not modified or failed): written
+    /// with any other change of the status, and otherwise at most every
+    /// 10 minutes (a fetch that brings the same graph is no change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_fetch_at: Option<Time>,
     /// Why the last fetch failed (`Reason: message`); absent after a success.

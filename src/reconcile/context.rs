@@ -73,6 +73,8 @@ pub struct Ctx {
     pub(super) pods: Arc<PodStates>,
     /// The serving-graph fetcher and where it says whose turn has come.
     pub(super) graph: GraphFetching,
+    /// The graph each Ray service was last applied with.
+    pub(super) last_good: crate::reconcile::graph::LastGood,
     /// Consecutive failures per service, for backoff.
     pub(super) failures: Mutex<HashMap<ObjectRef<InferenceService>, u32>>,
     /// The current rollout step's times as this process took them.
@@ -98,15 +100,19 @@ impl Ctx {
             children,
             pods,
             graph,
+            last_good: crate::reconcile::graph::LastGood::default(),
             failures: Mutex::new(HashMap::new()),
             step_clocks: Mutex::new(HashMap::new()),
         }
     }
 
     /// Forget everything remembered of the service `key` (deleted): what
-    /// the writer kept of its children, its backoff, its step clock.
+    /// the writer kept of its children, its backoff, its step clock, its
+    /// last good graph.
     pub(super) fn forget_service(&self, key: &ObjectRef<InferenceService>) {
         self.writer.forget_service(key);
+        self.last_good
+            .forget(&crate::reconcile::graph::cache_key_of(key));
         if let Ok(mut f) = self.failures.lock() {
             f.remove(key);
         }
@@ -121,7 +127,7 @@ impl Ctx {
     pub(super) fn remembered(&self) -> usize {
         let failures = self.failures.lock().map_or(0, |f| f.len());
         let clocks = self.step_clocks.lock().map_or(0, |c| c.len());
-        self.writer.remembered() + failures + clocks
+        self.writer.remembered() + failures + clocks + self.last_good.len()
     }
 
     /// [`Writer::apply`] against `K`'s cache.

@@ -36,6 +36,76 @@ pub struct Resolved {
     pub digest: String,
 }
 
+/// The graph each Ray service's RayService was last applied with: a
+/// source that fails (or whose fetch waits its turn) keeps it, and the
+/// rest of the spec is applied with it. One shared graph per service (the
+/// fetcher's own, by reference); forgotten with the service.
+#[derive(Debug, Default)]
+pub struct LastGood(std::sync::Mutex<std::collections::HashMap<String, Kept>>);
+
+/// A graph kept: what [`Resolved`] says of it, without the RayService.
+#[derive(Clone, Debug)]
+struct Kept {
+    graph: Arc<ServingGraph>,
+    etag: Option<String>,
+    digest: String,
+}
+
+impl LastGood {
+    /// Remember the graph of `resolved` as `key`'s last good one.
+    pub fn keep(&self, key: &str, resolved: &Resolved) {
+        let kept = Kept {
+            graph: Arc::clone(&resolved.graph),
+            etag: resolved.etag.clone(),
+            digest: resolved.digest.clone(),
+        };
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(key.to_owned(), kept);
+        }
+    }
+
+    /// The RayService `svc` wants with its last good graph, when one is
+    /// kept: `None` without one, the builder's error when the spec no
+    /// longer holds it (workers too small for it).
+    pub fn rebuild(
+        &self,
+        svc: &InferenceService,
+        route_prefix: &str,
+        class: Option<&AcceleratorClassSpec>,
+    ) -> Option<Result<Resolved, RayServiceError>> {
+        let last = self.0.lock().ok()?.get(&cache_key(svc)).cloned()?;
+        Some(
+            desired_rayservice(svc, &last.graph, route_prefix, class).map(|rayservice| Resolved {
+                rayservice,
+                graph: last.graph,
+                etag: last.etag,
+                not_modified: true,
+                fetched: false,
+                digest: last.digest,
+            }),
+        )
+    }
+
+    /// Forget `key`'s graph (the service was deleted).
+    pub fn forget(&self, key: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(key);
+        }
+    }
+
+    /// Services with a graph kept.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether no graph is kept.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The ETag cache key of a service: `namespace/name`.
 #[must_use]
 pub fn cache_key(svc: &InferenceService) -> String {

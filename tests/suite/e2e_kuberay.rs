@@ -60,19 +60,21 @@ fn counts(cluster: &RayCluster) -> Option<(i32, i32, i32)> {
 /// a graph server on loopback serving `rag.pb` (allowed by the namespace's
 /// policy, with a token whose Secret allows it and a RoleBinding that lets
 /// infergate read it), and the reconciler as deploy/'s ServiceAccount.
-struct Setup {
+pub(crate) struct Setup {
     _reconciler: Reconciler,
-    kuberay: support::KubeRay,
-    server: GraphServer,
-    ns: String,
-    client: kube::Client,
+    pub(crate) kuberay: support::KubeRay,
+    pub(crate) server: GraphServer,
+    pub(crate) ns: String,
+    pub(crate) client: kube::Client,
     /// The tests take turns: each runs its own reconciler, and only the
     /// Lease holder reconciles. Declared last, so dropped last: the turn
     /// passes on once the rest has stopped.
     _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
-async fn setup(prefix: &str) -> Setup {
+/// (Other modules' tests call it for a plane of their own: the plane is
+/// the calling test's module's.)
+pub(crate) async fn setup(prefix: &str) -> Setup {
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let turn = TURN.lock().await;
     let (cp, client, sa_kubeconfig) = support::reconciler_setup(&[support::httproute_crd()]).await;

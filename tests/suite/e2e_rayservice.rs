@@ -165,10 +165,25 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
         )
         .await
         .expect("patch RayService status");
-    wait_service(&client, &ns, "Ready=True from the RayService", |s| {
+    let quiet = wait_service(&client, &ns, "Ready=True from the RayService", |s| {
         condition(s, "Ready").is_some_and(|c| c.status == "True" && c.reason == "RayServiceReady")
     })
     .await;
+
+    // Nothing changes: the periodic fetches (every 2 s here, each answered
+    // 304) write no status, though each moves the fetch time.
+    let asked = server.state.requests.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(
+        server.state.requests.load(Ordering::SeqCst) >= asked + 2,
+        "the graph was fetched meanwhile"
+    );
+    let still = services.get("rag").await.expect("service");
+    assert_eq!(
+        still.metadata.resource_version, quiet.metadata.resource_version,
+        "no status written: {:?}",
+        still.status
+    );
 
     // A graph update on the server is picked up without touching the service.
     server.set_graph(read_fixture("graph/rag-v2.pb"), "\"v2\"");
@@ -236,6 +251,39 @@ async fn rayservice_follows_the_graph_and_graph_failures_leave_it_alone() {
         Some("True".into())
     );
     unchanged(&rs, &rayservices.get("rag").await.expect("get"));
+    // While the source fails, the rest of the spec is applied with the
+    // last good graph: replicas and the engine image.
+    let image = "registry.example.com/ray-vllm:2.41";
+    services
+        .patch(
+            "rag",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3, "engine": {"image": image}}})),
+        )
+        .await
+        .expect("patch replicas and engine");
+    let moved = wait_rayservice(&client, &ns, "3 workers running the new image", |rs| {
+        let cluster = &rs.spec.ray_cluster_config;
+        let image_of = |t: &k8s_openapi::api::core::v1::PodTemplateSpec| {
+            t.spec.as_ref().and_then(|p| p.containers[0].image.clone())
+        };
+        cluster.worker_group_specs[0].replicas == Some(3)
+            && image_of(&cluster.worker_group_specs[0].template).as_deref() == Some(image)
+            && image_of(&cluster.head_group_spec.template).as_deref() == Some(image)
+    })
+    .await;
+    assert_eq!(
+        moved.spec.serve_config_v2, rs.spec.serve_config_v2,
+        "the last good graph"
+    );
+    let s = services.get("rag").await.expect("service");
+    assert!(
+        stale_condition("HTTPStatus")(&s),
+        "the source still fails: {:?}",
+        s.status
+    );
+    let r = condition(&s, "Reconciled").expect("Reconciled").message;
+    assert!(r.contains("applied with the last good graph"), "{r}");
     support::set_graph_token(&client, &ns, GRAPH_TOKEN).await;
     wait_service(&client, &ns, "GraphReady=True again", |s| {
         condition(s, "GraphReady").is_some_and(|c| c.status == "True")

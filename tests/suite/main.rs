@@ -35,6 +35,7 @@ mod e2e_plugin;
 mod e2e_plugin_rollout;
 mod e2e_plugin_why;
 mod e2e_podmonitor;
+mod e2e_ray_pods;
 mod e2e_rayservice;
 mod e2e_reconcile;
 mod e2e_rollout;

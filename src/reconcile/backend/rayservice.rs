@@ -32,8 +32,8 @@ use crate::reconcile::context::Ctx;
 use crate::reconcile::error::Error;
 use crate::reconcile::graph as resolve;
 use crate::reconcile::status::{
-    AppliedGraph, GraphReport, Observation, Outcome, Reason, Routing, live_graph, pending_refresh,
-    short_digest,
+    AppliedGraph, GraphReport, GraphUse, Observation, Outcome, Reason, Routing, live_graph,
+    pending_refresh, short_digest,
 };
 
 /// The annotation that asks for a fetch of the graph (infergate never
@@ -86,36 +86,108 @@ pub(super) async fn reconcile(
         match resolve::resolve(&ctx.client, fetcher.as_ref(), defaulted, &prefix, access).await {
             Ok(r) => r,
             Err(RayServiceError::Graph(e)) if e.is_deferral() => {
+                // Waiting for the fetch (its backoff, its turn): the rest
+                // of the spec is applied with the last good graph.
+                if let Some(last) = ctx.last_good.rebuild(defaulted, &prefix, class)
+                    && let Ok(last) = last
+                    && !matches!(e, GraphError::SecretUnreadable { .. })
+                {
+                    let wait = deferred_wait(&fetcher, &e);
+                    let applied =
+                        apply_with(ctx, svc, defaulted, &path, &last, GraphUse::Waiting).await;
+                    let (outcome, _) = match applied {
+                        Ok(done) => done,
+                        Err(stop) => return stop.report(ctx, svc, obs).await,
+                    };
+                    obs.outcome = outcome;
+                    ctx.writer.write_status(svc, &obs).await?;
+                    return Ok(Action::requeue(wait + jitter(svc)));
+                }
                 return deferred(ctx, svc, obs, &fetcher, e).await;
             }
-            Err(e) => return graph_failed(ctx, svc, obs, refresh, e).await,
+            Err(e) => {
+                let target = Target {
+                    defaulted,
+                    path: &path,
+                    prefix: &prefix,
+                    class,
+                };
+                return graph_failed(ctx, svc, &target, obs, refresh, e).await;
+            }
         };
+    let (outcome, recheck) =
+        match apply_with(ctx, svc, defaulted, &path, &resolved, GraphUse::Current).await {
+            Ok(done) => done,
+            Err(stop) => return stop.report(ctx, svc, obs).await,
+        };
+    ctx.last_good.keep(&resolve::cache_key(svc), &resolved);
+    record_applied(ctx, svc, &resolved, refresh, obs, outcome, recheck).await
+}
+
+/// Why applying a RayService stopped short.
+enum Stop {
+    /// The RayService CRD went away between discovery and apply.
+    ApiGone,
+    /// A write failed.
+    Failed(Error),
+}
+
+impl Stop {
+    /// Say so in status and return what the reconcile returns.
+    async fn report(
+        self,
+        ctx: &Ctx,
+        svc: &InferenceService,
+        obs: Observation,
+    ) -> Result<Action, Error> {
+        match self {
+            Stop::ApiGone => api_missing(ctx, svc, obs).await,
+            Stop::Failed(e) => failed(ctx, svc, obs, e).await,
+        }
+    }
+}
+
+/// Apply the RayService of `resolved`, scale its Ray clusters and route to
+/// it: the outcome (with `graph`, which graph it runs) and when to look
+/// again.
+async fn apply_with(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    path: &str,
+    resolved: &resolve::Resolved,
+    graph: GraphUse,
+) -> Result<(Outcome, Duration), Stop> {
     let applied = match ctx.apply_and_read(svc, &resolved.rayservice).await {
         Ok(applied) => applied,
         Err(e) if e.is_api_gone() => {
-            // The CRD went away between discovery and apply.
             ctx.forget::<RayService>();
-            return api_missing(ctx, svc, obs).await;
+            return Err(Stop::ApiGone);
         }
-        Err(e) => return failed(ctx, svc, obs, e).await,
+        Err(e) => return Err(Stop::Failed(e)),
     };
     let workers = scale_ray_clusters(ctx, &applied, &resolved.rayservice).await;
-    let routing = match route(ctx, svc, defaulted, &path).await {
-        Ok(r) => r,
-        Err(e) => return failed(ctx, svc, obs, e).await,
-    };
+    let routing = route(ctx, svc, defaulted, path)
+        .await
+        .map_err(Stop::Failed)?;
     let recheck = match &routing {
         Routing::ServeServiceMissing { .. } => SERVE_SERVICE_RECHECK,
         Routing::GatewayApiMissing { .. } => OPTIONAL_API_RECHECK,
         _ => ctx.config.graph_resync,
     };
+    // Why its pods (head and workers) are not ready, from the watch on
+    // the engine pods.
+    let ns = svc.namespace().unwrap_or_default();
+    let blocker = ctx.pods.worst(&ns, &svc.name_any(), Track::Primary);
     let outcome = Outcome::RayServiceApplied {
         observed: rayservice::observe(&applied),
         nodes: resolved.graph.nodes.len(),
         workers,
+        blocker: blocker.map(Box::new),
+        graph,
         routing,
     };
-    record_applied(ctx, svc, &resolved, refresh, obs, outcome, recheck).await
+    Ok((outcome, recheck))
 }
 
 /// A graph refresh asked for by [`REFRESH_ANNOTATION`], and when the
@@ -191,29 +263,37 @@ async fn deferred(
     e: GraphError,
 ) -> Result<Action, Error> {
     debug!(reason = e.reason().as_str(), error = %e, "graph fetch deferred");
-    let wait = match &e {
+    if let GraphError::SecretUnreadable { .. } = &e {
+        return Err(Error::SecretUnreadable(e.to_string()));
+    }
+    if let GraphError::Queued { waited, .. } = &e
+        && *waited > fetcher.options().queued_after
+        && !answered(svc)
+    {
+        // A long wait: news only for a service with no answer yet; one
+        // whose last fetch failed keeps saying so.
+        obs.outcome = Outcome::GraphQueued(e.to_string());
+        ctx.writer.write_status(svc, &obs).await?;
+    }
+    Ok(Action::requeue(deferred_wait(fetcher, &e) + jitter(svc)))
+}
+
+/// When to look again at a fetch put off by `e`: its backoff's end, just
+/// after a wait in line turns into news, or at the queue poll.
+fn deferred_wait(fetcher: &GraphFetcher, e: &GraphError) -> Duration {
+    match e {
         GraphError::BackingOff { retry_in } => *retry_in,
         GraphError::Queued { waited, .. } => {
             let notice = fetcher.options().queued_after;
             if *waited > notice {
-                // A long wait: news only for a service with no answer yet;
-                // one whose last fetch failed keeps saying so.
-                if !answered(svc) {
-                    obs.outcome = Outcome::GraphQueued(e.to_string());
-                    ctx.writer.write_status(svc, &obs).await?;
-                }
                 GRAPH_QUEUE_POLL
             } else {
                 // Back just after the notice is due.
                 (notice - *waited + Duration::from_millis(100)).min(GRAPH_QUEUE_POLL)
             }
         }
-        GraphError::SecretUnreadable { .. } => {
-            return Err(Error::SecretUnreadable(e.to_string()));
-        }
         _ => GRAPH_QUEUE_POLL,
-    };
-    Ok(Action::requeue(wait + jitter(svc)))
+    }
 }
 
 /// Whether a fetch of `svc`'s graph has ended before (a graph, or a
@@ -230,48 +310,88 @@ fn answered(svc: &InferenceService) -> bool {
         })
 }
 
-/// The graph could not be had: the RayService is left as it is, the status
-/// says why (and which graph still serves), a due refresh is answered by
-/// the failure, and the next look waits out the backoff.
+/// What a Ray service's RayService is built for: the defaulted service,
+/// its rendered route path and Serve route prefix, its accelerator class.
+struct Target<'a> {
+    defaulted: &'a InferenceService,
+    path: &'a str,
+    prefix: &'a str,
+    class: Option<&'a AcceleratorClassSpec>,
+}
+
+/// The graph could not be had: the status says why (and which graph still
+/// serves), a due refresh is answered by the failure, and the next look
+/// waits out the backoff. A failure of the source (not of the spec) keeps
+/// the last good graph: the rest of the spec is applied with it, when
+/// this process has it; otherwise the RayService is left as it is.
 async fn graph_failed(
     ctx: &Ctx,
     svc: &InferenceService,
+    target: &Target<'_>,
     mut obs: Observation,
     refresh: Refresh<'_>,
     e: RayServiceError,
 ) -> Result<Action, Error> {
-    debug!(reason = e.reason().as_str(), error = %e, "graph not resolved; RayService left as it is");
     // A due refresh is answered by this failure; one that is not
     // due yet waits for its turn.
     let due = refresh.due();
     let token = refresh.token.filter(|_| due);
-    // A spec whose workers cannot hold the graph is the spec's
-    // problem; anything else keeps the last good graph serving.
-    let spec_problem = matches!(
-        e,
-        RayServiceError::Build(_) | RayServiceError::Graph(GraphError::Unschedulable(_))
-    );
-    let stale = if spec_problem {
-        None
-    } else {
-        live_graph(svc.status.as_ref())
-    };
     obs.graph = Some(GraphReport {
         fetched: true,
         applied: None,
         error: Some(format!("{}: {e}", e.reason())),
         refresh: token.clone(),
     });
-    obs.outcome = Outcome::GraphFailed {
-        reason: e.reason(),
-        message: e.to_string(),
-        stale,
-    };
+    let mut failure = e;
+    let mut kept = false;
+    if !spec_problem(&failure) {
+        match ctx
+            .last_good
+            .rebuild(target.defaulted, target.prefix, target.class)
+        {
+            Some(Ok(last)) => {
+                let graph = GraphUse::LastGood {
+                    reason: failure.reason(),
+                    message: failure.to_string(),
+                    live: live_graph(svc.status.as_ref()),
+                };
+                let applied =
+                    apply_with(ctx, svc, target.defaulted, target.path, &last, graph).await;
+                match applied {
+                    Ok((outcome, _)) => {
+                        obs.outcome = outcome;
+                        kept = true;
+                    }
+                    Err(stop) => return stop.report(ctx, svc, obs).await,
+                }
+            }
+            // The spec no longer holds the last good graph: that is what
+            // to fix first.
+            Some(Err(spec)) => failure = spec,
+            None => {}
+        }
+    }
+    if !kept {
+        debug!(reason = failure.reason().as_str(), error = %failure, "graph not resolved; RayService left as it is");
+        let stale = (!spec_problem(&failure))
+            .then(|| live_graph(svc.status.as_ref()))
+            .flatten();
+        obs.outcome = Outcome::GraphFailed {
+            reason: failure.reason(),
+            message: failure.to_string(),
+            stale,
+        };
+    }
     ctx.writer.write_status(svc, &obs).await?;
     if let Some(token) = &token {
+        let then = if kept {
+            "the rest of the spec is applied with the last good graph"
+        } else {
+            "the RayService is left as it is"
+        };
         let note = format!(
-            "refresh {token:?}: the fetch failed ({}): {e}; the RayService is left as it is",
-            e.reason()
+            "refresh {token:?}: the fetch failed ({}): {failure}; {then}",
+            failure.reason()
         );
         ctx.writer
             .publish(svc, EventType::Warning, Reason::GraphRefreshFailed, note)
@@ -287,6 +407,16 @@ async fn graph_failed(
         .min(ctx.config.graph_resync)
         .min(refresh.wait.unwrap_or(Duration::MAX));
     Ok(Action::requeue(wait + jitter(svc)))
+}
+
+/// A spec whose workers cannot hold the graph (or that lacks what every
+/// child needs) is the spec's problem: no graph can serve it. Anything
+/// else is the source's, and the last good graph keeps serving.
+fn spec_problem(e: &RayServiceError) -> bool {
+    matches!(
+        e,
+        RayServiceError::Build(_) | RayServiceError::Graph(GraphError::Unschedulable(_))
+    )
 }
 
 /// The RayService is applied: record the graph it runs and `outcome` in

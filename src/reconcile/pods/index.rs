@@ -403,6 +403,56 @@ mod tests {
     }
 
     #[test]
+    fn a_ray_clusters_head_and_workers_count_for_their_service() {
+        let states = PodStates::default();
+        // As KubeRay makes them: its own labels beside the template's.
+        let ray_pod = |name: &str, node_type: &str, status| {
+            let mut p = pod_of("rag", "primary", name, status);
+            if let Some(labels) = p.metadata.labels.as_mut() {
+                for (k, v) in [
+                    ("ray.io/cluster", "rag-raycluster-abcde"),
+                    ("ray.io/node-type", node_type),
+                    ("ray.io/group", "workers"),
+                    ("ray.io/is-ray-node", "yes"),
+                ] {
+                    labels.insert(k.to_owned(), v.to_owned());
+                }
+            }
+            p
+        };
+        let rag = ObjectRef::new("rag").within("team-a");
+        assert_eq!(
+            states.apply(&ray_pod("rag-head-x", "head", running(false))),
+            Some(rag.clone())
+        );
+        assert_eq!(
+            states.apply(&ray_pod(
+                "rag-workers-y",
+                "worker",
+                unschedulable(SCHEDULER)
+            )),
+            Some(rag.clone())
+        );
+        assert_eq!(
+            states.worst("team-a", "rag", Track::Primary),
+            Some(PodState::Unschedulable {
+                message: SCHEDULER.to_owned()
+            })
+        );
+        // The head ready, the worker placed and starting.
+        states.apply(&ray_pod("rag-head-x", "head", running(true)));
+        assert_eq!(
+            states.apply(&ray_pod("rag-workers-y", "worker", running(false))),
+            Some(rag)
+        );
+        assert_eq!(
+            states.worst("team-a", "rag", Track::Primary),
+            Some(PodState::Starting)
+        );
+        assert_eq!(held(&states), 1, "only the not-ready worker is held");
+    }
+
+    #[test]
     fn pods_that_are_not_a_tracks_engine_pods_are_ignored() {
         let states = PodStates::default();
         let mut picker = pod("chat-epp-1", crash_looping());

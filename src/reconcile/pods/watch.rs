@@ -1,5 +1,5 @@
-//! The watch on the engine pods of a Deployment-backed service's tracks:
-//! label-selected, decoded without the spec, folded into [`PodStates`] as
+//! The watch on the engine pods of a service's tracks (a Deployment's pods,
+//! a RayService's head and workers): label-selected, decoded without the spec, folded into [`PodStates`] as
 //! it arrives; the services whose summary changed are handed on to the
 //! controller.
 
@@ -21,15 +21,13 @@ use crate::api::v1beta1::InferenceService;
 use crate::reconcile::children::{LABEL_MANAGED_BY, LABEL_SERVICE, LABEL_TRACK};
 use crate::state::Scope;
 
-/// The label KubeRay gives each pod of a Ray cluster (head or worker).
-const RAY_NODE_TYPE: &str = "ray.io/node-type";
-
 /// The engine pods of a track: infergate's, with a service and a track
-/// (the endpoint picker's pods have no track), not a Ray cluster's (a
-/// RayService reports its own readiness).
+/// (the endpoint picker's pods have no track). A RayService's head and
+/// worker pods are among them: KubeRay gives each pod of a Ray cluster the
+/// labels of its group's template, where infergate puts these.
 #[must_use]
 pub fn selector() -> String {
-    format!("{LABEL_MANAGED_BY}={MANAGER},{LABEL_SERVICE},{LABEL_TRACK},!{RAY_NODE_TYPE}")
+    format!("{LABEL_MANAGED_BY}={MANAGER},{LABEL_SERVICE},{LABEL_TRACK}")
 }
 
 /// Watch the engine pods over `scope` into `pods` until the receiver is
@@ -171,10 +169,10 @@ mod tests {
     use crate::reconcile::pods::classify::tests::{crash_looping, pod, running};
 
     #[test]
-    fn the_selector_leaves_out_the_pickers_and_ray_pods() {
+    fn the_selector_leaves_out_the_pickers_and_takes_ray_pods() {
         assert_eq!(
             selector(),
-            "app.kubernetes.io/managed-by=infergate,infergate.dev/service,infergate.dev/track,!ray.io/node-type"
+            "app.kubernetes.io/managed-by=infergate,infergate.dev/service,infergate.dev/track"
         );
     }
 

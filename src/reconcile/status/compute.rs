@@ -65,5 +65,6 @@ pub fn compute(
             st.ready_replicas = Some(*ready);
         }
     }
+    graph::settle_fetch_time(previous, &mut st, now);
     st
 }

@@ -3,13 +3,14 @@
 //! `PolicyCompliant`.
 
 use super::cond::{Cond, CondStatus, ConditionType};
-use super::observation::{Observation, Outcome, PolicyResult};
+use super::observation::{GraphUse, Observation, Outcome, PolicyResult};
 use super::reason::Reason;
 use super::replicas::TrackReplicas;
 use super::routing;
 use crate::api::vocabulary::GraphReason;
 use crate::api::vocabulary::message::{Replicas, TrackMessage, crash_looping};
 use crate::reconcile::children::Track;
+use crate::reconcile::children::rayservice::RayServiceObserved;
 use crate::reconcile::pods::PodState;
 
 fn replicas_message(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> String {
@@ -44,7 +45,21 @@ fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Opt
         ready: replicas.ready,
         desired: replicas.desired,
     };
-    let blocked = |detail: String| TrackMessage::blocked(track, counts, detail);
+    pods_say(track, Some(counts), state)
+}
+
+/// `Ready=False` for what a not-ready pod of `track` says (the scheduler's,
+/// the kubelet's words), with the track's replicas when they are known;
+/// `None` for a ready pod.
+fn pods_say(track: Track, counts: Option<Replicas>, state: &PodState) -> Option<Cond> {
+    let blocked = |detail: String| match counts {
+        Some(counts) => TrackMessage::blocked(track, counts, detail),
+        None => format!("{track}: {detail}"),
+    };
+    let waiting = |detail: &dyn std::fmt::Display| match counts {
+        Some(counts) => TrackMessage::waiting(track, counts, detail),
+        None => format!("{track}: {detail}"),
+    };
     let (reason, message) = match state {
         PodState::Ready => return None,
         PodState::Unschedulable { message } if message.is_empty() => (
@@ -68,21 +83,16 @@ fn blocked_ready(primary: &TrackReplicas, canary: Option<&TrackReplicas>) -> Opt
             Reason::CrashLooping,
             blocked(crash_looping(container, *exit_code, reason)),
         ),
-        PodState::Starting => (
-            Reason::Starting,
-            TrackMessage::waiting(track, counts, "pods are starting"),
-        ),
+        PodState::Starting => (Reason::Starting, waiting(&"pods are starting")),
         PodState::Waiting {
             container,
             reason,
             message,
         } => (
             Reason::Starting,
-            TrackMessage::waiting(
-                track,
-                counts,
-                format_args!("container {container:?} waits: {reason}: {message}"),
-            ),
+            waiting(&format_args!(
+                "container {container:?} waits: {reason}: {message}"
+            )),
         ),
     };
     Some(Cond::quoting(ConditionType::Ready, false, reason, message))
@@ -137,26 +147,43 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         Outcome::RayServiceApplied {
             observed,
             nodes,
+            workers,
+            blocker,
+            graph,
             routing,
-            ..
         } => {
-            out.push(reconciled(
-                true,
-                Reason::Applied,
-                "the RayService is applied".to_owned(),
-            ));
-            out.push(Cond::new(
-                ConditionType::GraphReady,
-                true,
-                Reason::GraphResolved,
-                format!("the serving graph ({nodes} nodes) is valid and applied"),
-            ));
-            out.push(Cond::new(
-                ConditionType::Ready,
-                observed.ready,
-                rayservice_reason(&observed.reason, observed.ready),
-                observed.message.clone(),
-            ));
+            match graph {
+                GraphUse::Current => {
+                    out.push(reconciled(
+                        true,
+                        Reason::Applied,
+                        "the RayService is applied".to_owned(),
+                    ));
+                    out.push(Cond::new(
+                        ConditionType::GraphReady,
+                        true,
+                        Reason::GraphResolved,
+                        format!("the serving graph ({nodes} nodes) is valid and applied"),
+                    ));
+                }
+                GraphUse::LastGood {
+                    reason,
+                    message,
+                    live,
+                } => {
+                    let [graph_ready, _] = graph_failed(*reason, message, live.as_deref());
+                    out.push(graph_ready);
+                    out.push(reconciled(
+                        false,
+                        Reason::Graph(*reason),
+                        format!(
+                            "the RayService is applied with the last good graph: the latest one is not usable ({reason}, see GraphReady)"
+                        ),
+                    ));
+                }
+                GraphUse::Waiting => {}
+            }
+            out.push(ray_ready(observed, *workers, blocker.as_deref()));
             out.push(routing::condition(routing));
         }
         Outcome::GraphFailed {
@@ -268,6 +295,29 @@ fn graph_failed(reason: GraphReason, message: &str, stale: Option<&str>) -> [Con
             ),
         ),
     ]
+}
+
+/// `Ready` of a RayService-backed service: what its pods say (head and
+/// workers, as a Deployment's) while the RayService is not ready or its
+/// workers are short, else what KubeRay says.
+fn ray_ready(
+    observed: &RayServiceObserved,
+    workers: Option<(i32, i32)>,
+    blocker: Option<&PodState>,
+) -> Cond {
+    let short = workers.is_some_and(|(ready, desired)| ready < desired);
+    let counts = workers.map(|(ready, desired)| Replicas { ready, desired });
+    (!observed.ready || short)
+        .then(|| pods_say(Track::Primary, counts, blocker?))
+        .flatten()
+        .unwrap_or_else(|| {
+            Cond::new(
+                ConditionType::Ready,
+                observed.ready,
+                rayservice_reason(&observed.reason, observed.ready),
+                observed.message.clone(),
+            )
+        })
 }
 
 /// The static reason for what [`crate::reconcile::children::rayservice::observe`] said.

@@ -9,6 +9,11 @@ use crate::reconcile::once;
 /// Hex digits of the digest in `status.graph.shortDigest`.
 const SHORT_DIGEST: usize = 12;
 
+/// `status.graph.lastFetchAt` alone is written at most this often: a
+/// periodic fetch that brings nothing new is not a change worth a write
+/// (the fetcher keeps the time in memory meanwhile).
+pub const FETCH_TIME_WRITE_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The graph a RayService was applied with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppliedGraph {
@@ -103,6 +108,34 @@ pub fn record(st: &mut InferenceServiceStatus, report: &GraphReport, now: Timest
         once::seed(&mut g.refreshes_seen, g.last_refresh.as_deref());
         once::remember(&mut g.refreshes_seen, r.clone());
         g.last_refresh = Some(r.clone());
+    }
+}
+
+/// Keep `previous`'s `lastFetchAt` in `new` when nothing else differs and
+/// it was written less than [`FETCH_TIME_WRITE_EVERY`] before `now`: a
+/// fetch that changed nothing writes no status. Any other change (or a
+/// time that old) carries the new time with it.
+pub fn settle_fetch_time(
+    previous: Option<&InferenceServiceStatus>,
+    new: &mut InferenceServiceStatus,
+    now: Timestamp,
+) {
+    let Some(before) = previous
+        .and_then(|p| p.graph.as_ref())
+        .and_then(|g| g.last_fetch_at.clone())
+    else {
+        return;
+    };
+    let Some(g) = new.graph.as_mut() else { return };
+    if g.last_fetch_at.as_ref() == Some(&before) {
+        return;
+    }
+    let recent = now.duration_since(before.0).unsigned_abs() < FETCH_TIME_WRITE_EVERY;
+    let later = g.last_fetch_at.replace(before);
+    if (!recent || previous != Some(&*new))
+        && let Some(g) = new.graph.as_mut()
+    {
+        g.last_fetch_at = later;
     }
 }
 
@@ -225,6 +258,77 @@ mod tests {
         refreshed(&mut st, "new", 0);
         let g = st.graph.expect("graph");
         assert_eq!(g.refreshes_seen, ["old", "new"]);
+    }
+
+    /// A reconcile of a Ray service whose graph `report` brought.
+    fn ray_obs(report: GraphReport, ready: bool) -> crate::reconcile::status::Observation {
+        use crate::reconcile::children::rayservice::RayServiceObserved;
+        use crate::reconcile::status::{GraphUse, Observation, Outcome, PolicyResult, Routing};
+        let mut obs = Observation::before_applying(
+            Some(2),
+            Outcome::RayServiceApplied {
+                observed: RayServiceObserved {
+                    ready,
+                    reason: if ready {
+                        "RayServiceReady"
+                    } else {
+                        "RayServiceNotReady"
+                    }
+                    .into(),
+                    message: "RayService rag".into(),
+                },
+                nodes: 3,
+                workers: Some((1, 1)),
+                blocker: None,
+                graph: GraphUse::Current,
+                routing: Routing::NoGateway,
+            },
+            PolicyResult::Compliant,
+        );
+        obs.graph = Some(report);
+        obs
+    }
+
+    #[test]
+    fn a_fetch_that_brings_the_same_graph_writes_no_status_but_every_ten_minutes() {
+        use crate::reconcile::status::compute;
+        let d1 = format!("sha256:{}", "ab".repeat(32));
+        let first = compute(None, &ray_obs(applied(&d1), true), at(0));
+        let fetched_at =
+            |st: &InferenceServiceStatus| st.graph.as_ref().and_then(|g| g.last_fetch_at.clone());
+        assert_eq!(
+            fetched_at(&first),
+            Some(Time(at(0))),
+            "the first fetch is written"
+        );
+        // The periodic fetch a minute later brings the same graph (a 304,
+        // or the same bytes): the status is the same, nothing to write.
+        let again = compute(Some(&first), &ray_obs(applied(&d1), true), at(60));
+        assert_eq!(again, first, "a fetch time that moved is no change");
+        // So for the next ten minutes.
+        let later = compute(Some(&first), &ray_obs(applied(&d1), true), at(599));
+        assert_eq!(later, first);
+        // Ten minutes after the time written: it is written again.
+        let due = compute(Some(&first), &ray_obs(applied(&d1), true), at(600));
+        assert_ne!(due, first);
+        assert_eq!(fetched_at(&due), Some(Time(at(600))));
+        // Anything else that changes carries the new time with it: the
+        // RayService no longer ready, a new graph.
+        let not_ready = compute(Some(&first), &ray_obs(applied(&d1), false), at(120));
+        assert_eq!(fetched_at(&not_ready), Some(Time(at(120))));
+        let d2 = format!("sha256:{}", "cd".repeat(32));
+        let new_graph = compute(Some(&first), &ray_obs(applied(&d2), true), at(180));
+        assert_eq!(fetched_at(&new_graph), Some(Time(at(180))));
+        assert_eq!(
+            new_graph.graph.and_then(|g| g.applied_at),
+            Some(Time(at(180)))
+        );
+        // A reconcile that fetched nothing keeps the time as it is.
+        let none = GraphReport {
+            fetched: false,
+            ..applied(&d1)
+        };
+        assert_eq!(compute(Some(&first), &ray_obs(none, true), at(900)), first);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::graph::GraphReport;
 use super::replicas::TrackReplicas;
+use crate::reconcile::pods::PodState;
 
 /// How routing turned out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,6 +78,12 @@ pub enum Outcome {
         nodes: usize,
         /// `(ready, desired)` workers of its Ray cluster, when KubeRay says.
         workers: Option<(i32, i32)>,
+        /// The most telling state among its not-ready pods (head and
+        /// workers, from the watch on the engine pods); `None` when none
+        /// is known.
+        blocker: Option<Box<PodState>>,
+        /// Which graph it was applied with.
+        graph: GraphUse,
         /// The routing result.
         routing: Routing,
     },
@@ -102,6 +109,27 @@ pub enum Outcome {
     /// `spec.accelerator.class` names an AcceleratorClass that does not
     /// exist (deleted after admission): the children are left as they are.
     AcceleratorClassNotFound(String),
+}
+
+/// Which graph a RayService was applied with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GraphUse {
+    /// The graph just fetched, or fetched less than the resync ago:
+    /// `GraphReady=True`.
+    Current,
+    /// The last good graph, the latest fetch having failed (the rest of
+    /// the spec is applied with it): `GraphReady=False`, `StaleGraph`.
+    LastGood {
+        /// The distinct reason of the failure.
+        reason: crate::api::vocabulary::GraphReason,
+        /// The message (never the token).
+        message: String,
+        /// The live graph in words ([`live_graph`](super::graph::live_graph)).
+        live: Option<String>,
+    },
+    /// The last good graph while the next fetch waits (its backoff, or
+    /// its turn in line): `GraphReady` and `Reconciled` keep what they say.
+    Waiting,
 }
 
 /// Everything [`compute`](super::compute::compute) needs.

@@ -279,6 +279,8 @@ fn graph_failure_keeps_ready_and_names_the_reason() {
             message: "RayService chat: running".into(),
         },
         nodes: 3,
+        blocker: None,
+        graph: GraphUse::Current,
         routing: Routing::NoGateway,
     });
     let before = compute(None, &ok, ts(0));
@@ -344,6 +346,8 @@ fn ray_applied(routing: Routing, digest: &str) -> Observation {
             message: "m".into(),
         },
         nodes: 2,
+        blocker: None,
+        graph: GraphUse::Current,
         routing,
     });
     obs.graph = Some(GraphReport {
@@ -482,6 +486,8 @@ fn rayservice_status_maps_to_ready() {
                 message: "m".into(),
             },
             nodes: 1,
+            blocker: None,
+            graph: GraphUse::Current,
             routing: Routing::NoGateway,
         });
         let st = compute(None, &obs, ts(0));

@@ -126,6 +126,33 @@ fn metadata_is_owned_and_labelled() {
 }
 
 #[test]
+fn head_and_worker_pods_carry_the_labels_the_pod_watch_selects() {
+    let rs = desired_rayservice(&svc(), &graph(), "/r", None).expect("builds");
+    let cluster = &rs.spec.ray_cluster_config;
+    let templates = [
+        ("head", &cluster.head_group_spec.template),
+        ("worker", &cluster.worker_group_specs[0].template),
+    ];
+    for (group, template) in templates {
+        let labels = template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.as_ref())
+            .unwrap_or_else(|| panic!("{group} template has no labels"));
+        // Every key the pod watch's selector names, with the service's values.
+        for key in crate::reconcile::pods::watch::selector()
+            .split(',')
+            .map(|term| term.split('=').next().unwrap_or(term))
+        {
+            assert!(labels.contains_key(key), "{group} pods lack {key}");
+        }
+        assert_eq!(labels[builders::LABEL_SERVICE], "rag", "{group}");
+        assert_eq!(labels[builders::LABEL_TRACK], "primary", "{group}");
+        assert_eq!(labels[builders::LABEL_MANAGED_BY], "infergate", "{group}");
+    }
+}
+
+#[test]
 fn workers_run_the_engine_image_with_gpus_by_accelerator() {
     let rs = desired_rayservice(&svc(), &graph(), "/r", None).expect("builds");
     let group = &rs.spec.ray_cluster_config.worker_group_specs[0];
