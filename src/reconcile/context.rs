@@ -122,6 +122,16 @@ impl Ctx {
         self.config.metrics.reconciler_remembered(self.remembered());
     }
 
+    /// [`Ctx::forget_service`] `svc` when the services' cache no longer
+    /// has it: a reconcile (or its backoff) that ended after the service's
+    /// deletion was handled leaves nothing behind.
+    pub(super) fn forget_if_gone(&self, svc: &InferenceService) {
+        let key = ObjectRef::from_obj(svc);
+        if self.state.services().get(&key).is_none() {
+            self.forget_service(&key);
+        }
+    }
+
     /// Entries remembered per service and child beyond the caches.
     #[must_use]
     pub(super) fn remembered(&self) -> usize {

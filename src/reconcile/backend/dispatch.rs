@@ -36,6 +36,7 @@ pub(in crate::reconcile) async fn reconcile(
         Err(e) => e.metric_label(),
     };
     ctx.config.metrics.reconcile(label, elapsed);
+    ctx.forget_if_gone(&svc);
     ctx.config.metrics.reconciler_remembered(ctx.remembered());
     let _enter = span.enter();
     debug!(
@@ -69,6 +70,7 @@ pub(in crate::reconcile) fn error_policy(
             *n
         })
         .unwrap_or(1);
+    ctx.forget_if_gone(&svc);
     let secs = 5u64
         .saturating_mul(1 << n.saturating_sub(1).min(6))
         .min(300);
