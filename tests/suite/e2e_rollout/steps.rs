@@ -382,6 +382,67 @@ async fn a_new_model_image_alone_moves_no_weight_before_its_pods_serve() {
     wait_route(&client, &ns, &[("chat", 100)]).await;
 }
 
+/// A canary whose target changes mid-rollout by its model image alone
+/// (the same container and arguments) carries no weight until a pod of the
+/// new template is ready: the pods of the target before it do not count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_retargeted_mid_rollout_by_model_image_alone_carries_no_weight_before_its_pods_serve()
+ {
+    let s = setup("rollout-retarget").await;
+    let (client, ns) = (s.client.clone(), s.ns.clone());
+    // One step held for an hour: the rollout stays mid-way until promoted.
+    create(&client, &ns, &[50], "1h", json!({})).await;
+    v1_stable(&client, &ns).await;
+    let image = |tag: &str| json!({"spec": {"model": {"ref": "v1", "image": format!("registry.example.com/weights:{tag}")}}});
+    super::patch(&client, &ns, image("1")).await;
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 50), ("chat-canary", 50)]).await;
+    super::act(&client, &ns, "promote/1").await;
+    primary_rolled_to(&client, &ns, "1").await;
+    wait_rollout(&client, &ns, "image 1 stable", |r| {
+        r.phase == RolloutPhase::Stable
+    })
+    .await;
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+
+    // Image 2 mid-way: its canary pods ready, half the traffic.
+    super::patch(&client, &ns, image("2")).await;
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 50), ("chat-canary", 50)]).await;
+    // Image 3 while image 2 holds half: the canary's ready pods are of
+    // image 2; the new target's pods are not ready, so no weight, however
+    // long.
+    super::patch(&client, &ns, image("3")).await;
+    wait_route(&client, &ns, &[("chat", 100)]).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        route(&client, &ns).await,
+        [("chat".to_owned(), 100)],
+        "no weight before a pod of the new target is ready"
+    );
+    let st = wait_rollout(&client, &ns, "the rollout restarted at image 3", |r| {
+        r.phase == RolloutPhase::Progressing
+    })
+    .await;
+    assert_eq!(
+        st.target.as_ref().and_then(|v| v.model.image.as_deref()),
+        Some("registry.example.com/weights:3")
+    );
+    canary_ready(&client, &ns).await;
+    wait_route(&client, &ns, &[("chat", 50), ("chat-canary", 50)]).await;
+    let canary = get::<Deployment>(&client, &ns, "chat-canary")
+        .await
+        .expect("canary");
+    let mounted = canary
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.volumes)
+        .unwrap_or_default()
+        .iter()
+        .find_map(|v| v.image.as_ref()?.reference.clone());
+    assert_eq!(mounted.as_deref(), Some("registry.example.com/weights:3"));
+}
+
 /// Once the rollout promotes and the primary's template mounts weights
 /// `tag`, play the kubelet for the primary until it is complete.
 async fn primary_rolled_to(client: &kube::Client, ns: &str, tag: &str) {
