@@ -106,16 +106,13 @@ impl<K: ChildKind> Feed<K> {
                 let seen =
                     ChildSeen::Version(obj.meta().resource_version.clone().unwrap_or_default());
                 let before = self.cache.get(&ObjectRef::from_obj(obj));
-                (!self.echoes.absorbs(&key::<K>(obj.meta()), seen)
-                    && matters(before.as_deref(), obj, K::CHANGE))
-                .then(|| vec![obj.clone()])
-                .unwrap_or_default()
+                let news = !self.echoes.absorbs(&key::<K>(obj.meta()), seen)
+                    && matters(before.as_deref(), obj, K::CHANGE);
+                one_if(news, obj)
             }
             Event::Delete(obj) => {
                 let seen = ChildSeen::Gone(obj.meta().uid.clone().unwrap_or_default());
-                (!self.echoes.absorbs(&key::<K>(obj.meta()), seen))
-                    .then(|| vec![obj.clone()])
-                    .unwrap_or_default()
+                one_if(!self.echoes.absorbs(&key::<K>(obj.meta()), seen), obj)
             }
             Event::Init => {
                 self.relisted.clear();
@@ -124,9 +121,7 @@ impl<K: ChildKind> Feed<K> {
             Event::InitApply(obj) if self.listed => {
                 self.relisted.insert(ObjectRef::from_obj(obj));
                 let before = self.cache.get(&ObjectRef::from_obj(obj));
-                matters(before.as_deref(), obj, K::CHANGE)
-                    .then(|| vec![obj.clone()])
-                    .unwrap_or_default()
+                one_if(matters(before.as_deref(), obj, K::CHANGE), obj)
             }
             Event::InitDone if self.listed => {
                 // The cache still holds what the watch knew before the list.
@@ -152,6 +147,11 @@ impl<K: ChildKind> Feed<K> {
         self.writer.apply_watcher_event(&event);
         news
     }
+}
+
+/// `obj` alone when `news`, nothing otherwise.
+fn one_if<W: Clone>(news: bool, obj: &W) -> Vec<W> {
+    if news { vec![obj.clone()] } else { Vec::new() }
 }
 
 /// The writer's key of the child `meta` describes.
