@@ -170,7 +170,7 @@ impl Owned {
     /// JSON) is still held: nobody changed, took over or removed any of
     /// them since infergate applied it. Inside an atomic list or map the
     /// whole is held or not; a keyed list whose key infergate does not
-    /// know ([`key_of`]) is checked as a whole.
+    /// know (`key_of`) is checked as a whole.
     #[must_use]
     pub fn covers(&self, desired: &Value) -> bool {
         let Value::Object(top) = desired else {
@@ -341,7 +341,7 @@ pub fn our_entry<'de, D: Deserializer<'de>>(
 }
 
 /// What infergate's entry holds of each child of one kind, at the revision
-/// its watch last showed (fed by [`crate::reconcile::watch::child::Feed`]).
+/// its watch last showed (fed by the watch of the kind, `child::Feed`).
 #[derive(Debug, Default)]
 pub struct OwnedIndex {
     by_child: Mutex<HashMap<(String, String), (String, Owned)>>,
