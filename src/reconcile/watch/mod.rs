@@ -21,5 +21,7 @@ pub(crate) mod kept;
 pub mod kinds;
 pub mod optional;
 pub mod owned;
+#[cfg(test)]
+mod owned_tests;
 pub mod triggers;
 pub mod watched;

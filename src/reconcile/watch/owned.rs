@@ -397,6 +397,3 @@ impl OwnedIndex {
         self.lock().is_empty()
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,7 +1,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
 use serde_json::{Value, json};
 
-use super::*;
+use super::owned::*;
 
 /// A Deployment as infergate applies it.
 fn desired() -> Value {
