@@ -82,10 +82,7 @@ pub fn check_service(errs: &mut Vec<FieldError>, at: &Path<'_>, svc: &InferenceS
             floor.field, floor.replicas
         )
     } else {
-        format!(
-            "{} is 1: a Replace takes the one replica down",
-            floor.field
-        )
+        format!("{} is 1: a Replace takes the one replica down", floor.field)
     };
     errs.push(FieldError::invalid(
         &at.child("maxUnavailable"),
@@ -131,12 +128,16 @@ mod tests {
         assert!(errors(&svc(Some(3), None, Some(2))).is_empty());
         assert_eq!(
             errors(&svc(Some(3), None, Some(3))),
-            ["spec.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (spec.replicas 3 - 1: one replica always serves)"]
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (spec.replicas 3 - 1: one replica always serves)"
+            ]
         );
         // Under an HPA the floor is its minReplicas, whatever spec.replicas says.
         assert_eq!(
             errors(&svc(Some(8), Some(2), Some(2))),
-            ["spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas 2 - 1: one replica always serves)"]
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas 2 - 1: one replica always serves)"
+            ]
         );
         assert!(errors(&svc(Some(1), Some(4), Some(3))).is_empty());
     }
@@ -147,17 +148,24 @@ mod tests {
         assert!(errors(&svc(None, None, Some(1))).is_empty());
         assert_eq!(
             errors(&svc(None, None, Some(2))),
-            ["spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas is 1: a Replace takes the one replica down)"]
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas is 1: a Replace takes the one replica down)"
+            ]
         );
         assert_eq!(
             errors(&svc(Some(1), Some(1), Some(2))),
-            ["spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas is 1: a Replace takes the one replica down)"]
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas is 1: a Replace takes the one replica down)"
+            ]
         );
         // Scaled to zero: nothing serves, nothing to bound.
         assert!(errors(&svc(Some(0), None, Some(5))).is_empty());
         // Below 1 is the plan's own error, not this one's.
         assert!(errors(&svc(Some(3), None, Some(0))).is_empty());
         assert_eq!(max_unavailable(&svc(Some(3), None, None)), 1);
-        assert_eq!(ServingFloor::of(&svc(Some(0), None, None)).max_unavailable(), None);
+        assert_eq!(
+            ServingFloor::of(&svc(Some(0), None, None)).max_unavailable(),
+            None
+        );
     }
 }

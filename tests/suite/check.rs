@@ -437,7 +437,10 @@ fn full_pool_fields_are_defaulted_and_bounded_as_admission_does() {
         v["spec"]["rollout"],
         serde_json::json!({"onFullPool": "Replace", "maxUnavailable": 1})
     );
-    let too_many = GOOD_SVC.replace("spec:\n", "spec:\n  replicas: 2\n  rollout: {maxUnavailable: 2}\n");
+    let too_many = GOOD_SVC.replace(
+        "spec:\n",
+        "spec:\n  replicas: 2\n  rollout: {maxUnavailable: 2}\n",
+    );
     let out = check(&["-f".into(), "-".into()], Some(&too_many));
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");

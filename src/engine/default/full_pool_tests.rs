@@ -134,7 +134,10 @@ fn each_field_comes_from_the_first_layer_that_sets_it() {
     let snap = PolicySnapshot {
         cluster: vec![
             high,
-            cluster("low", defaults(None, Some(3), Some(CanaryOnFullPool::Borrow))),
+            cluster(
+                "low",
+                defaults(None, Some(3), Some(CanaryOnFullPool::Borrow)),
+            ),
         ],
         namespaced: vec![namespaced(
             "team",
@@ -163,8 +166,16 @@ fn each_field_comes_from_the_first_layer_that_sets_it() {
     );
     // The canary default reaches a Canary rollout's track too.
     let d = run(&progressive(svc()), &snap);
-    let track = d.object.spec.rollout.as_ref().and_then(|r| r.canary.clone());
-    assert_eq!(track.and_then(|c| c.on_full_pool), Some(CanaryOnFullPool::Borrow));
+    let track = d
+        .object
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.canary.clone());
+    assert_eq!(
+        track.and_then(|c| c.on_full_pool),
+        Some(CanaryOnFullPool::Borrow)
+    );
     // The service's own values win, and defaulting again changes nothing.
     let mut own = with_canary(svc());
     own.spec.rollout = Some(RolloutSpec {

@@ -301,7 +301,7 @@ fn default_rollout(
                 f.record(at.block, source, &plan);
                 *rollout = Some(plan);
             }
-            Some(r) => merge_plan(f, r, plan, &source, at),
+            Some(r) => merge_plan(f, r, plan, source, at),
         }
     }
     let r = rollout.get_or_insert_with(RolloutSpec::default);
@@ -352,7 +352,7 @@ fn merge_plan(
     f: &mut Filler<'_, '_>,
     r: &mut RolloutSpec,
     plan: RolloutSpec,
-    source: &std::borrow::Cow<'static, str>,
+    source: std::borrow::Cow<'static, str>,
     at: &paths::RolloutPaths,
 ) {
     let RolloutSpec {

@@ -381,7 +381,10 @@ fn a_policy_rollout_is_copied_whole_without_its_prometheus_address() {
     let d = with(&snap, &ServerDefaults::default(), |c| {
         default_service(&own, c)
     });
-    assert_eq!(d.object.spec.rollout.as_ref().map(RolloutSpec::plan), Some(immediate));
+    assert_eq!(
+        d.object.spec.rollout.as_ref().map(RolloutSpec::plan),
+        Some(immediate)
+    );
     // A policy that names only the address sets no rollout.
     let only = ClusterInferencePolicy::new(
         "prometheus",

@@ -280,10 +280,7 @@ fn full_pool_fields_survive_the_old_version() {
     });
     let a = conversion::to_v1alpha1(&b).unwrap();
     let stash = &a.metadata.annotations.as_ref().unwrap()[CONVERSION_DATA_ANNOTATION];
-    for pointer in [
-        "/spec/rollout",
-        "/spec/canary/onFullPool",
-    ] {
+    for pointer in ["/spec/rollout", "/spec/canary/onFullPool"] {
         assert!(stash.contains(pointer), "{pointer} missing from {stash}");
     }
     assert_eq!(conversion::to_v1beta1(&a).unwrap(), b);
@@ -298,7 +295,10 @@ fn full_pool_fields_survive_the_old_version() {
     edited.spec.canary.as_mut().unwrap().weight = 20;
     let up = conversion::to_v1beta1(&edited).unwrap();
     let c = up.spec.canary.as_ref().unwrap();
-    assert_eq!((c.weight, c.on_full_pool), (20, Some(CanaryOnFullPool::Borrow)));
+    assert_eq!(
+        (c.weight, c.on_full_pool),
+        (20, Some(CanaryOnFullPool::Borrow))
+    );
     assert_eq!(up.spec.rollout, b.spec.rollout);
     // It removes the canary: nothing of it comes back.
     let mut removed = a;

@@ -39,7 +39,9 @@ fn max_unavailable_leaves_one_replica_serving() {
     assert!(validate(&with(4, 3), &none).allowed());
     assert_eq!(
         errors(&validate(&with(4, 4), &none)),
-        ["spec.rollout.maxUnavailable: Invalid value: 4: must be at most 3 (spec.replicas 4 - 1: one replica always serves)"]
+        [
+            "spec.rollout.maxUnavailable: Invalid value: 4: must be at most 3 (spec.replicas 4 - 1: one replica always serves)"
+        ]
     );
     assert_eq!(
         errors(&validate(&with(3, 0), &none)),
@@ -49,7 +51,9 @@ fn max_unavailable_leaves_one_replica_serving() {
     assert!(validate(&with(1, 1), &none).allowed());
     assert_eq!(
         errors(&validate(&with(1, 2), &none)),
-        ["spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas is 1: a Replace takes the one replica down)"]
+        [
+            "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas is 1: a Replace takes the one replica down)"
+        ]
     );
     assert!(validate(&with(0, 3), &none).allowed());
     // Under an HPA, its minReplicas is the floor.
@@ -61,7 +65,9 @@ fn max_unavailable_leaves_one_replica_serving() {
     });
     assert_eq!(
         errors(&validate(&hpa, &none)),
-        ["spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas 2 - 1: one replica always serves)"]
+        [
+            "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas 2 - 1: one replica always serves)"
+        ]
     );
 }
 
@@ -74,7 +80,9 @@ fn policy_max_unavailable_denies_or_warns() {
     };
     assert_eq!(
         errors(&validate(&s, &deny)),
-        ["spec.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (InferencePolicy \"team-a/tight\")"]
+        [
+            "spec.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (InferencePolicy \"team-a/tight\")"
+        ]
     );
     let warn = PolicySnapshot {
         cluster: vec![cluster("soft", Enforcement::Warn, limit(2))],
@@ -84,7 +92,9 @@ fn policy_max_unavailable_denies_or_warns() {
     assert!(v.allowed(), "{:?}", v.errors);
     assert_eq!(
         v.warnings,
-        ["spec.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (ClusterInferencePolicy \"soft\")"]
+        [
+            "spec.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (ClusterInferencePolicy \"soft\")"
+        ]
     );
     assert!(validate(&with(8, 2), &deny).allowed());
 }
@@ -107,7 +117,9 @@ fn policies_bound_and_default_max_unavailable_consistently() {
     });
     assert_eq!(
         errors(&engine::validate_cluster_policy(&p)),
-        ["spec.defaults.rollout.maxUnavailable: Invalid value: 3: must be at most spec.limits.maxUnavailable (2)"]
+        [
+            "spec.defaults.rollout.maxUnavailable: Invalid value: 3: must be at most spec.limits.maxUnavailable (2)"
+        ]
     );
     // The canary's default is defaults.canary, never defaults.rollout.canary.
     p.spec.defaults = Some(PolicyDefaults {
@@ -124,7 +136,9 @@ fn policies_bound_and_default_max_unavailable_consistently() {
     });
     assert_eq!(
         errors(&engine::validate_cluster_policy(&p)),
-        ["spec.defaults.rollout.canary: Forbidden: set defaults.canary.onFullPool: it defaults the canary of a Canary rollout and a manual spec.canary alike"]
+        [
+            "spec.defaults.rollout.canary: Forbidden: set defaults.canary.onFullPool: it defaults the canary of a Canary rollout and a manual spec.canary alike"
+        ]
     );
     // A namespace policy may tighten the cluster's limit, not loosen it,
     // and its default stays within the cluster's limit.
@@ -141,7 +155,9 @@ fn policies_bound_and_default_max_unavailable_consistently() {
     assert!(run(&namespaced("ok", limit(1))).allowed());
     assert_eq!(
         errors(&run(&namespaced("loose", limit(3)))),
-        ["spec.limits.maxUnavailable: Invalid value: 3: may not loosen the limit 2 of ClusterInferencePolicy \"platform\""]
+        [
+            "spec.limits.maxUnavailable: Invalid value: 3: may not loosen the limit 2 of ClusterInferencePolicy \"platform\""
+        ]
     );
     let mut def = namespaced("defaults", PolicyLimits::default());
     def.spec.defaults = Some(PolicyDefaults {
@@ -153,7 +169,9 @@ fn policies_bound_and_default_max_unavailable_consistently() {
     });
     assert_eq!(
         errors(&run(&def)),
-        ["spec.defaults.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (ClusterInferencePolicy \"platform\")"]
+        [
+            "spec.defaults.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (ClusterInferencePolicy \"platform\")"
+        ]
     );
 }
 
@@ -210,6 +228,8 @@ fn a_defaulted_service_carries_the_full_pool_fields_and_validates() {
     });
     assert_eq!(
         errors(&v),
-        ["spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas 2 - 1: one replica always serves)"]
+        [
+            "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas 2 - 1: one replica always serves)"
+        ]
     );
 }

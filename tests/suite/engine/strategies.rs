@@ -6,6 +6,9 @@ use infergate::api::policy::{
     ClusterInferencePolicySpec, EngineDefaults, InferencePolicySpec, PolicyDefaults,
     ResourceDefaults, RoutingDefaults,
 };
+use infergate::api::rollout::{
+    CanaryOnFullPool, RolloutCanarySpec, RolloutOnFullPool, RolloutSpec, RolloutStrategy,
+};
 use infergate::api::v1beta1::{
     AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec, EnvFromSource,
     EnvVar, GraphSpec, GraphStatus, InferenceService, InferenceServiceSpec, InferenceServiceStatus,
@@ -16,9 +19,6 @@ use infergate::api::{
     AcceleratorType, ClusterInferencePolicy, GatewayRef, HealthCheckSpec, InferencePolicy,
     ResourcesSpec, v1alpha1,
 };
-use infergate::api::rollout::{
-    CanaryOnFullPool, RolloutCanarySpec, RolloutOnFullPool, RolloutSpec, RolloutStrategy,
-};
 use infergate::engine::PolicySnapshot;
 use k8s_openapi::api::core::v1::{EnvVarSource, SecretEnvSource, SecretKeySelector};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -27,7 +27,10 @@ use kube::api::ObjectMeta;
 use proptest::prelude::*;
 
 fn rollout_on_full_pool() -> impl Strategy<Value = RolloutOnFullPool> {
-    prop_oneof![Just(RolloutOnFullPool::Replace), Just(RolloutOnFullPool::Wait)]
+    prop_oneof![
+        Just(RolloutOnFullPool::Replace),
+        Just(RolloutOnFullPool::Wait)
+    ]
 }
 
 fn canary_on_full_pool() -> impl Strategy<Value = CanaryOnFullPool> {
