@@ -54,7 +54,8 @@ pub struct RolloutSpec {
     /// Replicas a `Replace` may take down at once (default 1): at least 1
     /// and at most `replicas - 1` (`autoscaling.minReplicas - 1` with
     /// autoscaling), so one replica always serves; with 1 replica, 1 (a
-    /// `Replace` then is a short outage). Within the policies' `limits.maxUnavailable`.
+    /// `Replace` then is a short outage); with 0, no upper bound. Within
+    /// the policies' `limits.maxUnavailable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 1").message("rollout.maxUnavailable must be at least 1"))]
     pub max_unavailable: Option<i32>,
