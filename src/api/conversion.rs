@@ -488,6 +488,7 @@ fn up_owned(a: v1alpha1::InferenceService) -> v1beta1::InferenceService {
             engine_image: None,
             weight: c.weight,
             replicas: None,
+            on_full_pool: None,
         }),
         health_check: s.health_check,
         ..Default::default()

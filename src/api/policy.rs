@@ -135,10 +135,26 @@ pub struct PolicyDefaults {
     /// Metrics port, path and scrape interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<MetricsSpec>,
-    /// The whole rollout block, for services that set none. Only a
-    /// ClusterInferencePolicy may name the Prometheus address.
+    /// The rollout plan (strategy, steps, interval, progressDeadline,
+    /// maxRestarts, analysis), whole, for services whose `rollout` names
+    /// none of these; `onFullPool` and `maxUnavailable` are defaulted field
+    /// by field, and `canary` is denied here (`defaults.canary.onFullPool`
+    /// defaults it). Only a ClusterInferencePolicy may name the Prometheus address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<super::rollout::RolloutSpec>,
+    /// What canaries do on a full pool: `spec.canary.onFullPool` and, under
+    /// strategy `Canary`, `spec.rollout.canary.onFullPool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryDefaults>,
+}
+
+/// Canary defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryDefaults {
+    /// `Wait` or `Borrow`, for a manual canary and a `Canary` rollout's track.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_full_pool: Option<super::rollout::CanaryOnFullPool>,
 }
 
 impl PolicyDefaults {
@@ -279,6 +295,10 @@ pub struct PolicyLimits {
     #[schemars(length(max = 32))]
     #[x_kube(validation = Rule::new("self.matches('^([0-9]{1,5}(h|m|s|ms)){1,4}$')").message("limits.minRolloutInterval must be a Gateway API duration such as 1m"))]
     pub min_rollout_interval: Option<String>,
+    /// Upper bound for `rollout.maxUnavailable` (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("limits.maxUnavailable must be at least 1"))]
+    pub max_unavailable: Option<i32>,
     /// Deny services whose `model.ref` no ModelProfile lists (a curated catalogue).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_model_profile: Option<bool>,

@@ -1,5 +1,6 @@
 //! Progressive rollout: `spec.rollout` (also a policy's `defaults.rollout`)
-//! and `status.rollout`.
+//! and `status.rollout`; what a change does on a full GPU pool
+//! (`onFullPool`, `maxUnavailable`, a canary's `onFullPool`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::KubeSchema;
@@ -45,6 +46,108 @@ pub struct RolloutSpec {
     /// An optional gate evaluated once per interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisSpec>,
+    /// What a change that rolls the primary Deployment does when the
+    /// service's AcceleratorClass has no room for one more replica:
+    /// `Replace` (default) or `Wait`. Applies to both strategies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_full_pool: Option<RolloutOnFullPool>,
+    /// Replicas a `Replace` may take down at once (default 1): at least 1
+    /// and at most `replicas - 1` (`autoscaling.minReplicas - 1` with
+    /// autoscaling), so one replica always serves; with 1 replica, 1 (a
+    /// `Replace` then is a short outage); with 0, no upper bound. Within
+    /// the policies' `limits.maxUnavailable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("rollout.maxUnavailable must be at least 1"))]
+    pub max_unavailable: Option<i32>,
+    /// The canary track of a `Canary` rollout, where a manual canary has
+    /// `spec.canary.onFullPool` (the two cannot be combined); defaulted,
+    /// and read, only with strategy `Canary`. Not in a policy's
+    /// `defaults.rollout`: `defaults.canary.onFullPool` defaults both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<RolloutCanarySpec>,
+}
+
+impl RolloutSpec {
+    /// The plan alone: the rollout without its full-pool fields
+    /// (`onFullPool`, `maxUnavailable`, `canary`), which are defaulted
+    /// field by field rather than with the plan.
+    #[must_use]
+    pub fn plan(&self) -> Self {
+        Self {
+            on_full_pool: None,
+            max_unavailable: None,
+            canary: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the rollout names any of the plan's fields.
+    #[must_use]
+    pub fn has_plan(&self) -> bool {
+        self.plan() != Self::default()
+    }
+}
+
+/// What a change that rolls the primary Deployment (engine, model, env,
+/// placement) does when the service's AcceleratorClass has no room for one
+/// more replica: `Replace` (default) rolls `maxUnavailable` replicas at a
+/// time in place, `Wait` keeps the old template until one more replica
+/// fits. Either strategy's primary rolls this way.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RolloutOnFullPool {
+    /// Roll with `maxSurge: 0, maxUnavailable: N`: each replaced pod's
+    /// devices go to its successor.
+    #[default]
+    Replace,
+    /// Keep the old template until one more replica fits.
+    Wait,
+}
+
+impl RolloutOnFullPool {
+    /// The word as written in manifests.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Replace => "Replace",
+            Self::Wait => "Wait",
+        }
+    }
+}
+
+/// What a canary whose pods do not fit the AcceleratorClass's free devices
+/// does: `Wait` (default) creates no pod that cannot be placed and keeps the
+/// route on the primary, `Borrow` takes the canary's replicas from the
+/// primary, one at a time. A manual canary sets it in `spec.canary`, a
+/// `Canary` rollout's track in `spec.rollout.canary` (the two cannot be
+/// combined), and a policy in `defaults.canary`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CanaryOnFullPool {
+    /// Create no canary pod that cannot be placed; the route stays on the primary.
+    #[default]
+    Wait,
+    /// Take the canary's replicas from the primary, one at a time (the
+    /// primary keeps at least one ready replica).
+    Borrow,
+}
+
+impl CanaryOnFullPool {
+    /// The word as written in manifests.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Wait => "Wait",
+            Self::Borrow => "Borrow",
+        }
+    }
+}
+
+/// The canary track of a `Canary` rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutCanarySpec {
+    /// `Wait` (default) or `Borrow`, as `spec.canary.onFullPool` for a manual canary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_full_pool: Option<CanaryOnFullPool>,
 }
 
 /// The rollout's gate.

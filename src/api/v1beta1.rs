@@ -313,6 +313,11 @@ pub struct CanarySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 0").message("spec.canary.replicas must be at least 0"))]
     pub replicas: Option<i32>,
+    /// What the canary does when its pods do not fit the AcceleratorClass's
+    /// free devices: `Wait` (default) or `Borrow`. A `Canary` rollout's
+    /// track has its own, `spec.rollout.canary.onFullPool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_full_pool: Option<super::rollout::CanaryOnFullPool>,
 }
 
 /// Request routing through the Gateway API.

@@ -5,6 +5,7 @@
 //! (an object stored before defaulting ran, or with the webhook off).
 
 use crate::api::AcceleratorType;
+use crate::api::rollout::{CanaryOnFullPool, RolloutOnFullPool};
 use crate::api::v1beta1::Backend;
 
 /// `spec.engine.port`.
@@ -33,6 +34,12 @@ pub const DEFAULT_METRICS_INTERVAL: &str = "30s";
 pub const DEFAULT_PATH_TEMPLATE: &str = "/{.metadata.namespace}/{.metadata.name}";
 /// `spec.routing.requestTimeout` (a GEP-2257 duration).
 pub const DEFAULT_REQUEST_TIMEOUT: &str = "5m";
+/// `spec.rollout.onFullPool`.
+pub const DEFAULT_ON_FULL_POOL: RolloutOnFullPool = RolloutOnFullPool::Replace;
+/// `spec.rollout.maxUnavailable`.
+pub const DEFAULT_MAX_UNAVAILABLE: i32 = 1;
+/// `spec.canary.onFullPool`, and `spec.rollout.canary.onFullPool` under strategy `Canary`.
+pub const DEFAULT_CANARY_ON_FULL_POOL: CanaryOnFullPool = CanaryOnFullPool::Wait;
 /// `spec.engine.shmSize` when GPUs per replica > 1 and no policy sets one.
 pub const DEFAULT_SHM_SIZE: &str = "2Gi";
 /// `spec.engine.gpuMemoryUtilization` on GPUs (the engine's own default).

@@ -29,4 +29,6 @@ pub use provenance::provenance_of;
 pub use service::default_service;
 
 #[cfg(test)]
+mod full_pool_tests;
+#[cfg(test)]
 mod tests;

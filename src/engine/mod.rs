@@ -10,6 +10,7 @@ pub mod defaulted;
 pub mod duration;
 pub mod field_error;
 pub mod field_path;
+pub mod full_pool;
 pub mod graph_source;
 pub mod hosts;
 pub mod names;

@@ -104,6 +104,15 @@ pub fn check_plan(
             "must be greater than or equal to 0",
         ));
     }
+    if let Some(m) = r.max_unavailable
+        && m < 1
+    {
+        errs.push(FieldError::invalid(
+            &at.child("maxUnavailable"),
+            m,
+            "must be greater than or equal to 1",
+        ));
+    }
     let Some(p) = r.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) else {
         return;
     };
@@ -337,6 +346,8 @@ mod tests {
                     on_no_data: None,
                 }),
             }),
+            max_unavailable: Some(0),
+            ..RolloutSpec::default()
         };
         let mut errs = Vec::new();
         check_plan(&mut errs, &Path::new("spec.rollout"), &plan, false);
@@ -350,6 +361,7 @@ mod tests {
                 "spec.rollout.interval",
                 "spec.rollout.progressDeadline",
                 "spec.rollout.maxRestarts",
+                "spec.rollout.maxUnavailable",
                 "spec.rollout.analysis.prometheus.address",
                 "spec.rollout.analysis.prometheus.query",
                 "spec.rollout.analysis.prometheus.threshold",

@@ -404,6 +404,7 @@ fn sample_with_spec(mut s: InferenceService) -> InferenceService {
         engine_image: Some("registry.example.com/engine:1".to_owned()),
         weight: 10,
         replicas: Some(1),
+        on_full_pool: Some(crate::engine::builtin::DEFAULT_CANARY_ON_FULL_POOL),
     });
     s.spec.health_check = Some(crate::api::HealthCheckSpec {
         path: Some(DEFAULT_HEALTH_PATH.to_owned()),
@@ -429,6 +430,12 @@ fn sample_with_spec(mut s: InferenceService) -> InferenceService {
             namespace: Some("sample-gateways".to_owned()),
         }),
         ..RoutingSpec::default()
+    });
+    // Every defaulted service has the full-pool fields.
+    s.spec.rollout = Some(crate::api::rollout::RolloutSpec {
+        on_full_pool: Some(crate::engine::builtin::DEFAULT_ON_FULL_POOL),
+        max_unavailable: Some(crate::engine::builtin::DEFAULT_MAX_UNAVAILABLE),
+        ..Default::default()
     });
     s
 }

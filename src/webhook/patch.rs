@@ -437,6 +437,62 @@ mod tests {
         }
     }
 
+    /// A policy's rollout plan reaching a service whose block has only the
+    /// full-pool fields is added field by field, keeping the service's own
+    /// values; a Canary plan adds the track's `canary` block under it.
+    #[test]
+    fn a_plan_is_added_beside_the_full_pool_fields() {
+        use crate::api::policy::{ClusterInferencePolicySpec, PolicyDefaults};
+        use crate::api::rollout::{RolloutOnFullPool, RolloutSpec, RolloutStrategy};
+        let policies = PolicySnapshot {
+            cluster: vec![crate::api::ClusterInferencePolicy::new(
+                "plan",
+                ClusterInferencePolicySpec {
+                    defaults: Some(PolicyDefaults {
+                        rollout: Some(RolloutSpec {
+                            strategy: Some(RolloutStrategy::Canary),
+                            steps: vec![10, 50],
+                            ..RolloutSpec::default()
+                        }),
+                        ..PolicyDefaults::default()
+                    }),
+                    ..ClusterInferencePolicySpec::default()
+                },
+            )],
+            namespaced: vec![],
+        };
+        let mut before = svc();
+        before.spec.rollout = Some(RolloutSpec {
+            on_full_pool: Some(RolloutOnFullPool::Wait),
+            max_unavailable: Some(1),
+            ..RolloutSpec::default()
+        });
+        let d = default_service(&before, &policies);
+        let patch = typed(&before, &d);
+        let paths: Vec<String> = patch
+            .0
+            .iter()
+            .filter_map(|op| match op {
+                json_patch::PatchOperation::Add(a) => Some(a.path.to_string()),
+                _ => None,
+            })
+            .filter(|p| p.starts_with("/spec/rollout"))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/spec/rollout/strategy",
+                "/spec/rollout/steps",
+                "/spec/rollout/canary"
+            ]
+        );
+        let mut json = serde_json::to_value(&before).unwrap();
+        json_patch::patch(&mut json, &patch).unwrap();
+        assert_eq!(json, serde_json::to_value(&d.object).unwrap());
+        assert_eq!(json["spec"]["rollout"]["onFullPool"], "Wait");
+        assert_eq!(json["spec"]["rollout"]["canary"]["onFullPool"], "Wait");
+    }
+
     /// Every character JSON must escape, at any offset in a string, reads
     /// back as written.
     #[test]

@@ -1,5 +1,5 @@
 //! `infergate check` over the examples and over malformed input, through
-//! the built binary, as CI would run it.
+//! the built binary, as CI would run it (the full-pool fields among them).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -364,6 +364,88 @@ spec:
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("spec.rollout.analysis.prometheus.query") && err.contains("PromQL"),
+        "{err}"
+    );
+}
+
+/// `infergate check` defaults and bounds the full-pool fields as the
+/// webhook does: a policy's defaults field by field (visible with their
+/// provenance), its `maxUnavailable` a warning under Warn and an error
+/// under Deny, one replica always serving.
+#[test]
+fn full_pool_fields_are_defaulted_and_bounded_as_admission_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("p.yaml");
+    let write = |enforcement: &str| {
+        std::fs::write(
+            &policy,
+            format!(
+                "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {{name: pool}}\nspec:\n  enforcement: {enforcement}\n  defaults:\n    rollout: {{onFullPool: Wait}}\n    canary: {{onFullPool: Borrow}}\n  limits: {{maxUnavailable: 1}}\n"
+            ),
+        )
+        .expect("write");
+    };
+    let input = GOOD_SVC.replace(
+        "spec:\n",
+        "spec:\n  replicas: 3\n  rollout: {maxUnavailable: 2}\n  canary: {model: {ref: m2}, weight: 10}\n",
+    );
+    let args = |extra: &[&str]| {
+        let mut a: Vec<String> = vec!["-f".into(), "-".into(), "--policy".into()];
+        a.push(policy.display().to_string());
+        a.extend(extra.iter().map(|s| (*s).to_owned()));
+        a
+    };
+    write("Warn");
+    let out = check(&args(&["-o", "json"]), Some(&input));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("warning: spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (ClusterInferencePolicy \"pool\")"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json output");
+    assert_eq!(v["spec"]["rollout"]["onFullPool"], "Wait");
+    assert_eq!(v["spec"]["rollout"]["maxUnavailable"], 2);
+    assert_eq!(v["spec"]["canary"]["onFullPool"], "Borrow");
+    let prov = v["metadata"]["annotations"]["infergate.dev/defaulted-from"]
+        .as_str()
+        .expect("provenance annotation");
+    for entry in [
+        "\"spec.rollout.onFullPool\":\"ClusterInferencePolicy/pool\"",
+        "\"spec.canary.onFullPool\":\"ClusterInferencePolicy/pool\"",
+    ] {
+        assert!(prov.contains(entry), "{entry} missing from {prov}");
+    }
+    assert!(!prov.contains("spec.rollout.maxUnavailable"), "{prov}");
+    // Under Deny the same limit is an error.
+    write("Deny");
+    let out = check(&args(&[]), Some(&input));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("InferenceService team-a/chat: spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (ClusterInferencePolicy \"pool\")"),
+        "{err}"
+    );
+    // Without policies: built-in values, and one replica always serves.
+    let out = check(
+        &["-f".into(), "-".into(), "-o".into(), "json".into()],
+        Some(GOOD_SVC),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json output");
+    assert_eq!(
+        v["spec"]["rollout"],
+        serde_json::json!({"onFullPool": "Replace", "maxUnavailable": 1})
+    );
+    let too_many = GOOD_SVC.replace(
+        "spec:\n",
+        "spec:\n  replicas: 2\n  rollout: {maxUnavailable: 2}\n",
+    );
+    let out = check(&["-f".into(), "-".into()], Some(&too_many));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas 2 - 1: one replica always serves)"),
         "{err}"
     );
 }

@@ -16,6 +16,9 @@
 //!   wins and names its policy, `Warn` enforcement, namespace selectors,
 //!   graph hosts, layering by priority, a namespace policy only tightens,
 //!   policy validation, rollout gate queries.
+//! - [`full_pool`]: the full-pool fields: one replica always serves, the
+//!   policies' `maxUnavailable` (Deny and Warn), policies validated,
+//!   defaults layered and idempotent.
 //! - [`picker`]: the endpoint picker: replicas and requests within the
 //!   limits, policy defaults, the round trip through v1alpha1.
 //! - [`services`]: service rules: an identical canary, the immutable
@@ -24,6 +27,8 @@
 
 #[path = "engine/conversion.rs"]
 mod conversion;
+#[path = "engine/full_pool.rs"]
+mod full_pool;
 #[path = "engine/picker.rs"]
 mod picker;
 #[path = "engine/policies.rs"]

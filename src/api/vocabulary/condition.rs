@@ -18,6 +18,12 @@ words! {
         /// The serving graph was fetched, decoded and validated
         /// (`backend: RayService`).
         GraphReady => "GraphReady",
+        /// A change that rolls the primary fits the AcceleratorClass's free
+        /// devices, or is done (False: it replaces in place or waits).
+        RolloutCapacity => "RolloutCapacity",
+        /// The canary track runs; False with reason `CanaryCapacity` while
+        /// its pods do not fit the AcceleratorClass's free devices.
+        CanaryReady => "CanaryReady",
     }
 }
 

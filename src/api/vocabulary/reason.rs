@@ -197,11 +197,19 @@ pub enum Reason {
     GraphRefreshFailed,
     /// Event: a new serving graph was applied.
     GraphUpdated,
+    /// `RolloutCapacity=False`: no room for one more replica, so the
+    /// primary is rolled `maxUnavailable` replicas at a time in place.
+    ReplacingInPlace,
+    /// `RolloutCapacity=False`: no room for one more replica, so the
+    /// primary keeps its old template until there is.
+    WaitingForCapacity,
+    /// `CanaryReady=False`: the canary's pods do not fit the free devices.
+    CanaryCapacity,
 }
 
 /// Every [`Reason`] but [`Reason::Graph`] and [`Reason::Rollout`], in the
 /// order `FromStr` tries them (before the graph's and the rollout's).
-const PLAIN: [Reason; 36] = [
+const PLAIN: [Reason; 39] = [
     Reason::Applied,
     Reason::Available,
     Reason::Progressing,
@@ -238,6 +246,9 @@ const PLAIN: [Reason; 36] = [
     Reason::GraphUnchanged,
     Reason::GraphRefreshFailed,
     Reason::GraphUpdated,
+    Reason::ReplacingInPlace,
+    Reason::WaitingForCapacity,
+    Reason::CanaryCapacity,
 ];
 
 impl Reason {
@@ -283,6 +294,9 @@ impl Reason {
             Reason::GraphUnchanged => "GraphUnchanged",
             Reason::GraphRefreshFailed => "GraphRefreshFailed",
             Reason::GraphUpdated => "GraphUpdated",
+            Reason::ReplacingInPlace => "ReplacingInPlace",
+            Reason::WaitingForCapacity => "WaitingForCapacity",
+            Reason::CanaryCapacity => "CanaryCapacity",
         }
     }
 
@@ -403,7 +417,10 @@ mod tests {
             | Reason::GraphRefreshed
             | Reason::GraphUnchanged
             | Reason::GraphRefreshFailed
-            | Reason::GraphUpdated => PLAIN.contains(&r),
+            | Reason::GraphUpdated
+            | Reason::ReplacingInPlace
+            | Reason::WaitingForCapacity
+            | Reason::CanaryCapacity => PLAIN.contains(&r),
         }
     }
 

@@ -40,12 +40,8 @@ impl<'l, 'a> Filler<'l, 'a> {
         if slot.is_some() {
             return;
         }
-        let found = match first_default(self.layers, from_policy) {
-            Some((v, i)) => {
-                let layer = &self.layers[i];
-                let source = self.sources[i].get_or_insert_with(|| Cow::Owned(layer.source()));
-                Some((v, source.clone()))
-            }
+        let found = match self.first(from_policy) {
+            Some(found) => Some(found),
             None => fallback.map(|(v, src)| (v, Cow::Borrowed(src))),
         };
         if let Some((v, source)) = found {
@@ -57,6 +53,17 @@ impl<'l, 'a> Filler<'l, 'a> {
                 value,
             });
         }
+    }
+
+    /// The value of the first policy layer that sets one, and its source.
+    pub(super) fn first<T>(
+        &mut self,
+        from_policy: impl Fn(&'a PolicyDefaults) -> Option<T>,
+    ) -> Option<(T, Cow<'static, str>)> {
+        let (v, i) = first_default(self.layers, from_policy)?;
+        let layer = &self.layers[i];
+        let source = self.sources[i].get_or_insert_with(|| Cow::Owned(layer.source()));
+        Some((v, source.clone()))
     }
 
     /// Fill `slot` when empty with the built-in `value`.
@@ -74,12 +81,12 @@ impl<'l, 'a> Filler<'l, 'a> {
     pub(super) fn record<T: serde::Serialize>(
         &mut self,
         field: &'static str,
-        source: String,
+        source: impl Into<Cow<'static, str>>,
         value: &T,
     ) {
         self.filled.push(Provenance {
             field,
-            source: Cow::Owned(source),
+            source: source.into(),
             value: serde_json::to_string(value).ok(),
         });
     }

@@ -16,7 +16,24 @@ pub(super) struct SpecPaths {
     pub(super) health_check: HealthCheckPaths,
     pub(super) metrics: MetricsPaths,
     pub(super) routing: RoutingPaths,
-    pub(super) rollout: &'static str,
+    pub(super) rollout: RolloutPaths,
+    pub(super) canary_on_full_pool: &'static str,
+}
+
+/// `spec.rollout`: the whole block (a policy's plan, added where the
+/// service has none), each field of the plan (added to a block that has
+/// only full-pool fields), and the full-pool fields.
+pub(super) struct RolloutPaths {
+    pub(super) block: &'static str,
+    pub(super) strategy: &'static str,
+    pub(super) steps: &'static str,
+    pub(super) interval: &'static str,
+    pub(super) progress_deadline: &'static str,
+    pub(super) max_restarts: &'static str,
+    pub(super) analysis: &'static str,
+    pub(super) on_full_pool: &'static str,
+    pub(super) max_unavailable: &'static str,
+    pub(super) canary_on_full_pool: &'static str,
 }
 
 /// `spec.engine`.
@@ -156,5 +173,17 @@ pub(super) const SPEC: SpecPaths = SpecPaths {
             },
         },
     },
-    rollout: "spec.rollout",
+    rollout: RolloutPaths {
+        block: "spec.rollout",
+        strategy: "spec.rollout.strategy",
+        steps: "spec.rollout.steps",
+        interval: "spec.rollout.interval",
+        progress_deadline: "spec.rollout.progressDeadline",
+        max_restarts: "spec.rollout.maxRestarts",
+        analysis: "spec.rollout.analysis",
+        on_full_pool: "spec.rollout.onFullPool",
+        max_unavailable: "spec.rollout.maxUnavailable",
+        canary_on_full_pool: "spec.rollout.canary.onFullPool",
+    },
+    canary_on_full_pool: "spec.canary.onFullPool",
 };

@@ -1,17 +1,18 @@
 //! `default_service`: every group of a service's fields defaulted in turn,
 //! each by a function given its fields' paths.
 
-use crate::api::rollout::RolloutSpec;
+use crate::api::policy::PolicyDefaults;
+use crate::api::rollout::{RolloutCanarySpec, RolloutSpec, RolloutStrategy};
 use crate::api::v1beta1::{
     AcceleratorSpec, EngineSpec, InferenceService, InferenceServiceSpec, ParallelismSpec,
     RoutingSpec,
 };
 use crate::api::{BackendKind, EndpointPickerSpec, HealthCheckSpec, MetricsSpec, ResourcesSpec};
 use crate::engine::builtin::{
-    DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_HEALTH_INTERVAL, DEFAULT_HEALTH_PATH,
-    DEFAULT_HEALTH_TIMEOUT, DEFAULT_METRICS_INTERVAL, DEFAULT_METRICS_PATH, DEFAULT_PARALLELISM,
-    DEFAULT_PATH_TEMPLATE, DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT,
-    DEFAULT_TARGET_CPU,
+    DEFAULT_ACCELERATOR, DEFAULT_BACKEND, DEFAULT_CANARY_ON_FULL_POOL, DEFAULT_HEALTH_INTERVAL,
+    DEFAULT_HEALTH_PATH, DEFAULT_HEALTH_TIMEOUT, DEFAULT_MAX_UNAVAILABLE, DEFAULT_METRICS_INTERVAL,
+    DEFAULT_METRICS_PATH, DEFAULT_ON_FULL_POOL, DEFAULT_PARALLELISM, DEFAULT_PATH_TEMPLATE,
+    DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TARGET_CPU,
 };
 use crate::engine::context::Context;
 use crate::engine::defaulted::Defaulted;
@@ -53,7 +54,15 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
     default_metrics(&mut f, spec, &at.metrics);
     let routing = spec.routing.get_or_insert_with(RoutingSpec::default);
     default_routing(&mut f, routing, &at.routing);
-    default_rollout(&mut f, &mut spec.rollout, at.rollout);
+    default_rollout(&mut f, &mut spec.rollout, &at.rollout);
+    if let Some(c) = spec.canary.as_mut() {
+        f.fill(
+            &mut c.on_full_pool,
+            at.canary_on_full_pool,
+            |d| d.canary.as_ref()?.on_full_pool,
+            Some((DEFAULT_CANARY_ON_FULL_POOL, SOURCE_BUILT_IN)),
+        );
+    }
 
     let filled = f.filled;
     if !filled.is_empty() {
@@ -272,28 +281,113 @@ fn default_routing(f: &mut Filler<'_, '_>, r: &mut RoutingSpec, at: &paths::Rout
     }
 }
 
-/// `spec.rollout`: the whole block, only when a policy sets one; the
-/// Prometheus address stays in the policy (looked up when the analysis
-/// runs), and a policy that names only the address sets no rollout.
-fn default_rollout(f: &mut Filler<'_, '_>, rollout: &mut Option<RolloutSpec>, at: &'static str) {
-    f.fill(
-        rollout,
-        at,
-        |d| {
-            let mut r = d.rollout.clone()?;
-            if let Some(a) = r.analysis.as_mut() {
-                if let Some(p) = a.prometheus.as_mut() {
-                    p.address = None;
-                }
-                if a.prometheus.as_ref().is_some_and(only_an_address) {
-                    a.prometheus = None;
-                }
-                if a.prometheus.is_none() {
-                    r.analysis = None;
-                }
+/// `spec.rollout`: the plan (strategy, steps, interval, progressDeadline,
+/// maxRestarts, analysis), whole, from the first policy that has one, for a
+/// service whose block names none of these (the Prometheus address stays in
+/// the policy, looked up when the analysis runs, and a policy that names
+/// only the address has no plan); then `onFullPool` and `maxUnavailable`
+/// field by field, and under strategy `Canary` the canary track's
+/// `onFullPool` (from `defaults.canary`).
+fn default_rollout(
+    f: &mut Filler<'_, '_>,
+    rollout: &mut Option<RolloutSpec>,
+    at: &paths::RolloutPaths,
+) {
+    if !rollout.as_ref().is_some_and(RolloutSpec::has_plan)
+        && let Some((plan, source)) = f.first(policy_plan)
+    {
+        match rollout.as_mut() {
+            None => {
+                f.record(at.block, source, &plan);
+                *rollout = Some(plan);
             }
-            (r != RolloutSpec::default()).then_some(r)
-        },
-        None,
+            Some(r) => merge_plan(f, r, plan, source, at),
+        }
+    }
+    let r = rollout.get_or_insert_with(RolloutSpec::default);
+    f.fill(
+        &mut r.on_full_pool,
+        at.on_full_pool,
+        |d| d.rollout.as_ref()?.on_full_pool,
+        Some((DEFAULT_ON_FULL_POOL, SOURCE_BUILT_IN)),
     );
+    f.fill(
+        &mut r.max_unavailable,
+        at.max_unavailable,
+        |d| d.rollout.as_ref()?.max_unavailable,
+        Some((DEFAULT_MAX_UNAVAILABLE, SOURCE_BUILT_IN)),
+    );
+    if r.strategy == Some(RolloutStrategy::Canary) {
+        let canary = r.canary.get_or_insert_with(RolloutCanarySpec::default);
+        f.fill(
+            &mut canary.on_full_pool,
+            at.canary_on_full_pool,
+            |d| d.canary.as_ref()?.on_full_pool,
+            Some((DEFAULT_CANARY_ON_FULL_POOL, SOURCE_BUILT_IN)),
+        );
+    }
+}
+
+/// A policy's rollout plan: its `defaults.rollout` without the full-pool
+/// fields and the Prometheus address; `None` when nothing is left.
+fn policy_plan(d: &PolicyDefaults) -> Option<RolloutSpec> {
+    let mut r = d.rollout.as_ref()?.plan();
+    if let Some(a) = r.analysis.as_mut() {
+        if let Some(p) = a.prometheus.as_mut() {
+            p.address = None;
+        }
+        if a.prometheus.as_ref().is_some_and(only_an_address) {
+            a.prometheus = None;
+        }
+        if a.prometheus.is_none() {
+            r.analysis = None;
+        }
+    }
+    r.has_plan().then_some(r)
+}
+
+/// Each field of `plan` into `r`, a block without a plan of its own (only
+/// full-pool fields), each recorded at its own path.
+fn merge_plan(
+    f: &mut Filler<'_, '_>,
+    r: &mut RolloutSpec,
+    plan: RolloutSpec,
+    source: std::borrow::Cow<'static, str>,
+    at: &paths::RolloutPaths,
+) {
+    let RolloutSpec {
+        strategy,
+        steps,
+        interval,
+        progress_deadline,
+        max_restarts,
+        analysis,
+        on_full_pool: _,
+        max_unavailable: _,
+        canary: _,
+    } = plan;
+    if let Some(v) = strategy {
+        f.record(at.strategy, source.clone(), &v);
+        r.strategy = Some(v);
+    }
+    if !steps.is_empty() {
+        f.record(at.steps, source.clone(), &steps);
+        r.steps = steps;
+    }
+    if let Some(v) = interval {
+        f.record(at.interval, source.clone(), &v);
+        r.interval = Some(v);
+    }
+    if let Some(v) = progress_deadline {
+        f.record(at.progress_deadline, source.clone(), &v);
+        r.progress_deadline = Some(v);
+    }
+    if let Some(v) = max_restarts {
+        f.record(at.max_restarts, source.clone(), &v);
+        r.max_restarts = Some(v);
+    }
+    if let Some(v) = analysis {
+        f.record(at.analysis, source.clone(), &v);
+        r.analysis = Some(v);
+    }
 }

@@ -370,13 +370,21 @@ fn a_policy_rollout_is_copied_whole_without_its_prometheus_address() {
     let p = got.analysis.unwrap().prometheus.unwrap();
     assert_eq!((p.address, p.query.as_str()), (None, "up"));
     assert!(d.filled.iter().any(|f| f.field == "spec.rollout"));
-    // A service with its own block keeps it.
+    // A service with a plan of its own keeps it (`strategy: Immediate`
+    // opts out of the policy's Canary plan).
     let mut own = svc();
-    own.spec.rollout = Some(RolloutSpec::default());
+    let immediate = RolloutSpec {
+        strategy: Some(RolloutStrategy::Immediate),
+        ..RolloutSpec::default()
+    };
+    own.spec.rollout = Some(immediate.clone());
     let d = with(&snap, &ServerDefaults::default(), |c| {
         default_service(&own, c)
     });
-    assert_eq!(d.object.spec.rollout, Some(RolloutSpec::default()));
+    assert_eq!(
+        d.object.spec.rollout.as_ref().map(RolloutSpec::plan),
+        Some(immediate)
+    );
     // A policy that names only the address sets no rollout.
     let only = ClusterInferencePolicy::new(
         "prometheus",
@@ -403,7 +411,9 @@ fn a_policy_rollout_is_copied_whole_without_its_prometheus_address() {
     let d = with(&snap, &ServerDefaults::default(), |c| {
         default_service(&svc(), c)
     });
-    assert_eq!(d.object.spec.rollout, None);
+    // Only the built-in full-pool fields.
+    let got = d.object.spec.rollout.expect("the full-pool fields");
+    assert!(!got.has_plan(), "{got:?}");
     assert!(!d.filled.iter().any(|f| f.field == "spec.rollout"));
 }
 

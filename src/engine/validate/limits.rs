@@ -59,7 +59,8 @@ impl Limits<'_, '_, '_> {
     }
 
     /// Replicas (of each track and picker) and canary weights (of the
-    /// manual canary and of each rollout step); a rollout's interval.
+    /// manual canary and of each rollout step); a rollout's interval and
+    /// the replicas it may take down at once.
     fn counts(&mut self, spec: &Path<'_>, svc: &InferenceService) {
         let s = &svc.spec;
         let replicas = |l: &PolicyLimits| l.max_replicas;
@@ -91,6 +92,15 @@ impl Limits<'_, '_, '_> {
             for (enforcement, e) in rollout::min_interval_violations(self.layers, &plan, svc) {
                 self.report(enforcement, e);
             }
+        }
+        if let Some(n) = s.rollout.as_ref().and_then(|r| r.max_unavailable) {
+            let rollout = spec.child("rollout");
+            self.max(
+                &rollout.child("maxUnavailable"),
+                n,
+                |l| l.max_unavailable,
+                "",
+            );
         }
     }
 

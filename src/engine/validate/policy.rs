@@ -76,7 +76,8 @@ pub fn validate_namespaced_policy(p: &InferencePolicy, ctx: &Context) -> Verdict
     v
 }
 
-/// A policy's default rollout plan (`at` is `spec.defaults.rollout`); the
+/// A policy's default rollout plan (`at` is `spec.defaults.rollout`),
+/// without a `canary` block (`defaults.canary` defaults it); the
 /// Prometheus address is allowed only in a ClusterInferencePolicy (no
 /// `namespace`). The gate query parses once its placeholders carry the
 /// namespace (`default` for a cluster policy) and a sample service's names.
@@ -87,6 +88,12 @@ fn check_default_rollout(
     namespace: Option<&str>,
 ) {
     rollout::check_plan(errs, at, r, namespace.is_none());
+    if r.canary.is_some() {
+        errs.push(FieldError::forbidden(
+            &at.child("canary"),
+            "set defaults.canary.onFullPool: it defaults the canary of a Canary rollout and a manual spec.canary alike",
+        ));
+    }
     let namespace = namespace.filter(|n| !n.is_empty()).unwrap_or("default");
     if let Some(p) = r.analysis.as_ref().and_then(|a| a.prometheus.as_ref()) {
         check_gate_query(errs, at, p, (namespace, "service", "service-canary"));
@@ -168,6 +175,7 @@ fn check_limit_counts(errs: &mut Vec<FieldError>, at: &Path<'_>, l: &PolicyLimit
         ("maxReplicas", l.max_replicas, 0, i32::MAX),
         ("maxCanaryWeight", l.max_canary_weight, 0, 100),
         ("maxGPUsPerReplica", l.max_gpus_per_replica, 0, i32::MAX),
+        ("maxUnavailable", l.max_unavailable, 1, i32::MAX),
     ] {
         if let Some(x) = val
             && !(lo..=hi).contains(&x)

@@ -137,6 +137,16 @@ fn check_within_own_limits(
             }
         });
     }
+    if let (Some(max), Some(n)) = (l.max_unavailable, default_max_unavailable(d))
+        && n > max
+    {
+        let rollout = at.child("rollout");
+        errs.push(FieldError::invalid(
+            &rollout.child("maxUnavailable"),
+            n,
+            &format!("must be at most {} ({max})", own.child("maxUnavailable")),
+        ));
+    }
     if let Some(list) = &l.allowed_image_registries {
         image_defaults(&at, d, |field, img| {
             if !list.iter().any(|p| img.starts_with(p.as_str())) {
@@ -178,6 +188,11 @@ fn check_within_own_limits(
             ));
         }
     }
+}
+
+/// The `rollout.maxUnavailable` a policy defaults.
+pub(super) fn default_max_unavailable(d: &PolicyDefaults) -> Option<i32> {
+    d.rollout.as_ref()?.max_unavailable
 }
 
 /// The PriorityClass a policy defaults.

@@ -14,7 +14,9 @@ use crate::engine::policy::Layer;
 use crate::engine::verdict::Verdict;
 
 use super::fields::quoted_list;
-use super::policy_defaults::{default_priority_class, image_defaults, replica_defaults};
+use super::policy_defaults::{
+    default_max_unavailable, default_priority_class, image_defaults, replica_defaults,
+};
 
 /// The namespace policy's `defaults` and `limits` (`spec` is its spec
 /// path) against the cluster layer `outer`: errors under a Deny policy,
@@ -61,6 +63,7 @@ fn check_bounds(
             l.max_gpus_per_replica,
             ol.max_gpus_per_replica,
         ),
+        ("maxUnavailable", l.max_unavailable, ol.max_unavailable),
     ] {
         if let (Some(m), Some(t)) = (mine, theirs)
             && m > t
@@ -229,6 +232,16 @@ fn check_defaults(
                 ));
             }
         });
+    }
+    if let (Some(n), Some(max)) = (default_max_unavailable(d), ol.max_unavailable)
+        && n > max
+    {
+        let rollout = at.child("rollout");
+        out.push(FieldError::invalid(
+            &rollout.child("maxUnavailable"),
+            n,
+            &format!("must be at most {max} ({who})"),
+        ));
     }
     let routing = at.child("routing");
     if let (Some(t), Some(max)) = (

@@ -17,7 +17,7 @@ use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
 use crate::engine::policy::layers;
 use crate::engine::verdict::Verdict;
-use crate::engine::{graph_source, names, rollout, route};
+use crate::engine::{full_pool, graph_source, names, rollout, route};
 
 use super::capacity::FitJudgement;
 use super::fields::{
@@ -89,6 +89,7 @@ fn validate_judging(
     super::picker::check_inference_pool(&mut v.errors, &spec.child("routing"), svc);
     let rollout_at = spec.child("rollout");
     rollout::check_service(&mut v.errors, &rollout_at, svc);
+    full_pool::check_service(&mut v.errors, &rollout_at, svc);
     check_analysis_query(&mut v.errors, &rollout_at, svc, ctx);
     if let Some(w) = old.and_then(|o| rollout::restart_warning(&rollout_at, svc, o)) {
         v.warnings.push(w);

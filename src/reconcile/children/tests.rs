@@ -81,6 +81,7 @@ fn with_canary(mut s: InferenceService, weight: i32, replicas: Option<i32>) -> I
         engine_image: None,
         weight,
         replicas,
+        on_full_pool: None,
     });
     s
 }

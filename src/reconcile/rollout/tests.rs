@@ -30,6 +30,7 @@ fn plan() -> RolloutSpec {
         progress_deadline: Some("10m".into()),
         max_restarts: Some(2),
         analysis: None,
+        ..RolloutSpec::default()
     }
 }
 

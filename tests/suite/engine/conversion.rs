@@ -2,9 +2,12 @@
 //! metadata, the streaming path reading metadata when a stash may be
 //! involved (escaped names, an empty map), v1alpha1 autoscaling and Ready,
 //! edits through the old version, a stale stash, what cannot be converted,
-//! and unknown metadata kept verbatim.
+//! unknown metadata kept verbatim, and the full-pool fields.
 
 use infergate::api::conversion::{self, V1ALPHA1, V1BETA1};
+use infergate::api::rollout::{
+    CanaryOnFullPool, RolloutCanarySpec, RolloutOnFullPool, RolloutSpec, RolloutStrategy,
+};
 use infergate::api::v1beta1::{AcceleratorSpec, AutoscalingSpec, CanarySpec, ModelSpec};
 use infergate::api::{AcceleratorType, CONVERSION_DATA_ANNOTATION, v1alpha1};
 
@@ -161,6 +164,7 @@ fn edits_through_the_old_version_are_kept() {
         engine_image: Some("registry.example.com/e:2".to_owned()),
         weight: 10,
         replicas: Some(2),
+        on_full_pool: Some(CanaryOnFullPool::Borrow),
     });
     b.spec.accelerator = Some(AcceleratorSpec {
         r#type: Some(AcceleratorType::Nvidia),
@@ -178,6 +182,7 @@ fn edits_through_the_old_version_are_kept() {
     assert_eq!(up.spec.model.r#ref, "new-model");
     assert_eq!(c.engine_image, b.spec.canary.as_ref().unwrap().engine_image);
     assert_eq!(c.replicas, Some(2));
+    assert_eq!(c.on_full_pool, Some(CanaryOnFullPool::Borrow));
     assert_eq!(up.spec.accelerator, b.spec.accelerator);
     assert!(up.metadata.annotations.is_none());
     // a v1alpha1 client removes the canary: nothing of it comes back
@@ -246,4 +251,59 @@ fn convert_keeps_unknown_metadata_verbatim() {
     meta.as_object_mut().unwrap().remove("annotations");
     assert_eq!(meta, b["metadata"]);
     assert_eq!(conversion::convert(a, V1BETA1).unwrap(), b);
+}
+
+/// The full-pool fields, which v1alpha1 cannot say, wait in the stash on
+/// the way down and come back on the way up; a v1alpha1 edit of the canary
+/// keeps its onFullPool, and removing the canary drops it.
+#[test]
+fn full_pool_fields_survive_the_old_version() {
+    let mut b = valid_service();
+    b.spec.replicas = Some(3);
+    b.spec.rollout = Some(RolloutSpec {
+        strategy: Some(RolloutStrategy::Immediate),
+        on_full_pool: Some(RolloutOnFullPool::Wait),
+        max_unavailable: Some(2),
+        canary: Some(RolloutCanarySpec {
+            on_full_pool: Some(CanaryOnFullPool::Borrow),
+        }),
+        ..RolloutSpec::default()
+    });
+    b.spec.canary = Some(CanarySpec {
+        model: ModelSpec {
+            r#ref: "c".to_owned(),
+            image: None,
+        },
+        weight: 10,
+        on_full_pool: Some(CanaryOnFullPool::Borrow),
+        ..CanarySpec::default()
+    });
+    let a = conversion::to_v1alpha1(&b).unwrap();
+    let stash = &a.metadata.annotations.as_ref().unwrap()[CONVERSION_DATA_ANNOTATION];
+    for pointer in ["/spec/rollout", "/spec/canary/onFullPool"] {
+        assert!(stash.contains(pointer), "{pointer} missing from {stash}");
+    }
+    assert_eq!(conversion::to_v1beta1(&a).unwrap(), b);
+    // Through the JSON entry point the webhook uses, both ways.
+    let json = serde_json::to_value(&b).unwrap();
+    let down = conversion::convert(json.clone(), V1ALPHA1).unwrap();
+    assert!(down["spec"].get("rollout").is_none());
+    assert!(down["spec"]["canary"].get("onFullPool").is_none());
+    assert_eq!(conversion::convert(down, V1BETA1).unwrap(), json);
+    // A v1alpha1 client changes the canary's weight: its mode stays.
+    let mut edited = a.clone();
+    edited.spec.canary.as_mut().unwrap().weight = 20;
+    let up = conversion::to_v1beta1(&edited).unwrap();
+    let c = up.spec.canary.as_ref().unwrap();
+    assert_eq!(
+        (c.weight, c.on_full_pool),
+        (20, Some(CanaryOnFullPool::Borrow))
+    );
+    assert_eq!(up.spec.rollout, b.spec.rollout);
+    // It removes the canary: nothing of it comes back.
+    let mut removed = a;
+    removed.spec.canary = None;
+    let up = conversion::to_v1beta1(&removed).unwrap();
+    assert_eq!(up.spec.canary, None);
+    assert_eq!(up.spec.rollout, b.spec.rollout);
 }

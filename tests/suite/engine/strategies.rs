@@ -6,6 +6,9 @@ use infergate::api::policy::{
     ClusterInferencePolicySpec, EngineDefaults, InferencePolicySpec, PolicyDefaults,
     ResourceDefaults, RoutingDefaults,
 };
+use infergate::api::rollout::{
+    CanaryOnFullPool, RolloutCanarySpec, RolloutOnFullPool, RolloutSpec, RolloutStrategy,
+};
 use infergate::api::v1beta1::{
     AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec, EnvFromSource,
     EnvVar, GraphSpec, GraphStatus, InferenceService, InferenceServiceSpec, InferenceServiceStatus,
@@ -22,6 +25,46 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::ObjectMeta;
 use proptest::prelude::*;
+
+fn rollout_on_full_pool() -> impl Strategy<Value = RolloutOnFullPool> {
+    prop_oneof![
+        Just(RolloutOnFullPool::Replace),
+        Just(RolloutOnFullPool::Wait)
+    ]
+}
+
+fn canary_on_full_pool() -> impl Strategy<Value = CanaryOnFullPool> {
+    prop_oneof![Just(CanaryOnFullPool::Wait), Just(CanaryOnFullPool::Borrow)]
+}
+
+/// A rollout's full-pool fields: `onFullPool`, `maxUnavailable` and the
+/// track's `canary` block (empty or not), each set or not.
+type FullPool = (
+    Option<RolloutOnFullPool>,
+    Option<i32>,
+    Option<Option<CanaryOnFullPool>>,
+);
+
+fn full_pool() -> impl Strategy<Value = FullPool> {
+    (
+        opt(rollout_on_full_pool()),
+        opt(1i32..4),
+        opt(opt(canary_on_full_pool())),
+    )
+}
+
+/// `plan` (or none) with the full-pool fields; `None` when nothing is set.
+fn with_full_pool(plan: Option<RolloutSpec>, (on, max, track): FullPool) -> Option<RolloutSpec> {
+    if plan.is_none() && on.is_none() && max.is_none() && track.is_none() {
+        return None;
+    }
+    Some(RolloutSpec {
+        on_full_pool: on,
+        max_unavailable: max,
+        canary: track.map(|c| RolloutCanarySpec { on_full_pool: c }),
+        ..plan.unwrap_or_default()
+    })
+}
 
 fn opt<T: std::fmt::Debug + Clone + 'static>(
     s: impl Strategy<Value = T> + 'static,
@@ -399,13 +442,17 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
         opt(image()),
         0i32..=100,
         opt(0i32..4),
+        opt(canary_on_full_pool()),
     )
-        .prop_map(|(model, engine_image, weight, replicas)| CanarySpec {
-            model,
-            engine_image,
-            weight,
-            replicas,
-        });
+        .prop_map(
+            |(model, engine_image, weight, replicas, on_full_pool)| CanarySpec {
+                model,
+                engine_image,
+                weight,
+                replicas,
+                on_full_pool,
+            },
+        );
     let routing = (
         opt(prop_oneof![
             Just("/{.metadata.namespace}/{.metadata.name}".to_owned()),
@@ -462,12 +509,14 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
             opt(metrics()),
         ),
         identity,
+        full_pool(),
     )
         .prop_map(
             |(
                 (model, engine, (backend, graph), replicas, autoscaling),
                 (resources, accelerator, parallelism, canary, health_check, routing, metrics),
                 (placement, service_account_name, image_pull_secrets),
+                pool,
             )| InferenceServiceSpec {
                 model,
                 engine,
@@ -485,12 +534,15 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
                 routing,
                 metrics,
                 graph,
-                rollout: replicas.map(|_| infergate::api::rollout::RolloutSpec {
-                    strategy: Some(infergate::api::rollout::RolloutStrategy::Canary),
-                    steps: vec![10, 50],
-                    interval: Some("1m".into()),
-                    ..Default::default()
-                }),
+                rollout: with_full_pool(
+                    replicas.map(|_| RolloutSpec {
+                        strategy: Some(RolloutStrategy::Canary),
+                        steps: vec![10, 50],
+                        interval: Some("1m".into()),
+                        ..Default::default()
+                    }),
+                    pool,
+                ),
             },
         )
 }
@@ -583,9 +635,28 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
             )),
         opt(1i32..100),
         opt(metrics()),
+        (
+            opt(Just(RolloutSpec {
+                strategy: Some(RolloutStrategy::Canary),
+                steps: vec![20],
+                ..RolloutSpec::default()
+            })),
+            opt(rollout_on_full_pool()),
+            opt(1i32..4),
+            opt(canary_on_full_pool()),
+        ),
     )
         .prop_map(
-            |(engine, replicas, resources, health_check, routing, target, metrics)| {
+            |(
+                engine,
+                replicas,
+                resources,
+                health_check,
+                routing,
+                target,
+                metrics,
+                (plan, on_full_pool, max_unavailable, canary),
+            )| {
                 PolicyDefaults {
                     engine,
                     accelerator: None,
@@ -598,7 +669,10 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
                     health_check,
                     routing,
                     metrics,
-                    rollout: None,
+                    rollout: with_full_pool(plan, (on_full_pool, max_unavailable, None)),
+                    canary: canary.map(|c| infergate::api::policy::CanaryDefaults {
+                        on_full_pool: Some(c),
+                    }),
                 }
             },
         )

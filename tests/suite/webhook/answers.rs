@@ -101,7 +101,8 @@ fn recorded_cases() -> Vec<(&'static str, &'static str, bool, Vec<u8>)> {
         "accelerator": {"type": "none"}, "parallelism": {"tensor": 1, "pipeline": 1},
         "healthCheck": {"path": "/healthz", "interval": "10s", "timeout": "1s"},
         "routing": {"pathTemplate": "/{.metadata.namespace}/{.metadata.name}", "requestTimeout": "5m", "backendKind": "Service"},
-        "metrics": {"port": 8000, "path": "/metrics", "interval": "30s"}
+        "metrics": {"port": 8000, "path": "/metrics", "interval": "30s"},
+        "rollout": {"onFullPool": "Replace", "maxUnavailable": 1}
     });
     let valid = set(
         minimal.clone(),

@@ -143,6 +143,13 @@ fn with_versions(
             engine_image: v.engine_image.clone(),
             weight: *w,
             replicas: Some(replicas),
+            // The rollout's track is where its canary's full-pool mode is set.
+            on_full_pool: defaulted
+                .spec
+                .rollout
+                .as_ref()
+                .and_then(|r| r.canary.as_ref())
+                .and_then(|c| c.on_full_pool),
         });
     } else {
         e.spec.canary = None;

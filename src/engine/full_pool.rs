@@ -1,0 +1,171 @@
+//! Rules of a change on a full GPU pool that need only the object: how
+//! many replicas a `Replace` may take down at once.
+//!
+//! `spec.rollout.maxUnavailable` is at least 1 and leaves one replica
+//! serving: at most `replicas - 1`, where `replicas` is the fewest the
+//! primary may run (`autoscaling.minReplicas` under an HPA, else
+//! `spec.replicas`). With one replica, 1 is the only value (a `Replace`
+//! is then a short outage, which admission warns about when it happens);
+//! with none, nothing serves and nothing is bounded.
+
+use super::builtin::{DEFAULT_MAX_UNAVAILABLE, DEFAULT_REPLICAS};
+use super::field_error::FieldError;
+use super::field_path::Path;
+use crate::api::v1beta1::InferenceService;
+
+/// The replicas `maxUnavailable` is bounded by: the fewest the primary may
+/// run, and the field they come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServingFloor {
+    /// `spec.autoscaling.minReplicas` or `spec.replicas` (its built-in
+    /// value when unset).
+    pub replicas: i32,
+    /// Where `replicas` comes from.
+    pub field: &'static str,
+}
+
+impl ServingFloor {
+    /// The fewest replicas `svc`'s primary may run.
+    #[must_use]
+    pub fn of(svc: &InferenceService) -> Self {
+        match &svc.spec.autoscaling {
+            Some(a) => Self {
+                replicas: a.min_replicas,
+                field: "spec.autoscaling.minReplicas",
+            },
+            None => Self {
+                replicas: svc.spec.replicas.unwrap_or(DEFAULT_REPLICAS),
+                field: "spec.replicas",
+            },
+        }
+    }
+
+    /// The largest `maxUnavailable` allowed: `replicas - 1`, 1 for a single
+    /// replica, `None` (no bound) for none.
+    #[must_use]
+    pub fn max_unavailable(self) -> Option<i32> {
+        match self.replicas {
+            r if r > 1 => Some(r - 1),
+            1 => Some(1),
+            _ => None,
+        }
+    }
+}
+
+/// The `maxUnavailable` of `svc` (its built-in value when unset).
+#[must_use]
+pub fn max_unavailable(svc: &InferenceService) -> i32 {
+    svc.spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.max_unavailable)
+        .unwrap_or(DEFAULT_MAX_UNAVAILABLE)
+}
+
+/// `spec.rollout.maxUnavailable` (`at` is `spec.rollout`), when set: at
+/// least 1 (checked with the plan, for policies too) and within the
+/// serving floor.
+pub fn check_service(errs: &mut Vec<FieldError>, at: &Path<'_>, svc: &InferenceService) {
+    let Some(n) = svc.spec.rollout.as_ref().and_then(|r| r.max_unavailable) else {
+        return;
+    };
+    let floor = ServingFloor::of(svc);
+    let Some(bound) = floor.max_unavailable() else {
+        return;
+    };
+    if n < 1 || n <= bound {
+        return;
+    }
+    let why = if floor.replicas > 1 {
+        format!(
+            "{} {} - 1: one replica always serves",
+            floor.field, floor.replicas
+        )
+    } else {
+        format!("{} is 1: a Replace takes the one replica down", floor.field)
+    };
+    errs.push(FieldError::invalid(
+        &at.child("maxUnavailable"),
+        n,
+        &format!("must be at most {bound} ({why})"),
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::rollout::RolloutSpec;
+    use crate::api::v1beta1::{AutoscalingSpec, InferenceServiceSpec};
+
+    fn svc(replicas: Option<i32>, min: Option<i32>, n: Option<i32>) -> InferenceService {
+        InferenceService::new(
+            "chat",
+            InferenceServiceSpec {
+                replicas,
+                autoscaling: min.map(|m| AutoscalingSpec {
+                    min_replicas: m,
+                    max_replicas: m + 4,
+                    target_cpu_utilization_percent: None,
+                }),
+                rollout: Some(RolloutSpec {
+                    max_unavailable: n,
+                    ..RolloutSpec::default()
+                }),
+                ..InferenceServiceSpec::default()
+            },
+        )
+    }
+
+    fn errors(s: &InferenceService) -> Vec<String> {
+        let spec = Path::new("spec");
+        let mut errs = Vec::new();
+        check_service(&mut errs, &spec.child("rollout"), s);
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn one_replica_always_serves() {
+        assert!(errors(&svc(Some(3), None, Some(2))).is_empty());
+        assert_eq!(
+            errors(&svc(Some(3), None, Some(3))),
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 3: must be at most 2 (spec.replicas 3 - 1: one replica always serves)"
+            ]
+        );
+        // Under an HPA the floor is its minReplicas, whatever spec.replicas says.
+        assert_eq!(
+            errors(&svc(Some(8), Some(2), Some(2))),
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas 2 - 1: one replica always serves)"
+            ]
+        );
+        assert!(errors(&svc(Some(1), Some(4), Some(3))).is_empty());
+    }
+
+    #[test]
+    fn one_replica_allows_one_and_none_bounds_nothing() {
+        assert!(errors(&svc(Some(1), None, Some(1))).is_empty());
+        assert!(errors(&svc(None, None, Some(1))).is_empty());
+        assert_eq!(
+            errors(&svc(None, None, Some(2))),
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.replicas is 1: a Replace takes the one replica down)"
+            ]
+        );
+        assert_eq!(
+            errors(&svc(Some(1), Some(1), Some(2))),
+            [
+                "spec.rollout.maxUnavailable: Invalid value: 2: must be at most 1 (spec.autoscaling.minReplicas is 1: a Replace takes the one replica down)"
+            ]
+        );
+        // Scaled to zero: nothing serves, nothing to bound.
+        assert!(errors(&svc(Some(0), None, Some(5))).is_empty());
+        // Below 1 is the plan's own error, not this one's.
+        assert!(errors(&svc(Some(3), None, Some(0))).is_empty());
+        assert_eq!(max_unavailable(&svc(Some(3), None, None)), 1);
+        assert_eq!(
+            ServingFloor::of(&svc(Some(0), None, None)).max_unavailable(),
+            None
+        );
+    }
+}
