@@ -191,7 +191,11 @@ impl Admission {
                     |book| {
                         self.with_context(head, |ctx| charging::judge_in(ctx, name, charge, book))
                     },
-                    || self.with_context(head, |ctx| self.seed(ctx)),
+                    |services| {
+                        self.with_context(head, |ctx| {
+                            crate::state::ledger::book::seed(ctx, services)
+                        })
+                    },
                 )
                 .await;
             errors = charging::errors_of(charged);

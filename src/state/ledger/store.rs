@@ -15,11 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
+use crate::api::v1beta1::InferenceService;
 use crate::engine::capacity::charge::Charge;
 use crate::metrics::Metrics;
 use crate::state::next_until;
@@ -92,6 +93,9 @@ pub struct Ledger {
 
 struct Inner {
     api: Api<ConfigMap>,
+    /// Where a namespace's first ledger learns its services (a quorum
+    /// list, not a watch cache that may lag behind a create).
+    client: kube::Client,
     store: Store<ConfigMap>,
     /// Per tenant namespace: this process's writes wait for each other,
     /// and the last object this process wrote or read.
@@ -117,7 +121,7 @@ impl Ledger {
         metrics: Metrics,
         shutdown: CancellationToken,
     ) -> Self {
-        let api: Api<ConfigMap> = Api::namespaced(client, own_namespace);
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), own_namespace);
         let (store, writer) = reflector::store();
         let config =
             watcher::Config::default().labels(&format!("{LEDGER_LABEL}={LEDGER_LABEL_VALUE}"));
@@ -134,6 +138,7 @@ impl Ledger {
         Self {
             inner: Some(Arc::new(Inner {
                 api,
+                client,
                 store,
                 locks: Mutex::new(HashMap::new()),
                 metrics,
@@ -174,15 +179,17 @@ impl Ledger {
     /// Charge the service `name` (of uid `uid`) in `namespace` with
     /// `charge` as `judge` decides on the book (recomputed on every fresh
     /// read), within `within` and at most [`CHARGE_DEADLINE`]. Without a
-    /// ledger the book judged is `seed`'s (the namespace's services) and
-    /// the ledger is created with it.
+    /// ledger the book judged is `seed`'s of the namespace's services, as
+    /// a quorum list of the API server gives them (a watch cache may not
+    /// have seen a service stored a moment ago), and the ledger is created
+    /// with it.
     pub async fn charge(
         &self,
         target: Target<'_>,
         charge: Charge,
         within: Duration,
         judge: impl Fn(&Book) -> Judgement,
-        seed: impl Fn() -> Book,
+        seed: impl Fn(&[Arc<InferenceService>]) -> Book,
     ) -> Charged {
         let Some(inner) = &self.inner else {
             return Charged::Failed("no API server to record the charge with".to_owned());
@@ -276,7 +283,7 @@ impl Inner {
         target: Target<'_>,
         charge: Charge,
         judge: impl Fn(&Book) -> Judgement,
-        seed: impl Fn() -> Book,
+        seed: impl Fn(&[Arc<InferenceService>]) -> Book,
     ) -> Charged {
         let Target {
             namespace,
@@ -290,7 +297,21 @@ impl Inner {
         for _ in 0..MAX_ATTEMPTS {
             let book = match &current {
                 Some(cm) => Book::parse(cm.data.as_ref()),
-                None => seed(),
+                None => {
+                    let services: Api<InferenceService> =
+                        Api::namespaced(self.client.clone(), namespace);
+                    match services.list(&ListParams::default()).await {
+                        Ok(list) => {
+                            let listed: Vec<_> = list.items.into_iter().map(Arc::new).collect();
+                            seed(&listed)
+                        }
+                        Err(e) => {
+                            return Charged::Failed(format!(
+                                "listing the namespace's services for its first ledger: {e}"
+                            ));
+                        }
+                    }
+                }
             };
             let warnings = match judge(&book) {
                 Judgement::Unbudgeted => return Charged::Unchanged,
