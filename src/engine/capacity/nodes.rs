@@ -133,14 +133,13 @@ pub fn tolerated(tolerations: &[Toleration], taints: &[NodeTaint]) -> bool {
 /// (or no operator) the same value. Any other operator tolerates nothing.
 #[must_use]
 pub fn tolerates(toleration: &Toleration, taint: &NodeTaint) -> bool {
-    let text = |s: &Option<String>| s.as_deref().unwrap_or_default().to_owned();
-    let effect = text(&toleration.effect);
-    let key = text(&toleration.key);
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    let key = toleration.key.as_deref().unwrap_or_default();
     if (!effect.is_empty() && effect != taint.effect) || (!key.is_empty() && key != taint.key) {
         return false;
     }
     match toleration.operator.as_deref().unwrap_or_default() {
-        "" | "Equal" => text(&toleration.value) == taint.value,
+        "" | "Equal" => toleration.value.as_deref().unwrap_or_default() == taint.value,
         "Exists" => true,
         _ => false,
     }

@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::watch;
 
@@ -53,6 +53,20 @@ struct Index {
     pod_epoch: u32,
     nodes_listed: bool,
     pods_listed: bool,
+    /// Moves with every change of what free devices read.
+    generation: u64,
+}
+
+/// Classes whose last answer is kept until the index changes.
+const ANSWERS_KEPT: usize = 32;
+
+/// The answers given since the index last changed: a burst of questions
+/// (every service of a class reconciled, admission's) between two pod
+/// events costs one pass over the nodes.
+#[derive(Debug, Default)]
+struct Answers {
+    generation: u64,
+    by_class: Vec<(AcceleratorClassSpec, Free)>,
 }
 
 /// Free devices per AcceleratorClass, from the watches of nodes and pods
@@ -61,6 +75,7 @@ struct Index {
 #[derive(Debug)]
 pub struct Room {
     index: RwLock<Index>,
+    answers: Mutex<Answers>,
     watched: AtomicBool,
     grew: watch::Sender<u64>,
 }
@@ -69,6 +84,7 @@ impl Default for Room {
     fn default() -> Self {
         Self {
             index: RwLock::default(),
+            answers: Mutex::default(),
             watched: AtomicBool::new(false),
             grew: watch::Sender::new(0),
         }
@@ -99,6 +115,7 @@ impl Index {
 
     /// Add (`sign` true) or take away a pod's requests on its node.
     fn count(&mut self, node: &Arc<str>, requests: &[(Arc<str>, u64)], sign: bool) {
+        self.generation += 1;
         let sums = self.requested.entry(Arc::clone(node)).or_default();
         for (r, n) in requests {
             match sums.iter_mut().find(|(k, _)| k == r) {
@@ -124,7 +141,12 @@ impl Index {
     }
 
     /// Take in a pod; whether devices were freed (it finished, or moved).
+    /// A pod that requests no extended resource was never held (a pod's
+    /// requests of extended resources cannot change): nothing to do.
     fn apply_pod(&mut self, pod: &RoomPod) -> bool {
+        if pod.spec.requests.is_empty() {
+            return false;
+        }
         let Some(key) = pod_key(pod) else {
             return false;
         };
@@ -171,7 +193,9 @@ impl Index {
             return false;
         };
         if !node.has_devices() {
-            self.nodes.remove(name);
+            if self.nodes.remove(name).is_some() {
+                self.generation += 1;
+            }
             return false;
         }
         let facts = node.facts();
@@ -183,6 +207,7 @@ impl Index {
             }
             _ => {
                 self.nodes.insert(name.into(), HeldNode { facts, epoch });
+                self.generation += 1;
                 true
             }
         }
@@ -221,14 +246,29 @@ impl Room {
             return None;
         }
         let index = self.read();
+        let generation = index.generation;
+        let mut answers = self
+            .answers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if answers.generation != generation {
+            answers.generation = generation;
+            answers.by_class.clear();
+        } else if let Some((_, f)) = answers.by_class.iter().find(|(c, _)| c == class) {
+            return Some(f.clone());
+        }
         let resource = class.resource();
-        Some(free(
+        let answer = free(
             class,
             index
                 .nodes
                 .values()
                 .map(|n| (&n.facts, index.requested(&n.facts.name, resource))),
-        ))
+        );
+        if answers.by_class.len() < ANSWERS_KEPT {
+            answers.by_class.push((class.clone(), answer.clone()));
+        }
+        Some(answer)
     }
 
     /// Whether the watches run and both have delivered their first list.
@@ -268,6 +308,9 @@ impl Room {
 
     /// A pod deleted.
     pub fn delete_pod(&self, pod: &RoomPod) {
+        if pod.spec.requests.is_empty() {
+            return;
+        }
         let freed = pod_key(pod).is_some_and(|k| self.write().remove_pod(&k));
         if freed {
             self.grow();
@@ -301,6 +344,7 @@ impl Room {
             }
             index.pods.shrink_to_fit();
             index.pods_listed = true;
+            index.generation += 1;
         }
         self.grow();
     }
@@ -315,7 +359,10 @@ impl Room {
     /// A node deleted.
     pub fn delete_node(&self, node: &RoomNode) {
         if let Some(name) = node.metadata.name.as_deref() {
-            self.write().nodes.remove(name);
+            let mut index = self.write();
+            if index.nodes.remove(name).is_some() {
+                index.generation += 1;
+            }
         }
     }
 
@@ -337,6 +384,7 @@ impl Room {
             let epoch = index.node_epoch;
             index.nodes.retain(|_, n| n.epoch == epoch);
             index.nodes_listed = true;
+            index.generation += 1;
         }
         self.grow();
     }
