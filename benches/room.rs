@@ -25,6 +25,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::core::{ObjectList, WatchEvent};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
@@ -383,7 +384,18 @@ fn main() {
     let mut add = Cpu::default();
     let mut update = Cpu::default();
     let mut delete = Cpu::default();
+    let mut skim = Cpu::default();
+    let mut full = Cpu::default();
     for (i, node, gpus, phase) in &plan {
+        // Baselines on the same line: the JSON read and thrown away (the
+        // floor of any decoder), and decoded as a whole k8s-openapi Pod.
+        let base = line("MODIFIED", &pod(*i, node, *gpus, phase, 600_000 + i));
+        let t = thread_cpu();
+        std::hint::black_box(serde_json::from_slice::<serde::de::IgnoredAny>(&base).expect("skim"));
+        skim.add(*gpus, thread_cpu() - t, base.len());
+        let t = thread_cpu();
+        std::hint::black_box(serde_json::from_slice::<WatchEvent<Pod>>(&base).expect("pod"));
+        full.add(*gpus, thread_cpu() - t, base.len());
         // Deleted, added back, then changed (a new resourceVersion and a
         // status write): each a watch line.
         let del = line("DELETED", &pod(*i, node, *gpus, phase, 300_000 + i));
@@ -423,6 +435,8 @@ fn main() {
     add.row("ADDED");
     update.row("MODIFIED");
     delete.row("DELETED");
+    skim.row("baseline: the line read and discarded (`IgnoredAny`)");
+    full.row("baseline: the line decoded as a whole `Pod`, not indexed");
     println!();
     println!(
         "index: {:.2} MB held (its estimate), {} bytes per held pod and node on average",
