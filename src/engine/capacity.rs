@@ -3,9 +3,13 @@
 //! flags it reads from `engine.args`), a service's charge
 //! against its namespace's budget (`charge`) and the budgets themselves
 //! (`budget`). The ModelProfiles are part of the engine's context.
+//! Free devices of a class's pool: which nodes its pods may use
+//! (`nodes`) and what is free on them (`room`).
 
 pub mod budget;
 pub mod charge;
 pub mod fit;
 pub mod flags;
+pub mod nodes;
+pub mod room;
 pub mod sizing;

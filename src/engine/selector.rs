@@ -32,15 +32,32 @@ pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> b
 }
 
 fn requirement_matches(r: &LabelSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
-    let values = r.values.as_deref().unwrap_or_default();
-    let value = labels.get(&r.key);
-    match r.operator.as_str() {
-        "In" => value.is_some_and(|v| values.contains(v)),
-        "NotIn" => value.is_none_or(|v| !values.contains(v)),
+    set_operator_matches(
+        &r.operator,
+        r.values.as_deref().unwrap_or_default(),
+        labels.get(&r.key).map(String::as_str),
+    )
+    .unwrap_or(false)
+}
+
+/// Whether a label's `value` (`None`: the label is absent) satisfies the
+/// set-based `operator` over `values` (`In`, `NotIn`, `Exists`,
+/// `DoesNotExist`, as label and node selectors share them); `None` for
+/// any other operator (a node selector's `Gt` and `Lt` are its own).
+#[must_use]
+pub fn set_operator_matches(
+    operator: &str,
+    values: &[String],
+    value: Option<&str>,
+) -> Option<bool> {
+    let listed = |v: &str| values.iter().any(|x| x == v);
+    Some(match operator {
+        "In" => value.is_some_and(listed),
+        "NotIn" => value.is_none_or(|v| !listed(v)),
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
-        _ => false,
-    }
+        _ => return None,
+    })
 }
 
 /// Problems that make a selector invalid, as `(field suffix, message)` pairs

@@ -21,6 +21,7 @@ use crate::api::{AcceleratorClass, ClusterInferencePolicy, InferencePolicy, Mode
 use crate::engine::{AcceleratorClasses, ModelProfiles, PolicySnapshot};
 
 use super::namespace::{add_name_label, name_label_only};
+use super::room::Room;
 use super::routes::RouteTable;
 use super::scope::{self, Scope};
 
@@ -50,6 +51,7 @@ pub struct ClusterState {
     watching: AtomicBool,
     policy_changes: watch::Sender<u64>,
     service_events: Mutex<Option<mpsc::Sender<ServiceEvent>>>,
+    room: Arc<Room>,
 }
 
 impl Default for ClusterState {
@@ -76,6 +78,7 @@ impl ClusterState {
             watching: AtomicBool::new(false),
             policy_changes: watch::Sender::new(0),
             service_events: Mutex::new(None),
+            room: Arc::new(Room::default()),
         }
     }
 
@@ -115,6 +118,23 @@ impl ClusterState {
     pub fn set_profiles(&self, profiles: ModelProfiles) {
         self.profiles.store(Arc::new(profiles));
         self.policy_changes.send_modify(|n| *n += 1);
+    }
+
+    /// Free devices per AcceleratorClass, from the watches of nodes and
+    /// pods (started with the others when every namespace is watched).
+    #[must_use]
+    pub fn room(&self) -> &Room {
+        &self.room
+    }
+
+    /// The free devices of the AcceleratorClass named `class`: `None` when
+    /// no such class is known, while the node and pod watches have not
+    /// listed, and always in the namespace-scoped install (which may not
+    /// watch nodes): then nothing may be decided from room.
+    #[must_use]
+    pub fn free_devices(&self, class: &str) -> Option<crate::engine::capacity::room::Free> {
+        let classes = self.classes();
+        self.room.free(classes.get(class)?)
     }
 
     /// Labels of `namespace`, always including `kubernetes.io/metadata.name`.
@@ -253,9 +273,11 @@ impl ClusterState {
 
     /// Start the watches; `watch_policies == false` when policies come from
     /// files. Services and InferencePolicies are watched in `scope`;
-    /// ClusterInferencePolicies, AcceleratorClasses, ModelProfiles and namespaces cluster-wide. The state
-    /// reports synced once each watch has listed; the watches run until
-    /// `shutdown`. Calling it twice starts nothing new.
+    /// ClusterInferencePolicies, AcceleratorClasses, ModelProfiles and namespaces cluster-wide,
+    /// and, when `scope` is every namespace, the nodes and pods of
+    /// [`Self::room`]. The state reports synced once each watch but the
+    /// room's has listed; the watches run until `shutdown`. Calling it
+    /// twice starts nothing new.
     pub fn spawn_watches(
         self: &Arc<Self>,
         client: Client,
@@ -274,6 +296,9 @@ impl ClusterState {
             self.spawn_policy_watches(&client, scope, &shutdown);
         }
         self.spawn_namespace_watch(&client, shutdown.clone());
+        if *scope == Scope::All {
+            super::room::watch::spawn(&self.room, &client, &shutdown);
+        }
         self.spawn_service_watch(&client, scope, services_writer, shutdown);
     }
 

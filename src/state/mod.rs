@@ -15,13 +15,18 @@
 //! - [`namespace`]: the name label every namespace carries;
 //! - [`scope`]: which namespaces are watched;
 //! - [`ledger`]: the per-namespace GPU budget ledgers, watched in
-//!   infergate's namespace and written by admission and the reconciler.
+//!   infergate's namespace and written by admission and the reconciler;
+//! - [`room`]: free devices per AcceleratorClass, from watches of nodes
+//!   and of the pods that request devices;
+//! - `kept`: the metadata a watch keeps, decoded as far as it is kept.
 
 pub mod cluster;
 pub mod context;
 pub mod files;
+pub(crate) mod kept;
 pub mod ledger;
 pub mod namespace;
+pub mod room;
 pub mod routes;
 pub mod scope;
 
@@ -29,5 +34,6 @@ pub use cluster::{ClusterState, SERVICE_EVENT_BUFFER, ServiceEvent};
 pub(crate) use cluster::{log_watch_error, next_until};
 pub use context::{ContextSource, with_context};
 pub use namespace::NAMESPACE_NAME_LABEL;
+pub use room::Room;
 pub use routes::{OlderClaims, RouteTable};
 pub use scope::Scope;

@@ -39,6 +39,7 @@ mod e2e_ray_pods;
 mod e2e_rayservice;
 mod e2e_reconcile;
 mod e2e_rollout;
+mod e2e_room;
 mod e2e_scheduling;
 mod e2e_tenancy;
 mod e2e_webhook;

@@ -60,9 +60,21 @@ cluster-wide in both modes) and the access reviews.
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 # Why a track's engine pods do not start (the Ready condition): a watch
 # on them, metadata and status; the canary's restarts for the rollout.
+{{- if .cluster }}
+# Free devices per AcceleratorClass: a watch of the bound, unfinished
+# pods, each kept only as its node, phase and extended-resource requests
+# (nothing of a pod that requests none).
+{{- end }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
+{{- if .cluster }}
+# Free devices per AcceleratorClass: each node's labels, readiness,
+# cordon, NoSchedule/NoExecute taints and extended allocatable.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["list", "watch"]
+{{- end }}
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::Deserialize;
 
-use crate::reconcile::watch::kept::kept_metadata;
+use crate::state::kept::kept_metadata;
 
 /// Bytes kept of any string a pod's status carries (the scheduler's
 /// message, an image name, the kubelet's message, a reason).

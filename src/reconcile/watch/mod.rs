@@ -2,7 +2,6 @@
 //!
 //! - [`kinds`]: the kinds of children the reconciler owns, one row each;
 //! - [`watched`]: what the watches keep of each child;
-//! - `kept`: the metadata a watch keeps, decoded as far as it is kept;
 //! - [`child`]: the watch of one kind, handing on only news;
 //! - [`echo`]: which events are the echo of infergate's own writes;
 //! - [`owned`]: what infergate's field manager still owns of a child, so
@@ -17,7 +16,6 @@
 pub mod child;
 pub mod discovery;
 pub mod echo;
-pub(crate) mod kept;
 pub mod kinds;
 pub mod optional;
 pub mod owned;

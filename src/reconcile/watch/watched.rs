@@ -20,7 +20,7 @@ use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
 use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
 use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
 use crate::reconcile::children::{ANNOTATION_APPLIED, ANNOTATION_TEMPLATE};
-use crate::reconcile::watch::kept::kept_metadata;
+use crate::state::kept::kept_metadata;
 
 /// An object of a child kind as its watch keeps it.
 pub trait WatchedChild:
