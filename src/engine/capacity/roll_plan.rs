@@ -1,0 +1,219 @@
+//! How a change that rolls a service's primary Deployment is carried out
+//! on its class's pool (API.md section 14): a surge when one more
+//! replica's devices fit, otherwise `Replace` in place or `Wait`, with the
+//! numbers said the same way in status and at admission.
+
+use crate::api::rollout::RolloutOnFullPool;
+
+use super::room::Free;
+
+/// How one rollout of the primary is carried out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RollPlan {
+    /// One new pod before an old one goes (the Deployment's own rolling
+    /// update): the surge fits, or the pool is not known.
+    Surge,
+    /// `maxSurge: 0, maxUnavailable: n`: each replaced pod's devices go to
+    /// its successor.
+    Replace {
+        /// Replicas taken down at once.
+        max_unavailable: i32,
+    },
+    /// The Deployment stays on its old template until the surge fits.
+    Wait,
+}
+
+/// What a rollout of the primary needs of the pool and what it has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shortfall {
+    /// The AcceleratorClass.
+    pub class: String,
+    /// Its resource (`nvidia.com/gpu`).
+    pub resource: String,
+    /// Devices one more replica needs.
+    pub needed: u64,
+    /// Devices free over the class's nodes.
+    pub free: u64,
+    /// The most free on any one node (a replica's pod needs its devices
+    /// on one node).
+    pub largest: u64,
+}
+
+/// The rollout of a primary of `replicas` replicas of `per_replica`
+/// devices each (at most `per_node` per pod) on a pool with `free` (None:
+/// not known, e.g. the namespaced install): how it is carried out, and
+/// what the pool lacks when it does not fit.
+#[must_use]
+pub fn plan(
+    on_full_pool: RolloutOnFullPool,
+    max_unavailable: i32,
+    replicas: i32,
+    per_replica: u64,
+    per_node: u64,
+    class: &str,
+    free: Option<&Free>,
+) -> (RollPlan, Option<Shortfall>) {
+    let Some(free) = free else {
+        return (RollPlan::Surge, None);
+    };
+    if per_replica == 0 || replicas <= 0 || free.replicas(per_replica, per_node) >= 1 {
+        return (RollPlan::Surge, None);
+    }
+    let short = Shortfall {
+        class: class.to_owned(),
+        resource: free.resource.clone(),
+        needed: per_replica,
+        free: free.devices,
+        largest: free.largest(),
+    };
+    let plan = match on_full_pool {
+        RolloutOnFullPool::Replace => RollPlan::Replace {
+            // One replica always serves (more than one), as validation
+            // bounds the field; a single replica is replaced outright.
+            max_unavailable: max_unavailable.clamp(1, (replicas - 1).max(1)),
+        },
+        RolloutOnFullPool::Wait => RollPlan::Wait,
+    };
+    (plan, Some(short))
+}
+
+impl Shortfall {
+    /// `needs 8 nvidia.com/gpu in h100-80gb, 0 free` (with the most on one
+    /// node when the free devices are spread too thin for one pod).
+    #[must_use]
+    pub fn numbers(&self) -> String {
+        let spread = if self.free >= self.needed {
+            format!(" (at most {} on one node)", self.largest)
+        } else {
+            String::new()
+        };
+        format!(
+            "needs {} {} in {}, {} free{spread}",
+            self.needed, self.resource, self.class, self.free
+        )
+    }
+
+    /// What the plan does, after the numbers: the `RolloutCapacity`
+    /// message.
+    #[must_use]
+    pub fn message(&self, plan: RollPlan, replicas: i32) -> String {
+        let what = match plan {
+            RollPlan::Replace { max_unavailable } => {
+                format!("replacing {max_unavailable} of {replicas} replicas at a time")
+            }
+            RollPlan::Wait => "waiting for room (rollout.onFullPool: Wait)".to_owned(),
+            RollPlan::Surge => "one more replica fits".to_owned(),
+        };
+        format!("{}: {what}", self.numbers())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(per_node: &[(u64, u32)]) -> Free {
+        Free {
+            resource: "nvidia.com/gpu".to_owned(),
+            devices: per_node.iter().map(|(f, n)| f * u64::from(*n)).sum(),
+            nodes: per_node.iter().map(|(_, n)| n).sum(),
+            per_node: per_node.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_surge_that_fits_one_node_rolls_as_the_deployment_does() {
+        let room = pool(&[(8, 1)]);
+        let (p, short) = plan(RolloutOnFullPool::Replace, 1, 2, 8, 8, "h100", Some(&room));
+        assert_eq!((p, short), (RollPlan::Surge, None));
+        // Not known (namespaced install, not synced), no devices, nothing
+        // serving: as today.
+        assert_eq!(
+            plan(RolloutOnFullPool::Wait, 1, 2, 8, 8, "h100", None).0,
+            RollPlan::Surge
+        );
+        assert_eq!(
+            plan(
+                RolloutOnFullPool::Wait,
+                1,
+                2,
+                0,
+                8,
+                "h100",
+                Some(&pool(&[]))
+            )
+            .0,
+            RollPlan::Surge
+        );
+        assert_eq!(
+            plan(
+                RolloutOnFullPool::Wait,
+                1,
+                0,
+                8,
+                8,
+                "h100",
+                Some(&pool(&[]))
+            )
+            .0,
+            RollPlan::Surge
+        );
+    }
+
+    #[test]
+    fn a_full_pool_replaces_in_place_or_waits_and_says_the_numbers() {
+        let full = pool(&[]);
+        let (p, short) = plan(
+            RolloutOnFullPool::Replace,
+            1,
+            2,
+            8,
+            8,
+            "h100-80gb",
+            Some(&full),
+        );
+        assert_eq!(p, RollPlan::Replace { max_unavailable: 1 });
+        let short = short.expect("short");
+        assert_eq!(
+            short.message(p, 2),
+            "needs 8 nvidia.com/gpu in h100-80gb, 0 free: replacing 1 of 2 replicas at a time"
+        );
+        let (p, short) = plan(
+            RolloutOnFullPool::Wait,
+            1,
+            2,
+            8,
+            8,
+            "h100-80gb",
+            Some(&full),
+        );
+        assert_eq!(p, RollPlan::Wait);
+        assert_eq!(
+            short.expect("short").message(p, 2),
+            "needs 8 nvidia.com/gpu in h100-80gb, 0 free: waiting for room (rollout.onFullPool: Wait)"
+        );
+        // Free devices spread too thin for one pod: said so.
+        let thin = pool(&[(4, 2)]);
+        let (p, short) = plan(RolloutOnFullPool::Replace, 2, 3, 8, 8, "h100", Some(&thin));
+        assert_eq!(p, RollPlan::Replace { max_unavailable: 2 });
+        assert_eq!(
+            short.expect("short").numbers(),
+            "needs 8 nvidia.com/gpu in h100, 8 free (at most 4 on one node)"
+        );
+    }
+
+    #[test]
+    fn one_replica_always_serves_unless_there_is_only_one() {
+        let full = pool(&[]);
+        // More than the floor allows is held to replicas - 1.
+        assert_eq!(
+            plan(RolloutOnFullPool::Replace, 5, 3, 8, 8, "h", Some(&full)).0,
+            RollPlan::Replace { max_unavailable: 2 }
+        );
+        // A single replica is replaced outright (a short outage).
+        assert_eq!(
+            plan(RolloutOnFullPool::Replace, 1, 1, 8, 8, "h", Some(&full)).0,
+            RollPlan::Replace { max_unavailable: 1 }
+        );
+    }
+}
