@@ -1,7 +1,7 @@
 //! How a change that rolls a service's primary Deployment is carried out
-//! on its class's pool (API.md section 14): a surge when one more
-//! replica's devices fit, otherwise `Replace` in place or `Wait`, with the
-//! numbers said the same way in status and at admission.
+//! on its class's pool (`docs/rollouts.md`, on a full GPU pool): a surge
+//! when one more replica's devices fit, otherwise `Replace` in place or
+//! `Wait`, with the numbers said the same way in status and at admission.
 
 use crate::api::rollout::RolloutOnFullPool;
 
