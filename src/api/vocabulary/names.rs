@@ -28,6 +28,11 @@ pub const ANNOTATION_APPLIED: &str = "infergate.dev/applied-digest";
 /// (model image, env and placement included) and the deployment controller
 /// has seen it (`status.observedGeneration`).
 pub const ANNOTATION_TEMPLATE: &str = "infergate.dev/template-digest";
+/// Annotation on a primary Deployment rolled in place for want of room
+/// (`spec.rollout.onFullPool: Replace`): `Replace N: <the numbers>`, the
+/// plan its rollout keeps until the template changes again (a restart
+/// mid-rollout finds it there and changes nothing).
+pub const ANNOTATION_ROLL_PLAN: &str = "infergate.dev/roll-plan";
 /// The endpoint picker's pod template's digest of its configuration.
 pub const ANNOTATION_CONFIG_HASH: &str = "infergate.dev/config-hash";
 /// The annotation whose value `VERB/TOKEN` acts on a rollout at most once

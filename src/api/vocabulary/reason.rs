@@ -52,6 +52,9 @@ words! {
         Stable => "Stable",
         /// The canary is not fully ready yet.
         WaitingForCanary => "WaitingForCanary",
+        /// The canary's pods wait for room on the class's pool (the
+        /// progress deadline does not run meanwhile).
+        WaitingForRoom => "WaitingForRoom",
         /// The spec went back to the stable version.
         Reverted => "Reverted",
         /// The target became the stable version.
@@ -205,11 +208,14 @@ pub enum Reason {
     WaitingForCapacity,
     /// `CanaryReady=False`: the canary's pods do not fit the free devices.
     CanaryCapacity,
+    /// `RolloutCapacity=True`: no change of the primary waits for
+    /// devices (it surges, or its rollout in place is done).
+    RolledOut,
 }
 
 /// Every [`Reason`] but [`Reason::Graph`] and [`Reason::Rollout`], in the
 /// order `FromStr` tries them (before the graph's and the rollout's).
-const PLAIN: [Reason; 39] = [
+const PLAIN: [Reason; 40] = [
     Reason::Applied,
     Reason::Available,
     Reason::Progressing,
@@ -249,6 +255,7 @@ const PLAIN: [Reason; 39] = [
     Reason::ReplacingInPlace,
     Reason::WaitingForCapacity,
     Reason::CanaryCapacity,
+    Reason::RolledOut,
 ];
 
 impl Reason {
@@ -297,6 +304,7 @@ impl Reason {
             Reason::ReplacingInPlace => "ReplacingInPlace",
             Reason::WaitingForCapacity => "WaitingForCapacity",
             Reason::CanaryCapacity => "CanaryCapacity",
+            Reason::RolledOut => "RolledOut",
         }
     }
 
@@ -420,7 +428,8 @@ mod tests {
             | Reason::GraphUpdated
             | Reason::ReplacingInPlace
             | Reason::WaitingForCapacity
-            | Reason::CanaryCapacity => PLAIN.contains(&r),
+            | Reason::CanaryCapacity
+            | Reason::RolledOut => PLAIN.contains(&r),
         }
     }
 

@@ -3,7 +3,9 @@
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::cond::{GRAPH_READY, POLICY_COMPLIANT, READY, RECONCILED, ROUTING_READY, set_condition};
+use super::cond::{
+    ConditionType, GRAPH_READY, POLICY_COMPLIANT, READY, RECONCILED, ROUTING_READY, set_condition,
+};
 use super::conditions::conditions_for;
 use super::graph;
 use super::observation::{Observation, Outcome};
@@ -20,6 +22,13 @@ pub fn compute(
     st.observed_generation = obs.generation;
     for cond in conditions_for(obs) {
         set_condition(&mut st.conditions, cond, obs.generation, now);
+    }
+    // CanaryReady is said while there is a canary (or one waits for room).
+    if let Outcome::Applied { canary: None, .. } = &obs.outcome
+        && obs.canary_capacity.is_none()
+    {
+        st.conditions
+            .retain(|c| c.type_ != ConditionType::CanaryReady.as_str());
     }
     // A stable order makes `kubectl get -o yaml` and status diffs quiet.
     let order = |t: &str| match t {

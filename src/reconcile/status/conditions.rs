@@ -3,7 +3,7 @@
 //! `PolicyCompliant`.
 
 use super::cond::{Cond, CondStatus, ConditionType};
-use super::observation::{GraphUse, Observation, Outcome, PolicyResult};
+use super::observation::{GraphUse, Observation, Outcome, PolicyResult, RolloutCapacity};
 use super::reason::Reason;
 use super::replicas::TrackReplicas;
 use super::routing;
@@ -130,6 +130,12 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
                 Cond::new(ConditionType::Ready, false, Reason::Progressing, msg)
             });
             out.push(routing::condition(routing));
+            if let Some(c) = &obs.rollout_capacity {
+                out.push(rollout_capacity(c));
+            }
+            if let Some(c) = canary_ready(canary.as_ref(), obs.canary_capacity.as_deref()) {
+                out.push(c);
+            }
         }
         Outcome::Invalid(msg) => {
             out.push(reconciled(false, Reason::InvalidSpec, msg.clone()));
@@ -221,6 +227,47 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
     }
     out.push(policy_condition(&obs.policy));
     out
+}
+
+/// `RolloutCapacity`: whether a change of the primary's template has the
+/// room it needs, and what it does when it has not.
+fn rollout_capacity(c: &RolloutCapacity) -> Cond {
+    let (status, reason, message) = match c {
+        RolloutCapacity::Fits => (
+            true,
+            Reason::RolledOut,
+            "no rollout of the primary waits for devices: it adds one replica before it removes one while a replica's devices are free".to_owned(),
+        ),
+        RolloutCapacity::Done(how) => (
+            true,
+            Reason::RolledOut,
+            format!("the rollout in place is done ({how})"),
+        ),
+        RolloutCapacity::Replacing(m) => (false, Reason::ReplacingInPlace, m.clone()),
+        RolloutCapacity::Waiting(m) => (false, Reason::WaitingForCapacity, m.clone()),
+    };
+    Cond::new(ConditionType::RolloutCapacity, status, reason, message)
+}
+
+/// `CanaryReady` while there is a canary: False with `CanaryCapacity` and
+/// the numbers while its pods wait for room, else whether its replicas
+/// are ready.
+fn canary_ready(canary: Option<&TrackReplicas>, waiting: Option<&str>) -> Option<Cond> {
+    if let Some(numbers) = waiting {
+        return Some(Cond::new(
+            ConditionType::CanaryReady,
+            false,
+            Reason::CanaryCapacity,
+            numbers.to_owned(),
+        ));
+    }
+    let c = canary?;
+    let msg = format!("{}/{} canary replicas ready", c.ready, c.desired);
+    Some(if c.complete() {
+        Cond::new(ConditionType::CanaryReady, true, Reason::Available, msg)
+    } else {
+        Cond::new(ConditionType::CanaryReady, false, Reason::Progressing, msg)
+    })
 }
 
 /// `PolicyCompliant`, from what the policy check of the reconcile found.

@@ -33,7 +33,9 @@ pub use conditions::conditions_for;
 pub use graph::{
     AppliedGraph, GraphReport, live_graph, pending_refresh, refresh_key, short_digest,
 };
-pub use observation::{GraphUse, Observation, Outcome, PolicyResult, PoolReport, Routing};
+pub use observation::{
+    GraphUse, Observation, Outcome, PolicyResult, PoolReport, RolloutCapacity, Routing,
+};
 pub use reason::{Reason, waits_for_an_optional_api};
 pub use replicas::TrackReplicas;
 

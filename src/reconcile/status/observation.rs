@@ -151,6 +151,29 @@ pub struct Observation {
     pub capacity: Option<crate::api::v1beta1::CapacityStatus>,
     /// What this reconcile learnt about the serving graph (`status.graph`).
     pub graph: Option<GraphReport>,
+    /// How a change of the primary's template fares on its class's pool
+    /// (`RolloutCapacity`); `None` leaves the condition as it is (no class
+    /// with devices, or free devices not known).
+    pub rollout_capacity: Option<RolloutCapacity>,
+    /// The numbers of a canary whose pods wait for room
+    /// (`CanaryReady=False`, reason `CanaryCapacity`).
+    pub canary_capacity: Option<String>,
+}
+
+/// How a change of the primary's template fares on its class's pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RolloutCapacity {
+    /// No change waits for devices: the primary surges one replica at a
+    /// time while a replica's devices are free.
+    Fits,
+    /// The rollout in place the message describes is done.
+    Done(String),
+    /// No room for one more replica: the primary is replaced in place
+    /// (the numbers and what it does).
+    Replacing(String),
+    /// No room for one more replica: the primary keeps its old template
+    /// until there is (the numbers).
+    Waiting(String),
 }
 
 impl Observation {
@@ -172,6 +195,8 @@ impl Observation {
             rollout: None,
             capacity: None,
             graph: None,
+            rollout_capacity: None,
+            canary_capacity: None,
         }
     }
 }

@@ -41,6 +41,8 @@ fn applied(primary_ready: i32, canary_ready: Option<i32>, routing: Routing) -> O
         rollout: None,
         capacity: None,
         graph: None,
+        rollout_capacity: None,
+        canary_capacity: None,
     }
 }
 
@@ -94,7 +96,17 @@ fn fields_and_conditions_of_an_applied_service() {
     assert_eq!(st.route_path.as_deref(), Some("/team-a/chat"));
     assert_eq!(st.request_timeout.as_deref(), Some("5m"));
     let types: Vec<_> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
-    assert_eq!(types, [READY, RECONCILED, ROUTING_READY, POLICY_COMPLIANT]);
+    // A service with a canary says whether it is ready on its own.
+    assert_eq!(
+        types,
+        [
+            READY,
+            RECONCILED,
+            ROUTING_READY,
+            POLICY_COMPLIANT,
+            crate::api::vocabulary::ConditionType::CanaryReady.as_str()
+        ]
+    );
     for c in &st.conditions {
         assert_eq!(c.status, "True", "{c:?}");
         assert_eq!(c.observed_generation, Some(3));
@@ -266,6 +278,8 @@ fn ray(outcome: Outcome) -> Observation {
         rollout: None,
         capacity: None,
         graph: None,
+        rollout_capacity: None,
+        canary_capacity: None,
     }
 }
 
@@ -760,4 +774,72 @@ fn a_service_that_no_longer_fits_is_told_in_policy_compliant_and_stays_reconcile
         p.message
     );
     assert_eq!(cond(&st, RECONCILED).status, "True");
+}
+
+#[test]
+fn rollout_capacity_says_what_a_change_of_the_primary_does_on_a_full_pool() {
+    let numbers =
+        "needs 8 nvidia.com/gpu in h100-80gb, 0 free: replacing 1 of 2 replicas at a time";
+    let mut obs = applied(2, None, routed());
+    obs.rollout_capacity = Some(RolloutCapacity::Replacing(numbers.into()));
+    let st = compute(None, &obs, ts(0));
+    let c = cond(&st, ConditionType::RolloutCapacity.as_str());
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        ("False", "ReplacingInPlace", numbers)
+    );
+    obs.rollout_capacity = Some(RolloutCapacity::Done(numbers.into()));
+    let st = compute(Some(&st), &obs, ts(5));
+    let c = cond(&st, ConditionType::RolloutCapacity.as_str());
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "RolledOut")
+    );
+    assert!(c.message.contains(numbers), "{}", c.message);
+    obs.rollout_capacity = Some(RolloutCapacity::Waiting("needs 8 ...: waiting".into()));
+    let st = compute(Some(&st), &obs, ts(9));
+    let c = cond(&st, ConditionType::RolloutCapacity.as_str());
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "WaitingForCapacity")
+    );
+    // Not known (no class, room not listed yet): left as it was.
+    obs.rollout_capacity = None;
+    let kept = compute(Some(&st), &obs, ts(12));
+    assert_eq!(
+        cond(&kept, ConditionType::RolloutCapacity.as_str()),
+        cond(&st, ConditionType::RolloutCapacity.as_str())
+    );
+}
+
+#[test]
+fn canary_ready_says_when_the_canary_waits_for_room_and_goes_with_it() {
+    let mut obs = applied(2, None, routed());
+    obs.canary_capacity =
+        Some("needs 8 nvidia.com/gpu in h100, 0 free: the canary's 1 replica wait for room".into());
+    let st = compute(None, &obs, ts(0));
+    let c = cond(&st, ConditionType::CanaryReady.as_str());
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "CanaryCapacity")
+    );
+    assert!(
+        c.message.starts_with("needs 8 nvidia.com/gpu"),
+        "{}",
+        c.message
+    );
+    // Room: the canary runs and is ready.
+    let st = compute(Some(&st), &applied(2, Some(1), routed()), ts(5));
+    let c = cond(&st, ConditionType::CanaryReady.as_str());
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "Available")
+    );
+    // The canary goes: so does its condition.
+    let st = compute(Some(&st), &applied(2, None, routed()), ts(9));
+    assert!(
+        st.conditions
+            .iter()
+            .all(|c| c.type_ != ConditionType::CanaryReady.as_str())
+    );
 }

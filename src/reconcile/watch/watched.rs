@@ -19,7 +19,7 @@ use serde::{Deserialize, Deserializer};
 use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
 use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
 use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
-use crate::reconcile::children::{ANNOTATION_APPLIED, ANNOTATION_TEMPLATE};
+use crate::reconcile::children::{ANNOTATION_APPLIED, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE};
 use crate::state::kept::kept_metadata;
 
 /// An object of a child kind as its watch keeps it.
@@ -321,8 +321,8 @@ pub fn watched_of<K: serde::Serialize, W: WatchedChild>(obj: &K) -> Result<W, se
 /// name and namespace (the cache's key), uid, resourceVersion and
 /// generation (whether it changed since infergate applied it), owner
 /// references (whose it is; the controller's trigger), deletion timestamp,
-/// and [`ANNOTATION_APPLIED`] and [`ANNOTATION_TEMPLATE`] (what infergate
-/// applied). Labels (the watch
+/// and [`ANNOTATION_APPLIED`], [`ANNOTATION_TEMPLATE`] and
+/// [`ANNOTATION_ROLL_PLAN`] (what infergate applied). Labels (the watch
 /// selects on them on the server), other annotations, finalizers and the
 /// managed fields (most of an applied object's metadata) are dropped: at a
 /// few kilobytes per child they were most of the reconciler's memory. The
@@ -336,7 +336,7 @@ pub fn keep_what_the_reconciler_reads(meta: &mut ObjectMeta) {
     meta.generate_name = None;
     meta.self_link = None;
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == ANNOTATION_APPLIED || k == ANNOTATION_TEMPLATE);
+        annotations.retain(|k, _| kept_annotation(k));
         if annotations.is_empty() {
             meta.annotations = None;
         }
@@ -358,15 +358,20 @@ kept_metadata! {
     }
 }
 
-/// Of the annotations, [`ANNOTATION_APPLIED`] and [`ANNOTATION_TEMPLATE`]
-/// only.
+/// Whether the watch keeps the annotation `key`: [`ANNOTATION_APPLIED`],
+/// [`ANNOTATION_TEMPLATE`] and [`ANNOTATION_ROLL_PLAN`].
+fn kept_annotation(key: &str) -> bool {
+    key == ANNOTATION_APPLIED || key == ANNOTATION_TEMPLATE || key == ANNOTATION_ROLL_PLAN
+}
+
+/// Of the annotations, those [`kept_annotation`] names only.
 fn applied_annotation<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
     let all: Option<std::collections::BTreeMap<String, String>> = Option::deserialize(d)?;
     Ok(all
         .map(|mut a| {
-            a.retain(|k, _| k == ANNOTATION_APPLIED || k == ANNOTATION_TEMPLATE);
+            a.retain(|k, _| kept_annotation(k));
             a
         })
         .filter(|a| !a.is_empty()))

@@ -15,6 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use crate::api::AcceleratorClassSpec;
 use crate::api::rollout::{RolloutPhase, RolloutStatus, VersionRef};
 use crate::api::v1beta1::{CanarySpec, EngineSpec, InferenceService};
+use crate::api::vocabulary::RolloutReason;
 use crate::engine;
 use crate::reconcile::children::{self as builders, Track};
 use crate::reconcile::context::Ctx;
@@ -77,6 +78,26 @@ fn queried(ctx: &Ctx, svc: &InferenceService, current: Option<&RolloutStatus>, n
         }
         times.clock.queried = Some(now);
     }
+}
+
+/// The rollout's canary waits for room on its class's pool (`next` says
+/// it waits for the canary): it says so, and the progress deadline does
+/// not run meanwhile (it runs from when the canary's pods can be placed,
+/// as after any wait that was not the canary's).
+pub(super) fn waiting_for_room(svc: &InferenceService, next: &mut RolloutStatus) {
+    let waits = RolloutReason::WaitingForCanary.as_str();
+    let room = RolloutReason::WaitingForRoom.as_str();
+    if next.reason.as_deref() != Some(waits) && next.reason.as_deref() != Some(room) {
+        return;
+    }
+    let before = svc.status.as_ref().and_then(|s| s.rollout.as_ref());
+    if let Some(before) = before.filter(|b| b.reason.as_deref() == Some(room)) {
+        next.progress_started_at
+            .clone_from(&before.progress_started_at);
+    }
+    next.reason = Some(room.to_owned());
+    next.message =
+        Some("waiting for room for the canary's pods on the pool (see CanaryReady)".to_owned());
 }
 
 /// The children of a reconcile are applied (the route with the step's

@@ -9,7 +9,7 @@ use kube::runtime::controller::Action;
 use tracing::warn;
 
 use super::pools::{apply_pools, delete_endpoint_picker};
-use super::{canary, drive};
+use super::{canary, drive, full_pool};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
@@ -47,7 +47,7 @@ pub(in crate::reconcile::backend) async fn reconcile_deployment(
         };
         Ok((d, path))
     });
-    let (desired, path) = match built {
+    let (mut desired, path) = match built {
         Ok(b) => b,
         Err(e) => {
             obs.outcome = Outcome::Invalid(e.to_string());
@@ -60,7 +60,30 @@ pub(in crate::reconcile::backend) async fn reconcile_deployment(
         .as_ref()
         .map(|_| builders::request_timeout(defaulted));
 
-    match apply_all(ctx, svc, defaulted, desired).await {
+    // A change of the primary's template on a pool without room for one
+    // more replica replaces in place or waits.
+    let primary_plan =
+        full_pool::plan_primary(ctx, svc, defaulted, class, &mut desired.primary).await?;
+    obs.rollout_capacity = primary_plan.capacity;
+    let requeue = match (planned.requeue, primary_plan.requeue) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    obs.canary_capacity = desired
+        .canary
+        .as_ref()
+        .and_then(|(d, _)| full_pool::canary_waits(ctx, svc, defaulted, class, d));
+    let canary_waits = obs.canary_capacity.is_some();
+    if canary_waits && let Some(st) = obs.rollout.as_mut() {
+        drive::waiting_for_room(svc, st);
+    }
+    let requeue = if canary_waits {
+        Some(requeue.map_or(full_pool::ROOM_RECHECK, |r| r.min(full_pool::ROOM_RECHECK)))
+    } else {
+        requeue
+    };
+
+    match apply_all(ctx, svc, defaulted, desired, canary_waits).await {
         Ok(outcome) => {
             let waiting_for_optional_api = matches!(
                 outcome,
@@ -87,9 +110,7 @@ pub(in crate::reconcile::backend) async fn reconcile_deployment(
             } else {
                 RESYNC
             };
-            Ok(Action::requeue(
-                planned.requeue.map_or(wait, |r| r.min(wait)),
-            ))
+            Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))))
         }
         Err(e) => {
             // The rollout's step is recorded only once its children are applied.
@@ -130,6 +151,7 @@ async fn apply_all(
     svc: &InferenceService,
     defaulted: &InferenceService,
     desired: Desired,
+    canary_waits: bool,
 ) -> Result<Outcome, Error> {
     // Why a track's pods are not ready, from the watch on the engine pods.
     let ns = svc.namespace().unwrap_or_default();
@@ -142,7 +164,11 @@ async fn apply_all(
     // weight routed); one that carries none (a rollout's new target at
     // weight 0, or a canary going away) changes only after the route.
     let weighted = defaulted.spec.canary.as_ref().is_some_and(|c| c.weight > 0);
-    let (first, after_route) = if weighted {
+    // A new canary whose pods do not fit waits: nothing of it is applied
+    // or deleted, and the route carries it no weight.
+    let (first, after_route) = if canary_waits {
+        (None, None)
+    } else if weighted {
         (desired.canary, None)
     } else {
         (None, desired.canary)
@@ -229,7 +255,7 @@ async fn apply_all(
         ctx.delete::<InferencePool>(svc, &pool).await?;
         delete_endpoint_picker(ctx, svc, &pool).await?;
     }
-    if !weighted {
+    if !weighted && !canary_waits {
         // The route lets go of the canary first (an error above returned
         // before this point, leaving it as it was).
         canary = canary::settle(ctx, svc, after_route, &canary_name)

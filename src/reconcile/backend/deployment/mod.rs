@@ -7,11 +7,14 @@
 //!   from a reconcile: what the tracks run and the canary's weight;
 //! - `canary`: changes or deletes a canary that carries no weight, only
 //!   once no route names it;
+//! - `full_pool`: a change of the primary's template on a pool without
+//!   room for one more replica (replaced in place, or kept waiting);
 //! - `pools`: the InferencePools and their endpoint pickers.
 
 mod canary;
 mod drive;
 mod flow;
+mod full_pool;
 mod pools;
 
 pub(super) use flow::reconcile_deployment;

@@ -1,0 +1,352 @@
+//! A change of the primary's pod template on its class's pool
+//! (`docs/rollouts.md`, on a full GPU pool): when one more replica's
+//! devices are free the Deployment surges as it always did; when they are
+//! not, `Replace` renders `maxSurge: 0, maxUnavailable: N` for that rollout
+//! and `Wait` keeps the Deployment on its old template until they are.
+//!
+//! The plan is made once per template change and recorded on the
+//! Deployment ([`ANNOTATION_ROLL_PLAN`]) with the new template: while the
+//! Deployment carries the template the service wants, the plan it carries
+//! is rendered again, so a reconcile after a replaced pod freed its
+//! devices, or a restart mid-rollout, changes nothing and adds no pod.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use kube::api::Api;
+
+use crate::api::AcceleratorClassSpec;
+use crate::api::rollout::{CanaryOnFullPool, RolloutOnFullPool};
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::engine::capacity::roll_plan::{self, RollPlan};
+use crate::reconcile::children::{ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE};
+use crate::reconcile::context::Ctx;
+use crate::reconcile::error::Error;
+use crate::reconcile::status::RolloutCapacity;
+use crate::reconcile::watch::watched::WatchedDeployment;
+
+/// How often a change waiting for room looks again (room that appears is
+/// used within 30 s).
+pub(super) const ROOM_RECHECK: Duration = Duration::from_secs(10);
+
+/// What the plan did to the primary's Deployment, for the status.
+pub(super) struct PrimaryPlan {
+    /// `RolloutCapacity` (`None`: leave it as it is).
+    pub capacity: Option<RolloutCapacity>,
+    /// Come back this soon (the change waits for room, or replaces in
+    /// place).
+    pub requeue: Option<Duration>,
+}
+
+/// The template digest a Deployment carries.
+fn template_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()?
+        .get(ANNOTATION_TEMPLATE)
+        .map(String::as_str)
+}
+
+/// `Replace N: <numbers and what it does>` parsed: N and the message.
+fn parse_plan(value: &str) -> Option<(i32, &str)> {
+    let (head, message) = value.split_once(": ")?;
+    let n = head.strip_prefix("Replace ")?.parse().ok()?;
+    Some((n, message))
+}
+
+/// `maxSurge: 0, maxUnavailable: n`.
+fn replace_strategy(n: i32) -> DeploymentStrategy {
+    DeploymentStrategy {
+        type_: Some("RollingUpdate".to_owned()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::Int(0)),
+            max_unavailable: Some(IntOrString::Int(n)),
+        }),
+    }
+}
+
+/// Render `plan` (`Replace N: message`) on `desired`.
+fn render_replace(desired: &mut Deployment, n: i32, value: String) {
+    desired
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_ROLL_PLAN.to_owned(), value);
+    if let Some(spec) = desired.spec.as_mut() {
+        spec.strategy = Some(replace_strategy(n));
+    }
+}
+
+/// Whether the Deployment's rollout of the template it carries is done:
+/// the controller saw its generation and every replica runs it and is
+/// ready, none of an older one left.
+fn rolled_out(live: &WatchedDeployment) -> bool {
+    let want = live.desired();
+    live.observed() && live.updated() >= want && live.ready() >= want && live.total() <= want
+}
+
+/// Plan the primary's change on the pool of `class` (the service's
+/// AcceleratorClass `class_name`), rendering the plan on `desired` (the
+/// primary Deployment infergate wants).
+pub(super) async fn plan_primary(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+    desired: &mut Deployment,
+) -> Result<PrimaryPlan, Error> {
+    let nothing = PrimaryPlan {
+        capacity: None,
+        requeue: None,
+    };
+    let per_replica = u64::try_from(engine::gpus_per_replica(defaulted)).unwrap_or(0);
+    let class_name = defaulted
+        .spec
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.class.as_deref());
+    let (Some(_), Some(class_name)) = (class, class_name) else {
+        return Ok(nothing);
+    };
+    if per_replica == 0 {
+        return Ok(nothing);
+    }
+    let ns = svc.namespace().unwrap_or_default();
+    let name = desired.name_any();
+    let free = ctx.state.free_devices(class_name);
+    let Some(live) = ctx.cached::<Deployment>(&ns, &name) else {
+        // A new Deployment adds pods as a scale-up does.
+        return Ok(PrimaryPlan {
+            capacity: free.map(|_| RolloutCapacity::Fits),
+            requeue: None,
+        });
+    };
+    let live_plan = live
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ROLL_PLAN))
+        .cloned();
+    if template_of(&live.metadata) == template_of(&desired.metadata) {
+        // The Deployment carries the template wanted: its plan stays.
+        let Some((n, message)) = live_plan.as_deref().and_then(parse_plan) else {
+            return Ok(PrimaryPlan {
+                capacity: free.map(|_| RolloutCapacity::Fits),
+                requeue: None,
+            });
+        };
+        let capacity = if rolled_out(&live) {
+            RolloutCapacity::Done(message.to_owned())
+        } else {
+            RolloutCapacity::Replacing(message.to_owned())
+        };
+        let done = matches!(capacity, RolloutCapacity::Done(_));
+        let value = live_plan.clone().unwrap_or_default();
+        render_replace(desired, n, value);
+        return Ok(PrimaryPlan {
+            capacity: Some(capacity),
+            requeue: (!done).then_some(ROOM_RECHECK),
+        });
+    }
+    // The template changes: plan it against the pool as it is now.
+    let on_full_pool = defaulted
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.on_full_pool)
+        .unwrap_or(RolloutOnFullPool::Replace);
+    let replicas = live.desired();
+    let (plan, short) = roll_plan::plan(
+        on_full_pool,
+        engine::full_pool::max_unavailable(defaulted),
+        replicas,
+        per_replica,
+        per_replica,
+        class_name,
+        free.as_ref(),
+    );
+    match (plan, short) {
+        (RollPlan::Surge, _) | (_, None) => Ok(PrimaryPlan {
+            capacity: free.map(|_| RolloutCapacity::Fits),
+            requeue: None,
+        }),
+        (RollPlan::Replace { max_unavailable }, Some(short)) => {
+            let message = short.message(plan, replicas);
+            render_replace(
+                desired,
+                max_unavailable,
+                format!("Replace {max_unavailable}: {message}"),
+            );
+            Ok(PrimaryPlan {
+                capacity: Some(RolloutCapacity::Replacing(message)),
+                requeue: Some(ROOM_RECHECK),
+            })
+        }
+        (RollPlan::Wait, Some(short)) => {
+            keep_old_template(ctx, &ns, &name, desired).await?;
+            Ok(PrimaryPlan {
+                capacity: Some(RolloutCapacity::Waiting(short.message(plan, replicas))),
+                requeue: Some(ROOM_RECHECK),
+            })
+        }
+    }
+}
+
+/// `desired` with the live Deployment's template, template digest,
+/// strategy and plan (a read of the Deployment, made only while a change
+/// waits for room): replicas and everything outside the template are
+/// still applied.
+async fn keep_old_template(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+    desired: &mut Deployment,
+) -> Result<(), Error> {
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
+    let live = api.get(name).await?;
+    let Some(live_spec) = live.spec else {
+        return Ok(());
+    };
+    let annotations = desired
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.remove(ANNOTATION_ROLL_PLAN);
+    for key in [ANNOTATION_TEMPLATE, ANNOTATION_ROLL_PLAN] {
+        if let Some(v) = live.metadata.annotations.as_ref().and_then(|a| a.get(key)) {
+            annotations.insert(key.to_owned(), v.clone());
+        }
+    }
+    if let Some(spec) = desired.spec.as_mut() {
+        spec.template = live_spec.template;
+        if annotations.contains_key(ANNOTATION_ROLL_PLAN) {
+            spec.strategy = live_spec.strategy;
+        }
+    }
+    Ok(())
+}
+
+/// A canary's `onFullPool` and the field it comes from: a manual
+/// canary's (`spec.canary`), else the `Canary` rollout's track's.
+fn canary_mode(
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+) -> (&'static str, CanaryOnFullPool) {
+    if svc.spec.canary.is_some() {
+        let mode = defaulted.spec.canary.as_ref().and_then(|c| c.on_full_pool);
+        return ("canary.onFullPool", mode.unwrap_or_default());
+    }
+    let mode = defaulted
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.canary.as_ref())
+        .and_then(|c| c.on_full_pool);
+    ("rollout.canary.onFullPool", mode.unwrap_or_default())
+}
+
+/// The numbers of a new canary whose pods do not fit the free devices of
+/// the service's class (`CanaryReady=False`, `CanaryCapacity`): its
+/// Deployment is not created or scaled up, so no pod is left Pending, and
+/// the route stays on the primary. `None` when it fits, when it adds no
+/// replica, or when the room is not known.
+pub(super) fn canary_waits(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+    canary: &Deployment,
+) -> Option<String> {
+    let per_replica = u64::try_from(engine::gpus_per_replica(defaulted)).ok()?;
+    let class_name = defaulted.spec.accelerator.as_ref()?.class.as_deref()?;
+    class?;
+    let wanted = u64::try_from(canary.spec.as_ref()?.replicas.unwrap_or(1)).ok()?;
+    if per_replica == 0 || wanted == 0 {
+        return None;
+    }
+    // Replicas the canary's Deployment runs of this template already
+    // (a rollout's track waits at weight 0 with none).
+    let ns = svc.namespace().unwrap_or_default();
+    let running = ctx
+        .cached::<Deployment>(&ns, &canary.name_any())
+        .filter(|live| template_of(&live.metadata) == template_of(&canary.metadata))
+        .map_or(0, |live| u64::try_from(live.desired()).unwrap_or(0));
+    let adds = wanted.saturating_sub(running);
+    if adds == 0 {
+        return None;
+    }
+    let free = ctx.state.free_devices(class_name)?;
+    if free.replicas(per_replica, per_replica) >= adds {
+        return None;
+    }
+    let short = roll_plan::Shortfall {
+        class: class_name.to_owned(),
+        resource: free.resource.clone(),
+        needed: per_replica * adds,
+        free: free.devices,
+        largest: free.largest(),
+    };
+    let replicas = if adds == 1 { "replica" } else { "replicas" };
+    let (field, mode) = canary_mode(svc, defaulted);
+    let how = match mode {
+        CanaryOnFullPool::Wait => format!("{field}: Wait"),
+        CanaryOnFullPool::Borrow => {
+            format!("{field}: Borrow is not carried out by this version, so it waits")
+        }
+    };
+    Some(format!(
+        "{}: the canary's {adds} {replicas} wait for room, the route stays on the primary ({how})",
+        short.numbers()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_plan, rolled_out};
+    use crate::reconcile::watch::watched::{
+        DeploymentCounts, DeploymentSpecKept, WatchedDeployment,
+    };
+
+    #[test]
+    fn a_recorded_plan_reads_back() {
+        assert_eq!(
+            parse_plan(
+                "Replace 1: needs 8 nvidia.com/gpu in h100, 0 free: replacing 1 of 2 replicas at a time"
+            ),
+            Some((
+                1,
+                "needs 8 nvidia.com/gpu in h100, 0 free: replacing 1 of 2 replicas at a time"
+            ))
+        );
+        assert_eq!(parse_plan("Wait: x"), None);
+        assert_eq!(parse_plan("Replace x: y"), None);
+    }
+
+    fn deployment(generation: i64, observed: i64, counts: (i32, i32, i32)) -> WatchedDeployment {
+        let mut d = WatchedDeployment::default();
+        d.metadata.generation = Some(generation);
+        d.spec = Some(DeploymentSpecKept { replicas: Some(2) });
+        d.status = Some(DeploymentCounts {
+            observed_generation: Some(observed),
+            replicas: Some(counts.0),
+            updated_replicas: Some(counts.1),
+            ready_replicas: Some(counts.2),
+        });
+        d
+    }
+
+    #[test]
+    fn a_rollout_is_done_when_every_replica_runs_the_template_and_is_ready() {
+        assert!(rolled_out(&deployment(3, 3, (2, 2, 2))));
+        // The controller has not seen the generation yet.
+        assert!(!rolled_out(&deployment(3, 2, (2, 2, 2))));
+        // One replaced, its successor not ready.
+        assert!(!rolled_out(&deployment(3, 3, (2, 2, 1))));
+        // An old pod still terminating.
+        assert!(!rolled_out(&deployment(3, 3, (3, 2, 2))));
+        // One of two still old.
+        assert!(!rolled_out(&deployment(3, 3, (2, 1, 2))));
+    }
+}
