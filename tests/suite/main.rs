@@ -28,6 +28,7 @@ mod e2e_deploy;
 mod e2e_drain;
 mod e2e_drift;
 mod e2e_foundation;
+mod e2e_full_pool;
 mod e2e_inferencepool;
 mod e2e_kuberay;
 mod e2e_optional;

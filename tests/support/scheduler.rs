@@ -101,6 +101,10 @@ impl Scheduling {
                 "--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_VALUE}"
             ))
             .arg(format!("--cidr={POD_CIDR}"))
+            // Renew each Node's Lease as a kubelet does (kwokctl's value):
+            // without it the node lifecycle controller marks every Node
+            // NotReady, and their pods not ready, 50 s after they join.
+            .arg("--node-lease-duration-seconds=40")
             .arg("--node-ip=127.0.0.1");
         children.push(spawn_logged(cmd, &dir.join("kwok.log"))?);
 
