@@ -1,5 +1,6 @@
 //! Rules of a change on a full GPU pool that need only the object: how
-//! many replicas a `Replace` may take down at once.
+//! many replicas a `Replace` may take down at once, and what a write asks
+//! of the pool beyond a scale-up ([`pool_changes`]).
 //!
 //! `spec.rollout.maxUnavailable` is at least 1 and leaves one replica
 //! serving: at most `replicas - 1`, where `replicas` is the fewest the
@@ -11,7 +12,8 @@
 use super::builtin::{DEFAULT_MAX_UNAVAILABLE, DEFAULT_REPLICAS};
 use super::field_error::FieldError;
 use super::field_path::Path;
-use crate::api::v1beta1::InferenceService;
+use crate::api::rollout::{CanaryOnFullPool, RolloutStrategy};
+use crate::api::v1beta1::{Backend, InferenceService, InferenceServiceSpec};
 
 /// The replicas `maxUnavailable` is bounded by: the fewest the primary may
 /// run, and the field they come from.
@@ -89,6 +91,139 @@ pub fn check_service(errs: &mut Vec<FieldError>, at: &Path<'_>, svc: &InferenceS
         n,
         &format!("must be at most {bound} ({why})"),
     ));
+}
+
+/// A canary's `onFullPool` in words, with the field it comes from: a
+/// manual canary's (`spec.canary`), else the `Canary` rollout's track's:
+/// `canary.onFullPool: Wait`.
+#[must_use]
+pub fn canary_mode_words(svc: &InferenceService, manual: bool) -> String {
+    let (field, mode) = if manual {
+        let mode = svc.spec.canary.as_ref().and_then(|c| c.on_full_pool);
+        ("canary.onFullPool", mode.unwrap_or_default())
+    } else {
+        let mode = svc
+            .spec
+            .rollout
+            .as_ref()
+            .and_then(|r| r.canary.as_ref())
+            .and_then(|c| c.on_full_pool);
+        ("rollout.canary.onFullPool", mode.unwrap_or_default())
+    };
+    match mode {
+        CanaryOnFullPool::Wait => format!("{field}: Wait"),
+        CanaryOnFullPool::Borrow => {
+            format!("{field}: Borrow is not carried out by this version, so it waits")
+        }
+    }
+}
+
+/// What a write of a service asks of its class's pool beyond a scale-up
+/// (admission warns when the pool has no room for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolChange {
+    /// The primary Deployment rolls: its pod template changes (the first
+    /// field that changes it).
+    RollsPrimary(&'static str),
+    /// A canary track is added with this many replicas (a manual canary,
+    /// or a `Canary` rollout's new version).
+    AddsCanary {
+        /// The field that adds it.
+        field: &'static str,
+        /// Its replicas.
+        replicas: i32,
+    },
+    /// KubeRay builds a second RayCluster beside the running one (its
+    /// zero-downtime upgrade: the cluster's pods change).
+    NewRayCluster(&'static str),
+}
+
+/// The first field of the engine's pod template that differs between the
+/// two specs (model, engine, resources, accelerator, parallelism,
+/// placement, ServiceAccount, pull secrets, health check); `None` when
+/// the template is the same (a scale, a route, a rollout plan).
+#[must_use]
+pub fn template_change(
+    new: &InferenceServiceSpec,
+    old: &InferenceServiceSpec,
+) -> Option<&'static str> {
+    let image = |s: &InferenceServiceSpec| s.engine.as_ref().and_then(|e| e.image.clone());
+    if image(new) != image(old) {
+        return Some("spec.engine.image");
+    }
+    let changed = [
+        ("spec.engine", new.engine != old.engine),
+        ("spec.model", new.model != old.model),
+        ("spec.resources", new.resources != old.resources),
+        ("spec.accelerator", new.accelerator != old.accelerator),
+        ("spec.parallelism", new.parallelism != old.parallelism),
+        ("spec.placement", new.placement != old.placement),
+        (
+            "spec.serviceAccountName",
+            new.service_account_name != old.service_account_name,
+        ),
+        (
+            "spec.imagePullSecrets",
+            new.image_pull_secrets != old.image_pull_secrets,
+        ),
+        ("spec.healthCheck", new.health_check != old.health_check),
+    ];
+    changed.into_iter().find(|(_, c)| *c).map(|(f, _)| f)
+}
+
+/// What the write of `svc` (over `old` on UPDATE) asks of the pool: a
+/// rollout of the primary, a canary added, or a second RayCluster. A
+/// CREATE rolls nothing; its canary is added.
+#[must_use]
+pub fn pool_changes(svc: &InferenceService, old: Option<&InferenceService>) -> Vec<PoolChange> {
+    let spec = &svc.spec;
+    let mut out = Vec::new();
+    if spec.backend.unwrap_or_default() == Backend::RayService {
+        if let Some(field) = old.and_then(|o| template_change(spec, &o.spec)) {
+            out.push(PoolChange::NewRayCluster(field));
+        }
+        return out;
+    }
+    let progressive = spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.strategy)
+        .is_some_and(|s| s == RolloutStrategy::Canary);
+    if let Some(old) = old
+        && let Some(field) = template_change(spec, &old.spec)
+    {
+        let version = |s: &InferenceServiceSpec| {
+            (
+                s.model.clone(),
+                s.engine.as_ref().and_then(|e| e.image.clone()),
+            )
+        };
+        if progressive && version(spec) != version(&old.spec) && spec.canary.is_none() {
+            // The new version starts on a canary track at the first step.
+            let first = spec
+                .rollout
+                .as_ref()
+                .and_then(|r| r.steps.first().copied())
+                .unwrap_or(1);
+            out.push(PoolChange::AddsCanary {
+                field,
+                replicas: super::resources::canary_replicas_at(spec, first, None),
+            });
+        } else {
+            out.push(PoolChange::RollsPrimary(field));
+        }
+    }
+    let had_canary = old.is_some_and(|o| o.spec.canary.is_some());
+    if !had_canary && spec.canary.is_some() {
+        let replicas = super::resources::canary_replicas(svc);
+        if replicas > 0 {
+            out.push(PoolChange::AddsCanary {
+                field: "spec.canary",
+                replicas,
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -414,6 +414,10 @@ impl Admission {
         if !verdict.allowed() {
             return (verdict_response(review, resp, &verdict, warnings), None);
         }
+        // Room on the class's pool: said, never denied for.
+        verdict
+            .warnings
+            .extend(super::room::warnings(&self.state, &svc, old.as_deref()));
         // The references this write adds: answers already known first.
         let refs = references::new_references(&svc, old.as_deref());
         let mut refs = if refs.is_empty() {

@@ -13,6 +13,7 @@
 //! - [`charging`]: what admission decides about a charge on a namespace's
 //!   GPU budget ledger ([`crate::state::ledger`]);
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
+//! - `room`: the warnings of a write that needs room its GPU pool lacks;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
 //!   self-signed Secret and caBundle injection).
 
@@ -25,5 +26,6 @@ pub mod limits;
 pub mod listener;
 pub mod patch;
 pub mod review;
+mod room;
 pub mod server;
 pub mod tls;

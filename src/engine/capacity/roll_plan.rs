@@ -77,18 +77,46 @@ pub fn plan(
     (plan, Some(short))
 }
 
+/// What `replicas` more replicas of `per_replica` devices each (a pod's
+/// on one node) lack on a pool with `free`, when they do not fit.
+#[must_use]
+pub fn shortfall(class: &str, free: &Free, replicas: u64, per_replica: u64) -> Option<Shortfall> {
+    if per_replica == 0 || replicas == 0 || free.replicas(per_replica, per_replica) >= replicas {
+        return None;
+    }
+    Some(Shortfall {
+        class: class.to_owned(),
+        resource: free.resource.clone(),
+        needed: per_replica * replicas,
+        free: free.devices,
+        largest: free.largest(),
+    })
+}
+
 impl Shortfall {
     /// `needs 8 nvidia.com/gpu in h100-80gb, 0 free` (with the most on one
     /// node when the free devices are spread too thin for one pod).
     #[must_use]
     pub fn numbers(&self) -> String {
+        self.numbers_naming("")
+    }
+
+    /// As [`Shortfall::numbers`], the class named as admission warnings
+    /// name it: `needs 8 nvidia.com/gpu in AcceleratorClass h100-80gb, 0
+    /// free`.
+    #[must_use]
+    pub fn numbers_at_admission(&self) -> String {
+        self.numbers_naming("AcceleratorClass ")
+    }
+
+    fn numbers_naming(&self, kind: &str) -> String {
         let spread = if self.free >= self.needed {
             format!(" (at most {} on one node)", self.largest)
         } else {
             String::new()
         };
         format!(
-            "needs {} {} in {}, {} free{spread}",
+            "needs {} {} in {kind}{}, {} free{spread}",
             self.needed, self.resource, self.class, self.free
         )
     }
@@ -106,6 +134,54 @@ impl Shortfall {
         };
         format!("{}: {what}", self.numbers())
     }
+}
+
+/// The admission warning of a write that rolls the primary (`field`
+/// changes its template) on a pool without room for one more replica:
+/// `spec.engine.image: rolling out needs 8 nvidia.com/gpu in
+/// AcceleratorClass h100-80gb, 0 free: replacing 1 of 2 replicas at a time
+/// (rollout.onFullPool: Replace, maxUnavailable: 1)`.
+#[must_use]
+pub fn rollout_warning(field: &str, short: &Shortfall, plan: RollPlan, replicas: i32) -> String {
+    let numbers = short.numbers_at_admission();
+    match plan {
+        RollPlan::Replace { max_unavailable } => {
+            let outage = if replicas <= max_unavailable {
+                ", a short outage: no replica serves until the new one is ready"
+            } else {
+                ""
+            };
+            format!(
+                "{field}: rolling out {numbers}: replacing {max_unavailable} of {replicas} replicas at a time{outage} (rollout.onFullPool: Replace, maxUnavailable: {max_unavailable})"
+            )
+        }
+        RollPlan::Wait => format!(
+            "{field}: rolling out {numbers}: the Deployment keeps its old template until there is room (rollout.onFullPool: Wait)"
+        ),
+        RollPlan::Surge => format!("{field}: rolling out {numbers}"),
+    }
+}
+
+/// The admission warning of a canary of `replicas` whose pods do not fit
+/// (`mode` is `canary.onFullPool: Wait` or the rollout's, as the caller
+/// words it).
+#[must_use]
+pub fn canary_warning(field: &str, short: &Shortfall, replicas: i32, mode: &str) -> String {
+    let of = if replicas == 1 { "replica" } else { "replicas" };
+    format!(
+        "{field}: adding a canary of {replicas} {of} {}: it waits for room and the route stays on the primary ({mode})",
+        short.numbers_at_admission()
+    )
+}
+
+/// The admission warning of a change that makes KubeRay build a second
+/// RayCluster (its zero-downtime upgrade) the pool cannot hold.
+#[must_use]
+pub fn ray_cluster_warning(field: &str, short: &Shortfall, workers: i32) -> String {
+    format!(
+        "{field}: KubeRay upgrades the RayService by building a second RayCluster ({workers} GPU workers) beside the running one, which {}: its pods wait for room while the running cluster serves",
+        short.numbers_at_admission()
+    )
 }
 
 #[cfg(test)]
@@ -199,6 +275,54 @@ mod tests {
         assert_eq!(
             short.expect("short").numbers(),
             "needs 8 nvidia.com/gpu in h100, 8 free (at most 4 on one node)"
+        );
+    }
+
+    #[test]
+    fn admission_says_the_numbers_and_the_mode() {
+        let full = pool(&[]);
+        let (p, short) = plan(
+            RolloutOnFullPool::Replace,
+            1,
+            2,
+            8,
+            8,
+            "h100-80gb",
+            Some(&full),
+        );
+        let short = short.expect("short");
+        assert_eq!(
+            rollout_warning("spec.engine.image", &short, p, 2),
+            "spec.engine.image: rolling out needs 8 nvidia.com/gpu in AcceleratorClass h100-80gb, 0 free: replacing 1 of 2 replicas at a time (rollout.onFullPool: Replace, maxUnavailable: 1)"
+        );
+        let (p, _) = plan(
+            RolloutOnFullPool::Replace,
+            1,
+            1,
+            8,
+            8,
+            "h100-80gb",
+            Some(&full),
+        );
+        assert!(
+            rollout_warning("spec.model", &short, p, 1).contains("a short outage"),
+            "one replica replaced is an outage"
+        );
+        let (p, _) = plan(
+            RolloutOnFullPool::Wait,
+            1,
+            2,
+            8,
+            8,
+            "h100-80gb",
+            Some(&full),
+        );
+        assert!(
+            rollout_warning("spec.model", &short, p, 2).ends_with("(rollout.onFullPool: Wait)")
+        );
+        assert_eq!(
+            canary_warning("spec.canary", &short, 1, "canary.onFullPool: Wait"),
+            "spec.canary: adding a canary of 1 replica needs 8 nvidia.com/gpu in AcceleratorClass h100-80gb, 0 free: it waits for room and the route stays on the primary (canary.onFullPool: Wait)"
         );
     }
 

@@ -40,6 +40,8 @@ pub use reason::{Reason, waits_for_an_optional_api};
 pub use replicas::TrackReplicas;
 
 #[cfg(test)]
+mod capacity_tests;
+#[cfg(test)]
 mod ray_tests;
 #[cfg(test)]
 mod tests;

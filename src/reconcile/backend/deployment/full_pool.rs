@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::api::AcceleratorClassSpec;
-use crate::api::rollout::{CanaryOnFullPool, RolloutOnFullPool};
+use crate::api::rollout::RolloutOnFullPool;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
 use crate::engine::capacity::roll_plan::{self, RollPlan};
@@ -228,25 +228,6 @@ async fn keep_old_template(
     Ok(())
 }
 
-/// A canary's `onFullPool` and the field it comes from: a manual
-/// canary's (`spec.canary`), else the `Canary` rollout's track's.
-fn canary_mode(
-    svc: &InferenceService,
-    defaulted: &InferenceService,
-) -> (&'static str, CanaryOnFullPool) {
-    if svc.spec.canary.is_some() {
-        let mode = defaulted.spec.canary.as_ref().and_then(|c| c.on_full_pool);
-        return ("canary.onFullPool", mode.unwrap_or_default());
-    }
-    let mode = defaulted
-        .spec
-        .rollout
-        .as_ref()
-        .and_then(|r| r.canary.as_ref())
-        .and_then(|c| c.on_full_pool);
-    ("rollout.canary.onFullPool", mode.unwrap_or_default())
-}
-
 /// The numbers of a new canary whose pods do not fit the free devices of
 /// the service's class (`CanaryReady=False`, `CanaryCapacity`): its
 /// Deployment is not created or scaled up, so no pod is left Pending, and
@@ -278,24 +259,9 @@ pub(super) fn canary_waits(
         return None;
     }
     let free = ctx.state.free_devices(class_name)?;
-    if free.replicas(per_replica, per_replica) >= adds {
-        return None;
-    }
-    let short = roll_plan::Shortfall {
-        class: class_name.to_owned(),
-        resource: free.resource.clone(),
-        needed: per_replica * adds,
-        free: free.devices,
-        largest: free.largest(),
-    };
+    let short = roll_plan::shortfall(class_name, &free, adds, per_replica)?;
     let replicas = if adds == 1 { "replica" } else { "replicas" };
-    let (field, mode) = canary_mode(svc, defaulted);
-    let how = match mode {
-        CanaryOnFullPool::Wait => format!("{field}: Wait"),
-        CanaryOnFullPool::Borrow => {
-            format!("{field}: Borrow is not carried out by this version, so it waits")
-        }
-    };
+    let how = engine::full_pool::canary_mode_words(defaulted, svc.spec.canary.is_some());
     Some(format!(
         "{}: the canary's {adds} {replicas} wait for room, the route stays on the primary ({how})",
         short.numbers()
