@@ -303,4 +303,99 @@ mod tests {
             None
         );
     }
+
+    fn spec_of(v: serde_json::Value) -> InferenceService {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "chat", "namespace": "team-a"},
+            "spec": v
+        }))
+        .expect("service")
+    }
+
+    #[test]
+    fn what_a_write_asks_of_the_pool() {
+        let base = serde_json::json!({
+            "model": {"ref": "m"}, "engine": {"image": "vllm:1"}, "replicas": 2,
+            "accelerator": {"class": "h100"}, "parallelism": {"tensor": 8}
+        });
+        let old = spec_of(base.clone());
+        let with = |patch: serde_json::Value| {
+            let mut v = base.clone();
+            for (k, x) in patch.as_object().expect("object") {
+                v[k] = x.clone();
+            }
+            spec_of(v)
+        };
+        // A create rolls nothing; a scale or a route neither.
+        assert!(pool_changes(&old, None).is_empty());
+        assert!(pool_changes(&with(serde_json::json!({"replicas": 3})), Some(&old)).is_empty());
+        assert!(
+            pool_changes(
+                &with(serde_json::json!({"routing": {"gateway": {"name": "gw"}}})),
+                Some(&old)
+            )
+            .is_empty()
+        );
+        // The engine image, the model, the placement roll the primary.
+        assert_eq!(
+            pool_changes(
+                &with(serde_json::json!({"engine": {"image": "vllm:2"}})),
+                Some(&old)
+            ),
+            [PoolChange::RollsPrimary("spec.engine.image")]
+        );
+        assert_eq!(
+            pool_changes(
+                &with(serde_json::json!({"model": {"ref": "m2"}})),
+                Some(&old)
+            ),
+            [PoolChange::RollsPrimary("spec.model")]
+        );
+        assert_eq!(
+            pool_changes(
+                &with(serde_json::json!({"placement": {"nodeSelector": {"zone": "a"}}})),
+                Some(&old)
+            ),
+            [PoolChange::RollsPrimary("spec.placement")]
+        );
+        // A canary added, on create as on update.
+        let canary = with(
+            serde_json::json!({"canary": {"model": {"ref": "m2"}, "weight": 10, "replicas": 1}}),
+        );
+        let added = [PoolChange::AddsCanary {
+            field: "spec.canary",
+            replicas: 1,
+        }];
+        assert_eq!(pool_changes(&canary, Some(&old)), added);
+        assert_eq!(pool_changes(&canary, None), added);
+        assert!(pool_changes(&canary, Some(&canary)).is_empty());
+        // A Canary rollout's new version starts on a canary track.
+        let progressive = |image: &str| {
+            with(serde_json::json!({
+                "engine": {"image": image},
+                "rollout": {"strategy": "Canary", "steps": [10, 50]}
+            }))
+        };
+        assert_eq!(
+            pool_changes(&progressive("vllm:2"), Some(&progressive("vllm:1"))),
+            [PoolChange::AddsCanary {
+                field: "spec.engine.image",
+                replicas: 1
+            }]
+        );
+        // A RayService's cluster changes: KubeRay builds a second one; its
+        // scale is applied in place.
+        let ray = |image: &str, replicas: i32| {
+            with(serde_json::json!({
+                "backend": "RayService", "engine": {"image": image}, "replicas": replicas,
+                "graph": {"url": "https://g.example.com/g.pb"}
+            }))
+        };
+        assert_eq!(
+            pool_changes(&ray("vllm:2", 2), Some(&ray("vllm:1", 2))),
+            [PoolChange::NewRayCluster("spec.engine.image")]
+        );
+        assert!(pool_changes(&ray("vllm:1", 3), Some(&ray("vllm:1", 2))).is_empty());
+    }
 }

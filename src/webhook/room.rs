@@ -79,3 +79,82 @@ pub(super) fn warnings(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::warnings;
+    use crate::api::AcceleratorClassSpec;
+    use crate::api::v1beta1::InferenceService;
+    use crate::state::ClusterState;
+    use crate::state::room::{RoomNode, RoomPod};
+
+    /// A state whose pool `h100` has one Node of 8 GPUs, `used` of them
+    /// taken by a running pod.
+    fn pool(used: u64) -> ClusterState {
+        let state = ClusterState::default();
+        let class: AcceleratorClassSpec = serde_json::from_value(json!({
+            "vendor": "nvidia", "memoryPerDevice": "80Gi", "devicesPerNode": 8,
+            "nodeSelector": {"pool": "h100"}
+        }))
+        .expect("class");
+        state.set_classes([("h100".to_owned(), class)].into_iter().collect());
+        let room = state.room();
+        let node: RoomNode = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"pool": "h100"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"},
+                "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .expect("node");
+        let pod: RoomPod = serde_json::from_value(json!({
+            "metadata": {"name": "engine", "namespace": "team-a"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "engine",
+                "resources": {"requests": {"nvidia.com/gpu": used.to_string()}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .expect("pod");
+        room.set_watched();
+        room.nodes_listing();
+        room.list_node(&node);
+        room.nodes_listed();
+        room.pods_listing();
+        room.list_pod(&pod);
+        room.pods_listed();
+        state
+    }
+
+    /// A Ray service as the validating webhook sees it (defaulted: the
+    /// accelerator's type from its class).
+    fn ray(image: &str) -> InferenceService {
+        serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "rag", "namespace": "team-a"},
+            "spec": {"model": {"ref": "m"}, "engine": {"image": image}, "replicas": 1,
+                "backend": "RayService", "graph": {"url": "https://g.example.com/g.pb"},
+                "accelerator": {"type": "nvidia", "class": "h100"}, "parallelism": {"tensor": 8}}
+        }))
+        .expect("service")
+    }
+
+    #[test]
+    fn a_ray_upgrade_the_pool_cannot_hold_is_said_and_one_it_can_is_not() {
+        let (new, old) = (ray("vllm:2"), ray("vllm:1"));
+        assert_eq!(
+            warnings(&pool(8), &new, Some(&old)),
+            [
+                "spec.engine.image: KubeRay upgrades the RayService by building a second RayCluster (1 GPU workers) beside the running one, which needs 8 nvidia.com/gpu in AcceleratorClass h100, 0 free: its pods wait for room while the running cluster serves"
+            ]
+        );
+        assert!(
+            warnings(&pool(0), &new, Some(&old)).is_empty(),
+            "room for it"
+        );
+        assert!(
+            warnings(&pool(8), &old, Some(&old)).is_empty(),
+            "no new cluster"
+        );
+        // Not known (nothing watched): nothing said.
+        assert!(warnings(&ClusterState::default(), &new, Some(&old)).is_empty());
+    }
+}

@@ -1,6 +1,7 @@
 //! Findings from the conditions the reconciler writes, by their typed
-//! reasons: `PolicyCompliant`, `Reconciled`, `GraphReady`, `Ready` and
-//! `RoutingReady`.
+//! reasons: `PolicyCompliant`, `Reconciled`, `GraphReady`, `Ready`,
+//! `RoutingReady`, and on a full GPU pool `RolloutCapacity` and
+//! `CanaryReady`.
 
 use super::commands::Commands;
 use super::finding::{Finding, Severity, capitalise, finding, quote, rank};
@@ -289,5 +290,40 @@ pub(super) fn routing(c: &ConditionFacts, cmd: &Commands) -> Option<Finding> {
         None,
         sentence,
         Some(next),
+    ))
+}
+
+/// `RolloutCapacity=False` (a change of the primary with no room for one
+/// more replica) or `CanaryReady=False` with `CanaryCapacity` (a canary
+/// whose pods wait for room); other reasons of `CanaryReady` are the
+/// canary's pods, which `Ready` tells.
+pub(super) fn full_pool(c: &ConditionFacts, class: Option<&str>) -> Option<Finding> {
+    // Both cluster-scoped: the pool's class, or its nodes.
+    let nodes = match class {
+        Some(class) => format!("kubectl get acceleratorclass {class} -o yaml"),
+        None => "kubectl get nodes".to_owned(),
+    };
+    let sentence = match reason(c)? {
+        Reason::ReplacingInPlace => format!(
+            "The pool has no room for one more replica, so the primary is replaced in place (fewer replicas serve meanwhile): {}",
+            quote(&c.message)
+        ),
+        Reason::WaitingForCapacity => format!(
+            "The change waits for room on the pool; the primary keeps running the old version: {}",
+            quote(&c.message)
+        ),
+        Reason::CanaryCapacity => format!(
+            "The canary waits for room on the pool; no canary pod is made and the route stays on the primary: {}",
+            quote(&c.message)
+        ),
+        _ => return None,
+    };
+    Some(finding(
+        rank::FULL_POOL,
+        Severity::Waiting,
+        &c.reason,
+        None,
+        sentence,
+        Some(nodes),
     ))
 }

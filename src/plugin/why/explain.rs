@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::commands::Commands;
-use super::conditions::{graph, policy, ready, reconciled, routing};
+use super::conditions::{full_pool, graph, policy, ready, reconciled, routing};
 use super::finding::{Explanation, Finding, Severity, finding, rank};
 use super::rollout::rollout;
 use crate::api::vocabulary::{CondStatus, ConditionType};
@@ -54,6 +54,11 @@ pub fn explain(f: &ServiceFacts) -> Vec<Finding> {
     }
     if let Some(c) = false_condition(f, ConditionType::Ready) {
         out.extend(ready(c, &cmd, f.accelerator_class.as_deref()));
+    }
+    for type_ in [ConditionType::RolloutCapacity, ConditionType::CanaryReady] {
+        if let Some(c) = false_condition(f, type_) {
+            out.extend(full_pool(c, f.accelerator_class.as_deref()));
+        }
     }
     out.extend(rollout(f, &cmd));
     if let Some(c) = false_condition(f, ConditionType::RoutingReady) {

@@ -64,6 +64,7 @@ pub(super) mod rank {
     pub const STALE_GRAPH: u8 = 22;
     pub const GRAPH_QUEUED: u8 = 23;
     pub const UNSCHEDULABLE: u8 = 30;
+    pub const FULL_POOL: u8 = 31;
     pub const IMAGE_PULL: u8 = 40;
     pub const CRASH_LOOP: u8 = 50;
     pub const GATE: u8 = 60;

@@ -508,3 +508,57 @@ fn the_json_has_the_findings_in_order() {
     assert_eq!(v["findings"][0]["track"], "primary");
     assert!(v["findings"][0]["next"].is_string());
 }
+
+#[test]
+fn a_change_or_a_canary_that_waits_for_room_says_so_with_the_numbers() {
+    let numbers =
+        "needs 8 nvidia.com/gpu in h100-80gb, 0 free: waiting for room (rollout.onFullPool: Wait)";
+    let mut f = facts(cond(
+        "Ready",
+        "True",
+        "Available",
+        "2/2 primary replicas ready",
+    ));
+    f.accelerator_class = Some("h100-80gb".to_owned());
+    set(
+        &mut f,
+        cond("RolloutCapacity", "False", "WaitingForCapacity", numbers),
+    );
+    set(
+        &mut f,
+        cond(
+            "CanaryReady",
+            "False",
+            "CanaryCapacity",
+            "needs 8 nvidia.com/gpu in h100-80gb, 0 free: the canary's 1 replica wait for room",
+        ),
+    );
+    let found = explain(&f);
+    let said: Vec<_> = found.iter().map(|x| x.reason.as_str()).collect();
+    assert_eq!(said, ["WaitingForCapacity", "CanaryCapacity"], "{found:#?}");
+    assert!(found[0].sentence.contains(numbers), "{found:#?}");
+    assert_eq!(
+        found[0].next.as_deref(),
+        Some("kubectl get acceleratorclass h100-80gb -o yaml")
+    );
+    // Replaced in place, then done: said while it lasts, not after.
+    set(
+        &mut f,
+        cond(
+            "RolloutCapacity",
+            "True",
+            "RolledOut",
+            "the rollout in place is done",
+        ),
+    );
+    set(
+        &mut f,
+        cond(
+            "CanaryReady",
+            "True",
+            "Available",
+            "1/1 canary replicas ready",
+        ),
+    );
+    assert!(explain(&f).is_empty(), "{:#?}", explain(&f));
+}
