@@ -93,29 +93,74 @@ pub fn check_service(errs: &mut Vec<FieldError>, at: &Path<'_>, svc: &InferenceS
     ));
 }
 
-/// A canary's `onFullPool` in words, with the field it comes from: a
-/// manual canary's (`spec.canary`), else the `Canary` rollout's track's:
-/// `canary.onFullPool: Wait`.
+/// A canary's `onFullPool` and the field it comes from: a manual
+/// canary's (`spec.canary`), else the `Canary` rollout's track's.
+#[must_use]
+pub fn canary_on_full_pool(
+    svc: &InferenceService,
+    manual: bool,
+) -> (&'static str, CanaryOnFullPool) {
+    if manual {
+        let mode = svc.spec.canary.as_ref().and_then(|c| c.on_full_pool);
+        return ("canary.onFullPool", mode.unwrap_or_default());
+    }
+    let mode = svc
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.canary.as_ref())
+        .and_then(|c| c.on_full_pool);
+    ("rollout.canary.onFullPool", mode.unwrap_or_default())
+}
+
+/// Whether a canary of `svc` borrows its replicas from the primary: mode
+/// `Borrow`, and a primary whose replicas `spec.replicas` sets (under an
+/// HPA the autoscaler owns them, and the canary waits).
+#[must_use]
+pub fn borrows(svc: &InferenceService, manual: bool) -> bool {
+    canary_on_full_pool(svc, manual).1 == CanaryOnFullPool::Borrow && svc.spec.autoscaling.is_none()
+}
+
+/// What a canary whose pods do not fit does, in words, with the mode:
+/// `it waits for room and the route stays on the primary (canary.onFullPool:
+/// Wait)`.
 #[must_use]
 pub fn canary_mode_words(svc: &InferenceService, manual: bool) -> String {
-    let (field, mode) = if manual {
-        let mode = svc.spec.canary.as_ref().and_then(|c| c.on_full_pool);
-        ("canary.onFullPool", mode.unwrap_or_default())
-    } else {
-        let mode = svc
-            .spec
-            .rollout
-            .as_ref()
-            .and_then(|r| r.canary.as_ref())
-            .and_then(|c| c.on_full_pool);
-        ("rollout.canary.onFullPool", mode.unwrap_or_default())
-    };
+    let (field, mode) = canary_on_full_pool(svc, manual);
     match mode {
-        CanaryOnFullPool::Wait => format!("{field}: Wait"),
-        CanaryOnFullPool::Borrow => {
-            format!("{field}: Borrow is not carried out by this version, so it waits")
+        CanaryOnFullPool::Wait => {
+            format!("it waits for room and the route stays on the primary ({field}: Wait)")
         }
+        CanaryOnFullPool::Borrow if svc.spec.autoscaling.is_some() => format!(
+            "it waits for room and the route stays on the primary ({field}: Borrow takes replicas spec.replicas sets; under autoscaling the canary waits)"
+        ),
+        CanaryOnFullPool::Borrow => format!(
+            "the primary lends it its replicas one at a time, keeping one ready ({field}: Borrow)"
+        ),
     }
+}
+
+/// The canary weight a route may carry while the canary borrows from the
+/// primary: the largest weight up to `wanted` such that each track's share
+/// of the ready replicas of the tracks routed, rounded up, is at most its
+/// own ready replicas (`ceil(w/100 x (p + c)) <= c` and the primary's
+/// likewise); 0 (the primary alone) when no such weight routes the canary.
+#[must_use]
+pub fn carried_weight(wanted: i32, primary_ready: i32, canary_ready: i32) -> i32 {
+    let (p, c) = (
+        i64::from(primary_ready.max(0)),
+        i64::from(canary_ready.max(0)),
+    );
+    if c == 0 || p == 0 {
+        return 0;
+    }
+    let total = p + c;
+    let carries = |w: i64, ready: i64| (w * total + 99) / 100 <= ready;
+    (1..=i64::from(wanted.clamp(0, 100)))
+        .rev()
+        .find(|w| carries(*w, c) && carries(100 - w, p))
+        .and_then(|w| i32::try_from(w).ok())
+        .unwrap_or(0)
 }
 
 /// What a write of a service asks of its class's pool beyond a scale-up
@@ -397,5 +442,36 @@ mod tests {
             [PoolChange::NewRayCluster("spec.engine.image")]
         );
         assert!(pool_changes(&ray("vllm:1", 3), Some(&ray("vllm:1", 2))).is_empty());
+    }
+
+    #[test]
+    fn a_lending_primary_routes_only_what_ready_replicas_carry() {
+        // Three primary replicas and one canary: a quarter each.
+        assert_eq!(carried_weight(25, 3, 1), 25);
+        // Less than asked where more would overload the primary.
+        assert_eq!(
+            carried_weight(20, 3, 1),
+            0,
+            "80% on 3 of 4 ready is more than 3"
+        );
+        assert_eq!(carried_weight(50, 1, 1), 50);
+        assert_eq!(carried_weight(20, 1, 1), 0);
+        // No ready canary, or no ready primary: the primary alone.
+        assert_eq!(carried_weight(25, 3, 0), 0);
+        assert_eq!(carried_weight(25, 0, 1), 0);
+        // Whatever is routed keeps the rule for both tracks.
+        for p in 1..6 {
+            for c in 1..4 {
+                for want in 0..=100 {
+                    let w = i64::from(carried_weight(want, p, c));
+                    assert!(w <= i64::from(want));
+                    if w > 0 {
+                        let t = i64::from(p + c);
+                        assert!((w * t + 99) / 100 <= i64::from(c), "{want} {p} {c}");
+                        assert!(((100 - w) * t + 99) / 100 <= i64::from(p), "{want} {p} {c}");
+                    }
+                }
+            }
+        }
     }
 }

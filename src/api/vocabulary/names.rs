@@ -33,6 +33,10 @@ pub const ANNOTATION_TEMPLATE: &str = "infergate.dev/template-digest";
 /// plan its rollout keeps until the template changes again (a restart
 /// mid-rollout finds it there and changes nothing).
 pub const ANNOTATION_ROLL_PLAN: &str = "infergate.dev/roll-plan";
+/// Annotation on a primary Deployment that lends replicas to its canary
+/// (`canary.onFullPool: Borrow`): how many it runs fewer than the spec
+/// asks, given back once the canary goes.
+pub const ANNOTATION_LENT: &str = "infergate.dev/lent-replicas";
 /// The endpoint picker's pod template's digest of its configuration.
 pub const ANNOTATION_CONFIG_HASH: &str = "infergate.dev/config-hash";
 /// The annotation whose value `VERB/TOKEN` acts on a rollout at most once

@@ -163,13 +163,13 @@ pub fn rollout_warning(field: &str, short: &Shortfall, plan: RollPlan, replicas:
 }
 
 /// The admission warning of a canary of `replicas` whose pods do not fit
-/// (`mode` is `canary.onFullPool: Wait` or the rollout's, as the caller
-/// words it).
+/// (`what` is what it does then, with its mode, as
+/// [`crate::engine::full_pool::canary_mode_words`] says it).
 #[must_use]
-pub fn canary_warning(field: &str, short: &Shortfall, replicas: i32, mode: &str) -> String {
+pub fn canary_warning(field: &str, short: &Shortfall, replicas: i32, what: &str) -> String {
     let of = if replicas == 1 { "replica" } else { "replicas" };
     format!(
-        "{field}: adding a canary of {replicas} {of} {}: it waits for room and the route stays on the primary ({mode})",
+        "{field}: adding a canary of {replicas} {of} {}: {what}",
         short.numbers_at_admission()
     )
 }
@@ -321,7 +321,12 @@ mod tests {
             rollout_warning("spec.model", &short, p, 2).ends_with("(rollout.onFullPool: Wait)")
         );
         assert_eq!(
-            canary_warning("spec.canary", &short, 1, "canary.onFullPool: Wait"),
+            canary_warning(
+                "spec.canary",
+                &short,
+                1,
+                "it waits for room and the route stays on the primary (canary.onFullPool: Wait)"
+            ),
             "spec.canary: adding a canary of 1 replica needs 8 nvidia.com/gpu in AcceleratorClass h100-80gb, 0 free: it waits for room and the route stays on the primary (canary.onFullPool: Wait)"
         );
     }

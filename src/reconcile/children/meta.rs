@@ -17,8 +17,8 @@ pub const LABEL_NAME: &str = "app.kubernetes.io/name";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub use crate::api::vocabulary::Track;
 pub use crate::api::vocabulary::names::{
-    ANNOTATION_APPLIED, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE, LABEL_GPU_MEMORY, LABEL_SERVICE,
-    LABEL_TRACK,
+    ANNOTATION_APPLIED, ANNOTATION_LENT, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE,
+    LABEL_GPU_MEMORY, LABEL_SERVICE, LABEL_TRACK,
 };
 
 /// SHA-256 of `obj`'s JSON, first 16 bytes, hex: what

@@ -33,9 +33,9 @@ pub use desired::{Desired, desired};
 pub use error::BuildError;
 pub use hpa::hpa;
 pub use meta::{
-    ANNOTATION_APPLIED, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE, LABEL_GPU_MEMORY,
-    LABEL_MANAGED_BY, LABEL_NAME, LABEL_SERVICE, LABEL_TRACK, Track, child_name, digest_of, labels,
-    owner_reference, sanitize_label_value, selector_labels,
+    ANNOTATION_APPLIED, ANNOTATION_LENT, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE,
+    LABEL_GPU_MEMORY, LABEL_MANAGED_BY, LABEL_NAME, LABEL_SERVICE, LABEL_TRACK, Track, child_name,
+    digest_of, labels, owner_reference, sanitize_label_value, selector_labels,
 };
 pub use routing::{
     gateway, gateway_display, http_route, names_backend, ray_http_route, rejection,

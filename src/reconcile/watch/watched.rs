@@ -19,7 +19,9 @@ use serde::{Deserialize, Deserializer};
 use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
 use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
 use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
-use crate::reconcile::children::{ANNOTATION_APPLIED, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE};
+use crate::reconcile::children::{
+    ANNOTATION_APPLIED, ANNOTATION_LENT, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE,
+};
 use crate::state::kept::kept_metadata;
 
 /// An object of a child kind as its watch keeps it.
@@ -322,7 +324,8 @@ pub fn watched_of<K: serde::Serialize, W: WatchedChild>(obj: &K) -> Result<W, se
 /// generation (whether it changed since infergate applied it), owner
 /// references (whose it is; the controller's trigger), deletion timestamp,
 /// and [`ANNOTATION_APPLIED`], [`ANNOTATION_TEMPLATE`] and
-/// [`ANNOTATION_ROLL_PLAN`] (what infergate applied). Labels (the watch
+/// [`ANNOTATION_ROLL_PLAN`] and [`ANNOTATION_LENT`] (what infergate
+/// applied). Labels (the watch
 /// selects on them on the server), other annotations, finalizers and the
 /// managed fields (most of an applied object's metadata) are dropped: at a
 /// few kilobytes per child they were most of the reconciler's memory. The
@@ -359,9 +362,15 @@ kept_metadata! {
 }
 
 /// Whether the watch keeps the annotation `key`: [`ANNOTATION_APPLIED`],
-/// [`ANNOTATION_TEMPLATE`] and [`ANNOTATION_ROLL_PLAN`].
+/// [`ANNOTATION_TEMPLATE`], [`ANNOTATION_ROLL_PLAN`] and [`ANNOTATION_LENT`].
 fn kept_annotation(key: &str) -> bool {
-    key == ANNOTATION_APPLIED || key == ANNOTATION_TEMPLATE || key == ANNOTATION_ROLL_PLAN
+    [
+        ANNOTATION_APPLIED,
+        ANNOTATION_TEMPLATE,
+        ANNOTATION_ROLL_PLAN,
+        ANNOTATION_LENT,
+    ]
+    .contains(&key)
 }
 
 /// Of the annotations, those [`kept_annotation`] names only.

@@ -9,7 +9,7 @@ use kube::runtime::controller::Action;
 use tracing::warn;
 
 use super::pools::{apply_pools, delete_endpoint_picker};
-use super::{canary, drive, full_pool};
+use super::{canary, canary_room, drive, full_pool};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
@@ -69,21 +69,22 @@ pub(in crate::reconcile::backend) async fn reconcile_deployment(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    obs.canary_capacity = desired
-        .canary
-        .as_ref()
-        .and_then(|(d, _)| full_pool::canary_waits(ctx, svc, defaulted, class, d));
-    let canary_waits = obs.canary_capacity.is_some();
-    if canary_waits && let Some(st) = obs.rollout.as_mut() {
+    // A canary's new replicas only where their devices are free: it waits,
+    // or the primary lends it replicas.
+    let room = canary_room::canary_room(ctx, svc, defaulted, class, &mut desired);
+    obs.canary_capacity.clone_from(&room.capacity);
+    if room.hold
+        && let Some(st) = obs.rollout.as_mut()
+    {
         drive::waiting_for_room(svc, st);
     }
-    let requeue = if canary_waits {
+    let requeue = if room.recheck {
         Some(requeue.map_or(full_pool::ROOM_RECHECK, |r| r.min(full_pool::ROOM_RECHECK)))
     } else {
         requeue
     };
 
-    match apply_all(ctx, svc, defaulted, desired, canary_waits).await {
+    match apply_all(ctx, svc, defaulted, desired, &room).await {
         Ok(outcome) => {
             let waiting_for_optional_api = matches!(
                 outcome,
@@ -151,8 +152,9 @@ async fn apply_all(
     svc: &InferenceService,
     defaulted: &InferenceService,
     desired: Desired,
-    canary_waits: bool,
+    room: &canary_room::CanaryRoom,
 ) -> Result<Outcome, Error> {
+    let canary_waits = room.hold;
     // Why a track's pods are not ready, from the watch on the engine pods.
     let ns = svc.namespace().unwrap_or_default();
     let blocker = |track| ctx.pods.worst(&ns, &svc.name_any(), track);
@@ -192,6 +194,16 @@ async fn apply_all(
         }
     }
     let routed = match &canary {
+        Some(c) if room.lent > 0 => {
+            // Lent replicas: each track's weight carried by its ready ones.
+            let wanted = builders::routed_canary_weight(defaulted, c.ready);
+            let primary_ready = TrackReplicas::of(&primary).ready;
+            Some(engine::full_pool::carried_weight(
+                wanted,
+                primary_ready,
+                c.ready,
+            ))
+        }
         Some(c) => Some(builders::routed_canary_weight(defaulted, c.ready)),
         None => has_canary.then_some(0),
     };

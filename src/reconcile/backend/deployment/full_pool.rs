@@ -42,7 +42,9 @@ pub(super) struct PrimaryPlan {
 }
 
 /// The template digest a Deployment carries.
-fn template_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<&str> {
+pub(super) fn template_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&str> {
     meta.annotations
         .as_ref()?
         .get(ANNOTATION_TEMPLATE)
@@ -226,46 +228,6 @@ async fn keep_old_template(
         }
     }
     Ok(())
-}
-
-/// The numbers of a new canary whose pods do not fit the free devices of
-/// the service's class (`CanaryReady=False`, `CanaryCapacity`): its
-/// Deployment is not created or scaled up, so no pod is left Pending, and
-/// the route stays on the primary. `None` when it fits, when it adds no
-/// replica, or when the room is not known.
-pub(super) fn canary_waits(
-    ctx: &Ctx,
-    svc: &InferenceService,
-    defaulted: &InferenceService,
-    class: Option<&AcceleratorClassSpec>,
-    canary: &Deployment,
-) -> Option<String> {
-    let per_replica = u64::try_from(engine::gpus_per_replica(defaulted)).ok()?;
-    let class_name = defaulted.spec.accelerator.as_ref()?.class.as_deref()?;
-    class?;
-    let wanted = u64::try_from(canary.spec.as_ref()?.replicas.unwrap_or(1)).ok()?;
-    if per_replica == 0 || wanted == 0 {
-        return None;
-    }
-    // Replicas the canary's Deployment runs of this template already
-    // (a rollout's track waits at weight 0 with none).
-    let ns = svc.namespace().unwrap_or_default();
-    let running = ctx
-        .cached::<Deployment>(&ns, &canary.name_any())
-        .filter(|live| template_of(&live.metadata) == template_of(&canary.metadata))
-        .map_or(0, |live| u64::try_from(live.desired()).unwrap_or(0));
-    let adds = wanted.saturating_sub(running);
-    if adds == 0 {
-        return None;
-    }
-    let free = ctx.state.free_devices(class_name)?;
-    let short = roll_plan::shortfall(class_name, &free, adds, per_replica)?;
-    let replicas = if adds == 1 { "replica" } else { "replicas" };
-    let how = engine::full_pool::canary_mode_words(defaulted, svc.spec.canary.is_some());
-    Some(format!(
-        "{}: the canary's {adds} {replicas} wait for room, the route stays on the primary ({how})",
-        short.numbers()
-    ))
 }
 
 #[cfg(test)]

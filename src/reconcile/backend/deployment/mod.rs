@@ -9,9 +9,12 @@
 //!   once no route names it;
 //! - `full_pool`: a change of the primary's template on a pool without
 //!   room for one more replica (replaced in place, or kept waiting);
+//! - `canary_room`: a canary's new replicas on a pool without room for
+//!   them (the canary waits, or the primary lends it replicas);
 //! - `pools`: the InferencePools and their endpoint pickers.
 
 mod canary;
+mod canary_room;
 mod drive;
 mod flow;
 mod full_pool;

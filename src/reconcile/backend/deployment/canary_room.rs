@@ -1,0 +1,194 @@
+//! A canary on its class's pool (`docs/rollouts.md`, on a full GPU pool).
+//! Its new replicas are placed only where their devices are free:
+//!
+//! - `Wait`: a canary whose pods do not fit is not created or scaled up
+//!   (no pod is left Pending), the route stays on the primary, and
+//!   `CanaryReady=False` (`CanaryCapacity`) gives the numbers;
+//! - `Borrow`: the primary lends the canary its replicas one at a time: it
+//!   runs one replica fewer (recorded on its Deployment,
+//!   [`ANNOTATION_LENT`]), and the canary's replica is made once that
+//!   replica's devices are free; the primary keeps at least one replica
+//!   and lends again only once every replica it runs is ready. While it
+//!   lends, the route gives each track no more weight than its ready
+//!   replicas carry ([`engine::full_pool::carried_weight`]). When the
+//!   canary goes, the primary gets its replicas back as their devices
+//!   free up.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::ResourceExt;
+
+use super::full_pool::template_of;
+use crate::api::AcceleratorClassSpec;
+use crate::api::v1beta1::InferenceService;
+use crate::engine;
+use crate::engine::capacity::roll_plan;
+use crate::reconcile::children::{self as builders, ANNOTATION_LENT, Desired, Track};
+use crate::reconcile::context::Ctx;
+
+/// What the pool lets the canary do in this reconcile.
+#[derive(Debug, Default)]
+pub(super) struct CanaryRoom {
+    /// `CanaryReady=False`, `CanaryCapacity`: the numbers, and what the
+    /// canary does meanwhile.
+    pub capacity: Option<String>,
+    /// The canary's Deployment is left as it is (a new one is not made):
+    /// none of its pods could be placed yet.
+    pub hold: bool,
+    /// Replicas the primary lends the canary: while there are some, the
+    /// route's weights are carried by ready replicas.
+    pub lent: i32,
+    /// Come back soon: the canary waits for devices, or replicas are lent.
+    pub recheck: bool,
+}
+
+/// The replicas `d` lends, as its annotation records them.
+fn lent_by(d: &crate::reconcile::watch::watched::WatchedDeployment) -> i32 {
+    d.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_LENT))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The primary runs `lent` replicas fewer than the spec asks, and says so.
+fn lend(primary: &mut Deployment, lent: i32) {
+    if lent <= 0 {
+        return;
+    }
+    if let Some(spec) = primary.spec.as_mut()
+        && let Some(r) = spec.replicas.as_mut()
+    {
+        *r = (*r - lent).max(1);
+    }
+    primary
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_LENT.to_owned(), lent.to_string());
+}
+
+/// Plan the canary's new replicas on the pool of the service's class,
+/// rendering the plan on `desired` (the canary's replicas, the primary's
+/// lent ones). Nothing changes where the room is not known.
+pub(super) fn canary_room(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    class: Option<&AcceleratorClassSpec>,
+    desired: &mut Desired,
+) -> CanaryRoom {
+    let per_replica = u64::try_from(engine::gpus_per_replica(defaulted)).unwrap_or(0);
+    let class_name = defaulted
+        .spec
+        .accelerator
+        .as_ref()
+        .and_then(|a| a.class.as_deref());
+    let (Some(_), Some(class_name)) = (class, class_name) else {
+        return CanaryRoom::default();
+    };
+    if per_replica == 0 {
+        return CanaryRoom::default();
+    }
+    let ns = svc.namespace().unwrap_or_default();
+    let live_primary = ctx.cached::<Deployment>(&ns, &desired.primary.name_any());
+    let lent_before = live_primary.as_deref().map_or(0, lent_by);
+    let free = ctx.state.free_devices(class_name);
+    let Some((canary, _)) = desired.canary.as_mut() else {
+        // The canary went: its replicas come back once it is gone and
+        // their devices are free.
+        if lent_before == 0 {
+            return CanaryRoom::default();
+        }
+        let canary_name = builders::child_name(defaulted, Track::Canary);
+        let back = match (&free, ctx.cached::<Deployment>(&ns, &canary_name)) {
+            (Some(free), None) => {
+                let fits = free.replicas(per_replica, per_replica);
+                i32::try_from(fits).unwrap_or(i32::MAX).min(lent_before)
+            }
+            _ => 0,
+        };
+        let lent = lent_before - back;
+        lend(&mut desired.primary, lent);
+        return CanaryRoom {
+            lent,
+            recheck: lent > 0,
+            ..CanaryRoom::default()
+        };
+    };
+    let Some(free) = free else {
+        // Not known: what was lent stays lent.
+        lend(&mut desired.primary, lent_before);
+        return CanaryRoom {
+            lent: lent_before,
+            recheck: lent_before > 0,
+            ..CanaryRoom::default()
+        };
+    };
+    let wanted = canary.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let live_canary = ctx.cached::<Deployment>(&ns, &canary.name_any());
+    // Replicas the canary's Deployment runs of this template already (a
+    // rollout's track waits at weight 0 with none).
+    let running = live_canary
+        .as_deref()
+        .filter(|live| template_of(&live.metadata) == template_of(&canary.metadata))
+        .map_or(0, |live| live.desired());
+    let fits = i32::try_from(free.replicas(per_replica, per_replica)).unwrap_or(i32::MAX);
+    let manual = svc.spec.canary.is_some();
+    let how = engine::full_pool::canary_mode_words(defaulted, manual);
+    let numbers = |adds: i32| {
+        let adds_u = u64::try_from(adds).unwrap_or(0);
+        roll_plan::shortfall(class_name, &free, adds_u, per_replica).map(|short| {
+            let of = if adds == 1 { "replica" } else { "replicas" };
+            format!(
+                "{} for the canary's {adds} more {of}: {how}",
+                short.numbers()
+            )
+        })
+    };
+    if !engine::full_pool::borrows(defaulted, manual) {
+        // Wait: what was lent before (the mode changed) stays lent.
+        lend(&mut desired.primary, lent_before);
+        let adds = wanted - running;
+        let capacity = if adds > 0 { numbers(adds) } else { None };
+        let waits = capacity.is_some();
+        return CanaryRoom {
+            capacity,
+            hold: waits,
+            lent: lent_before,
+            recheck: waits || lent_before > 0,
+        };
+    }
+    // Borrow: the canary runs what fits now; the primary lends one more
+    // replica when nothing fits, the canary has taken what it lent, and
+    // every replica the primary runs is ready (one ready always stays).
+    let target = wanted.min(running + fits);
+    let asked = desired
+        .primary
+        .spec
+        .as_ref()
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let mut lent = lent_before.min(wanted);
+    let primary_settled = live_primary
+        .as_deref()
+        .is_some_and(|p| p.desired() == asked - lent && p.ready() >= asked - lent);
+    if target < wanted && fits == 0 && asked - lent > 1 && running >= lent && primary_settled {
+        lent += 1;
+    }
+    lend(&mut desired.primary, lent);
+    if let Some(spec) = canary.spec.as_mut() {
+        spec.replicas = Some(target);
+    }
+    let hold = target == 0 && live_canary.is_none();
+    CanaryRoom {
+        capacity: if target < wanted {
+            numbers(wanted - target)
+        } else {
+            None
+        },
+        hold,
+        lent,
+        recheck: target < wanted || lent > 0,
+    }
+}
