@@ -280,11 +280,10 @@ async fn a_borrowing_canary_takes_a_primary_replica_and_gives_it_back() {
         "the replica given back"
     );
     assert!(
-        d.metadata
+        !d.metadata
             .annotations
             .unwrap_or_default()
-            .get("infergate.dev/lent-replicas")
-            .is_none(),
+            .contains_key("infergate.dev/lent-replicas"),
         "nothing lent any more"
     );
     assert!(min_primary >= 1, "one primary replica always ready");
