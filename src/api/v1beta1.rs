@@ -382,7 +382,7 @@ pub struct InferenceServiceStatus {
     /// The generation the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Ready, Reconciled, RoutingReady, PolicyCompliant.
+    /// Ready, Reconciled, RoutingReady, PolicyCompliant; GraphReady (RayService backend); RolloutCapacity and CanaryReady (a class with devices).
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
