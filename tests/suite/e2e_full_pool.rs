@@ -72,6 +72,29 @@ impl Pool {
         for _ in 0..nodes {
             pool.add_node(client, sched).await;
         }
+        // Admission knows classes from its watch: a service naming this
+        // one is admitted once that watch has seen it.
+        let probe: InferenceService = serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "class-probe", "namespace": "default"},
+            "spec": {"model": {"ref": "m"}, "engine": {"image": format!("{ENGINE}:v1")},
+                "accelerator": {"class": pool.class}, "parallelism": {"tensor": 8}}
+        }))
+        .expect("probe json");
+        let services: Api<InferenceService> = Api::namespaced(client.clone(), "default");
+        eventually("admission to know the class", WAIT, async || {
+            services
+                .create(
+                    &PostParams {
+                        dry_run: true,
+                        ..PostParams::default()
+                    },
+                    &probe,
+                )
+                .await
+                .map(|_| ())
+        })
+        .await;
         pool
     }
 

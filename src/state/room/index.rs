@@ -281,6 +281,14 @@ impl Room {
         index.nodes_listed && index.pods_listed
     }
 
+    /// Whether free devices will be known soon: the watches run but have
+    /// not both listed yet (after a start). A change that needs room waits
+    /// for them rather than act as if room were unknown.
+    #[must_use]
+    pub fn listing(&self) -> bool {
+        self.watched.load(Ordering::Acquire) && !self.is_synced()
+    }
+
     /// A counter that moves whenever free devices may have grown: a pod
     /// that held devices finished or went, a node joined or changed, a
     /// list completed. A change waiting for room (API section 14: within

@@ -133,10 +133,13 @@ async fn a_canary_on_a_full_pool_waits_without_a_pending_pod_and_starts_when_a_n
         }
     })
     .await;
-    let c = condition(&client, &ns, "chat", "CanaryReady")
-        .await
-        .expect("CanaryReady");
-    assert_eq!((c.0.as_str(), c.1.as_str()), ("True", "Available"), "{c:?}");
+    eventually("CanaryReady True", WAIT, async || {
+        match condition(&client, &ns, "chat", "CanaryReady").await {
+            Some(c) if (c.0.as_str(), c.1.as_str()) == ("True", "Available") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
 }
 
 /// Ready pods of `track` of service `chat`.
@@ -256,10 +259,13 @@ async fn a_borrowing_canary_takes_a_primary_replica_and_gives_it_back() {
         Some(3),
         "one replica lent"
     );
-    let c = condition(&client, &ns, "chat", "CanaryReady")
-        .await
-        .expect("CanaryReady");
-    assert_eq!((c.0.as_str(), c.1.as_str()), ("True", "Available"), "{c:?}");
+    eventually("CanaryReady True", WAIT, async || {
+        match condition(&client, &ns, "chat", "CanaryReady").await {
+            Some(c) if (c.0.as_str(), c.1.as_str()) == ("True", "Available") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
 
     // The canary goes: the route lets go of it, then the primary gets its
     // replica back once the canary's devices are free.

@@ -206,7 +206,7 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
 
     a_plain_deployment_stays_stuck(&client, sched, &ns, &pool).await;
 
-    let mut leader = reconciler(&kubeconfig, "full-pool-first");
+    let leader = reconciler(&kubeconfig, "full-pool-first");
     create_service(&client, &ns, "chat", &pool, 2, "v1", json!({})).await;
     wait_all_on(&client, sched, &ns, &primary_selector("chat"), 2, "v1").await;
 
@@ -226,10 +226,11 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
         .await
         .expect("setting minReadySeconds");
 
-    // Replace (the default): one replica at a time, in place; infergate
-    // stops after the first replacement and another leads before the
-    // second.
-    let mut led_mid_rollout = false;
+    // infergate is stopped when the team changes the image: the next
+    // leader plans the change once it knows the pool's room. Replace (the
+    // default): one replica at a time, in place; that leader stops after
+    // the first replacement and a third leads before the second.
+    leader.stop();
     patch_spec(
         &client,
         &ns,
@@ -237,6 +238,8 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
         json!({"engine": {"image": format!("{ENGINE}:v2")}}),
     )
     .await;
+    let mut leader = reconciler(&kubeconfig, "full-pool-second");
+    let mut led_mid_rollout = false;
     let mut restarted = false;
     let (seen, took) = watch_rollout(
         &client,
@@ -249,13 +252,13 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
             if replaced && !restarted {
                 restarted = true;
                 let old =
-                    std::mem::replace(&mut leader, reconciler(&kubeconfig, "full-pool-second"));
+                    std::mem::replace(&mut leader, reconciler(&kubeconfig, "full-pool-third"));
                 old.stop();
             }
             let unfinished = ps.iter().any(|p| image(p).ends_with(":v1"));
             if restarted
                 && unfinished
-                && lease_holder(&client).await.as_deref() == Some("full-pool-second")
+                && lease_holder(&client).await.as_deref() == Some("full-pool-third")
             {
                 led_mid_rollout = true;
             }

@@ -117,11 +117,16 @@ pub(super) fn canary_room(
         };
     };
     let Some(free) = free else {
-        // Not known: what was lent stays lent.
+        // Not known: what was lent stays lent; right after a start, a new
+        // canary waits for the watches to list rather than make pods the
+        // pool may not hold.
         lend(&mut desired.primary, lent_before);
+        let listing = ctx.state.room().listing();
+        let hold = listing && ctx.cached::<Deployment>(&ns, &canary.name_any()).is_none();
         return CanaryRoom {
+            hold,
             lent: lent_before,
-            recheck: lent_before > 0,
+            recheck: lent_before > 0 || listing,
             ..CanaryRoom::default()
         };
     };

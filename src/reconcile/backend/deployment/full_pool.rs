@@ -20,6 +20,7 @@ use kube::api::Api;
 use crate::api::AcceleratorClassSpec;
 use crate::api::rollout::RolloutOnFullPool;
 use crate::api::v1beta1::InferenceService;
+use crate::api::vocabulary::ConditionType;
 use crate::engine;
 use crate::engine::capacity::roll_plan::{self, RollPlan};
 use crate::reconcile::children::{ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE};
@@ -31,6 +32,9 @@ use crate::reconcile::watch::watched::WatchedDeployment;
 /// How often a change waiting for room looks again (room that appears is
 /// used within 30 s).
 pub(super) const ROOM_RECHECK: Duration = Duration::from_secs(10);
+
+/// How soon a change looks again while the node and pod watches list.
+const ROOM_LISTING: Duration = Duration::from_secs(2);
 
 /// What the plan did to the primary's Deployment, for the status.
 pub(super) struct PrimaryPlan {
@@ -49,6 +53,22 @@ pub(super) fn template_of(
         .as_ref()?
         .get(ANNOTATION_TEMPLATE)
         .map(String::as_str)
+}
+
+/// `RolloutCapacity=True` for a change that surges, said only where the
+/// condition was said before (it waited or replaced in place): a service
+/// whose rollouts always had room carries no such condition.
+fn fits(
+    svc: &InferenceService,
+    free: Option<&crate::engine::capacity::room::Free>,
+) -> Option<RolloutCapacity> {
+    free?;
+    let said = svc.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::RolloutCapacity.as_str())
+    });
+    said.then_some(RolloutCapacity::Fits)
 }
 
 /// `Replace N: <numbers and what it does>` parsed: N and the message.
@@ -121,7 +141,7 @@ pub(super) async fn plan_primary(
     let Some(live) = ctx.cached::<Deployment>(&ns, &name) else {
         // A new Deployment adds pods as a scale-up does.
         return Ok(PrimaryPlan {
-            capacity: free.map(|_| RolloutCapacity::Fits),
+            capacity: fits(svc, free.as_ref()),
             requeue: None,
         });
     };
@@ -135,7 +155,7 @@ pub(super) async fn plan_primary(
         // The Deployment carries the template wanted: its plan stays.
         let Some((n, message)) = live_plan.as_deref().and_then(parse_plan) else {
             return Ok(PrimaryPlan {
-                capacity: free.map(|_| RolloutCapacity::Fits),
+                capacity: fits(svc, free.as_ref()),
                 requeue: None,
             });
         };
@@ -152,7 +172,16 @@ pub(super) async fn plan_primary(
             requeue: (!done).then_some(ROOM_RECHECK),
         });
     }
-    // The template changes: plan it against the pool as it is now.
+    // The template changes: plan it against the pool as it is now; right
+    // after a start, once the watches have listed (a change made while
+    // infergate was stopped adds no pod the pool cannot hold).
+    if free.is_none() && ctx.state.room().listing() {
+        keep_old_template(ctx, &ns, &name, desired).await?;
+        return Ok(PrimaryPlan {
+            capacity: None,
+            requeue: Some(ROOM_LISTING),
+        });
+    }
     let on_full_pool = defaulted
         .spec
         .rollout
@@ -171,7 +200,7 @@ pub(super) async fn plan_primary(
     );
     match (plan, short) {
         (RollPlan::Surge, _) | (_, None) => Ok(PrimaryPlan {
-            capacity: free.map(|_| RolloutCapacity::Fits),
+            capacity: fits(svc, free.as_ref()),
             requeue: None,
         }),
         (RollPlan::Replace { max_unavailable }, Some(short)) => {
