@@ -6,9 +6,11 @@
 //!
 //! The plan is made once per template change and recorded on the
 //! Deployment ([`ANNOTATION_ROLL_PLAN`]) with the new template: while the
-//! Deployment carries the template the service wants, the plan it carries
-//! is rendered again, so a reconcile after a replaced pod freed its
-//! devices, or a restart mid-rollout, changes nothing and adds no pod.
+//! Deployment carries the template the service wants and its rollout is
+//! not done, the plan it carries is rendered again, so a reconcile after a
+//! replaced pod freed its devices, or a restart mid-rollout, changes
+//! nothing and adds no pod. Once every replica runs the template and is
+//! ready, the plan and its strategy go.
 
 use std::time::Duration;
 
@@ -159,17 +161,19 @@ pub(super) async fn plan_primary(
                 requeue: None,
             });
         };
-        let capacity = if rolled_out(&live) {
-            RolloutCapacity::Done(message.to_owned())
-        } else {
-            RolloutCapacity::Replacing(message.to_owned())
-        };
-        let done = matches!(capacity, RolloutCapacity::Done(_));
+        if rolled_out(&live) {
+            // Done: the plan and its strategy go (the next change is
+            // planned afresh), and the condition says so once.
+            return Ok(PrimaryPlan {
+                capacity: Some(RolloutCapacity::Done(message.to_owned())),
+                requeue: None,
+            });
+        }
         let value = live_plan.clone().unwrap_or_default();
         render_replace(desired, n, value);
         return Ok(PrimaryPlan {
-            capacity: Some(capacity),
-            requeue: (!done).then_some(ROOM_RECHECK),
+            capacity: Some(RolloutCapacity::Replacing(message.to_owned())),
+            requeue: Some(ROOM_RECHECK),
         });
     }
     // The template changes: plan it against the pool as it is now; right
