@@ -93,6 +93,16 @@ pub fn check_service(errs: &mut Vec<FieldError>, at: &Path<'_>, svc: &InferenceS
     ));
 }
 
+/// The AcceleratorClass a service's replicas draw devices from and how
+/// many each takes (`tensor x pipeline`): `None` for a service without a
+/// class or without devices, which rolls as it always did.
+#[must_use]
+pub fn pool_of(svc: &InferenceService) -> Option<(&str, u64)> {
+    let class = svc.spec.accelerator.as_ref()?.class.as_deref()?;
+    let per_replica = u64::try_from(super::resources::gpus_per_replica(svc)).ok()?;
+    (per_replica > 0).then_some((class, per_replica))
+}
+
 /// A canary's `onFullPool` and the field it comes from: a manual
 /// canary's (`spec.canary`), else the `Canary` rollout's track's.
 #[must_use]

@@ -20,13 +20,7 @@ pub(super) fn warnings(
     svc: &InferenceService,
     old: Option<&InferenceService>,
 ) -> Vec<String> {
-    let per_replica = u64::try_from(engine::gpus_per_replica(svc)).unwrap_or(0);
-    let class = svc
-        .spec
-        .accelerator
-        .as_ref()
-        .and_then(|a| a.class.as_deref());
-    let Some(class) = class.filter(|_| per_replica > 0) else {
+    let Some((class, per_replica)) = engine::full_pool::pool_of(svc) else {
         return Vec::new();
     };
     let changes = pool_changes(svc, old);

@@ -22,28 +22,15 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::support::{
-    self, ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, eventually, get,
-    wait_exists,
+    self, ControlPlane, SYSTEM_NAMESPACE, WAIT, control_plane, eventually, get, wait_exists,
 };
+use infergate::reconcile::LEASE_NAME;
 use infergate::reconcile::children::httproute::HTTPRoute;
-use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 /// infergate's user in the audit log.
 const INFERGATE_USER: &str = "system:serviceaccount:infergate-system:infergate";
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
-
-/// A reconciler running as infergate's ServiceAccount, with a short lease.
-fn start(kubeconfig: &Path, identity: &str) -> Reconciler {
-    let config = Config {
-        lease: LeaseTiming {
-            duration_seconds: 6,
-            grace_seconds: 2,
-        },
-        ..support::reconcile_config(identity)
-    };
-    Reconciler::start(kubeconfig.to_path_buf(), config)
-}
 
 async fn lease_holder(client: &Client) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), SYSTEM_NAMESPACE)
@@ -114,17 +101,6 @@ fn image(d: &Deployment) -> Option<String> {
         .clone()
 }
 
-/// The route's backends as (name, weight).
-fn weights(route: &HTTPRoute) -> Vec<(String, Option<i32>)> {
-    route
-        .spec
-        .rules
-        .iter()
-        .flat_map(|r| r.backend_refs.iter())
-        .map(|b| (b.name.clone(), b.weight))
-        .collect()
-}
-
 /// Every child of the two services as infergate made them.
 async fn as_made(client: &Client, ns: &str) -> Option<()> {
     let chat: Deployment = get(client, ns, "chat").await?;
@@ -139,7 +115,7 @@ async fn as_made(client: &Client, ns: &str) -> Option<()> {
         && canary.spec.as_ref()?.replicas == Some(1)
         && port(&service) == Some(8000)
         && port(&canary_service) == Some(8000)
-        && weights(&route)
+        && support::route_weights(&route)
             == [
                 ("chat".to_owned(), Some(80)),
                 ("chat-canary".to_owned(), Some(20)),
@@ -162,7 +138,7 @@ async fn drift_made_while_infergate_was_stopped_is_put_back_and_a_clean_restart_
     let ns = cp.fresh_namespace("drift").await;
     let log = cp.audit_log();
 
-    let first = start(&kubeconfig, "drift-first");
+    let first = support::short_lease_reconciler(&kubeconfig, "drift-first");
     wait_leader(&client, "drift-first").await;
     support::create_service_json(
         &client,
@@ -197,7 +173,7 @@ async fn drift_made_while_infergate_was_stopped_is_put_back_and_a_clean_restart_
     // A restart with nothing drifted: the new leader reads, and writes
     // nothing but its Lease.
     let from = audit_len(&log);
-    let second = start(&kubeconfig, "drift-second");
+    let second = support::short_lease_reconciler(&kubeconfig, "drift-second");
     wait_leader(&client, "drift-second").await;
     tokio::time::sleep(Duration::from_secs(15)).await;
     let requests = requests_since(&log, from);
@@ -282,7 +258,7 @@ async fn drift_made_while_infergate_was_stopped_is_put_back_and_a_clean_restart_
     assert_eq!(image(&chat).as_deref(), Some("evil:1"));
     assert!(as_made(&client, n).await.is_none());
 
-    let third = start(&kubeconfig, "drift-third");
+    let third = support::short_lease_reconciler(&kubeconfig, "drift-third");
     wait_leader(&client, "drift-third").await;
     eventually(
         "every child put back within 60 s of the leader starting",

@@ -21,7 +21,7 @@ mod canary;
 mod rollout;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -35,13 +35,11 @@ use crate::support::scheduler::{
     ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class, gpu_node, pod_condition,
     scheduling,
 };
-use crate::support::{
-    self, ControlPlane, Reconciler, SYSTEM_NAMESPACE, WAIT, control_plane, eventually, get,
-};
+use crate::support::{self, ControlPlane, SYSTEM_NAMESPACE, WAIT, control_plane, eventually, get};
 use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
+use infergate::reconcile::LEASE_NAME;
 use infergate::reconcile::children::httproute::HTTPRoute;
-use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
 
 const ENGINE: &str = "registry.example.com/vllm";
 
@@ -120,19 +118,6 @@ async fn lease_holder(client: &Client) -> Option<String> {
         .and_then(|l| l.spec?.holder_identity)
 }
 
-/// A reconciler running as infergate's ServiceAccount (`deploy/`'s RBAC),
-/// with a short lease so a successor leads soon after it stops.
-fn reconciler(kubeconfig: &Path, identity: &str) -> Reconciler {
-    let config = Config {
-        lease: LeaseTiming {
-            duration_seconds: 6,
-            grace_seconds: 2,
-        },
-        ..support::reconcile_config(identity)
-    };
-    Reconciler::start(kubeconfig.to_path_buf(), config)
-}
-
 /// infergate's webhooks, served (without the reconciler, which each test
 /// runs) as infergate's ServiceAccount and registered as `webhooks/`
 /// registers them: every write of this module's tests is admitted as in
@@ -209,18 +194,6 @@ async fn create_service(
     support::create_service_json(client, ns, name, spec).await;
 }
 
-/// Merge-patch the spec of service `name` the way its team would.
-async fn patch_spec(client: &Client, ns: &str, name: &str, spec: Value) {
-    Api::<InferenceService>::namespaced(client.clone(), ns)
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": spec })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("patching {ns}/{name}: {e}"));
-}
-
 /// The pods of `selector` in `ns` that are not being deleted.
 async fn pods(client: &Client, ns: &str, selector: &str) -> Vec<Pod> {
     Api::<Pod>::namespaced(client.clone(), ns)
@@ -231,6 +204,25 @@ async fn pods(client: &Client, ns: &str, selector: &str) -> Vec<Pod> {
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect()
+}
+
+/// Wait until no pod of `selector` is left in `ns`, not even one being
+/// deleted (its devices are free only then).
+async fn wait_gone(client: &Client, ns: &str, selector: &str, what: &str) {
+    eventually(what, WAIT, async || {
+        let left = Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .len();
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(format!("{left} left"))
+        }
+    })
+    .await;
 }
 
 /// The engine container's image of a pod.
@@ -264,6 +256,22 @@ async fn condition(
         .into_iter()
         .find(|c| c.type_ == type_)
         .map(|c| (c.status, c.reason, c.message))
+}
+
+/// Service `chat` of `replicas` replicas on `pool`, routed through a
+/// gateway (`extra` merged into its spec), running `v1` on every replica.
+async fn routed_chat(
+    client: &Client,
+    sched: &Scheduling,
+    ns: &str,
+    pool: &Pool,
+    replicas: i32,
+    mut extra: Value,
+) {
+    extra["routing"] = json!({"gateway": {"name": "gw", "namespace": "gateways"}});
+    create_service(client, ns, "chat", pool, replicas, "v1", extra).await;
+    let n = usize::try_from(replicas).unwrap_or(0);
+    wait_all_on(client, sched, ns, &primary_selector("chat"), n, "v1").await;
 }
 
 /// Wait until every pod of `selector` (and `n` of them) runs `tag`, is

@@ -80,17 +80,6 @@ fn basic(model: &str) -> serde_json::Value {
     json!({"model": {"ref": model}, "engine": {"image": ENGINE}, "replicas": 1})
 }
 
-async fn patch_spec(client: &Client, ns: &str, name: &str, patch: serde_json::Value) {
-    Api::<InferenceService>::namespaced(client.clone(), ns)
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": patch })),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("patching {ns}/{name}: {e}"));
-}
-
 fn container(d: &Deployment) -> &k8s_openapi::api::core::v1::Container {
     &d.spec
         .as_ref()
@@ -372,7 +361,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     );
 
     // Spec edits reach the children.
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",
@@ -394,7 +383,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     .await;
 
     // Removing canary and autoscaling deletes those children; replicas come back.
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",
@@ -427,7 +416,7 @@ async fn lifecycle_with_gateway_api_installed_later() {
     .await;
 
     // Removing the gateway deletes the route.
-    patch_spec(&client, &ns, "chat", json!({"routing": {"gateway": null}})).await;
+    support::patch_service_spec(&client, &ns, "chat", json!({"routing": {"gateway": null}})).await;
     wait_gone::<HTTPRoute>(&client, &ns, "chat", WAIT).await;
     wait_condition(
         &client,
@@ -603,7 +592,7 @@ async fn invalid_service_gets_a_condition_not_children() {
     assert!(get::<Deployment>(&client, &ns, "bad").await.is_none());
     assert!(get::<Service>(&client, &ns, "bad").await.is_none());
     // Fixing the spec produces the children.
-    patch_spec(&client, &ns, "bad", json!({"engine": {"image": ENGINE}})).await;
+    support::patch_service_spec(&client, &ns, "bad", json!({"engine": {"image": ENGINE}})).await;
     let _: Deployment = wait_exists(&client, &ns, "bad").await;
     wait_condition(&client, &ns, "bad", "Reconciled", "True", "Applied", WAIT).await;
 }

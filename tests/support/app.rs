@@ -229,6 +229,19 @@ pub fn reconcile_config(identity: &str) -> Config {
     )
 }
 
+/// A reconciler as the user of `kubeconfig` with a short lease (6 s, 2 s
+/// grace), so a successor leads soon after it stops.
+pub fn short_lease_reconciler(kubeconfig: &Path, identity: &str) -> Reconciler {
+    let config = Config {
+        lease: infergate::reconcile::LeaseTiming {
+            duration_seconds: 6,
+            grace_seconds: 2,
+        },
+        ..reconcile_config(identity)
+    };
+    Reconciler::start(kubeconfig.to_path_buf(), config)
+}
+
 /// One reconciler "replica": its own thread and current-thread runtime, so a
 /// crash can be simulated by dropping the runtime without any cleanup.
 /// Stopped gracefully when dropped.

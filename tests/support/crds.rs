@@ -263,6 +263,37 @@ pub async fn create_service_json(
         .unwrap_or_else(|e| panic!("creating {ns}/{name}: {e}"));
 }
 
+/// Merge-patch the spec of service `name` in `ns` the way its team would.
+pub async fn patch_service_spec(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    spec: serde_json::Value,
+) {
+    kube::Api::<InferenceService>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({ "spec": spec })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patching {ns}/{name}: {e}"));
+}
+
+/// An HTTPRoute's backends as `(name, weight)`, rule by rule.
+#[must_use]
+pub fn route_weights(
+    route: &infergate::reconcile::children::httproute::HTTPRoute,
+) -> Vec<(String, Option<i32>)> {
+    route
+        .spec
+        .rules
+        .iter()
+        .flat_map(|r| r.backend_refs.iter())
+        .map(|b| (b.name.clone(), b.weight))
+        .collect()
+}
+
 /// Ask for a new fetch of service `name`'s graph: `infergate.dev/graph-refresh: value`.
 pub async fn refresh_graph(services: &kube::Api<InferenceService>, name: &str, value: &str) {
     let patch = serde_json::json!({"metadata": {"annotations": {

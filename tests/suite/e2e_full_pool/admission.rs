@@ -25,7 +25,7 @@ async fn kubectl_apply_says_the_numbers_of_a_change_the_pool_cannot_hold() {
     let (cp, client, sched, kubeconfig, _turn) = setup().await;
     let pool = Pool::new(&client, sched, "admit", 2).await;
     let ns = cp.fresh_namespace("full-admit").await;
-    let _leader = reconciler(&kubeconfig, "full-admit");
+    let _leader = support::short_lease_reconciler(&kubeconfig, "full-admit");
     let manifest = |image: &str, extra: &str| {
         support::service_yaml(
             &ns,

@@ -5,16 +5,10 @@ use super::*;
 
 /// The backends the service's HTTPRoute names, with their weights.
 async fn backends(client: &Client, ns: &str, name: &str) -> Vec<(String, Option<i32>)> {
-    let Some(route) = get::<HTTPRoute>(client, ns, name).await else {
-        return Vec::new();
-    };
-    route
-        .spec
-        .rules
-        .iter()
-        .flat_map(|r| r.backend_refs.iter())
-        .map(|b| (b.name.clone(), b.weight))
-        .collect()
+    get::<HTTPRoute>(client, ns, name)
+        .await
+        .map(|route| support::route_weights(&route))
+        .unwrap_or_default()
 }
 
 /// Section 14's canary on a full pool with `Wait` (the default): no
@@ -26,20 +20,10 @@ async fn a_canary_on_a_full_pool_waits_without_a_pending_pod_and_starts_when_a_n
     let (cp, client, sched, kubeconfig, _turn) = setup().await;
     let mut pool = Pool::new(&client, sched, "canary", 2).await;
     let ns = cp.fresh_namespace("full-canary").await;
-    let _leader = reconciler(&kubeconfig, "full-canary");
-    create_service(
-        &client,
-        &ns,
-        "chat",
-        &pool,
-        2,
-        "v1",
-        json!({"routing": {"gateway": {"name": "gw", "namespace": "gateways"}}}),
-    )
-    .await;
-    wait_all_on(&client, sched, &ns, &primary_selector("chat"), 2, "v1").await;
+    let _leader = support::short_lease_reconciler(&kubeconfig, "full-canary");
+    routed_chat(&client, sched, &ns, &pool, 2, json!({})).await;
 
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",
@@ -192,20 +176,10 @@ async fn a_borrowing_canary_takes_a_primary_replica_and_gives_it_back() {
     let (cp, client, sched, kubeconfig, _turn) = setup().await;
     let pool = Pool::new(&client, sched, "borrow", 4).await;
     let ns = cp.fresh_namespace("full-borrow").await;
-    let _leader = reconciler(&kubeconfig, "full-borrow");
-    create_service(
-        &client,
-        &ns,
-        "chat",
-        &pool,
-        4,
-        "v1",
-        json!({"routing": {"gateway": {"name": "gw", "namespace": "gateways"}}}),
-    )
-    .await;
-    wait_all_on(&client, sched, &ns, &primary_selector("chat"), 4, "v1").await;
+    let _leader = support::short_lease_reconciler(&kubeconfig, "full-borrow");
+    routed_chat(&client, sched, &ns, &pool, 4, json!({})).await;
 
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",
@@ -323,23 +297,12 @@ async fn a_progressive_rollout_waiting_for_room_does_not_run_its_deadline() {
     let (cp, client, sched, kubeconfig, _turn) = setup().await;
     let mut pool = Pool::new(&client, sched, "deadline", 2).await;
     let ns = cp.fresh_namespace("full-deadline").await;
-    let _leader = reconciler(&kubeconfig, "full-deadline");
-    create_service(
-        &client,
-        &ns,
-        "chat",
-        &pool,
-        2,
-        "v1",
-        json!({
-            "routing": {"gateway": {"name": "gw", "namespace": "gateways"}},
+    let _leader = support::short_lease_reconciler(&kubeconfig, "full-deadline");
+    routed_chat(&client, sched, &ns, &pool, 2, json!({
             "rollout": {"strategy": "Canary", "steps": [50], "interval": "10s", "progressDeadline": "20s"}
-        }),
-    )
-    .await;
-    wait_all_on(&client, sched, &ns, &primary_selector("chat"), 2, "v1").await;
+        })).await;
 
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",

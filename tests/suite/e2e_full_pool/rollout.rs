@@ -175,20 +175,7 @@ async fn a_plain_deployment_stays_stuck(
         .delete("plain", &DeleteParams::foreground())
         .await
         .expect("deleting the plain Deployment");
-    eventually("the plain Deployment's pods gone", WAIT, async || {
-        let left = Api::<Pod>::namespaced(client.clone(), ns)
-            .list(&ListParams::default().labels("app=plain"))
-            .await
-            .map_err(|e| e.to_string())?
-            .items
-            .len();
-        if left == 0 {
-            Ok(())
-        } else {
-            Err(format!("{left} left"))
-        }
-    })
-    .await;
+    wait_gone(client, ns, "app=plain", "the plain Deployment's pods gone").await;
 }
 
 /// Section 14's template change on a full pool: a plain Deployment stays
@@ -206,7 +193,7 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
 
     a_plain_deployment_stays_stuck(&client, sched, &ns, &pool).await;
 
-    let leader = reconciler(&kubeconfig, "full-pool-first");
+    let leader = support::short_lease_reconciler(&kubeconfig, "full-pool-first");
     create_service(&client, &ns, "chat", &pool, 2, "v1", json!({})).await;
     wait_all_on(&client, sched, &ns, &primary_selector("chat"), 2, "v1").await;
 
@@ -231,14 +218,14 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
     // default): one replica at a time, in place; that leader stops after
     // the first replacement and a third leads before the second.
     leader.stop();
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",
         json!({"engine": {"image": format!("{ENGINE}:v2")}}),
     )
     .await;
-    let mut leader = reconciler(&kubeconfig, "full-pool-second");
+    let mut leader = support::short_lease_reconciler(&kubeconfig, "full-pool-second");
     let mut led_mid_rollout = false;
     let mut restarted = false;
     let (seen, took) = watch_rollout(
@@ -251,8 +238,10 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
             let replaced = ps.iter().any(|p| image(p).ends_with(":v2") && is_ready(p));
             if replaced && !restarted {
                 restarted = true;
-                let old =
-                    std::mem::replace(&mut leader, reconciler(&kubeconfig, "full-pool-third"));
+                let old = std::mem::replace(
+                    &mut leader,
+                    support::short_lease_reconciler(&kubeconfig, "full-pool-third"),
+                );
                 old.stop();
             }
             let unfinished = ps.iter().any(|p| image(p).ends_with(":v1"));
@@ -317,7 +306,7 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
 
     // A third Node: the next change surges, never below 2 ready.
     pool.add_node(&client, sched).await;
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",
@@ -358,7 +347,7 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
     // the old template until that service goes.
     create_service(&client, &ns, "filler", &pool, 1, "v1", json!({})).await;
     wait_all_on(&client, sched, &ns, &primary_selector("filler"), 1, "v1").await;
-    patch_spec(
+    support::patch_service_spec(
         &client,
         &ns,
         "chat",
@@ -408,19 +397,12 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
         .delete("filler", &DeleteParams::default())
         .await
         .expect("deleting the other service");
-    eventually("the other service's pod gone", WAIT, async || {
-        let left = Api::<Pod>::namespaced(client.clone(), &ns)
-            .list(&ListParams::default().labels("infergate.dev/service=filler"))
-            .await
-            .map_err(|e| e.to_string())?
-            .items
-            .len();
-        if left == 0 {
-            Ok(())
-        } else {
-            Err(format!("{left} left"))
-        }
-    })
+    wait_gone(
+        &client,
+        &ns,
+        "infergate.dev/service=filler",
+        "the other service's pod gone",
+    )
     .await;
     let (seen, took) = watch_rollout(
         &client,

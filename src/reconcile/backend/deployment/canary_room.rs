@@ -78,18 +78,10 @@ pub(super) fn canary_room(
     class: Option<&AcceleratorClassSpec>,
     desired: &mut Desired,
 ) -> CanaryRoom {
-    let per_replica = u64::try_from(engine::gpus_per_replica(defaulted)).unwrap_or(0);
-    let class_name = defaulted
-        .spec
-        .accelerator
-        .as_ref()
-        .and_then(|a| a.class.as_deref());
-    let (Some(_), Some(class_name)) = (class, class_name) else {
+    let (Some(_), Some((class_name, per_replica))) = (class, engine::full_pool::pool_of(defaulted))
+    else {
         return CanaryRoom::default();
     };
-    if per_replica == 0 {
-        return CanaryRoom::default();
-    }
     let ns = svc.namespace().unwrap_or_default();
     let live_primary = ctx.cached::<Deployment>(&ns, &desired.primary.name_any());
     let lent_before = live_primary.as_deref().map_or(0, lent_by);

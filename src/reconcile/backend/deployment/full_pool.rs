@@ -125,18 +125,10 @@ pub(super) async fn plan_primary(
         capacity: None,
         requeue: None,
     };
-    let per_replica = u64::try_from(engine::gpus_per_replica(defaulted)).unwrap_or(0);
-    let class_name = defaulted
-        .spec
-        .accelerator
-        .as_ref()
-        .and_then(|a| a.class.as_deref());
-    let (Some(_), Some(class_name)) = (class, class_name) else {
+    let (Some(_), Some((class_name, per_replica))) = (class, engine::full_pool::pool_of(defaulted))
+    else {
         return Ok(nothing);
     };
-    if per_replica == 0 {
-        return Ok(nothing);
-    }
     let ns = svc.namespace().unwrap_or_default();
     let name = desired.name_any();
     let free = ctx.state.free_devices(class_name);
