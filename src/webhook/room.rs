@@ -7,7 +7,6 @@
 //! pods ([`ClusterState::free_devices`]); where they are not known (the
 //! namespaced install, before the first lists) nothing is said.
 
-use crate::api::rollout::RolloutOnFullPool;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
 use crate::engine::capacity::roll_plan;
@@ -35,21 +34,8 @@ pub(super) fn warnings(
         match change {
             PoolChange::RollsPrimary(field) => {
                 let replicas = ServingFloor::of(svc).replicas;
-                let on_full_pool = svc
-                    .spec
-                    .rollout
-                    .as_ref()
-                    .and_then(|r| r.on_full_pool)
-                    .unwrap_or(RolloutOnFullPool::Replace);
-                let (plan, short) = roll_plan::plan(
-                    on_full_pool,
-                    engine::full_pool::max_unavailable(svc),
-                    replicas,
-                    per_replica,
-                    per_replica,
-                    class,
-                    Some(&free),
-                );
+                let (plan, short) =
+                    roll_plan::plan_of(svc, replicas, per_replica, class, Some(&free));
                 if let Some(short) = short {
                     out.push(roll_plan::rollout_warning(field, &short, plan, replicas));
                 }

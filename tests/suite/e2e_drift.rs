@@ -15,16 +15,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::Api;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::support::{
-    self, ControlPlane, SYSTEM_NAMESPACE, WAIT, control_plane, eventually, get, wait_exists,
-};
-use infergate::reconcile::LEASE_NAME;
+use crate::support::{self, ControlPlane, WAIT, control_plane, eventually, get, wait_exists};
 use infergate::reconcile::children::httproute::HTTPRoute;
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
@@ -32,20 +27,10 @@ const ENGINE: &str = "registry.example.com/vllm:0.9";
 const INFERGATE_USER: &str = "system:serviceaccount:infergate-system:infergate";
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
-async fn lease_holder(client: &Client) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-        .get_opt(LEASE_NAME)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
-}
-
 /// `identity` holds the Lease.
 async fn wait_leader(client: &Client, identity: &str) {
     eventually(&format!("{identity} leads"), WAIT, || async {
-        (lease_holder(client).await.as_deref() == Some(identity)).then_some(())
+        (support::lease_holder(client).await.as_deref() == Some(identity)).then_some(())
     })
     .await;
 }

@@ -25,7 +25,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -35,10 +34,9 @@ use crate::support::scheduler::{
     ACCELERATOR_LABEL, GPU_TAINT, RUN_WAIT, Scheduling, accelerator_class, gpu_node, pod_condition,
     scheduling,
 };
-use crate::support::{self, ControlPlane, SYSTEM_NAMESPACE, WAIT, control_plane, eventually, get};
+use crate::support::{self, ControlPlane, WAIT, control_plane, eventually, get};
 use infergate::api::AcceleratorClass;
 use infergate::api::v1beta1::InferenceService;
-use infergate::reconcile::LEASE_NAME;
 use infergate::reconcile::children::httproute::HTTPRoute;
 
 const ENGINE: &str = "registry.example.com/vllm";
@@ -106,16 +104,6 @@ impl Pool {
             )
             .await
     }
-}
-
-/// Who holds infergate's Lease.
-async fn lease_holder(client: &Client) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-        .get_opt(LEASE_NAME)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec?.holder_identity)
 }
 
 /// infergate's webhooks, served (without the reconciler, which each test

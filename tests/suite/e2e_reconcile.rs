@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -28,7 +27,7 @@ use crate::support::{
 };
 use infergate::api::v1beta1::InferenceService;
 use infergate::reconcile::children::httproute::HTTPRoute;
-use infergate::reconcile::{Config, LEASE_NAME, LeaseTiming};
+use infergate::reconcile::{Config, LeaseTiming};
 
 const ENGINE: &str = "registry.example.com/vllm:0.9";
 
@@ -658,16 +657,6 @@ async fn tightened_policy_flags_without_changing() {
     assert_eq!(reconciled.status, "True");
 }
 
-async fn lease_holder(client: &Client) -> Option<String> {
-    Api::<Lease>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-        .get_opt(LEASE_NAME)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
-}
-
 /// Exactly one of two reconcilers leads; when it crashes or stops, the other
 /// takes over and keeps reconciling.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -681,7 +670,7 @@ async fn leader_fails_over() {
         .map(|i| i.identity.clone())
         .collect();
     let leader = eventually("a lease holder", WAIT, || async {
-        lease_holder(&client)
+        support::lease_holder(&client)
             .await
             .filter(|h| identities.contains(h))
     })
@@ -718,7 +707,9 @@ async fn leader_fails_over() {
         .unwrap()
         .push(start_reconciler(kubeconfig.clone()));
     let second = eventually("a new lease holder after the crash", WAIT, || async {
-        lease_holder(&client).await.filter(|h| *h != leader)
+        support::lease_holder(&client)
+            .await
+            .filter(|h| *h != leader)
     })
     .await;
     eventually(
@@ -733,7 +724,7 @@ async fn leader_fails_over() {
     .await;
     support::create_service_json(&client, &ns, "a", basic("m")).await;
     let _: Deployment = wait_exists(&client, &ns, "a").await;
-    let holder = lease_holder(&client).await;
+    let holder = support::lease_holder(&client).await;
     // Events about `a`, created after the failover: the crashed leader recorded
     // events about `pre` before it crashed, which is as it should be. Events
     // are written asynchronously: wait for the first.
@@ -766,7 +757,7 @@ async fn leader_fails_over() {
     stopped.stop();
     instances.lock().unwrap().push(start_reconciler(kubeconfig));
     eventually("a lease holder after the graceful stop", WAIT, || async {
-        lease_holder(&client)
+        support::lease_holder(&client)
             .await
             .filter(|h| *h != second && *h != leader)
     })

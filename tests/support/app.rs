@@ -229,6 +229,20 @@ pub fn reconcile_config(identity: &str) -> Config {
     )
 }
 
+/// Who holds infergate's Lease (none when it is released).
+pub async fn lease_holder(client: &kube::Client) -> Option<String> {
+    kube::Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        client.clone(),
+        SYSTEM_NAMESPACE,
+    )
+    .get_opt(infergate::reconcile::LEASE_NAME)
+    .await
+    .ok()
+    .flatten()
+    .and_then(|l| l.spec?.holder_identity)
+    .filter(|h| !h.is_empty())
+}
+
 /// A reconciler as the user of `kubeconfig` with a short lease (6 s, 2 s
 /// grace), so a successor leads soon after it stops.
 pub fn short_lease_reconciler(kubeconfig: &Path, identity: &str) -> Reconciler {

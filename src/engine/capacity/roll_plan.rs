@@ -4,6 +4,7 @@
 //! `Wait`, with the numbers said the same way in status and at admission.
 
 use crate::api::rollout::RolloutOnFullPool;
+use crate::api::v1beta1::InferenceService;
 
 use super::room::Free;
 
@@ -91,6 +92,34 @@ pub fn shortfall(class: &str, free: &Free, replicas: u64, per_replica: u64) -> O
         free: free.devices,
         largest: free.largest(),
     })
+}
+
+/// [`plan`] for `svc`'s primary of `replicas`: its `rollout.onFullPool`
+/// (`Replace` when unset) and `maxUnavailable`, on the pool of `class`
+/// with `free`, `per_replica` devices a replica (on one node).
+#[must_use]
+pub fn plan_of(
+    svc: &InferenceService,
+    replicas: i32,
+    per_replica: u64,
+    class: &str,
+    free: Option<&Free>,
+) -> (RollPlan, Option<Shortfall>) {
+    let on_full_pool = svc
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.on_full_pool)
+        .unwrap_or(RolloutOnFullPool::Replace);
+    plan(
+        on_full_pool,
+        crate::engine::full_pool::max_unavailable(svc),
+        replicas,
+        per_replica,
+        per_replica,
+        class,
+        free,
+    )
 }
 
 impl Shortfall {

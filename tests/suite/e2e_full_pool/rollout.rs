@@ -247,7 +247,7 @@ async fn a_template_change_on_a_full_pool_replaces_in_place_surges_with_room_or_
             let unfinished = ps.iter().any(|p| image(p).ends_with(":v1"));
             if restarted
                 && unfinished
-                && lease_holder(&client).await.as_deref() == Some("full-pool-third")
+                && support::lease_holder(&client).await.as_deref() == Some("full-pool-third")
             {
                 led_mid_rollout = true;
             }

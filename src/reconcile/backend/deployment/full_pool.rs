@@ -20,7 +20,6 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::api::AcceleratorClassSpec;
-use crate::api::rollout::RolloutOnFullPool;
 use crate::api::v1beta1::InferenceService;
 use crate::api::vocabulary::ConditionType;
 use crate::engine;
@@ -178,22 +177,9 @@ pub(super) async fn plan_primary(
             requeue: Some(ROOM_LISTING),
         });
     }
-    let on_full_pool = defaulted
-        .spec
-        .rollout
-        .as_ref()
-        .and_then(|r| r.on_full_pool)
-        .unwrap_or(RolloutOnFullPool::Replace);
     let replicas = live.desired();
-    let (plan, short) = roll_plan::plan(
-        on_full_pool,
-        engine::full_pool::max_unavailable(defaulted),
-        replicas,
-        per_replica,
-        per_replica,
-        class_name,
-        free.as_ref(),
-    );
+    let (plan, short) =
+        roll_plan::plan_of(defaulted, replicas, per_replica, class_name, free.as_ref());
     match (plan, short) {
         (RollPlan::Surge, _) | (_, None) => Ok(PrimaryPlan {
             capacity: fits(svc, free.as_ref()),
