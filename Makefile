@@ -1,7 +1,7 @@
 # infergate developer entry points. `make dev` runs the main job, `make test` every test.
 CARGO ?= cargo
 
-.PHONY: dev test lint unit crds control-plane kuberay upstream-crds tools plugin bench fuzz help
+.PHONY: dev test lint unit crds control-plane kuberay lws upstream-crds tools plugin bench fuzz help
 
 help:
 	@echo "make dev            local control plane + infergate serving it, examples applied"
@@ -9,6 +9,7 @@ help:
 	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
+	@echo "make lws            build the LeaderWorkerSet controller and fetch its CRDs into the cache"
 	@echo "make upstream-crds  fetch the Gateway API and Prometheus Operator CRDs into the cache"
 	@echo "make tools          build helm, the inference extension's endpoint picker, kwok and krew, and install ray[serve] (a venv), into the cache"
 	@echo "make plugin         install kubectl-infergate (and its kubectl completion) into PLUGIN_DIR (~/.local/bin)"
@@ -40,6 +41,9 @@ control-plane:
 
 kuberay:
 	@tests/support/build-kuberay.sh >/dev/null
+
+lws:
+	@tests/support/build-lws.sh >/dev/null
 
 upstream-crds:
 	@tests/support/fetch-upstream-crds.sh all
