@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(
             warnings(&pool(8), &new, Some(&old)),
             [
-                "spec.engine.image: KubeRay upgrades the RayService by building a second RayCluster (1 GPU workers) beside the running one, which needs 8 nvidia.com/gpu in AcceleratorClass h100, 0 free: its pods wait for room while the running cluster serves"
+                "spec.engine.image: KubeRay upgrades the RayService by building a second RayCluster (1 GPU worker) beside the running one, which needs 8 nvidia.com/gpu in AcceleratorClass h100, 0 free: its pods wait for room while the running cluster serves"
             ]
         );
         assert!(

@@ -207,8 +207,9 @@ pub fn canary_warning(field: &str, short: &Shortfall, replicas: i32, what: &str)
 /// RayCluster (its zero-downtime upgrade) the pool cannot hold.
 #[must_use]
 pub fn ray_cluster_warning(field: &str, short: &Shortfall, workers: i32) -> String {
+    let of = if workers == 1 { "worker" } else { "workers" };
     format!(
-        "{field}: KubeRay upgrades the RayService by building a second RayCluster ({workers} GPU workers) beside the running one, which {}: its pods wait for room while the running cluster serves",
+        "{field}: KubeRay upgrades the RayService by building a second RayCluster ({workers} GPU {of}) beside the running one, which {}: its pods wait for room while the running cluster serves",
         short.numbers_at_admission()
     )
 }
