@@ -103,6 +103,37 @@ fn reconciled(status: bool, reason: Reason, message: String) -> Cond {
     Cond::new(ConditionType::Reconciled, status, reason, message)
 }
 
+/// The conditions of a service whose children were all applied: its
+/// tracks' readiness, its routing, and on a full pool what a rollout or a
+/// canary does.
+fn applied(
+    obs: &Observation,
+    primary: &TrackReplicas,
+    canary: Option<&TrackReplicas>,
+    routing: &super::observation::Routing,
+) -> Vec<Cond> {
+    let mut out = vec![reconciled(
+        true,
+        Reason::Applied,
+        "every child is applied".to_owned(),
+    )];
+    let complete = primary.complete() && canary.is_none_or(TrackReplicas::complete);
+    let msg = replicas_message(primary, canary);
+    out.push(if complete {
+        Cond::new(ConditionType::Ready, true, Reason::Available, msg)
+    } else if let Some(blocked) = blocked_ready(primary, canary) {
+        blocked
+    } else {
+        Cond::new(ConditionType::Ready, false, Reason::Progressing, msg)
+    });
+    out.push(routing::condition(routing));
+    if let Some(c) = &obs.rollout_capacity {
+        out.push(rollout_capacity(c));
+    }
+    out.extend(canary_ready(canary, obs.canary_capacity.as_deref()));
+    out
+}
+
 /// The conditions an observation implies (only those it decides).
 #[must_use]
 pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
@@ -113,30 +144,7 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
             canary,
             routing,
             ..
-        } => {
-            out.push(reconciled(
-                true,
-                Reason::Applied,
-                "every child is applied".to_owned(),
-            ));
-            let complete =
-                primary.complete() && canary.as_ref().is_none_or(TrackReplicas::complete);
-            let msg = replicas_message(primary, canary.as_ref());
-            out.push(if complete {
-                Cond::new(ConditionType::Ready, true, Reason::Available, msg)
-            } else if let Some(blocked) = blocked_ready(primary, canary.as_ref()) {
-                blocked
-            } else {
-                Cond::new(ConditionType::Ready, false, Reason::Progressing, msg)
-            });
-            out.push(routing::condition(routing));
-            if let Some(c) = &obs.rollout_capacity {
-                out.push(rollout_capacity(c));
-            }
-            if let Some(c) = canary_ready(canary.as_ref(), obs.canary_capacity.as_deref()) {
-                out.push(c);
-            }
-        }
+        } => out.extend(applied(obs, primary, canary.as_ref(), routing)),
         Outcome::Invalid(msg) => {
             out.push(reconciled(false, Reason::InvalidSpec, msg.clone()));
             out.push(Cond::new(

@@ -84,35 +84,13 @@ impl Writer {
         let ns = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
         let kind = K::KIND;
-        let marker = |m: &kube::api::ObjectMeta| {
-            (
-                m.uid.clone().unwrap_or_default(),
-                m.generation
-                    .map(|g| g.to_string())
-                    .or_else(|| m.resource_version.clone())
-                    .unwrap_or_default(),
-            )
-        };
         let key = (kind, ns.clone(), name.clone());
         // What the cache knew before this apply: read before patching, or the
         // watch may already have delivered the object this apply creates.
         let cached = store.get(&ObjectRef::new(&name).within(&ns));
         let cached_before = cached.as_ref().map(|m| marker(m.meta()));
         if let Some(existing) = &cached {
-            // Never take over an object another controller owns.
-            if let Some(other) = existing
-                .meta()
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && Some(&o.uid) != svc.uid().as_ref())
-            {
-                return Err(Error::ForeignChild {
-                    kind,
-                    name,
-                    owner: format!("{} {}", other.kind, other.name),
-                });
-            }
+            refuse_foreign(existing.meta(), svc, kind, &name)?;
         }
         let digest = digest_of(obj)?;
         let mut desired = None;
@@ -136,28 +114,7 @@ impl Writer {
         let api: Api<K> = Api::namespaced(self.client.clone(), &ns);
         let params = PatchParams::apply(MANAGER).force();
         let write = self.echoes.write(&key, ObjectRef::from_obj(svc));
-        let applied = match api.patch(&name, &params, &Patch::Apply(&obj)).await {
-            // Someone changed the child so that infergate's fields no longer
-            // merge into it (a Service port renumbered by hand keeps its
-            // name, which infergate's port then repeats): its fields are
-            // put back whole, lists replaced, then applied again.
-            Err(kube::Error::Api(s)) if s.code == 422 && cached_before.is_some() => {
-                info!(
-                    kind,
-                    name = %name,
-                    namespace = %ns,
-                    refused = %s.message,
-                    "the child was changed beyond what an apply merges; its fields are replaced"
-                );
-                let replace = PatchParams {
-                    field_manager: Some(MANAGER.to_owned()),
-                    ..PatchParams::default()
-                };
-                api.patch(&name, &replace, &Patch::Merge(&obj)).await?;
-                api.patch(&name, &params, &Patch::Apply(&obj)).await?
-            }
-            answer => answer?,
-        };
+        let applied = apply_or_replace(&api, &obj, &params, cached_before.is_some()).await?;
         write.left(
             applied
                 .meta()
@@ -172,13 +129,28 @@ impl Writer {
             desired_of(&obj, &mut desired)?,
             &digest,
         );
-        let now = marker(applied.meta());
+        self.note_change(key, svc, applied.meta(), cached_before);
+        Ok(Applied::Written(applied))
+    }
+
+    /// Remember the marker of the child `key` just written and record an
+    /// event when it was created (never seen, or a new uid) or updated (a
+    /// new generation or resourceVersion).
+    fn note_change(
+        &self,
+        key: (&'static str, String, String),
+        svc: &InferenceService,
+        applied: &kube::api::ObjectMeta,
+        cached_before: Option<(String, String)>,
+    ) {
+        let now = marker(applied);
         let before = self
             .seen
             .lock()
             .ok()
             .and_then(|s| s.get(&key).map(|c| c.marker.clone()))
             .or(cached_before);
+        let (kind, _, name) = key.clone();
         if let Ok(mut s) = self.seen.lock() {
             s.insert(
                 key,
@@ -188,8 +160,6 @@ impl Writer {
                 },
             );
         }
-        // Never seen, or gone and made again (a new uid): created; a new
-        // generation (or resourceVersion): updated; otherwise nothing to say.
         let change = match before {
             None => Some(Reason::Created),
             Some((uid, _)) if uid != now.0 => Some(Reason::Created),
@@ -199,7 +169,6 @@ impl Writer {
         if let Some(reason) = change {
             self.record(svc, reason, format!("{kind} {name}"));
         }
-        Ok(Applied::Written(applied))
     }
 
     /// Whether the cached child (`meta`) is as infergate left it:
@@ -365,5 +334,70 @@ impl Writer {
             Err(kube::Error::Api(s)) if status_not_found(&s) => Ok(()),
             Err(e) => Err(Error::Kube(e)),
         }
+    }
+}
+
+/// A child's uid and its generation (its resourceVersion for kinds without
+/// one): what tells a new or changed child.
+fn marker(m: &kube::api::ObjectMeta) -> (String, String) {
+    (
+        m.uid.clone().unwrap_or_default(),
+        m.generation
+            .map(|g| g.to_string())
+            .or_else(|| m.resource_version.clone())
+            .unwrap_or_default(),
+    )
+}
+
+/// Never take over an object another controller owns.
+fn refuse_foreign(
+    meta: &kube::api::ObjectMeta,
+    svc: &InferenceService,
+    kind: &'static str,
+    name: &str,
+) -> Result<(), Error> {
+    let other = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && Some(&o.uid) != svc.uid().as_ref());
+    match other {
+        Some(other) => Err(Error::ForeignChild {
+            kind,
+            name: name.to_owned(),
+            owner: format!("{} {}", other.kind, other.name),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Server-side apply `obj`. A child that exists (`existed`) but was changed
+/// so that infergate's fields no longer merge into it (a Service port
+/// renumbered by hand keeps its name, which infergate's port then repeats:
+/// 422) has its fields put back whole, lists replaced, then is applied again.
+async fn apply_or_replace<K: ChildKind>(
+    api: &Api<K>,
+    obj: &K,
+    params: &PatchParams,
+    existed: bool,
+) -> Result<K, Error> {
+    let name = obj.name_any();
+    match api.patch(&name, params, &Patch::Apply(obj)).await {
+        Err(kube::Error::Api(s)) if s.code == 422 && existed => {
+            info!(
+                kind = K::KIND,
+                name = %name,
+                namespace = %obj.namespace().unwrap_or_default(),
+                refused = %s.message,
+                "the child was changed beyond what an apply merges; its fields are replaced"
+            );
+            let replace = PatchParams {
+                field_manager: Some(MANAGER.to_owned()),
+                ..PatchParams::default()
+            };
+            api.patch(&name, &replace, &Patch::Merge(obj)).await?;
+            Ok(api.patch(&name, params, &Patch::Apply(obj)).await?)
+        }
+        answer => Ok(answer?),
     }
 }

@@ -125,6 +125,61 @@ pub(in crate::reconcile::backend) async fn reconcile_deployment(
     }
 }
 
+/// The HTTPRoute with the canary's `routed` weight (none without a
+/// gateway, and left as it is when a pool or the Gateway API is missing):
+/// how routing turned out and the weight the route carries.
+async fn route(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    defaulted: &InferenceService,
+    pools_wanted: bool,
+    pools: Option<crate::reconcile::status::PoolReport>,
+    routed: Option<i32>,
+) -> Result<(Routing, Option<i32>), Error> {
+    let primary_name = builders::child_name(defaulted, Track::Primary);
+    Ok(match builders::gateway(defaulted) {
+        // Never a silent fallback to the Services: the route stays as it is.
+        _ if pools_wanted && pools.is_none() => (Routing::InferencePoolApiMissing, None),
+        None => {
+            ctx.delete::<HTTPRoute>(svc, &primary_name).await?;
+            (Routing::NoGateway, None)
+        }
+        Some(_) if !ctx.installed::<HTTPRoute>().await? => (
+            Routing::GatewayApiMissing {
+                gateway: builders::gateway_display(defaulted),
+            },
+            None,
+        ),
+        Some(_) => {
+            let route = builders::http_route(defaulted, routed.unwrap_or(0))?
+                .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
+            match ctx.apply_and_read(svc, &route).await {
+                Ok(applied) => (
+                    Routing::Applied {
+                        gateway: builders::gateway_display(defaulted),
+                        path: engine::render_route_path(defaulted)
+                            .map_err(|e| builders::BuildError::Route(e.to_string()))?,
+                        rejection: builders::rejection(&applied),
+                        pools,
+                    },
+                    routed,
+                ),
+                Err(e) if e.is_api_gone() => {
+                    // The CRD went away between discovery and apply.
+                    ctx.forget::<HTTPRoute>();
+                    (
+                        Routing::GatewayApiMissing {
+                            gateway: builders::gateway_display(defaulted),
+                        },
+                        None,
+                    )
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    })
+}
+
 /// PodMonitor `S` where the Prometheus Operator's CRD is served; nothing
 /// (and no failure) where it is not.
 async fn apply_pod_monitor(
@@ -213,47 +268,7 @@ async fn apply_all(
     } else {
         None
     };
-    let (routing, routed_weight) = match builders::gateway(defaulted) {
-        // Never a silent fallback to the Services: the route stays as it is.
-        _ if pools_wanted && pools.is_none() => (Routing::InferencePoolApiMissing, None),
-        None => {
-            ctx.delete::<HTTPRoute>(svc, &primary_name).await?;
-            (Routing::NoGateway, None)
-        }
-        Some(_) if !ctx.installed::<HTTPRoute>().await? => (
-            Routing::GatewayApiMissing {
-                gateway: builders::gateway_display(defaulted),
-            },
-            None,
-        ),
-        Some(_) => {
-            let route = builders::http_route(defaulted, routed.unwrap_or(0))?
-                .ok_or(Error::MissingMetadata("spec.routing.gateway"))?;
-            match ctx.apply_and_read(svc, &route).await {
-                Ok(applied) => (
-                    Routing::Applied {
-                        gateway: builders::gateway_display(defaulted),
-                        path: engine::render_route_path(defaulted)
-                            .map_err(|e| builders::BuildError::Route(e.to_string()))?,
-                        rejection: builders::rejection(&applied),
-                        pools: pools.clone(),
-                    },
-                    routed,
-                ),
-                Err(e) if e.is_api_gone() => {
-                    // The CRD went away between discovery and apply.
-                    ctx.forget::<HTTPRoute>();
-                    (
-                        Routing::GatewayApiMissing {
-                            gateway: builders::gateway_display(defaulted),
-                        },
-                        None,
-                    )
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    };
+    let (routing, routed_weight) = route(ctx, svc, defaulted, pools_wanted, pools, routed).await?;
     apply_pod_monitor(ctx, svc, defaulted).await?;
     // Pools (and their pickers) the route no longer names go now that
     // the API server holds the route without them.
