@@ -494,6 +494,21 @@ mod tests {
     }
 
     #[test]
+    fn room_is_being_listed_only_between_the_watches_start_and_their_lists() {
+        let room = Room::default();
+        assert!(!room.listing(), "nothing watches: never known, not awaited");
+        room.set_watched();
+        assert!(room.listing());
+        room.nodes_listing();
+        room.nodes_listed();
+        assert!(room.listing(), "the pods not listed yet");
+        room.pods_listing();
+        room.pods_listed();
+        assert!(!room.listing());
+        assert!(room.is_synced());
+    }
+
+    #[test]
     fn nothing_is_known_until_both_watches_listed_or_when_nothing_watches() {
         let room = Room::default();
         room.nodes_listed();
