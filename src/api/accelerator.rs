@@ -55,7 +55,9 @@ pub struct AcceleratorClassSpec {
     #[schemars(with = "String", length(min = 1, max = 64))]
     #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("spec.memoryPerDevice must be a positive quantity such as 80Gi"))]
     pub memory_per_device: Quantity,
-    /// Devices on one node: `tensor x pipeline` of a service must not exceed it.
+    /// Devices on one node: `tensor x pipeline` of a service must not
+    /// exceed it, unless a policy's `limits.maxNodesPerReplica` lets a
+    /// replica span several nodes (then it is a multiple of it).
     #[x_kube(validation = Rule::new("self >= 1").message("spec.devicesPerNode must be at least 1"))]
     pub devices_per_node: i32,
     /// Node labels every pod of the pool's services selects.
@@ -67,6 +69,12 @@ pub struct AcceleratorClassSpec {
     /// Node affinity the pods carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_affinity: Option<NodeAffinity>,
+    /// A node label whose values are the pool's topology domains (a rack,
+    /// an NVLink domain): a replica that spans several nodes keeps all of
+    /// them in one domain, one replica per domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317))]
+    pub topology_key: Option<String>,
     /// RuntimeClass of the pods (for example `nvidia`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]

@@ -262,6 +262,14 @@ pub struct PolicyLimits {
     )]
     #[x_kube(validation = Rule::new("self >= 0").message("limits.maxGPUsPerReplica must be at least 0"))]
     pub max_gpus_per_replica: Option<i32>,
+    /// Nodes one replica may span (default 1). Above 1, a service whose
+    /// `tensor x pipeline` exceeds its AcceleratorClass's `devicesPerNode`
+    /// runs each replica as a LeaderWorkerSet group of `tensor x pipeline /
+    /// devicesPerNode` pods, one node each (tensor parallel within a node,
+    /// pipeline stages across nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1").message("limits.maxNodesPerReplica must be at least 1"))]
+    pub max_nodes_per_replica: Option<i32>,
     /// Upper bound for `routing.requestTimeout` (a Gateway API duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]

@@ -13,6 +13,7 @@ pub mod field_path;
 pub mod full_pool;
 pub mod graph_source;
 pub mod hosts;
+pub mod multi_node;
 pub mod names;
 pub mod policy;
 pub mod promql;

@@ -15,11 +15,14 @@
 //! - [`limits`]: what the policies' limits allow: a GPU service has a class
 //!   where classes or cost are limited, `placement` cannot reach a
 //!   disallowed class's pool, priority classes bounded by every policy.
+//! - [`multi_node`]: replicas that span nodes under `maxNodesPerReplica`.
 
 #[path = "placement/admission.rs"]
 mod admission;
 #[path = "placement/limits.rs"]
 mod limits;
+#[path = "placement/multi_node.rs"]
+mod multi_node;
 #[path = "placement/pods.rs"]
 mod pods;
 

@@ -8,9 +8,8 @@
 use k8s_openapi::api::core::v1::Toleration;
 
 use crate::api::policy::Enforcement;
-use crate::api::v1beta1::{EngineSpec, InferenceService, InferenceServiceSpec};
+use crate::api::v1beta1::{EngineSpec, InferenceService};
 use crate::api::{AcceleratorClassSpec, AcceleratorType};
-use crate::engine::builtin::DEFAULT_PARALLELISM;
 use crate::engine::context::Context;
 use crate::engine::field_error::FieldError;
 use crate::engine::field_path::Path;
@@ -21,13 +20,14 @@ use crate::engine::verdict::Verdict;
 use super::fields::{check_positive_quantity, quoted_list};
 
 /// The rules of section "Placement" for `svc` (defaulted, `spec` its spec
-/// path) against the classes of `ctx`.
+/// path) against the classes of `ctx` and the policies of `layers`.
 pub(super) fn placement_errors(
-    errs: &mut Vec<FieldError>,
+    v: &mut Verdict,
     spec: &Path<'_>,
     svc: &InferenceService,
-    ctx: &Context,
+    (ctx, layers): (&Context, &[Layer<'_>]),
 ) {
+    let errs = &mut v.errors;
     let s = &svc.spec;
     if let Some(e) = s.engine.as_ref() {
         check_engine_pod(errs, &spec.child("engine"), e);
@@ -49,7 +49,7 @@ pub(super) fn placement_errors(
         ));
     }
     if let Some(name) = s.accelerator.as_ref().and_then(|a| a.class.as_deref()) {
-        check_class(errs, spec, s, name, ctx);
+        check_class((errs, &mut v.warnings), spec, svc, name, (ctx, layers));
     }
 }
 
@@ -75,12 +75,13 @@ fn check_engine_pod(errs: &mut Vec<FieldError>, at: &Path<'_>, e: &EngineSpec) {
 /// it exists, the type is its vendor, a replica fits one of its nodes, the
 /// node selector does not contradict the class's.
 fn check_class(
-    errs: &mut Vec<FieldError>,
+    (errs, warnings): (&mut Vec<FieldError>, &mut Vec<String>),
     spec: &Path<'_>,
-    s: &InferenceServiceSpec,
+    svc: &InferenceService,
     name: &str,
-    ctx: &Context,
+    (ctx, layers): (&Context, &[Layer<'_>]),
 ) {
+    let s = &svc.spec;
     let accelerator = spec.child("accelerator");
     let Some(class) = ctx.classes.get(name) else {
         errs.push(FieldError::not_found(
@@ -102,20 +103,14 @@ fn check_class(
             ),
         ));
     }
-    let par = s.parallelism.as_ref();
-    let tensor = par.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM);
-    let pipeline = par.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM);
-    let devices = i64::from(tensor) * i64::from(pipeline);
-    if devices > i64::from(class.devices_per_node) {
-        errs.push(FieldError::invalid(
-            &spec.child("parallelism"),
-            devices,
-            &format!(
-                "tensor {tensor} x pipeline {pipeline} devices per replica must be at most the {} devices per node of AcceleratorClass {name:?}",
-                class.devices_per_node
-            ),
-        ));
-    }
+    crate::engine::multi_node::check_shape(
+        errs,
+        warnings,
+        &spec.child("parallelism"),
+        svc,
+        (name, class),
+        layers,
+    );
     let placement = spec.child("placement");
     let selector = placement.child("nodeSelector");
     if let (Some(mine), Some(theirs)) = (

@@ -176,6 +176,7 @@ fn check_limit_counts(errs: &mut Vec<FieldError>, at: &Path<'_>, l: &PolicyLimit
         ("maxCanaryWeight", l.max_canary_weight, 0, 100),
         ("maxGPUsPerReplica", l.max_gpus_per_replica, 0, i32::MAX),
         ("maxUnavailable", l.max_unavailable, 1, i32::MAX),
+        ("maxNodesPerReplica", l.max_nodes_per_replica, 1, i32::MAX),
     ] {
         if let Some(x) = val
             && !(lo..=hi).contains(&x)

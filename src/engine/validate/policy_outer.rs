@@ -64,6 +64,11 @@ fn check_bounds(
             ol.max_gpus_per_replica,
         ),
         ("maxUnavailable", l.max_unavailable, ol.max_unavailable),
+        (
+            "maxNodesPerReplica",
+            l.max_nodes_per_replica,
+            ol.max_nodes_per_replica,
+        ),
     ] {
         if let (Some(m), Some(t)) = (mine, theirs)
             && m > t

@@ -82,7 +82,7 @@ fn validate_judging(
         &spec.child("parallelism"),
         s.parallelism.as_ref(),
     );
-    super::placement::placement_errors(&mut v.errors, &spec, svc, ctx);
+    super::placement::placement_errors(&mut v, &spec, svc, (ctx, &layers));
     if let Some(c) = &s.canary {
         check_canary(&mut v, &spec, s, c, engine_image);
     }

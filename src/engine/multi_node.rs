@@ -1,0 +1,162 @@
+//! Replicas larger than a node: a `backend: Deployment` service whose
+//! `tensor x pipeline` exceeds its AcceleratorClass's `devicesPerNode`
+//! runs each replica as a group of pods, one node each, when the policies
+//! let a replica span that many nodes (`limits.maxNodesPerReplica`).
+//!
+//! Tensor parallelism stays inside a node, pipeline stages span nodes:
+//! `tensor <= devicesPerNode`, and `tensor x pipeline` is a whole number
+//! of nodes. Each pod of a group requests `devicesPerNode` devices.
+//!
+//! Only ClusterInferencePolicies open the door: with none of them setting
+//! `maxNodesPerReplica`, a replica stays on one node (the rule before
+//! multi-node replicas), and a namespace's InferencePolicy may only lower
+//! what the cluster's allow.
+
+use crate::api::AcceleratorClassSpec;
+use crate::api::policy::Enforcement;
+use crate::api::v1beta1::{Backend, InferenceService};
+
+use super::builtin::DEFAULT_PARALLELISM;
+use super::field_error::FieldError;
+use super::field_path::Path;
+use super::policy::{Layer, strictest};
+
+/// The group a replica runs as when it spans nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// Pods (nodes) per replica: `tensor x pipeline / devicesPerNode`.
+    pub nodes: i32,
+    /// Devices each pod requests: the class's `devicesPerNode`.
+    pub devices_per_pod: i32,
+    /// `spec.parallelism.tensor` (as defaulted).
+    pub tensor: i32,
+    /// `spec.parallelism.pipeline` (as defaulted).
+    pub pipeline: i32,
+}
+
+/// `tensor` and `pipeline` of `svc` (their built-in value when unset).
+#[must_use]
+pub fn parallelism(svc: &InferenceService) -> (i32, i32) {
+    let p = svc.spec.parallelism.as_ref();
+    (
+        p.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM),
+        p.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM),
+    )
+}
+
+/// The group each replica of `svc` runs as on `class`: `Some` when its
+/// replica needs more devices than one node of the class has (a
+/// `backend: Deployment` service; admission let it span the nodes),
+/// `None` when one node holds it.
+#[must_use]
+pub fn group_of(svc: &InferenceService, class: Option<&AcceleratorClassSpec>) -> Option<Group> {
+    let class = class?;
+    if svc.spec.backend.unwrap_or_default() != Backend::Deployment
+        || super::gpus_per_replica(svc) <= 0
+    {
+        return None;
+    }
+    let (tensor, pipeline) = parallelism(svc);
+    let devices = i64::from(tensor) * i64::from(pipeline);
+    let per_node = i64::from(class.devices_per_node.max(1));
+    if devices <= per_node {
+        return None;
+    }
+    Some(Group {
+        nodes: i32::try_from((devices + per_node - 1) / per_node).unwrap_or(i32::MAX),
+        devices_per_pod: class.devices_per_node.max(1),
+        tensor,
+        pipeline,
+    })
+}
+
+/// How many nodes the policies of `layers` let one replica span: the
+/// strictest Deny bound and the strictest Warn bound, `None` each where
+/// no policy of that enforcement sets one; `None` as a whole when no
+/// ClusterInferencePolicy sets `maxNodesPerReplica` (one node).
+fn nodes_allowed<'a>(
+    layers: &[Layer<'a>],
+) -> Option<(
+    Option<super::policy::Bound<'a, i32>>,
+    Option<super::policy::Bound<'a, i32>>,
+)> {
+    let opened = layers
+        .iter()
+        .any(|l| l.namespace.is_none() && l.limits.and_then(|l| l.max_nodes_per_replica).is_some());
+    opened.then(|| strictest(layers, |l| l.max_nodes_per_replica))
+}
+
+/// A replica of `svc` (tensor `t` x pipeline `p` devices) on
+/// AcceleratorClass `name`: errors when it cannot run there, warnings
+/// under a Warn policy's bound. `at` is `spec.parallelism`.
+pub fn check_shape(
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<String>,
+    at: &Path<'_>,
+    svc: &InferenceService,
+    (name, class): (&str, &AcceleratorClassSpec),
+    layers: &[Layer<'_>],
+) {
+    let (tensor, pipeline) = parallelism(svc);
+    let devices = i64::from(tensor) * i64::from(pipeline);
+    let per_node = i64::from(class.devices_per_node);
+    if devices <= per_node {
+        return;
+    }
+    let deployment = svc.spec.backend.unwrap_or_default() == Backend::Deployment;
+    let allowed = nodes_allowed(layers).filter(|_| deployment);
+    let Some((deny, warn)) = allowed else {
+        errors.push(FieldError::invalid(
+            at,
+            devices,
+            &format!(
+                "tensor {tensor} x pipeline {pipeline} devices per replica must be at most the {per_node} devices per node of AcceleratorClass {name:?}"
+            ),
+        ));
+        return;
+    };
+    if i64::from(tensor) > per_node {
+        errors.push(FieldError::invalid(
+            &at.child("tensor"),
+            tensor,
+            &format!(
+                "must be at most the {per_node} devices per node of AcceleratorClass {name:?} (tensor parallelism stays within a node; pipeline stages span nodes)"
+            ),
+        ));
+        return;
+    }
+    if devices % per_node != 0 {
+        errors.push(FieldError::invalid(
+            at,
+            devices,
+            &format!(
+                "tensor {tensor} x pipeline {pipeline} devices per replica must be a multiple of the {per_node} devices per node of AcceleratorClass {name:?} (each node of a replica holds {per_node})"
+            ),
+        ));
+        return;
+    }
+    let nodes = devices / per_node;
+    for (bound, enforcement) in [(deny, Enforcement::Deny), (warn, Enforcement::Warn)] {
+        if let Some(b) = bound
+            && nodes > i64::from(b.value)
+        {
+            let e = FieldError::invalid(
+                at,
+                devices,
+                &format!(
+                    "tensor {tensor} x pipeline {pipeline} devices per replica span {nodes} nodes of AcceleratorClass {name:?} ({per_node} devices each); must be at most {} (limits.maxNodesPerReplica of {})",
+                    b.value,
+                    b.layer.display()
+                ),
+            );
+            match enforcement {
+                Enforcement::Deny => errors.push(e),
+                Enforcement::Warn => warnings.push(e.to_string()),
+            }
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
