@@ -19,6 +19,7 @@ use crate::api::v1beta1::{Backend, InferenceService};
 use super::builtin::DEFAULT_PARALLELISM;
 use super::field_error::FieldError;
 use super::field_path::Path;
+use super::names;
 use super::policy::{Layer, strictest};
 
 /// The group a replica runs as when it spans nodes.
@@ -70,16 +71,17 @@ pub fn group_of(svc: &InferenceService, class: Option<&AcceleratorClassSpec>) ->
     })
 }
 
+/// The strictest Deny and Warn bounds of a limit.
+type Bounds<'a> = (
+    Option<super::policy::Bound<'a, i32>>,
+    Option<super::policy::Bound<'a, i32>>,
+);
+
 /// How many nodes the policies of `layers` let one replica span: the
 /// strictest Deny bound and the strictest Warn bound, `None` each where
 /// no policy of that enforcement sets one; `None` as a whole when no
 /// ClusterInferencePolicy sets `maxNodesPerReplica` (one node).
-fn nodes_allowed<'a>(
-    layers: &[Layer<'a>],
-) -> Option<(
-    Option<super::policy::Bound<'a, i32>>,
-    Option<super::policy::Bound<'a, i32>>,
-)> {
+fn nodes_allowed<'a>(layers: &[Layer<'a>]) -> Option<Bounds<'a>> {
     let opened = layers
         .iter()
         .any(|l| l.namespace.is_none() && l.limits.and_then(|l| l.max_nodes_per_replica).is_some());
@@ -136,6 +138,7 @@ pub fn check_shape(
         return;
     }
     let nodes = devices / per_node;
+    check_names(errors, svc);
     for (bound, enforcement) in [(deny, Enforcement::Deny), (warn, Enforcement::Warn)] {
         if let Some(b) = bound
             && nodes > i64::from(b.value)
@@ -154,6 +157,36 @@ pub fn check_shape(
                 Enforcement::Warn => warnings.push(e.to_string()),
             }
             return;
+        }
+    }
+}
+
+/// The LeaderWorkerSets' names (section "Derived names" counts the
+/// suffix): each track's, with the most groups it may run.
+fn check_names(errors: &mut Vec<FieldError>, svc: &InferenceService) {
+    let most = svc
+        .spec
+        .autoscaling
+        .as_ref()
+        .map(|a| a.max_replicas)
+        .or(svc.spec.replicas)
+        .unwrap_or(super::builtin::DEFAULT_REPLICAS)
+        .max(super::canary_replicas(svc));
+    let mut tracks = vec![super::primary_name(svc)];
+    if svc.spec.canary.is_some() {
+        tracks.push(super::canary_name(svc));
+    }
+    let limit = names::max_lws_name(most);
+    for track in tracks {
+        let lws = names::lws_name(&track);
+        if lws.len() > limit {
+            errors.push(FieldError::too_long(
+                &Path::new("metadata").child("name"),
+                &format!(
+                    "derived LeaderWorkerSet name {lws:?} is {} characters; the limit is {limit} (its worker StatefulSets' names and revision labels hold the group index and a hash)",
+                    lws.len()
+                ),
+            ));
         }
     }
 }

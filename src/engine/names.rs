@@ -51,6 +51,24 @@ pub fn canary_name(svc: &InferenceService) -> String {
     format!("{}-canary", svc.name_any())
 }
 
+/// Name of a track's LeaderWorkerSet when its replicas span nodes:
+/// `S-lws` or `S-canary-lws` (`track_name` is the track's Deployment
+/// name). LWS names its headless Service after it, so it is not `S`.
+#[must_use]
+pub fn lws_name(track_name: &str) -> String {
+    format!("{track_name}-lws")
+}
+
+/// The longest LeaderWorkerSet name whose groups up to `groups` keep
+/// every name LWS and the StatefulSet controller derive within a label:
+/// worker StatefulSet `<lws>-<group>` and its pods' revision label
+/// `<lws>-<group>-<hash of 10>`.
+#[must_use]
+pub fn max_lws_name(groups: i32) -> usize {
+    let digits = groups.saturating_sub(1).max(0).to_string().len();
+    MAX_LABEL - 1 - digits - 11
+}
+
 /// Why `s` is not a DNS-1035 label (`[a-z]([-a-z0-9]*[a-z0-9])?`), ignoring length.
 fn dns1035_error(s: &str) -> Option<&'static str> {
     let b = s.as_bytes();

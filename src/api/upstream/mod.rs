@@ -7,9 +7,11 @@
 //! - `gateway_api`: Gateway API's HTTPRoute;
 //! - `inference_extension`: the Gateway API Inference Extension's InferencePool;
 //! - `kuberay`: KubeRay's RayService and RayCluster;
+//! - `lws`: LeaderWorkerSet, a replica that spans nodes;
 //! - `prometheus_operator`: the Prometheus Operator's PodMonitor.
 
 pub mod gateway_api;
 pub mod inference_extension;
 pub mod kuberay;
+pub mod lws;
 pub mod prometheus_operator;

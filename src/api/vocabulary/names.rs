@@ -7,6 +7,10 @@ use super::words::words;
 pub const LABEL_SERVICE: &str = "infergate.dev/service";
 /// `infergate.dev/track: primary|canary` on every child ([`Track`]).
 pub const LABEL_TRACK: &str = "infergate.dev/track";
+/// `infergate.dev/worker-of: primary|canary` on the worker pods of a
+/// group (a replica that spans nodes) in place of [`LABEL_TRACK`]: they
+/// serve no API, so no selector of the track's picks them.
+pub const LABEL_WORKER_OF: &str = "infergate.dev/worker-of";
 /// Pod label recording `spec.resources.gpuMemory` (sanitised) for scheduling policies.
 pub const LABEL_GPU_MEMORY: &str = "infergate.dev/gpu-memory";
 /// `infergate.dev/component: endpoint-picker` on an endpoint picker's pods.

@@ -149,6 +149,8 @@ pub enum Reason {
     Rollout(RolloutReason),
     /// The KubeRay CRDs are not installed.
     RayServiceNotInstalled,
+    /// The LeaderWorkerSet CRD is not installed (a replica spans nodes).
+    LeaderWorkerSetNotInstalled,
     /// KubeRay has not reported on the RayService yet.
     RayServicePending,
     /// The RayService is ready.
@@ -215,7 +217,7 @@ pub enum Reason {
 
 /// Every [`Reason`] but [`Reason::Graph`] and [`Reason::Rollout`], in the
 /// order `FromStr` tries them (before the graph's and the rollout's).
-const PLAIN: [Reason; 40] = [
+const PLAIN: [Reason; 41] = [
     Reason::Applied,
     Reason::Available,
     Reason::Progressing,
@@ -229,6 +231,7 @@ const PLAIN: [Reason; 40] = [
     Reason::ApplyFailed,
     Reason::GraphResolved,
     Reason::RayServiceNotInstalled,
+    Reason::LeaderWorkerSetNotInstalled,
     Reason::RayServicePending,
     Reason::RayServiceReady,
     Reason::RayServiceNotReady,
@@ -278,6 +281,7 @@ impl Reason {
             Reason::Graph(reason) => reason.as_str(),
             Reason::Rollout(reason) => reason.as_str(),
             Reason::RayServiceNotInstalled => "RayServiceNotInstalled",
+            Reason::LeaderWorkerSetNotInstalled => "LeaderWorkerSetNotInstalled",
             Reason::RayServicePending => "RayServicePending",
             Reason::RayServiceReady => "RayServiceReady",
             Reason::RayServiceNotReady => "RayServiceNotReady",
@@ -324,6 +328,7 @@ impl Reason {
                 | Reason::InferencePoolNotAccepted
                 | Reason::RouteNotAccepted
                 | Reason::RayServiceNotInstalled
+                | Reason::LeaderWorkerSetNotInstalled
                 | Reason::AcceleratorClassNotFound
                 | Reason::Unschedulable
                 | Reason::ImagePullFailed
@@ -403,6 +408,7 @@ mod tests {
             | Reason::ApplyFailed
             | Reason::GraphResolved
             | Reason::RayServiceNotInstalled
+            | Reason::LeaderWorkerSetNotInstalled
             | Reason::RayServicePending
             | Reason::RayServiceReady
             | Reason::RayServiceNotReady

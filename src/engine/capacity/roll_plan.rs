@@ -105,6 +105,20 @@ pub fn plan_of(
     class: &str,
     free: Option<&Free>,
 ) -> (RollPlan, Option<Shortfall>) {
+    plan_of_spanning(svc, replicas, (per_replica, per_replica), class, free)
+}
+
+/// [`plan_of`] for replicas that may span nodes: `per_replica` devices
+/// each, at most `per_node` on one pod (a replica larger than that is a
+/// group of pods, one node each).
+#[must_use]
+pub fn plan_of_spanning(
+    svc: &InferenceService,
+    replicas: i32,
+    (per_replica, per_node): (u64, u64),
+    class: &str,
+    free: Option<&Free>,
+) -> (RollPlan, Option<Shortfall>) {
     let on_full_pool = svc
         .spec
         .rollout
@@ -116,7 +130,7 @@ pub fn plan_of(
         crate::engine::full_pool::max_unavailable(svc),
         replicas,
         per_replica,
-        per_replica,
+        per_node.min(per_replica).max(1),
         class,
         free,
     )

@@ -77,6 +77,11 @@ pub(super) fn reconciled(
             format!("KubeRay is not installed: {}", quote(&c.message)),
             "kubectl get crd rayservices.ray.io".to_owned(),
         ),
+        Reason::LeaderWorkerSetNotInstalled => (
+            rank::NO_KUBERAY,
+            format!("LeaderWorkerSet is not installed: {}", quote(&c.message)),
+            "kubectl get crd leaderworkersets.leaderworkerset.x-k8s.io".to_owned(),
+        ),
         Reason::ApplyFailed => (
             rank::APPLY_FAILED,
             format!(

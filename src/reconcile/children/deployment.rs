@@ -50,6 +50,13 @@ pub fn engine_port(svc: &InferenceService) -> i32 {
 /// Generated engine arguments followed by `spec.engine.args`.
 #[must_use]
 pub fn engine_args(svc: &InferenceService, track: Track) -> Vec<String> {
+    engine_args_counted(svc, track).0
+}
+
+/// [`engine_args`], and how many of them (the last ones) come from
+/// `spec.engine.args`.
+#[must_use]
+pub fn engine_args_counted(svc: &InferenceService, track: Track) -> (Vec<String>, usize) {
     let (model_ref, model_image) = match (track, svc.spec.canary.as_ref()) {
         (Track::Canary, Some(c)) => (c.model.r#ref.clone(), c.model.image.is_some()),
         _ => (svc.spec.model.r#ref.clone(), svc.spec.model.image.is_some()),
@@ -102,8 +109,9 @@ pub fn engine_args(svc: &InferenceService, track: Track) -> Vec<String> {
             }
         }
         args.extend(own.iter().cloned());
+        return (args, own.len());
     }
-    args
+    (args, 0)
 }
 
 /// Requests and limits: cpu, memory, and the accelerator's resource (the

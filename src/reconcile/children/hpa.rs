@@ -8,23 +8,38 @@ use k8s_openapi::api::autoscaling::v2::{
 use kube::Resource;
 
 use super::error::BuildError;
+use super::lws::LeaderWorkerSet;
 use super::meta::{Track, child_meta};
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
 use crate::engine::builtin::DEFAULT_TARGET_CPU;
 
-/// HorizontalPodAutoscaler `S` (autoscaling/v2) on the primary Deployment.
-pub fn hpa(svc: &InferenceService) -> Result<Option<HorizontalPodAutoscaler>, BuildError> {
+/// HorizontalPodAutoscaler `S` (autoscaling/v2) on the primary Deployment,
+/// or on its LeaderWorkerSet when a replica spans nodes (`groups`: the
+/// HPA then scales whole groups through its scale subresource, and
+/// averages over the leaders LWS's `hpaPodSelector` selects).
+pub fn hpa(
+    svc: &InferenceService,
+    groups: bool,
+) -> Result<Option<HorizontalPodAutoscaler>, BuildError> {
     let Some(a) = svc.spec.autoscaling.as_ref() else {
         return Ok(None);
     };
     Ok(Some(HorizontalPodAutoscaler {
         metadata: child_meta(svc, engine::primary_name(svc), Track::Primary)?,
         spec: HorizontalPodAutoscalerSpec {
-            scale_target_ref: CrossVersionObjectReference {
-                api_version: Some(Deployment::api_version(&()).into_owned()),
-                kind: Deployment::kind(&()).into_owned(),
-                name: engine::primary_name(svc),
+            scale_target_ref: if groups {
+                CrossVersionObjectReference {
+                    api_version: Some(LeaderWorkerSet::api_version(&()).into_owned()),
+                    kind: LeaderWorkerSet::kind(&()).into_owned(),
+                    name: engine::names::lws_name(&engine::primary_name(svc)),
+                }
+            } else {
+                CrossVersionObjectReference {
+                    api_version: Some(Deployment::api_version(&()).into_owned()),
+                    kind: Deployment::kind(&()).into_owned(),
+                    name: engine::primary_name(svc),
+                }
             },
             min_replicas: Some(a.min_replicas),
             max_replicas: a.max_replicas,

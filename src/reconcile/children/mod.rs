@@ -17,6 +17,7 @@ mod error;
 mod hpa;
 pub mod httproute;
 pub mod inferencepool;
+pub mod lws;
 mod meta;
 pub mod pod;
 pub mod podmonitor;
@@ -27,9 +28,9 @@ mod service;
 
 pub use deployment::{
     CONTAINER_NAME, MODEL_MOUNT_PATH, MODEL_VOLUME, PORT_NAME, STARTUP_GRACE_SECONDS, deployment,
-    engine_args, engine_port, probes, resources,
+    engine_args, engine_args_counted, engine_port, probes, resources,
 };
-pub use desired::{Desired, desired};
+pub use desired::{Desired, Workload, desired, workload};
 pub use error::BuildError;
 pub use hpa::hpa;
 pub use meta::{

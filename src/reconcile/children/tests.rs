@@ -341,13 +341,13 @@ fn replicas_are_set_unless_autoscaled() {
 #[test]
 fn hpa_targets_the_primary_with_bounds_and_cpu_target() {
     let mut s = svc();
-    assert!(hpa(&s).unwrap().is_none());
+    assert!(hpa(&s, false).unwrap().is_none());
     s.spec.autoscaling = Some(AutoscalingSpec {
         min_replicas: 2,
         max_replicas: 5,
         target_cpu_utilization_percent: Some(70),
     });
-    let h = hpa(&s).unwrap().unwrap();
+    let h = hpa(&s, false).unwrap().unwrap();
     let spec = h.spec;
     assert_eq!(spec.scale_target_ref.kind, "Deployment");
     assert_eq!(

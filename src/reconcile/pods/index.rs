@@ -15,6 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::classify::{PodState, WatchedPod, pod_state, restarts};
 use crate::api::v1beta1::InferenceService;
+use crate::reconcile::children::lws::LABEL_WORKER_OF;
 use crate::reconcile::children::{LABEL_SERVICE, LABEL_TRACK, Track};
 
 /// `(namespace, service name)`.
@@ -70,7 +71,12 @@ struct Place {
 /// without them (not one of a track's engine pods).
 fn place(pod: &WatchedPod) -> Option<Place> {
     let labels = pod.metadata.labels.as_ref()?;
-    let track = match labels.get(LABEL_TRACK)?.as_str() {
+    // A worker of a group (a replica that spans nodes) names its track
+    // in its own label.
+    let track = labels
+        .get(LABEL_TRACK)
+        .or_else(|| labels.get(LABEL_WORKER_OF))?;
+    let track = match track.as_str() {
         "primary" => Track::Primary,
         "canary" => Track::Canary,
         _ => return None,

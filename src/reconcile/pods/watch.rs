@@ -18,16 +18,19 @@ use super::classify::WatchedPod;
 use super::index::{Listing, PodStates};
 use crate::api::MANAGER;
 use crate::api::v1beta1::InferenceService;
-use crate::reconcile::children::{LABEL_MANAGED_BY, LABEL_SERVICE, LABEL_TRACK};
+use crate::api::vocabulary::names::LABEL_COMPONENT;
+use crate::reconcile::children::{LABEL_MANAGED_BY, LABEL_SERVICE};
 use crate::state::Scope;
 
-/// The engine pods of a track: infergate's, with a service and a track
-/// (the endpoint picker's pods have no track). A RayService's head and
-/// worker pods are among them: KubeRay gives each pod of a Ray cluster the
-/// labels of its group's template, where infergate puts these.
+/// The engine pods of a service: infergate's, with a service. A
+/// RayService's head and worker pods are among them: KubeRay gives each
+/// pod of a Ray cluster the labels of its group's template, where
+/// infergate puts these; so are the workers of a group (a replica that
+/// spans nodes), which carry their track in a label of their own. The
+/// endpoint pickers' pods (a component label) are left out.
 #[must_use]
 pub fn selector() -> String {
-    format!("{LABEL_MANAGED_BY}={MANAGER},{LABEL_SERVICE},{LABEL_TRACK}")
+    format!("{LABEL_MANAGED_BY}={MANAGER},{LABEL_SERVICE},!{LABEL_COMPONENT}")
 }
 
 /// Watch the engine pods over `scope` into `pods` until the receiver is
@@ -169,10 +172,10 @@ mod tests {
     use crate::reconcile::pods::classify::tests::{crash_looping, pod, running};
 
     #[test]
-    fn the_selector_leaves_out_the_pickers_and_takes_ray_pods() {
+    fn the_selector_leaves_out_the_pickers_and_takes_ray_pods_and_group_workers() {
         assert_eq!(
             selector(),
-            "app.kubernetes.io/managed-by=infergate,infergate.dev/service,infergate.dev/track"
+            "app.kubernetes.io/managed-by=infergate,infergate.dev/service,!infergate.dev/component"
         );
     }
 

@@ -232,6 +232,22 @@ pub fn conditions_for(obs: &Observation) -> Vec<Cond> {
         Outcome::RayServiceApiMissing => {
             out.push(reconciled(false, Reason::RayServiceNotInstalled, "the KubeRay RayService CRD (rayservices.ray.io/v1) is not installed: install KubeRay to run backend RayService".to_owned()));
         }
+        Outcome::LeaderWorkerSetApiMissing { nodes } => {
+            let msg = format!(
+                "a replica spans {nodes} nodes and runs as a LeaderWorkerSet group, but the LeaderWorkerSet CRD (leaderworkersets.leaderworkerset.x-k8s.io/v1) is not installed: install LeaderWorkerSet (its CRD and controller)"
+            );
+            out.push(reconciled(
+                false,
+                Reason::LeaderWorkerSetNotInstalled,
+                msg.clone(),
+            ));
+            out.push(Cond::new(
+                ConditionType::Ready,
+                false,
+                Reason::LeaderWorkerSetNotInstalled,
+                msg,
+            ));
+        }
     }
     out.push(policy_condition(&obs.policy));
     out

@@ -106,6 +106,12 @@ pub enum Outcome {
     },
     /// The `ray.io/v1` RayService CRD is not installed.
     RayServiceApiMissing,
+    /// A replica spans nodes and the `leaderworkerset.x-k8s.io/v1` CRD is
+    /// not installed: the Service and route were applied, no workload.
+    LeaderWorkerSetApiMissing {
+        /// Nodes per replica.
+        nodes: i32,
+    },
     /// `spec.accelerator.class` names an AcceleratorClass that does not
     /// exist (deleted after admission): the children are left as they are.
     AcceleratorClassNotFound(String),

@@ -5,10 +5,11 @@ use crate::api::v1beta1::InferenceService;
 pub use crate::api::vocabulary::Reason;
 
 /// The reasons with which a service says it waits for an optional CRD.
-const WAITING_REASONS: [Reason; 3] = [
+const WAITING_REASONS: [Reason; 4] = [
     Reason::GatewayApiNotInstalled,
     Reason::InferencePoolNotInstalled,
     Reason::RayServiceNotInstalled,
+    Reason::LeaderWorkerSetNotInstalled,
 ];
 
 /// Whether the service's status says it waits for an optional CRD to be
@@ -46,6 +47,7 @@ mod tests {
             "GatewayAPINotInstalled",
             "InferencePoolNotInstalled",
             "RayServiceNotInstalled",
+            "LeaderWorkerSetNotInstalled",
         ] {
             assert!(waits_for_an_optional_api(&with_reason(reason)), "{reason}");
         }

@@ -23,9 +23,10 @@ use serde::de::DeserializeOwned;
 
 use super::discovery::ApiDiscovery;
 use super::owned::OwnedIndex;
-use super::watched::{WatchedChild, WatchedDeployment, WatchedMeta};
+use super::watched::{WatchedChild, WatchedDeployment, WatchedLeaderWorkerSet, WatchedMeta};
 use crate::reconcile::children::httproute::HTTPRoute;
 use crate::reconcile::children::inferencepool::InferencePool;
+use crate::reconcile::children::lws::LeaderWorkerSet;
 use crate::reconcile::children::podmonitor::PodMonitor;
 use crate::reconcile::children::rayservice::RayService;
 
@@ -114,7 +115,7 @@ macro_rules! child_kinds {
 
         /// Every kind the reconciler owns, in the order they are watched:
         /// the engine's Deployments, Services and HPA, the optional
-        /// HTTPRoute, RayService, PodMonitor and InferencePool, and the
+        /// HTTPRoute, RayService, LeaderWorkerSet, PodMonitor and InferencePool, and the
         /// endpoint pickers' own objects.
         pub fn each_kind(visitor: &mut impl KindVisitor) {
             $(visitor.visit::<$kind>();)*
@@ -128,6 +129,7 @@ child_kinds! {
     HorizontalPodAutoscaler: Change::Uid, Crd::BuiltIn, WatchedMeta<HorizontalPodAutoscaler>;
     HTTPRoute: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false }, HTTPRoute;
     RayService: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false }, RayService;
+    LeaderWorkerSet: Change::Revision, Crd::Optional { reconcile_all_on_arrival: false }, WatchedLeaderWorkerSet;
     PodMonitor: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true }, WatchedMeta<PodMonitor>;
     InferencePool: Change::Revision, Crd::Optional { reconcile_all_on_arrival: true }, InferencePool;
     ServiceAccount: Change::Revision, Crd::BuiltIn, WatchedMeta<ServiceAccount>;
@@ -248,6 +250,7 @@ mod tests {
                 ("HorizontalPodAutoscaler", Change::Uid, Crd::BuiltIn),
                 ("HTTPRoute", Change::Revision, optional(false)),
                 ("RayService", Change::Revision, optional(false)),
+                ("LeaderWorkerSet", Change::Revision, optional(false)),
                 ("PodMonitor", Change::Revision, optional(true)),
                 ("InferencePool", Change::Revision, optional(true)),
                 ("ServiceAccount", Change::Revision, Crd::BuiltIn),
@@ -267,12 +270,17 @@ mod tests {
         let discovered = [
             discovery::<HTTPRoute>(),
             discovery::<RayService>(),
+            discovery::<LeaderWorkerSet>(),
             discovery::<PodMonitor>(),
             discovery::<InferencePool>(),
         ];
         let written = [
             (httproute::API_VERSION, httproute::PLURAL),
             (rayservice::API_VERSION, rayservice::PLURAL),
+            (
+                crate::api::upstream::lws::API_VERSION,
+                crate::api::upstream::lws::PLURAL,
+            ),
             (podmonitor::API_VERSION, podmonitor::PLURAL),
             (inferencepool::API_VERSION, inferencepool::PLURAL),
         ];

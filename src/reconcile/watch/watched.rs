@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::reconcile::children::httproute::{HTTPRoute, HTTPRouteStatus};
 use crate::reconcile::children::inferencepool::{InferencePool, InferencePoolStatus};
+use crate::reconcile::children::lws::LeaderWorkerSet;
 use crate::reconcile::children::rayservice::{RayService, RayServiceStatus};
 use crate::reconcile::children::{
     ANNOTATION_APPLIED, ANNOTATION_LENT, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE,
@@ -175,9 +176,17 @@ impl WatchedDeployment {
     /// controller has seen that generation, so its counts are of it.
     #[must_use]
     pub fn runs(&self, want: &Deployment) -> bool {
+        self.runs_template_of(&want.metadata)
+    }
+
+    /// [`Self::runs`] for the workload whose metadata (with the template
+    /// digest infergate records) is `want`: a Deployment's or a
+    /// LeaderWorkerSet's.
+    #[must_use]
+    pub fn runs_template_of(&self, want: &ObjectMeta) -> bool {
         let digest = |m: &ObjectMeta| m.annotations.as_ref()?.get(ANNOTATION_TEMPLATE).cloned();
         let ours = digest(&self.metadata);
-        ours.is_some() && ours == digest(&want.metadata) && self.observed()
+        ours.is_some() && ours == digest(want) && self.observed()
     }
 
     /// Desired replicas: `spec.replicas`, or Kubernetes' default of one.
@@ -281,6 +290,54 @@ impl WatchedChild for WatchedDeployment {
     type Signal = (i32, i32, bool);
     fn signal(&self) -> Self::Signal {
         (self.desired(), self.ready(), self.complete())
+    }
+    fn trim(&mut self) {}
+}
+
+/// A LeaderWorkerSet as its watch keeps it: what a Deployment's keeps,
+/// read the same way (its status has the same counts, of groups:
+/// `observedGeneration`, `replicas`, `updatedReplicas`, `readyReplicas`;
+/// a group is ready when all its pods are).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(transparent)]
+pub struct WatchedLeaderWorkerSet(pub WatchedDeployment);
+
+impl std::ops::Deref for WatchedLeaderWorkerSet {
+    type Target = WatchedDeployment;
+    fn deref(&self) -> &WatchedDeployment {
+        &self.0
+    }
+}
+
+impl Resource for WatchedLeaderWorkerSet {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        LeaderWorkerSet::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        LeaderWorkerSet::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        LeaderWorkerSet::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        LeaderWorkerSet::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+impl WatchedChild for WatchedLeaderWorkerSet {
+    /// As a Deployment's, of groups.
+    type Signal = (i32, i32, bool);
+    fn signal(&self) -> Self::Signal {
+        self.0.signal()
     }
     fn trim(&mut self) {}
 }

@@ -7,7 +7,6 @@
 //! and no InferencePool CRD): no request reaches a backend that is being
 //! replaced or torn down.
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams};
 use kube::{ResourceExt, api::ObjectList};
@@ -15,10 +14,12 @@ use tracing::info;
 
 use crate::api::v1beta1::InferenceService;
 use crate::reconcile::children::httproute::HTTPRoute;
-use crate::reconcile::children::names_backend;
+use crate::reconcile::children::{Workload, names_backend};
 use crate::reconcile::context::Ctx;
 use crate::reconcile::error::{Error, status_not_found};
 use crate::reconcile::watch::watched::WatchedDeployment;
+
+use super::workload::{self, Applied};
 
 /// The routes of the service's namespace that name the backend `name`, as
 /// the API server holds them (a quorum read; none without the HTTPRoute
@@ -45,13 +46,13 @@ async fn routes_naming(ctx: &Ctx, ns: &str, name: &str) -> Result<Vec<String>, E
 pub(super) async fn settle(
     ctx: &Ctx,
     svc: &InferenceService,
-    wanted: Option<(Deployment, Service)>,
+    wanted: Option<(Workload, Service)>,
     name: &str,
 ) -> Result<Option<WatchedDeployment>, Error> {
     let ns = svc.namespace().unwrap_or_default();
     let nothing_to_do = match &wanted {
-        Some((deployment, service)) => ctx.holds(svc, deployment)? && ctx.holds(svc, service)?,
-        None => !ctx.controls::<Deployment>(svc, name) && !ctx.controls::<Service>(svc, name),
+        Some((w, service)) => workload::holds(ctx, svc, w)? && ctx.holds(svc, service)?,
+        None => !workload::controls_any(ctx, svc, name) && !ctx.controls::<Service>(svc, name),
     };
     if !nothing_to_do {
         let naming = routes_naming(ctx, &ns, name).await?;
@@ -62,19 +63,26 @@ pub(super) async fn settle(
                 "the canary stays as it is while a route names it"
             );
             return Ok(match wanted {
-                Some(_) => ctx.cached::<Deployment>(&ns, name).map(|d| (*d).clone()),
+                Some((w, _)) => workload::cached(ctx, &ns, &w),
                 None => None,
             });
         }
     }
     match wanted {
-        Some((deployment, service)) => {
-            let d = ctx.apply_and_read(svc, &deployment).await?;
+        Some((w, service)) => {
+            let Applied::Running(d) = workload::apply(ctx, svc, &w).await? else {
+                // Without the LeaderWorkerSet API the canary has nothing
+                // to run on; the primary's status says so.
+                return Ok(None);
+            };
             ctx.apply(svc, &service).await?;
-            Ok(Some(d))
+            // A canary that changed shape: the old workload goes once the
+            // new one is complete (it carries no weight meanwhile).
+            workload::retire_other_shape(ctx, svc, &w, &d, name).await?;
+            Ok(Some(*d))
         }
         None => {
-            ctx.delete::<Deployment>(svc, name).await?;
+            workload::delete_all(ctx, svc, name).await?;
             ctx.delete::<Service>(svc, name).await?;
             Ok(None)
         }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use super::workload;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -281,21 +281,26 @@ fn observe_rollout(
     let mut observed = RolloutObserved::default();
     // The tracks' Deployments as their watch keeps them: the engine each
     // runs (a fingerprint) and its replica counts.
-    let canary_name = builders::child_name(defaulted, Track::Canary);
-    if let Some(d) = ctx.cached::<Deployment>(&ns, &canary_name) {
-        let want = builders::deployment(&expected, Track::Canary, class)?;
-        if d.runs(&want) {
-            let r = TrackReplicas::of(&d);
-            observed.canary = Some(Readiness {
-                ready: if r.complete() { r.ready } else { 0 },
-                desired: r.desired,
-            });
-        }
+    // A replica that spans nodes runs as a LeaderWorkerSet group.
+    let group = crate::engine::multi_node::group_of(&expected, class);
+    let want = |track| {
+        builders::deployment(&expected, track, class)
+            .and_then(|d| builders::workload(&expected, track, class, group, &d))
+    };
+    let canary_want = want(Track::Canary)?;
+    if let Some(d) = workload::cached(ctx, &ns, &canary_want)
+        && d.runs_template_of(workload::meta(&canary_want))
+    {
+        let r = TrackReplicas::of(&d);
+        observed.canary = Some(Readiness {
+            ready: if r.complete() { r.ready } else { 0 },
+            desired: r.desired,
+        });
     }
-    let primary_name = builders::child_name(defaulted, Track::Primary);
-    if let Some(d) = ctx.cached::<Deployment>(&ns, &primary_name) {
-        let want = builders::deployment(&expected, Track::Primary, class)?;
-        observed.primary_complete = promoting && d.runs(&want) && d.complete();
+    let primary_want = want(Track::Primary)?;
+    if let Some(d) = workload::cached(ctx, &ns, &primary_want) {
+        observed.primary_complete =
+            promoting && d.runs_template_of(workload::meta(&primary_want)) && d.complete();
     }
     // The canary's restarts, as the engine pod watch counts them.
     observed.canary_restarts = ctx.pods.canary_restarts(&ns, &defaulted.name_any());

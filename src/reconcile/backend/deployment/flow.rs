@@ -9,6 +9,7 @@ use kube::runtime::controller::Action;
 use tracing::warn;
 
 use super::pools::{apply_pools, delete_endpoint_picker};
+use super::workload::{self, Applied};
 use super::{canary, canary_room, drive, full_pool};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
@@ -62,8 +63,9 @@ pub(in crate::reconcile::backend) async fn reconcile_deployment(
 
     // A change of the primary's template on a pool without room for one
     // more replica replaces in place or waits.
+    let group = desired.group;
     let primary_plan =
-        full_pool::plan_primary(ctx, svc, defaulted, class, &mut desired.primary).await?;
+        full_pool::plan_primary(ctx, svc, defaulted, class, &mut desired.primary, group).await?;
     obs.rollout_capacity = primary_plan.capacity;
     let requeue = match (planned.requeue, primary_plan.requeue) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -84,14 +86,15 @@ pub(in crate::reconcile::backend) async fn reconcile_deployment(
         requeue
     };
 
-    match apply_all(ctx, svc, defaulted, desired, &room).await {
+    let plan = (&room, primary_plan.keep_group_template);
+    match apply_all(ctx, svc, (defaulted, class), desired, plan).await {
         Ok(outcome) => {
             let waiting_for_optional_api = matches!(
                 outcome,
                 Outcome::Applied {
                     routing: Routing::GatewayApiMissing { .. } | Routing::InferencePoolApiMissing,
                     ..
-                }
+                } | Outcome::LeaderWorkerSetApiMissing { .. }
             );
             obs.outcome = outcome;
             drive::step_applied(ctx, svc, obs.rollout.as_mut());
@@ -205,15 +208,31 @@ async fn apply_pod_monitor(
 async fn apply_all(
     ctx: &Ctx,
     svc: &InferenceService,
-    defaulted: &InferenceService,
+    (defaulted, class): (&InferenceService, Option<&AcceleratorClassSpec>),
     desired: Desired,
-    room: &canary_room::CanaryRoom,
+    (room, keep_group_template): (&canary_room::CanaryRoom, bool),
 ) -> Result<Outcome, Error> {
     let canary_waits = room.hold;
     // Why a track's pods are not ready, from the watch on the engine pods.
     let ns = svc.namespace().unwrap_or_default();
     let blocker = |track| ctx.pods.worst(&ns, &svc.name_any(), track);
-    let primary = ctx.apply_and_read(svc, &desired.primary).await?;
+    let group = desired.group;
+    let track_workload = |track, d: &k8s_openapi::api::apps::v1::Deployment| {
+        builders::workload(defaulted, track, class, group, d)
+    };
+    let mut primary_workload = track_workload(Track::Primary, &desired.primary)?;
+    if keep_group_template {
+        // A change of the groups' template waits for room.
+        workload::keep_live_template(ctx, &ns, &mut primary_workload).await?;
+    }
+    let primary = match workload::apply(ctx, svc, &primary_workload).await? {
+        Applied::Running(w) => w,
+        Applied::ApiMissing => {
+            return Ok(Outcome::LeaderWorkerSetApiMissing {
+                nodes: group.map_or(1, |g| g.nodes),
+            });
+        }
+    };
     ctx.apply(svc, &desired.primary_service).await?;
     let canary_name = builders::child_name(defaulted, Track::Canary);
     let has_canary = desired.canary.is_some();
@@ -232,7 +251,12 @@ async fn apply_all(
     };
     let mut canary = match first {
         Some((deployment, service)) => {
-            let d = ctx.apply_and_read(svc, &deployment).await?;
+            let w = track_workload(Track::Canary, &deployment)?;
+            let Applied::Running(d) = workload::apply(ctx, svc, &w).await? else {
+                return Ok(Outcome::LeaderWorkerSetApiMissing {
+                    nodes: group.map_or(1, |g| g.nodes),
+                });
+            };
             ctx.apply(svc, &service).await?;
             Some(TrackReplicas::of(&d).with_blocker(blocker(Track::Canary)))
         }
@@ -285,10 +309,18 @@ async fn apply_all(
     if !weighted && !canary_waits {
         // The route lets go of the canary first (an error above returned
         // before this point, leaving it as it was).
+        let after_route = match after_route {
+            Some((deployment, service)) => {
+                Some((track_workload(Track::Canary, &deployment)?, service))
+            }
+            None => None,
+        };
         canary = canary::settle(ctx, svc, after_route, &canary_name)
             .await?
             .map(|d| TrackReplicas::of(&d).with_blocker(blocker(Track::Canary)));
     }
+    // A change of shape: the old workload goes once the new one is complete.
+    workload::retire_other_shape(ctx, svc, &primary_workload, &primary, &primary_name).await?;
     Ok(Outcome::Applied {
         primary: TrackReplicas::of(&primary).with_blocker(blocker(Track::Primary)),
         canary,

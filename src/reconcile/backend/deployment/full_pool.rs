@@ -24,7 +24,12 @@ use crate::api::v1beta1::InferenceService;
 use crate::api::vocabulary::ConditionType;
 use crate::engine;
 use crate::engine::capacity::roll_plan::{self, RollPlan};
-use crate::reconcile::children::{ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE};
+use crate::engine::multi_node::Group;
+use crate::reconcile::children::{
+    self as builders, ANNOTATION_ROLL_PLAN, ANNOTATION_TEMPLATE, Track,
+};
+
+use super::workload;
 use crate::reconcile::context::Ctx;
 use crate::reconcile::error::Error;
 use crate::reconcile::status::RolloutCapacity;
@@ -44,6 +49,9 @@ pub(super) struct PrimaryPlan {
     /// Come back this soon (the change waits for room, or replaces in
     /// place).
     pub requeue: Option<Duration>,
+    /// The primary's groups (a replica that spans nodes) keep the template
+    /// their LeaderWorkerSet runs: the change waits for room.
+    pub keep_group_template: bool,
 }
 
 /// The template digest a Deployment carries.
@@ -119,23 +127,29 @@ pub(super) async fn plan_primary(
     defaulted: &InferenceService,
     class: Option<&AcceleratorClassSpec>,
     desired: &mut Deployment,
+    group: Option<Group>,
 ) -> Result<PrimaryPlan, Error> {
     let nothing = PrimaryPlan {
         capacity: None,
         requeue: None,
+        keep_group_template: false,
     };
-    let (Some(_), Some((class_name, per_replica))) = (class, engine::full_pool::pool_of(defaulted))
+    let (Some(class_spec), Some((class_name, per_replica))) =
+        (class, engine::full_pool::pool_of(defaulted))
     else {
         return Ok(nothing);
     };
     let ns = svc.namespace().unwrap_or_default();
     let name = desired.name_any();
     let free = ctx.state.free_devices(class_name);
-    let Some(live) = ctx.cached::<Deployment>(&ns, &name) else {
-        // A new Deployment adds pods as a scale-up does.
+    // The workload as built from `desired`: a group's template digest is
+    // its LeaderWorkerSet's.
+    let built = builders::workload(defaulted, Track::Primary, class, group, desired)?;
+    let Some(live) = workload::cached(ctx, &ns, &built) else {
+        // A new workload adds pods as a scale-up does.
         return Ok(PrimaryPlan {
             capacity: fits(svc, free.as_ref()),
-            requeue: None,
+            ..nothing
         });
     };
     let live_plan = live
@@ -144,12 +158,12 @@ pub(super) async fn plan_primary(
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_ROLL_PLAN))
         .cloned();
-    if template_of(&live.metadata) == template_of(&desired.metadata) {
-        // The Deployment carries the template wanted: its plan stays.
+    if template_of(&live.metadata) == template_of(workload::meta(&built)) {
+        // The workload carries the template wanted: its plan stays.
         let Some((n, message)) = live_plan.as_deref().and_then(parse_plan) else {
             return Ok(PrimaryPlan {
                 capacity: fits(svc, free.as_ref()),
-                requeue: None,
+                ..nothing
             });
         };
         if rolled_out(&live) {
@@ -157,7 +171,7 @@ pub(super) async fn plan_primary(
             // planned afresh), and the condition says so once.
             return Ok(PrimaryPlan {
                 capacity: Some(RolloutCapacity::Done(message.to_owned())),
-                requeue: None,
+                ..nothing
             });
         }
         let value = live_plan.clone().unwrap_or_default();
@@ -165,25 +179,37 @@ pub(super) async fn plan_primary(
         return Ok(PrimaryPlan {
             capacity: Some(RolloutCapacity::Replacing(message.to_owned())),
             requeue: Some(ROOM_RECHECK),
+            ..nothing
         });
     }
     // The template changes: plan it against the pool as it is now; right
     // after a start, once the watches have listed (a change made while
     // infergate was stopped adds no pod the pool cannot hold).
+    let keep_group_template = group.is_some();
     if free.is_none() && ctx.state.room().listing() {
-        keep_old_template(ctx, &ns, &name, desired).await?;
+        if !keep_group_template {
+            keep_old_template(ctx, &ns, &name, desired).await?;
+        }
         return Ok(PrimaryPlan {
             capacity: None,
             requeue: Some(ROOM_LISTING),
+            keep_group_template,
         });
     }
     let replicas = live.desired();
-    let (plan, short) =
-        roll_plan::plan_of(defaulted, replicas, per_replica, class_name, free.as_ref());
+    // A group needs a node's devices free on each of its nodes.
+    let per_node = u64::try_from(class_spec.devices_per_node).unwrap_or(per_replica);
+    let (plan, short) = roll_plan::plan_of_spanning(
+        defaulted,
+        replicas,
+        (per_replica, per_node),
+        class_name,
+        free.as_ref(),
+    );
     match (plan, short) {
         (RollPlan::Surge, _) | (_, None) => Ok(PrimaryPlan {
             capacity: fits(svc, free.as_ref()),
-            requeue: None,
+            ..nothing
         }),
         (RollPlan::Replace { max_unavailable }, Some(short)) => {
             let message = short.message(plan, replicas);
@@ -195,13 +221,17 @@ pub(super) async fn plan_primary(
             Ok(PrimaryPlan {
                 capacity: Some(RolloutCapacity::Replacing(message)),
                 requeue: Some(ROOM_RECHECK),
+                ..nothing
             })
         }
         (RollPlan::Wait, Some(short)) => {
-            keep_old_template(ctx, &ns, &name, desired).await?;
+            if !keep_group_template {
+                keep_old_template(ctx, &ns, &name, desired).await?;
+            }
             Ok(PrimaryPlan {
                 capacity: Some(RolloutCapacity::Waiting(short.message(plan, replicas))),
                 requeue: Some(ROOM_RECHECK),
+                keep_group_template,
             })
         }
     }

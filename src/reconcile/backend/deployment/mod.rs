@@ -11,7 +11,9 @@
 //!   room for one more replica (replaced in place, or kept waiting);
 //! - `canary_room`: a canary's new replicas on a pool without room for
 //!   them (the canary waits, or the primary lends it replicas);
-//! - `pools`: the InferencePools and their endpoint pickers.
+//! - `pools`: the InferencePools and their endpoint pickers;
+//! - `workload`: what runs a track, a Deployment or (a replica that spans
+//!   nodes) a LeaderWorkerSet, and the change between the two.
 
 mod canary;
 mod canary_room;
@@ -19,5 +21,6 @@ mod drive;
 mod flow;
 mod full_pool;
 mod pools;
+mod workload;
 
 pub(super) use flow::reconcile_deployment;

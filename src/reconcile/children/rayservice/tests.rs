@@ -140,11 +140,14 @@ fn head_and_worker_pods_carry_the_labels_the_pod_watch_selects() {
             .and_then(|m| m.labels.as_ref())
             .unwrap_or_else(|| panic!("{group} template has no labels"));
         // Every key the pod watch's selector names, with the service's values.
-        for key in crate::reconcile::pods::watch::selector()
-            .split(',')
-            .map(|term| term.split('=').next().unwrap_or(term))
-        {
-            assert!(labels.contains_key(key), "{group} pods lack {key}");
+        for term in crate::reconcile::pods::watch::selector().split(',') {
+            match term.strip_prefix('!') {
+                Some(absent) => assert!(!labels.contains_key(absent), "{group} pods have {absent}"),
+                None => {
+                    let key = term.split('=').next().unwrap_or(term);
+                    assert!(labels.contains_key(key), "{group} pods lack {key}");
+                }
+            }
         }
         assert_eq!(labels[builders::LABEL_SERVICE], "rag", "{group}");
         assert_eq!(labels[builders::LABEL_TRACK], "primary", "{group}");
