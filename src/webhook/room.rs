@@ -22,20 +22,41 @@ pub(super) fn warnings(
     let Some((class, per_replica)) = engine::full_pool::pool_of(svc) else {
         return Vec::new();
     };
+    let mut out = Vec::new();
+    let group = engine::multi_node::group_of(svc, state.classes().get(class));
+    if let Some(g) = group
+        && let Some(free) = state.free_devices(class)
+        && free.nodes < u32::try_from(g.nodes).unwrap_or(u32::MAX)
+    {
+        // No group can ever be placed until the pool grows.
+        out.push(format!(
+            "spec.parallelism: a replica needs {} nodes of AcceleratorClass {class}; {} exist{}",
+            g.nodes,
+            free.nodes,
+            if free.nodes == 1 { "s" } else { "" }
+        ));
+    }
     let changes = pool_changes(svc, old);
     if changes.is_empty() {
-        return Vec::new();
+        return out;
     }
     let Some(free) = state.free_devices(class) else {
-        return Vec::new();
+        return out;
     };
-    let mut out = Vec::new();
     for change in changes {
         match change {
             PoolChange::RollsPrimary(field) => {
                 let replicas = ServingFloor::of(svc).replicas;
-                let (plan, short) =
-                    roll_plan::plan_of(svc, replicas, per_replica, class, Some(&free));
+                let per_node = group.map_or(per_replica, |g| {
+                    u64::try_from(g.devices_per_pod).unwrap_or(per_replica)
+                });
+                let (plan, short) = roll_plan::plan_of_spanning(
+                    svc,
+                    replicas,
+                    (per_replica, per_node),
+                    class,
+                    Some(&free),
+                );
                 if let Some(short) = short {
                     out.push(roll_plan::rollout_warning(field, &short, plan, replicas));
                 }
@@ -136,5 +157,28 @@ mod tests {
         );
         // Not known (nothing watched): nothing said.
         assert!(warnings(&ClusterState::default(), &new, Some(&old)).is_empty());
+    }
+
+    #[test]
+    fn a_group_larger_than_the_pool_is_said_at_every_write() {
+        let svc: InferenceService = serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "chat", "namespace": "team-a"},
+            "spec": {"model": {"ref": "m"}, "engine": {"image": "vllm:1"}, "replicas": 1,
+                "accelerator": {"type": "nvidia", "class": "h100"},
+                "parallelism": {"tensor": 8, "pipeline": 2}}
+        }))
+        .expect("service");
+        let said = warnings(&pool(0), &svc, None);
+        assert_eq!(
+            said,
+            ["spec.parallelism: a replica needs 2 nodes of AcceleratorClass h100; 1 exists"]
+        );
+        assert_eq!(warnings(&pool(0), &svc, Some(&svc)), said);
+        // One node holds a replica of 8: nothing to say.
+        let mut one = svc.clone();
+        one.spec.parallelism = serde_json::from_value(json!({"tensor": 8})).ok();
+        assert!(warnings(&pool(0), &one, None).is_empty());
+        assert!(warnings(&ClusterState::default(), &svc, None).is_empty());
     }
 }

@@ -98,6 +98,42 @@ pub enum PodState {
 }
 
 impl PodState {
+    /// The state of a pod of a group (a replica that spans nodes), its
+    /// words led by which group and pod say it: `group 1, pod
+    /// chat-lws-1-1: 0/3 nodes are available: ...`. A state without words
+    /// of its own (starting, crash-looping) is as it was.
+    #[must_use]
+    pub fn in_group(self, group: &str, pod: &str) -> Self {
+        let lead = |m: String| format!("group {group}, pod {pod}: {m}");
+        match self {
+            Self::Unschedulable { message } if message.is_empty() => Self::Unschedulable {
+                message: lead("the scheduler finds no node for it".to_owned()),
+            },
+            Self::Unschedulable { message } => Self::Unschedulable {
+                message: lead(message),
+            },
+            Self::ImagePullFailed {
+                image,
+                message,
+                backing_off,
+            } => Self::ImagePullFailed {
+                image,
+                message: lead(message),
+                backing_off,
+            },
+            Self::Waiting {
+                container,
+                reason,
+                message,
+            } => Self::Waiting {
+                container,
+                reason,
+                message: lead(message),
+            },
+            other => other,
+        }
+    }
+
     /// How telling a state of a not-ready pod is: lower is more telling;
     /// `None` for a ready pod.
     ///

@@ -14,6 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use kube::runtime::reflector::ObjectRef;
 
 use super::classify::{PodState, WatchedPod, pod_state, restarts};
+use crate::api::upstream::lws::LABEL_GROUP_INDEX;
 use crate::api::v1beta1::InferenceService;
 use crate::reconcile::children::lws::LABEL_WORKER_OF;
 use crate::reconcile::children::{LABEL_SERVICE, LABEL_TRACK, Track};
@@ -37,7 +38,15 @@ struct Held {
 /// What to hold of a pod of `track`: a pod not ready, or a canary's pod
 /// whose containers restarted; `None` for any other (and a pod going away).
 fn held(track: Track, pod: &WatchedPod) -> Option<Held> {
-    let state = pod_state(pod)?;
+    let mut state = pod_state(pod)?;
+    // A pod of a group says which group and pod it is.
+    let labels = pod.metadata.labels.as_ref();
+    if let (Some(group), Some(name)) = (
+        labels.and_then(|l| l.get(LABEL_GROUP_INDEX)),
+        pod.metadata.name.as_deref(),
+    ) {
+        state = state.in_group(group, name);
+    }
     let restarts = if track == Track::Canary {
         restarts(pod)
     } else {
@@ -284,6 +293,24 @@ mod tests {
 
     fn held(states: &PodStates) -> usize {
         states.lock().values().map(BTreeMap::len).sum()
+    }
+
+    #[test]
+    fn a_pod_of_a_group_names_its_group_and_itself() {
+        let states = PodStates::default();
+        let mut p = pod("chat-lws-1-1", unschedulable(SCHEDULER));
+        if let Some(labels) = p.metadata.labels.as_mut() {
+            labels.remove(LABEL_TRACK);
+            labels.insert(LABEL_WORKER_OF.to_owned(), "primary".to_owned());
+            labels.insert(LABEL_GROUP_INDEX.to_owned(), "1".to_owned());
+        }
+        assert_eq!(states.apply(&p), Some(chat()));
+        assert_eq!(
+            states.worst("team-a", "chat", Track::Primary),
+            Some(PodState::Unschedulable {
+                message: format!("group 1, pod chat-lws-1-1: {SCHEDULER}")
+            })
+        );
     }
 
     #[test]
