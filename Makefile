@@ -4,19 +4,19 @@ CARGO ?= cargo
 .PHONY: dev test lint unit crds control-plane kuberay lws upstream-crds tools plugin bench fuzz help
 
 help:
-	@echo "make dev            local control plane + infergate serving it, examples applied"
-	@echo "make test           lint, unit, fixture, TLS and end-to-end tests (what CI runs)"
+	@echo "make dev            local control plane + infergate serving it, examples applied (builds control-plane, kuberay, lws, upstream-crds, tools first)"
+	@echo "make test           lint, unit, fixture, TLS and end-to-end tests (what CI runs; builds control-plane, kuberay, lws, upstream-crds, tools first)"
 	@echo "make crds           regenerate crds/ and docs/api-reference.md from the Rust types"
 	@echo "make control-plane  build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd into the cache"
 	@echo "make kuberay        build the KubeRay operator and fetch its CRDs into the cache"
-	@echo "make lws            build the LeaderWorkerSet controller and fetch its CRDs into the cache"
+	@echo "make lws            build the LeaderWorkerSet controller and fetch its CRDs into the cache (the end-to-end tests run it)"
 	@echo "make upstream-crds  fetch the Gateway API and Prometheus Operator CRDs into the cache"
 	@echo "make tools          build helm, the inference extension's endpoint picker, kwok and krew, and install ray[serve] (a venv), into the cache"
 	@echo "make plugin         install kubectl-infergate (and its kubectl completion) into PLUGIN_DIR (~/.local/bin)"
 	@echo "make bench          run the benchmarks (by hand, not in CI)"
 	@echo "make fuzz           run each fuzz target for FUZZ_SECS (nightly + cargo-fuzz; by hand, docs/fuzzing.md)"
 
-dev: control-plane kuberay upstream-crds tools
+dev: control-plane kuberay lws upstream-crds tools
 	$(CARGO) build --locked --bin infergate
 	$(CARGO) run --locked --example dev-cluster
 
@@ -24,7 +24,7 @@ dev: control-plane kuberay upstream-crds tools
 # server or the reconciler, and a module that runs its tests one at a time
 # holds a thread per waiting test (tests/suite/main.rs).
 TEST_THREADS ?= 8
-test: control-plane kuberay upstream-crds tools lint
+test: control-plane kuberay lws upstream-crds tools lint
 	$(CARGO) test --locked -- --test-threads=$(TEST_THREADS)
 
 lint:

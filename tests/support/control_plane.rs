@@ -68,6 +68,8 @@ pub struct ControlPlane {
     pub(super) scheduling: OnceCell<super::scheduler::Scheduling>,
     /// Its module's shared reconciler, once started.
     pub(super) reconciler: OnceCell<super::app::Reconciler>,
+    /// The LeaderWorkerSet controller against it, once started.
+    pub(super) lws: OnceCell<super::lws::Lws>,
 }
 
 /// The control plane of the calling test's module, started on its first use.
@@ -475,6 +477,7 @@ impl ControlPlane {
             crds_installed: tokio::sync::Mutex::const_new(BTreeSet::new()),
             scheduling: OnceCell::new(),
             reconciler: OnceCell::new(),
+            lws: OnceCell::new(),
         };
         cp.wait_ready().await.with_context(|| {
             format!(
@@ -484,10 +487,11 @@ impl ControlPlane {
         })?;
 
         // kube-controller-manager: garbage collection, namespaces, deployments,
-        // aggregated ClusterRoles (`view`, `edit`, `admin`).
+        // StatefulSets (LeaderWorkerSet's groups), aggregated ClusterRoles
+        // (`view`, `edit`, `admin`).
         let mut kcm = Command::new(bin_dir.join("kube-controller-manager"));
         kcm.arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg("--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,clusterrole-aggregation-controller")
+            .arg("--controllers=garbage-collector-controller,namespace-controller,deployment-controller,replicaset-controller,statefulset-controller,clusterrole-aggregation-controller")
             .arg("--leader-elect=false")
             .arg("--secure-port=0")
             .arg("--v=0");

@@ -18,6 +18,8 @@
 //!   the built binary;
 //! - [`webhooks`]: its webhooks registered with the apiserver by URL;
 //! - [`kuberay`]: the real KubeRay operator, built from its Go module;
+//! - [`lws`]: the real LeaderWorkerSet controller, built from its Go
+//!   module, its webhooks registered by URL;
 //! - [`plugin`]: the kubectl plugin on `PATH`, and its recorded outputs;
 //! - [`ray_serve`]: Ray Serve's own config schema, from `ray[serve]` in a virtual environment;
 //! - [`process`] and [`fixtures`]: child processes, repository files.
@@ -29,6 +31,7 @@ pub mod control_plane;
 pub mod crds;
 pub mod fixtures;
 pub mod kuberay;
+pub mod lws;
 pub mod plugin;
 pub mod process;
 pub mod ray_serve;
