@@ -90,14 +90,17 @@ fn nodes_allowed<'a>(layers: &[Layer<'a>]) -> Option<Bounds<'a>> {
 
 /// A replica of `svc` (tensor `t` x pipeline `p` devices) on
 /// AcceleratorClass `name`: errors when it cannot run there, warnings
-/// under a Warn policy's bound. `at` is `spec.parallelism`.
+/// under a Warn policy's bound. `at` is `spec.parallelism`. With
+/// `ratchet` (the reconciler's judgement of a running service, or an
+/// update that leaves the shape as it was), a shape that can run across
+/// nodes but that the policies no longer let span that many is a warning:
+/// a later policy freezes no running service.
 pub fn check_shape(
-    errors: &mut Vec<FieldError>,
-    warnings: &mut Vec<String>,
+    (errors, warnings): (&mut Vec<FieldError>, &mut Vec<String>),
     at: &Path<'_>,
     svc: &InferenceService,
     (name, class): (&str, &AcceleratorClassSpec),
-    layers: &[Layer<'_>],
+    (layers, ratchet): (&[Layer<'_>], bool),
 ) {
     let (tensor, pipeline) = parallelism(svc);
     let devices = i64::from(tensor) * i64::from(pipeline);
@@ -106,39 +109,56 @@ pub fn check_shape(
         return;
     }
     let deployment = svc.spec.backend.unwrap_or_default() == Backend::Deployment;
+    // Whether a group of whole nodes can hold the replica at all.
+    let spans = deployment && i64::from(tensor) <= per_node && devices % per_node == 0;
+    if spans && nodes_allowed(layers).is_some() {
+        check_names(errors, svc);
+    }
+    let mut bounded = |e: FieldError, enforcement: Enforcement| match enforcement {
+        Enforcement::Deny if !(ratchet && spans) => errors.push(e),
+        _ => warnings.push(e.to_string()),
+    };
     let allowed = nodes_allowed(layers).filter(|_| deployment);
     let Some((deny, warn)) = allowed else {
-        errors.push(FieldError::invalid(
-            at,
-            devices,
-            &format!(
-                "tensor {tensor} x pipeline {pipeline} devices per replica must be at most the {per_node} devices per node of AcceleratorClass {name:?}"
+        bounded(
+            FieldError::invalid(
+                at,
+                devices,
+                &format!(
+                    "tensor {tensor} x pipeline {pipeline} devices per replica must be at most the {per_node} devices per node of AcceleratorClass {name:?}"
+                ),
             ),
-        ));
+            Enforcement::Deny,
+        );
         return;
     };
     if i64::from(tensor) > per_node {
-        errors.push(FieldError::invalid(
-            &at.child("tensor"),
-            tensor,
-            &format!(
-                "must be at most the {per_node} devices per node of AcceleratorClass {name:?} (tensor parallelism stays within a node; pipeline stages span nodes)"
+        bounded(
+            FieldError::invalid(
+                &at.child("tensor"),
+                tensor,
+                &format!(
+                    "must be at most the {per_node} devices per node of AcceleratorClass {name:?} (tensor parallelism stays within a node; pipeline stages span nodes)"
+                ),
             ),
-        ));
+            Enforcement::Deny,
+        );
         return;
     }
     if devices % per_node != 0 {
-        errors.push(FieldError::invalid(
-            at,
-            devices,
-            &format!(
-                "tensor {tensor} x pipeline {pipeline} devices per replica must be a multiple of the {per_node} devices per node of AcceleratorClass {name:?} (each node of a replica holds {per_node})"
+        bounded(
+            FieldError::invalid(
+                at,
+                devices,
+                &format!(
+                    "tensor {tensor} x pipeline {pipeline} devices per replica must be a multiple of the {per_node} devices per node of AcceleratorClass {name:?} (each node of a replica holds {per_node})"
+                ),
             ),
-        ));
+            Enforcement::Deny,
+        );
         return;
     }
     let nodes = devices / per_node;
-    check_names(errors, svc);
     for (bound, enforcement) in [(deny, Enforcement::Deny), (warn, Enforcement::Warn)] {
         if let Some(b) = bound
             && nodes > i64::from(b.value)
@@ -152,10 +172,7 @@ pub fn check_shape(
                     b.layer.display()
                 ),
             );
-            match enforcement {
-                Enforcement::Deny => errors.push(e),
-                Enforcement::Warn => warnings.push(e.to_string()),
-            }
+            bounded(e, enforcement);
             return;
         }
     }

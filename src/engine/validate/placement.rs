@@ -20,12 +20,13 @@ use crate::engine::verdict::Verdict;
 use super::fields::{check_positive_quantity, quoted_list};
 
 /// The rules of section "Placement" for `svc` (defaulted, `spec` its spec
-/// path) against the classes of `ctx` and the policies of `layers`.
+/// path) against the classes of `ctx` and the policies of `layers`
+/// (`ratchet`: a running service, or an update that keeps the shape).
 pub(super) fn placement_errors(
     v: &mut Verdict,
     spec: &Path<'_>,
     svc: &InferenceService,
-    (ctx, layers): (&Context, &[Layer<'_>]),
+    (ctx, layers, ratchet): (&Context, &[Layer<'_>], bool),
 ) {
     let errs = &mut v.errors;
     let s = &svc.spec;
@@ -49,7 +50,13 @@ pub(super) fn placement_errors(
         ));
     }
     if let Some(name) = s.accelerator.as_ref().and_then(|a| a.class.as_deref()) {
-        check_class((errs, &mut v.warnings), spec, svc, name, (ctx, layers));
+        check_class(
+            (errs, &mut v.warnings),
+            spec,
+            svc,
+            name,
+            (ctx, layers, ratchet),
+        );
     }
 }
 
@@ -79,7 +86,7 @@ fn check_class(
     spec: &Path<'_>,
     svc: &InferenceService,
     name: &str,
-    (ctx, layers): (&Context, &[Layer<'_>]),
+    (ctx, layers, ratchet): (&Context, &[Layer<'_>], bool),
 ) {
     let s = &svc.spec;
     let accelerator = spec.child("accelerator");
@@ -104,12 +111,11 @@ fn check_class(
         ));
     }
     crate::engine::multi_node::check_shape(
-        errs,
-        warnings,
+        (errs, warnings),
         &spec.child("parallelism"),
         svc,
         (name, class),
-        layers,
+        (layers, ratchet),
     );
     let placement = spec.child("placement");
     let selector = placement.child("nodeSelector");

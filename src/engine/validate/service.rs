@@ -82,7 +82,12 @@ fn validate_judging(
         &spec.child("parallelism"),
         s.parallelism.as_ref(),
     );
-    super::placement::placement_errors(&mut v, &spec, svc, (ctx, &layers));
+    super::placement::placement_errors(
+        &mut v,
+        &spec,
+        svc,
+        (ctx, &layers, fit == FitJudgement::Warn),
+    );
     if let Some(c) = &s.canary {
         check_canary(&mut v, &spec, s, c, engine_image);
     }

@@ -131,3 +131,21 @@ fn a_warn_policys_limit_warns() {
         v.warnings
     );
 }
+
+#[test]
+fn a_running_group_is_never_frozen_by_a_later_policy() {
+    // The reconciler judges a running service without the policies' bound
+    // as an error (it is told in PolicyCompliant): a shape that spans
+    // whole nodes is a warning, one no group can hold stays an error.
+    let (d, _) = admit(&shaped(8, 2), &opened(2));
+    let v = super::with(&PolicySnapshot::default(), |ctx| {
+        infergate::engine::validate_running(&d, ctx)
+    });
+    assert!(v.allowed(), "{:?}", errors(&v));
+    assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);
+    let (bad, _) = admit(&shaped(16, 1), &opened(2));
+    let v = super::with(&opened(2), |ctx| {
+        infergate::engine::validate_running(&bad, ctx)
+    });
+    assert!(!v.allowed());
+}
