@@ -14,6 +14,8 @@ pub mod full_pool;
 pub mod graph_source;
 pub mod hosts;
 pub mod multi_node;
+#[cfg(test)]
+mod multi_node_tests;
 pub mod names;
 pub mod policy;
 pub mod promql;

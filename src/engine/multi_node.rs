@@ -207,6 +207,3 @@ fn check_names(errors: &mut Vec<FieldError>, svc: &InferenceService) {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -191,6 +191,3 @@ pub fn leader_worker_set(
         status: None,
     })
 }
-
-#[cfg(test)]
-mod tests;

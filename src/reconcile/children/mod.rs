@@ -18,6 +18,8 @@ mod hpa;
 pub mod httproute;
 pub mod inferencepool;
 pub mod lws;
+#[cfg(test)]
+mod lws_tests;
 mod meta;
 pub mod pod;
 pub mod podmonitor;

@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use super::{Group, group_of};
+use super::multi_node::{Group, group_of};
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 
