@@ -449,3 +449,59 @@ fn full_pool_fields_are_defaulted_and_bounded_as_admission_does() {
         "{err}"
     );
 }
+
+#[test]
+fn a_replica_that_spans_nodes_is_judged_as_admission_judges_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {name: multi-node}\nspec:\n  limits: {maxNodesPerReplica: 2}\n",
+    )
+    .expect("write");
+    let class = "apiVersion: infergate.dev/v1beta1\nkind: AcceleratorClass\nmetadata: {name: h100}\nspec: {vendor: nvidia, memoryPerDevice: 80Gi, devicesPerNode: 8}\n";
+    let svc = |tensor: i32, pipeline: i32| {
+        format!(
+            "{class}---\napiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata: {{name: chat, namespace: team-a}}\nspec:\n  model: {{ref: llama-405b}}\n  engine: {{image: registry.example.com/vllm:0.11.1}}\n  accelerator: {{class: h100}}\n  parallelism: {{tensor: {tensor}, pipeline: {pipeline}}}\n"
+        )
+    };
+    let with_policy = |input: &str| {
+        check(
+            &[
+                "-f".into(),
+                "-".into(),
+                "--policy".into(),
+                policy.display().to_string(),
+            ],
+            Some(input),
+        )
+    };
+    let out = with_policy(&svc(8, 2));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for (tensor, pipeline, want) in [
+        (
+            16,
+            1,
+            "spec.parallelism.tensor: Invalid value: 16: must be at most the 8 devices per node",
+        ),
+        (
+            8,
+            3,
+            "spec.parallelism: Invalid value: 24: tensor 8 x pipeline 3 devices per replica span 3 nodes",
+        ),
+    ] {
+        let out = with_policy(&svc(tensor, pipeline));
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains(want), "{}", stderr(&out));
+    }
+    // Without the policy, one node per replica, as before.
+    let out = check(&["-f".into(), "-".into()], Some(&svc(8, 2)));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "tensor 8 x pipeline 2 devices per replica must be at most the 8 devices per node"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
