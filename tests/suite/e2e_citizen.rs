@@ -15,6 +15,11 @@
 //!   without InferenceServices and (dry run) in `kube-system`: everything
 //!   behaves as without infergate, also in the first seconds after the
 //!   policies are created, with infergate down and with its CRD deleted.
+//! - [`lws`]: LeaderWorkerSets, the workload of a replica that spans nodes:
+//!   infergate's token writes one only as infergate builds it (each way out
+//!   of its leader's or workers' template denied, and every owner but an
+//!   existing service); the admin and an `edit` ServiceAccount write the
+//!   very objects denied to it, as without infergate.
 //! - [`refresh`]: tenants toggling `infergate.dev/graph-refresh` every
 //!   second: ten values in ten seconds fetch at most once more than the
 //!   resync; eight services in four namespaces against tarpits fetch no
@@ -33,6 +38,8 @@
 mod gitops;
 #[path = "e2e_citizen/install.rs"]
 mod install;
+#[path = "e2e_citizen/lws.rs"]
+mod lws;
 #[path = "e2e_citizen/refresh.rs"]
 mod refresh;
 #[path = "e2e_citizen/tenant.rs"]

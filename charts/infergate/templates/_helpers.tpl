@@ -81,6 +81,11 @@ cluster-wide in both modes) and the access reviews.
 - apiGroups: ["ray.io"]
   resources: ["rayservices"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# Replicas that span nodes: a LeaderWorkerSet per track (once its CRD is
+# installed).
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  resources: ["leaderworkersets"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 # Scaling: the worker group's replicas on the RayService's own RayClusters.
 - apiGroups: ["ray.io"]
   resources: ["rayclusters"]

@@ -29,13 +29,13 @@ use infergate::reconcile::children::endpoint_picker::endpoint_picker;
 use super::TURN;
 use crate::support::{self, Hooks, Reconciler, WAIT, condition, wait_for};
 
-const ENGINE: &str = "registry.example.com/vllm:0.9";
+pub(super) const ENGINE: &str = "registry.example.com/vllm:0.9";
 /// The admission policy (what an object says on its own).
-const POLICY: &str = "infergate-confine";
+pub(super) const POLICY: &str = "infergate-confine";
 /// infergate's webhook (what the controlling service allows).
 const WEBHOOK: &str = "confine.children.infergate.dev";
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+pub(super) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
@@ -66,7 +66,7 @@ fn rolebindings() -> ApiResource {
 
 /// Server-side apply of `obj` into `ns` with `client`, as the reconciler
 /// applies its children (field manager `infergate`, forced).
-async fn apply(
+pub(super) async fn apply(
     client: &kube::Client,
     ns: &str,
     ar: &ApiResource,
@@ -99,18 +99,22 @@ fn assert_denied_with(what: &str, result: Result<(), kube::Error>, code: u16, sa
     }
 }
 
-fn assert_denied(what: &str, result: Result<(), kube::Error>, says: &str) {
+pub(super) fn assert_denied(what: &str, result: Result<(), kube::Error>, says: &str) {
     assert_denied_with(what, result, 403, says);
 }
 
 /// `base` changed by `edit`.
-fn edited(base: &Value, edit: impl FnOnce(&mut Value)) -> Value {
+pub(super) fn edited(base: &Value, edit: impl FnOnce(&mut Value)) -> Value {
     let mut v = base.clone();
     edit(&mut v);
     v
 }
 
-async fn create_service(client: &kube::Client, ns: &str, svc: Value) -> InferenceService {
+pub(super) async fn create_service(
+    client: &kube::Client,
+    ns: &str,
+    svc: Value,
+) -> InferenceService {
     let svc: InferenceService = serde_json::from_value(svc).expect("service");
     Api::<InferenceService>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &svc)
@@ -118,7 +122,7 @@ async fn create_service(client: &kube::Client, ns: &str, svc: Value) -> Inferenc
         .expect("create service")
 }
 
-fn service(ns: &str, name: &str, extra: Value) -> Value {
+pub(super) fn service(ns: &str, name: &str, extra: Value) -> Value {
     let mut spec = json!({
         "model": {"ref": "llama3-8b"},
         "engine": {"image": ENGINE},
