@@ -18,6 +18,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 
 use super::full_pool::template_of;
+use super::workload;
 use crate::api::AcceleratorClassSpec;
 use crate::api::v1beta1::InferenceService;
 use crate::engine;
@@ -83,8 +84,15 @@ pub(super) fn canary_room(
         return CanaryRoom::default();
     };
     let ns = svc.namespace().unwrap_or_default();
-    let live_primary = ctx.cached::<Deployment>(&ns, &desired.primary.name_any());
-    let lent_before = live_primary.as_deref().map_or(0, lent_by);
+    // A replica that spans nodes is a group: its workload a LeaderWorkerSet,
+    // its pods one node's devices each.
+    let group = desired.group;
+    let per_node = group.map_or(per_replica, |g| {
+        u64::try_from(g.devices_per_pod).unwrap_or(per_replica)
+    });
+    let live = |name: &str| workload::live(ctx, &ns, name, group.is_some());
+    let live_primary = live(&desired.primary.name_any());
+    let lent_before = live_primary.as_ref().map_or(0, lent_by);
     let free = ctx.state.free_devices(class_name);
     let Some((canary, _)) = desired.canary.as_mut() else {
         // The canary went: its replicas come back once it is gone and
@@ -93,9 +101,9 @@ pub(super) fn canary_room(
             return CanaryRoom::default();
         }
         let canary_name = builders::child_name(defaulted, Track::Canary);
-        let back = match (&free, ctx.cached::<Deployment>(&ns, &canary_name)) {
+        let back = match (&free, live(&canary_name)) {
             (Some(free), None) => {
-                let fits = free.replicas(per_replica, per_replica);
+                let fits = free.replicas(per_replica, per_node);
                 i32::try_from(fits).unwrap_or(i32::MAX).min(lent_before)
             }
             _ => 0,
@@ -114,7 +122,7 @@ pub(super) fn canary_room(
         // pool may not hold.
         lend(&mut desired.primary, lent_before);
         let listing = ctx.state.room().listing();
-        let hold = listing && ctx.cached::<Deployment>(&ns, &canary.name_any()).is_none();
+        let hold = listing && live(&canary.name_any()).is_none();
         return CanaryRoom {
             hold,
             lent: lent_before,
@@ -123,14 +131,17 @@ pub(super) fn canary_room(
         };
     };
     let wanted = canary.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let live_canary = ctx.cached::<Deployment>(&ns, &canary.name_any());
-    // Replicas the canary's Deployment runs of this template already (a
+    let live_canary = live(&canary.name_any());
+    // The digest of the canary's template as its workload carries it.
+    let built = builders::workload(defaulted, Track::Canary, class, group, canary).ok();
+    let want_digest = built.as_ref().and_then(|w| template_of(workload::meta(w)));
+    // Replicas the canary's workload runs of this template already (a
     // rollout's track waits at weight 0 with none).
     let running = live_canary
-        .as_deref()
-        .filter(|live| template_of(&live.metadata) == template_of(&canary.metadata))
+        .as_ref()
+        .filter(|live| template_of(&live.metadata) == want_digest)
         .map_or(0, |live| live.desired());
-    let fits = i32::try_from(free.replicas(per_replica, per_replica)).unwrap_or(i32::MAX);
+    let fits = i32::try_from(free.replicas(per_replica, per_node)).unwrap_or(i32::MAX);
     let manual = svc.spec.canary.is_some();
     let how = engine::full_pool::canary_mode_words(defaulted, manual);
     let numbers = |adds: i32| {
@@ -168,7 +179,7 @@ pub(super) fn canary_room(
         .unwrap_or(1);
     let mut lent = lent_before.min(wanted);
     let primary_settled = live_primary
-        .as_deref()
+        .as_ref()
         .is_some_and(|p| p.desired() == asked - lent && p.ready() >= asked - lent);
     if target < wanted && fits == 0 && asked - lent > 1 && running >= lent && primary_settled {
         lent += 1;
