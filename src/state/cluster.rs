@@ -52,6 +52,7 @@ pub struct ClusterState {
     policy_changes: watch::Sender<u64>,
     service_events: Mutex<Option<mpsc::Sender<ServiceEvent>>>,
     room: Arc<Room>,
+    served: Arc<super::served::Served>,
 }
 
 impl Default for ClusterState {
@@ -79,6 +80,7 @@ impl ClusterState {
             policy_changes: watch::Sender::new(0),
             service_events: Mutex::new(None),
             room: Arc::new(Room::default()),
+            served: Arc::default(),
         }
     }
 
@@ -125,6 +127,12 @@ impl ClusterState {
     #[must_use]
     pub fn room(&self) -> &Room {
         &self.room
+    }
+
+    /// Which optional APIs the cluster serves, as discovery last said.
+    #[must_use]
+    pub fn served(&self) -> &super::served::Served {
+        &self.served
     }
 
     /// The free devices of the AcceleratorClass named `class`: `None` when
@@ -296,6 +304,7 @@ impl ClusterState {
             self.spawn_policy_watches(&client, scope, &shutdown);
         }
         self.spawn_namespace_watch(&client, shutdown.clone());
+        self.served.spawn(client.clone(), shutdown.clone());
         if *scope == Scope::All {
             super::room::watch::spawn(&self.room, &client, &shutdown);
         }

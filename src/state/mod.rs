@@ -18,6 +18,8 @@
 //!   infergate's namespace and written by admission and the reconciler;
 //! - [`room`]: free devices per AcceleratorClass, from watches of nodes
 //!   and of the pods that request devices;
+//! - [`served`]: whether the cluster serves an optional API admission
+//!   speaks of, from discovery in the background;
 //! - `kept`: the metadata a watch keeps, decoded as far as it is kept.
 
 pub mod cluster;
@@ -29,6 +31,7 @@ pub mod namespace;
 pub mod room;
 pub mod routes;
 pub mod scope;
+pub mod served;
 
 pub use cluster::{ClusterState, SERVICE_EVENT_BUFFER, ServiceEvent};
 pub(crate) use cluster::{log_watch_error, next_until};

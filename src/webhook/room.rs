@@ -25,6 +25,15 @@ pub(super) fn warnings(
     let mut out = Vec::new();
     let group = engine::multi_node::group_of(svc, state.classes().get(class));
     if let Some(g) = group
+        && state.served().leader_worker_sets() == Some(false)
+    {
+        out.push(format!(
+            "spec.parallelism: a replica spans {} nodes and runs as a LeaderWorkerSet group, but the cluster does not serve the LeaderWorkerSet API ({}): the service waits (LeaderWorkerSetNotInstalled) until LeaderWorkerSet is installed",
+            g.nodes,
+            crate::api::upstream::lws::API_VERSION
+        ));
+    }
+    if let Some(g) = group
         && let Some(free) = state.free_devices(class)
         && free.nodes < u32::try_from(g.nodes).unwrap_or(u32::MAX)
     {
@@ -175,6 +184,15 @@ mod tests {
             ["spec.parallelism: a replica needs 2 nodes of AcceleratorClass h100; 1 exists"]
         );
         assert_eq!(warnings(&pool(0), &svc, Some(&svc)), said);
+        // Without the LeaderWorkerSet API, that is said too.
+        let state = pool(0);
+        state.served().set_leader_worker_sets(false);
+        let said = warnings(&state, &svc, None);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].contains("does not serve the LeaderWorkerSet API"),
+            "{said:?}"
+        );
         // One node holds a replica of 8: nothing to say.
         let mut one = svc.clone();
         one.spec.parallelism = serde_json::from_value(json!({"tensor": 8})).ok();

@@ -1,6 +1,7 @@
 //! A written child as far as its checks read it ([`Child`]): its namespace,
 //! its owner references and the ServiceAccounts and labels of its pod
-//! templates (a Deployment's, or a RayService's head and worker groups').
+//! templates (a Deployment's, a RayService's head and worker groups', or a
+//! LeaderWorkerSet's leader and workers').
 
 use std::collections::BTreeMap;
 
@@ -45,7 +46,8 @@ pub(super) struct OwnerRef {
     pub(super) controller: Option<bool>,
 }
 
-/// A Deployment's `spec.template`, or a RayService's cluster's templates.
+/// A Deployment's `spec.template`, a RayService's cluster's templates, or
+/// a LeaderWorkerSet's leader and worker templates.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct Spec {
@@ -53,6 +55,17 @@ pub(super) struct Spec {
     pub(super) template: Option<Template>,
     #[serde(default)]
     ray_cluster_config: Option<RayCluster>,
+    #[serde(default)]
+    leader_worker_template: Option<LeaderWorker>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct LeaderWorker {
+    #[serde(default)]
+    leader_template: Option<Template>,
+    #[serde(default)]
+    worker_template: Option<Template>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -108,8 +121,11 @@ impl Child {
             return Vec::new();
         };
         let ray = spec.ray_cluster_config.as_ref();
+        let group = spec.leader_worker_template.as_ref();
         spec.template
             .iter()
+            .chain(group.and_then(|g| g.leader_template.as_ref()))
+            .chain(group.and_then(|g| g.worker_template.as_ref()))
             .chain(ray.and_then(|r| r.head_group_spec.as_ref()?.template.as_ref()))
             .chain(
                 ray.into_iter()

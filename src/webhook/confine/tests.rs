@@ -147,6 +147,34 @@ fn a_ray_services_head_and_workers_are_checked() {
 }
 
 #[test]
+fn a_leaderworkersets_leader_and_workers_are_checked() {
+    let group = |leader: Option<&str>, worker: Option<&str>| -> Child {
+        let pod = |account: Option<&str>| match account {
+            Some(a) => json!({"spec": {"serviceAccountName": a, "containers": []}}),
+            None => json!({"spec": {"containers": []}}),
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": "chat-lws", "ownerReferences": owner("chat", UID)},
+            "spec": {"leaderWorkerTemplate": {
+                "size": 2, "leaderTemplate": pod(leader), "workerTemplate": pod(worker)
+            }}
+        }))
+        .expect("child")
+    };
+    let svc = plain();
+    assert_eq!(
+        needs(&group(None, None), "LeaderWorkerSet").check(Some(&svc)),
+        Ok(())
+    );
+    for (leader, worker) in [(Some("node-admin"), None), (None, Some("node-admin"))] {
+        let err = needs(&group(leader, worker), "LeaderWorkerSet")
+            .check(Some(&svc))
+            .unwrap_err();
+        assert!(err.contains("ServiceAccount node-admin"), "{err}");
+    }
+}
+
+#[test]
 fn roles_and_bindings_only_for_a_service_that_runs_pickers() {
     let role: Child = serde_json::from_value(json!({
         "metadata": {"name": "chat-epp", "ownerReferences": owner("chat", UID)},

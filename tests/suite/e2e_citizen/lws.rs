@@ -225,6 +225,25 @@ async fn infergates_token_writes_a_leaderworkerset_only_as_it_writes_a_deploymen
             "privileged pod template",
         ),
         (
+            "a worker that runs as another ServiceAccount",
+            at("w-account", WORKER, &|s| {
+                s["serviceAccountName"] = json!("node-admin");
+            }),
+            "ServiceAccount node-admin",
+        ),
+        (
+            "volumeClaimTemplates",
+            edited(&lws, |l| {
+                l["metadata"]["name"] = json!("claims");
+                l["spec"]["leaderWorkerTemplate"]["volumeClaimTemplates"] = json!([{
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"],
+                             "resources": {"requests": {"storage": "1Ti"}}}
+                }]);
+            }),
+            "volumeClaimTemplates",
+        ),
+        (
             "no owning service",
             edited(&lws, |l| {
                 l["metadata"]["name"] = json!("unowned");
