@@ -93,12 +93,18 @@ pub(super) fn cached(ctx: &Ctx, ns: &str, w: &Workload) -> Option<WatchedDeploym
 /// The live workload of the track whose Deployment is named `track_name`
 /// as its watch keeps it: the LeaderWorkerSet when its replicas are
 /// `groups`, else the Deployment.
-pub(super) fn live(ctx: &Ctx, ns: &str, track_name: &str, groups: bool) -> Option<WatchedDeployment> {
+pub(super) fn live(
+    ctx: &Ctx,
+    ns: &str,
+    track_name: &str,
+    groups: bool,
+) -> Option<WatchedDeployment> {
     if groups {
         ctx.cached::<LeaderWorkerSet>(ns, &crate::engine::names::lws_name(track_name))
             .map(|l| l.0.clone())
     } else {
-        ctx.cached::<Deployment>(ns, track_name).map(|d| (*d).clone())
+        ctx.cached::<Deployment>(ns, track_name)
+            .map(|d| (*d).clone())
     }
 }
 
