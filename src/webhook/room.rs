@@ -72,7 +72,12 @@ pub(super) fn warnings(
             }
             PoolChange::AddsCanary { field, replicas } => {
                 let adds = u64::try_from(replicas).unwrap_or(0);
-                if let Some(short) = roll_plan::shortfall(class, &free, adds, per_replica) {
+                let per_node = group.map_or(per_replica, |g| {
+                    u64::try_from(g.devices_per_pod).unwrap_or(per_replica)
+                });
+                if let Some(short) =
+                    roll_plan::shortfall_spanning(class, &free, adds, (per_replica, per_node))
+                {
                     let manual = field == "spec.canary";
                     let mode = engine::full_pool::canary_mode_words(svc, manual);
                     out.push(roll_plan::canary_warning(field, &short, replicas, &mode));

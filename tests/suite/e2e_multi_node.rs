@@ -7,6 +7,12 @@
 //! real kube-scheduler placing them and kwok running them on GPU Nodes.
 //! infergate's webhooks serve as in a cluster; the reconciler runs as
 //! infergate's ServiceAccount with the RBAC of `deploy/`.
+//!
+//! Scaling, canaries, full-pool rollouts and budgets of groups are in
+//! [`groups`].
+
+#[path = "e2e_multi_node/groups.rs"]
+mod groups;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

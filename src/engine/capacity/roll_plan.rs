@@ -82,7 +82,19 @@ pub fn plan(
 /// on one node) lack on a pool with `free`, when they do not fit.
 #[must_use]
 pub fn shortfall(class: &str, free: &Free, replicas: u64, per_replica: u64) -> Option<Shortfall> {
-    if per_replica == 0 || replicas == 0 || free.replicas(per_replica, per_replica) >= replicas {
+    shortfall_spanning(class, free, replicas, (per_replica, per_replica))
+}
+
+/// [`shortfall`] for replicas that may span nodes: `per_replica` devices
+/// each, at most `per_node` on one pod.
+#[must_use]
+pub fn shortfall_spanning(
+    class: &str,
+    free: &Free,
+    replicas: u64,
+    (per_replica, per_node): (u64, u64),
+) -> Option<Shortfall> {
+    if per_replica == 0 || replicas == 0 || free.replicas(per_replica, per_node) >= replicas {
         return None;
     }
     Some(Shortfall {
@@ -239,6 +251,19 @@ mod tests {
             nodes: per_node.iter().map(|(_, n)| n).sum(),
             per_node: per_node.to_vec(),
         }
+    }
+
+    #[test]
+    fn a_group_fits_where_each_of_its_nodes_has_a_nodes_devices() {
+        // Two nodes of 8 free hold one replica of 16 as a group of two.
+        let two = pool(&[(8, 2)]);
+        assert!(shortfall_spanning("h100", &two, 1, (16, 8)).is_none());
+        assert!(shortfall_spanning("h100", &two, 2, (16, 8)).is_some());
+        // On one node it never fits.
+        assert!(shortfall("h100", &two, 1, 16).is_some());
+        // Four free on each of four nodes hold no pod of 8.
+        let thin = pool(&[(4, 4)]);
+        assert!(shortfall_spanning("h100", &thin, 1, (16, 8)).is_some());
     }
 
     #[test]

@@ -146,13 +146,15 @@ pub(super) fn canary_room(
     let how = engine::full_pool::canary_mode_words(defaulted, manual);
     let numbers = |adds: i32| {
         let adds_u = u64::try_from(adds).unwrap_or(0);
-        roll_plan::shortfall(class_name, &free, adds_u, per_replica).map(|short| {
-            let of = if adds == 1 { "replica" } else { "replicas" };
-            format!(
-                "{} for the canary's {adds} more {of}: {how}",
-                short.numbers()
-            )
-        })
+        roll_plan::shortfall_spanning(class_name, &free, adds_u, (per_replica, per_node)).map(
+            |short| {
+                let of = if adds == 1 { "replica" } else { "replicas" };
+                format!(
+                    "{} for the canary's {adds} more {of}: {how}",
+                    short.numbers()
+                )
+            },
+        )
     };
     if !engine::full_pool::borrows(defaulted, manual) {
         // Wait: what was lent before (the mode changed) stays lent.
