@@ -9,10 +9,12 @@
 //! infergate's ServiceAccount with the RBAC of `deploy/`.
 //!
 //! Scaling, canaries, full-pool rollouts and budgets of groups are in
-//! [`groups`].
+//! [`groups`], a change of shape in [`shape`].
 
 #[path = "e2e_multi_node/groups.rs"]
 mod groups;
+#[path = "e2e_multi_node/shape.rs"]
+mod shape;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
