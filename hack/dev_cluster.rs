@@ -9,9 +9,11 @@
 //! local HTTPS server), and shows a denied spec, a defaulted one with its
 //! provenance, and the children the reconciler made. GPU node pools are
 //! kwok Nodes under the real kube-scheduler: the example AcceleratorClasses,
-//! a tensor-parallel service scheduled onto its pool, and one that no Node
-//! can hold, with the scheduler's reason in its status. It stays up until
-//! Ctrl-C, then tears everything down.
+//! a tensor-parallel service scheduled onto its pool, a model larger than a
+//! node running as LeaderWorkerSet groups of two nodes each (the real
+//! LeaderWorkerSet controller), and one that no Node can hold, with the
+//! scheduler's reason in its status. It stays up until Ctrl-C, then tears
+//! everything down.
 //!
 //! Built as a cargo example so it shares the end-to-end tests' harness.
 
@@ -73,15 +75,17 @@ async fn main() -> ExitCode {
 const RAY_NAMESPACE: &str = "ml-dev";
 
 /// Node pools as a cloud has them: kwok Nodes (a CPU pool, an H100 pool of
-/// one 8-GPU Node and an L4 pool, both tainted and labelled like GKE's) under
-/// the real kube-scheduler, the example AcceleratorClasses, the example
-/// service scheduled onto the H100 pool, and one that no Node can hold,
-/// with the scheduler's reason in its status; then the example ModelProfiles,
-/// a 70B service fitted to the H100 class (a dry run) and one denied.
+/// one 8-GPU Node, a second H100 pool of four for replicas that span nodes,
+/// and an L4 pool, the GPU pools tainted and labelled like GKE's) under the
+/// real kube-scheduler, the example AcceleratorClasses, the example service
+/// scheduled onto the H100 pool, the two-node example filling the second
+/// pool with two groups, and one that no Node can hold, with the
+/// scheduler's reason in its status; then the example ModelProfiles, a 70B
+/// service fitted to the H100 class (a dry run) and one denied.
 async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
     use support::scheduler::kwok_node;
     say(
-        "node pools: kube-scheduler and kwok Nodes (a CPU pool; an H100 and an L4 pool, both tainted)",
+        "node pools: kube-scheduler and kwok Nodes (a CPU pool; two H100 pools and an L4 pool, all tainted)",
     );
     let sched = support::scheduler::scheduling(cp).await;
     let client = cp.client().await;
@@ -117,6 +121,24 @@ async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
             ),
         )
         .await;
+    // The pool of examples/good/multi-node.yaml: a replica is two of these.
+    for i in 0..MULTI_NODE_POOL {
+        sched
+            .create_node(
+                &client,
+                kwok_node(
+                    &format!("gke-h100-multi-node-{i}"),
+                    &[
+                        ("cloud.google.com/gke-accelerator", "nvidia-h100-80gb"),
+                        ("cloud.google.com/gke-nodepool", "h100-multi-node"),
+                        ("topology.kubernetes.io/zone", "us-central1-a"),
+                    ],
+                    vec![taint()],
+                    &[("nvidia.com/gpu", "8")],
+                ),
+            )
+            .await;
+    }
     sched
         .create_node(
             &client,
@@ -149,15 +171,17 @@ async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
     let example = repo("examples/good/gpu-node-pool.yaml");
     eprintln!("$ kubectl apply -f {}", example.display());
     show(&cp.kubectl(&["apply", "-f", &example.to_string_lossy()]));
-    let ready = wait_ready_reason(cp, "chat-27b", &["Available"]).await;
+    let ready = wait_ready_reason(cp, "chat-27b", &["Available"], READY_WAIT).await;
     eprintln!("chat-27b: Ready {ready}");
+
+    multi_node(cp).await;
 
     say("one that no Node can hold: 8 GPUs per replica where 4 are left");
     let big = format!(
         "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata: {{name: chat-405b, namespace: {NAMESPACE}}}\nspec:\n  model: {{ref: meta-llama/llama-3.1-405b-instruct-fp8}}\n  engine: {{image: registry.example.com/vllm:0.9}}\n  accelerator: {{class: h100-80gb}}\n  parallelism: {{tensor: 8}}\n"
     );
     show(&cp.kubectl_stdin(&["apply", "-f", "-"], &big));
-    let ready = wait_ready_reason(cp, "chat-405b", &["Unschedulable"]).await;
+    let ready = wait_ready_reason(cp, "chat-405b", &["Unschedulable"], READY_WAIT).await;
     eprintln!(
         "$ kubectl get infsvc chat-405b -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")]}}'"
     );
@@ -190,10 +214,99 @@ async fn gpu_pools(cp: &support::ControlPlane) -> Result<(), String> {
     Ok(())
 }
 
+/// Nodes of the H100 pool for replicas that span nodes: two groups of two.
+const MULTI_NODE_POOL: usize = 4;
+
+/// How long a service may take to reach the Ready reason shown.
+const READY_WAIT: Duration = Duration::from_secs(60);
+
+/// A model larger than a node: `examples/good/multi-node.yaml` (tensor 8 x
+/// pipeline 2 on 8-GPU nodes, 2 replicas) under the example platform
+/// policy's `maxNodesPerReplica: 2` runs as LeaderWorkerSet `llama-405b-lws`
+/// of two groups of two pods, on the four Nodes of pool `h100-multi-node`:
+/// the LeaderWorkerSet, its pods with their nodes and flags, and the
+/// service's Ready condition.
+async fn multi_node(cp: &support::ControlPlane) {
+    say(
+        "a model larger than a node: tensor 8 x pipeline 2 on 8-GPU nodes, each replica a LeaderWorkerSet group of 2 pods",
+    );
+    let example = repo("examples/good/multi-node.yaml");
+    eprintln!("$ kubectl apply -f {}", example.display());
+    show(&cp.kubectl(&["apply", "-f", &example.to_string_lossy()]));
+    // Four pods to schedule, start and report through LWS's StatefulSets.
+    let ready = wait_ready_reason(cp, "llama-405b", &["Available"], Duration::from_secs(180)).await;
+    let selector = "infergate.dev/service=llama-405b";
+    for args in [
+        vec!["get", "leaderworkersets", "-n", NAMESPACE, "-o", "wide"],
+        vec![
+            "get",
+            "pods",
+            "-n",
+            NAMESPACE,
+            "-l",
+            selector,
+            "-L",
+            "leaderworkerset.sigs.k8s.io/group-index,leaderworkerset.sigs.k8s.io/worker-index",
+            "-o",
+            "wide",
+        ],
+        vec![
+            "get",
+            "pods",
+            "-n",
+            NAMESPACE,
+            "-l",
+            selector,
+            "-o",
+            // What LWS's pod webhook injected, and the flags built from it.
+            "jsonpath={range .items[*]}{.metadata.name}:{range .spec.containers[0].env[?(@.value)]} {.name}={.value}{end}{\"\\n\"}  {.spec.containers[0].args}{\"\\n\"}{end}",
+        ],
+        // infergate's Service selects the leaders; LWS's headless one
+        // gives each leader the name LWS_LEADER_ADDRESS holds.
+        vec![
+            "get",
+            "services",
+            "llama-405b",
+            "llama-405b-lws",
+            "-n",
+            NAMESPACE,
+            "-o",
+            "wide",
+        ],
+    ] {
+        eprintln!("$ kubectl {}", shell_words(&args));
+        show(&cp.kubectl(&args));
+    }
+    eprintln!(
+        "$ kubectl get infsvc llama-405b -n {NAMESPACE} -o jsonpath='{{.status.conditions[?(@.type==\"Ready\")]}}'"
+    );
+    eprintln!("{ready}");
+}
+
+/// `args` as a shell would take them: a word with a character the shell
+/// reads (a jsonpath's braces, quotes or spaces) in single quotes.
+fn shell_words(args: &[&str]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.chars().any(|c| " {}[]()?*\"'$".contains(c)) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                (*a).to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The Ready condition of `name` once its reason is one of `reasons` (or
-/// whatever it is after a minute), as JSON.
-async fn wait_ready_reason(cp: &support::ControlPlane, name: &str, reasons: &[&str]) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+/// whatever it is after `wait`), as JSON.
+async fn wait_ready_reason(
+    cp: &support::ControlPlane,
+    name: &str,
+    reasons: &[&str],
+    wait: Duration,
+) -> String {
+    let deadline = std::time::Instant::now() + wait;
     loop {
         let out = cp.kubectl(&[
             "get",
@@ -237,6 +350,15 @@ async fn run() -> Result<(), String> {
         "starting the KubeRay operator (built from its Go module), watching {RAY_NAMESPACE}"
     ));
     let _kuberay = cp.start_kuberay(RAY_NAMESPACE);
+    say(
+        "starting the LeaderWorkerSet controller (built from its Go module): replicas that span nodes run as its groups",
+    );
+    let lws = cp.start_lws().await;
+    eprintln!(
+        "its webhooks on https://127.0.0.1:{}, its log in {}",
+        lws.port,
+        lws.log.display()
+    );
 
     // A local HTTPS server for the RayService example's serving graph.
     let graphs = support::GraphServer::start();
@@ -323,7 +445,7 @@ async fn run() -> Result<(), String> {
         vec!["get", "infergate", "-A"],
         vec![
             "get",
-            "deployments,services,hpa,httproute,podmonitor",
+            "deployments,leaderworkersets,services,hpa,httproute,podmonitor",
             "-n",
             NAMESPACE,
             "-l",
@@ -361,6 +483,9 @@ async fn run() -> Result<(), String> {
         "  kubectl get infsvc chat-405b -n {NAMESPACE} -o yaml          # Ready=False, Unschedulable, the scheduler's words"
     );
     eprintln!(
+        "  kubectl get lws,pods -n {NAMESPACE} -l infergate.dev/service=llama-405b -o wide   # two groups of two nodes"
+    );
+    eprintln!(
         "  kubectl get modelprofiles; kubectl get infsvc -A            # the profiles; each service's GPUs"
     );
     eprintln!("  kubectl apply -f examples/good/canary.yaml");
@@ -370,7 +495,7 @@ async fn run() -> Result<(), String> {
     tokio::signal::ctrl_c()
         .await
         .map_err(|e| format!("waiting for Ctrl-C: {e}"))?;
-    eprintln!("stopping infergate, KubeRay and the control plane");
+    eprintln!("stopping infergate, KubeRay, LeaderWorkerSet and the control plane");
     // The processes die with this one (PR_SET_PDEATHSIG).
     let _ = server.child.kill();
     drop(graphs);
