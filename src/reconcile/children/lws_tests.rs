@@ -213,3 +213,32 @@ fn a_replace_on_a_full_pool_becomes_max_surge_zero_on_the_groups() {
         (IntOrString::Int(0), IntOrString::Int(1))
     );
 }
+
+#[test]
+fn the_service_and_the_inference_pool_select_the_leaders_only() {
+    let svc = service(json!({"routing": {"backendKind": "InferencePool"}}));
+    let lws = group_of(&svc, Track::Primary, &class(false));
+    let labels = |t: &str| {
+        lws["spec"]["leaderWorkerTemplate"][t]["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (leader, worker) = (labels("leaderTemplate"), labels("workerTemplate"));
+    let selects = |selector: &std::collections::BTreeMap<String, String>,
+                   pod: &serde_json::Map<String, Value>| {
+        selector
+            .iter()
+            .all(|(k, v)| pod.get(k).and_then(Value::as_str) == Some(v))
+    };
+    let service = crate::reconcile::children::service(&svc, Track::Primary).expect("service");
+    let by_service = service.spec.and_then(|s| s.selector).unwrap_or_default();
+    let pool = crate::reconcile::children::inferencepool::inference_pool(&svc, Track::Primary)
+        .expect("pool");
+    let by_pool = pool.spec.selector.match_labels.clone();
+    for selector in [&by_service, &by_pool] {
+        assert!(!selector.is_empty());
+        assert!(selects(selector, &leader), "{selector:?} misses the leader");
+        assert!(!selects(selector, &worker), "{selector:?} picks a worker");
+    }
+}
