@@ -205,6 +205,26 @@ async fn apply_pod_monitor(
     }
 }
 
+/// A canary given weight, applied before the route (its readiness decides
+/// the weight routed): its workload `w` and Service; `None` when the
+/// cluster serves no LeaderWorkerSet API for its groups. A canary that
+/// changed shape loses its old workload once the new one is complete (the
+/// Service selects both meanwhile).
+async fn apply_weighted_canary(
+    ctx: &Ctx,
+    svc: &InferenceService,
+    w: &builders::Workload,
+    service: &k8s_openapi::api::core::v1::Service,
+    canary_name: &str,
+) -> Result<Option<crate::reconcile::watch::watched::WatchedDeployment>, Error> {
+    let Applied::Running(d) = workload::apply(ctx, svc, w).await? else {
+        return Ok(None);
+    };
+    ctx.apply(svc, service).await?;
+    workload::retire_other_shape(ctx, svc, w, &d, canary_name).await?;
+    Ok(Some(*d))
+}
+
 async fn apply_all(
     ctx: &Ctx,
     svc: &InferenceService,
@@ -225,13 +245,11 @@ async fn apply_all(
         // A change of the groups' template waits for room.
         workload::keep_live_template(ctx, &ns, &mut primary_workload).await?;
     }
-    let primary = match workload::apply(ctx, svc, &primary_workload).await? {
-        Applied::Running(w) => w,
-        Applied::ApiMissing => {
-            return Ok(Outcome::LeaderWorkerSetApiMissing {
-                nodes: group.map_or(1, |g| g.nodes),
-            });
-        }
+    let api_missing = || Outcome::LeaderWorkerSetApiMissing {
+        nodes: group.map_or(1, |g| g.nodes),
+    };
+    let Applied::Running(primary) = workload::apply(ctx, svc, &primary_workload).await? else {
+        return Ok(api_missing());
     };
     ctx.apply(svc, &desired.primary_service).await?;
     let canary_name = builders::child_name(defaulted, Track::Canary);
@@ -252,12 +270,9 @@ async fn apply_all(
     let mut canary = match first {
         Some((deployment, service)) => {
             let w = track_workload(Track::Canary, &deployment)?;
-            let Applied::Running(d) = workload::apply(ctx, svc, &w).await? else {
-                return Ok(Outcome::LeaderWorkerSetApiMissing {
-                    nodes: group.map_or(1, |g| g.nodes),
-                });
+            let Some(d) = apply_weighted_canary(ctx, svc, &w, &service, &canary_name).await? else {
+                return Ok(api_missing());
             };
-            ctx.apply(svc, &service).await?;
             Some(TrackReplicas::of(&d).with_blocker(blocker(Track::Canary)))
         }
         None => None,
