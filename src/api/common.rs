@@ -27,6 +27,37 @@ pub struct ModelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub image: Option<String>,
+    /// The name clients give in a request's `model` field (vLLM's
+    /// `--served-model-name`); default: `ref`. Only on `spec.model`: both
+    /// tracks of a canary serve the same names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9._:/-]+$')").message("model.servedName must be 1 to 128 characters of A-Z a-z 0-9 . _ : / -"))]
+    pub served_name: Option<String>,
+    /// LoRA adapters the engine loads at start, each a model name of its
+    /// own. Only on `spec.model`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub adapters: Vec<AdapterSpec>,
+    /// The largest rank of the adapters (vLLM's `--max-lora-rank`);
+    /// default 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 512").message("model.maxAdapterRank must be between 1 and 512"))]
+    pub max_adapter_rank: Option<i32>,
+}
+
+/// A LoRA adapter served by the engine of its base model.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdapterSpec {
+    /// The adapter's model name (what requests give in `model`).
+    #[schemars(length(min = 1, max = 128))]
+    #[x_kube(validation = Rule::new("self.matches('^[A-Za-z0-9._:/-]+$')").message("an adapter's name must be 1 to 128 characters of A-Z a-z 0-9 . _ : / -"))]
+    pub name: String,
+    /// Where vLLM loads it from: a Hugging Face repository id or a path
+    /// (for example inside `model.image`'s volume).
+    #[schemars(length(min = 1, max = 1024))]
+    pub source: String,
 }
 
 /// CPU, memory and GPU memory per replica.
@@ -247,5 +278,25 @@ impl AcceleratorType {
 impl std::fmt::Display for AcceleratorType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// How an HTTPRoute selects a service's requests.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RouteMatch {
+    /// By path prefix (the route path template).
+    #[default]
+    Path,
+    /// By the model name header: one rule per served name.
+    ModelName,
+    /// Both: the path rule and the name rules.
+    Both,
+}
+
+impl RouteMatch {
+    /// Whether the route has a rule per served name.
+    #[must_use]
+    pub fn by_name(self) -> bool {
+        matches!(self, Self::ModelName | Self::Both)
     }
 }

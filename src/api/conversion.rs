@@ -476,6 +476,7 @@ fn up_owned(a: v1alpha1::InferenceService) -> v1beta1::InferenceService {
         model: v1beta1::ModelSpec {
             r#ref: s.model_ref,
             image: None,
+            ..Default::default()
         },
         replicas: s.replicas,
         autoscaling,
@@ -484,6 +485,7 @@ fn up_owned(a: v1alpha1::InferenceService) -> v1beta1::InferenceService {
             model: v1beta1::ModelSpec {
                 r#ref: c.model_ref,
                 image: None,
+                ..Default::default()
             },
             engine_image: None,
             weight: c.weight,

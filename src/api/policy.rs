@@ -239,6 +239,13 @@ pub struct RoutingDefaults {
     /// Endpoint picker defaults, field by field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_picker: Option<EndpointPickerSpec>,
+    /// `Path`, `ModelName` or `Both`.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<super::common::RouteMatch>,
+    /// The model name header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub model_name_header: Option<String>,
 }
 
 /// Limits a policy imposes; unset means no limit from this policy.
@@ -270,6 +277,16 @@ pub struct PolicyLimits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self >= 1").message("limits.maxNodesPerReplica must be at least 1"))]
     pub max_nodes_per_replica: Option<i32>,
+    /// Upper bound for the LoRA adapters of a service (`model.adapters`);
+    /// 8 where no policy sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self >= 0").message("limits.maxAdapters must be at least 0"))]
+    pub max_adapters: Option<i32>,
+    /// Glob patterns (`*` any run of characters) an adapter's `source`
+    /// must match (absent: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 1024)))]
+    pub allowed_adapter_sources: Option<Vec<String>>,
     /// Upper bound for `routing.requestTimeout` (a Gateway API duration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]

@@ -13,8 +13,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use super::common::{
-    AcceleratorType, BackendKind, EndpointPickerMode, EndpointPickerSpec, FailureMode, GatewayRef,
-    HealthCheckSpec, MetricsSpec, ModelSpec, ResourcesSpec,
+    AcceleratorType, AdapterSpec, BackendKind, EndpointPickerMode, EndpointPickerSpec, FailureMode,
+    GatewayRef, HealthCheckSpec, MetricsSpec, ModelSpec, ResourcesSpec, RouteMatch,
 };
 
 /// The desired state of an inference service.
@@ -343,6 +343,21 @@ pub struct RoutingSpec {
     /// The endpoint picker of each InferencePool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_picker: Option<EndpointPickerSpec>,
+    /// How the route selects the service's requests: `Path` (default), by
+    /// the model name header (`ModelName`: one rule per served name), or
+    /// `Both`.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<RouteMatch>,
+    /// The header the gateway's body-based router copies the request's
+    /// `model` into (default `X-Gateway-Model-Name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub model_name_header: Option<String>,
+    /// The HTTPRoute's `spec.hostnames` (none: every hostname the Gateway
+    /// listens on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 253)))]
+    pub hostnames: Vec<String>,
 }
 
 /// Where the Ray Serve graph is fetched from.

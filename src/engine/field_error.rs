@@ -20,6 +20,8 @@ pub enum FieldErrorReason {
     Duplicate,
     /// `FieldValueNotFound`
     NotFound,
+    /// `FieldValueTooMany`
+    TooMany,
 }
 
 impl FieldErrorReason {
@@ -34,6 +36,7 @@ impl FieldErrorReason {
             Self::NotSupported => "FieldValueNotSupported",
             Self::Duplicate => "FieldValueDuplicate",
             Self::NotFound => "FieldValueNotFound",
+            Self::TooMany => "FieldValueTooMany",
         }
     }
 }
@@ -127,7 +130,17 @@ impl FieldError {
         }
     }
 
-    /// `field: Duplicate value: <value>: detail`.
+    /// `Too many: <detail>`.
+    #[must_use]
+    pub fn too_many(field: impl Into<String>, detail: &str) -> Self {
+        Self {
+            field: field.into(),
+            reason: FieldErrorReason::TooMany,
+            message: format!("Too many: {detail}"),
+        }
+    }
+
+    /// `Duplicate value: <value>: <detail>`.
     #[must_use]
     pub fn duplicate(field: impl Into<String>, value: impl fmt::Display, detail: &str) -> Self {
         Self {

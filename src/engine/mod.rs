@@ -13,6 +13,9 @@ pub mod field_path;
 pub mod full_pool;
 pub mod graph_source;
 pub mod hosts;
+pub mod model_names;
+#[cfg(test)]
+mod model_names_tests;
 pub mod multi_node;
 #[cfg(test)]
 mod multi_node_tests;

@@ -290,6 +290,7 @@ mod tests {
                 model: ModelSpec {
                     r#ref: model.into(),
                     image: None,
+                    ..Default::default()
                 },
                 rollout: Some(RolloutSpec {
                     strategy: Some(RolloutStrategy::Canary),

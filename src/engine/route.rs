@@ -400,6 +400,7 @@ fn sample_with_spec(mut s: InferenceService) -> InferenceService {
         model: crate::api::v1beta1::ModelSpec {
             r#ref: "sample-canary".to_owned(),
             image: Some("registry.example.com/models/canary:1".to_owned()),
+            ..Default::default()
         },
         engine_image: Some("registry.example.com/engine:1".to_owned()),
         weight: 10,

@@ -86,6 +86,12 @@ fn service(backend: Backend) -> InferenceService {
             model: ModelSpec {
                 r#ref: "llama3-8b".into(),
                 image: Some("registry.example.com/weights/llama3:8b".into()),
+                served_name: Some("llama3-8b".into()),
+                adapters: vec![infergate::api::v1beta1::AdapterSpec {
+                    name: "sql-lora".into(),
+                    source: "/model/adapters/sql".into(),
+                }],
+                ..Default::default()
             },
             engine: Some(EngineSpec {
                 image: Some("registry.example.com/vllm:0.9".into()),
@@ -132,6 +138,10 @@ fn service(backend: Backend) -> InferenceService {
                     name: "inference-gw".into(),
                     namespace: Some("gateways".into()),
                 }),
+                // A route by path and by name, with hostnames.
+                r#match: Some(infergate::api::v1beta1::RouteMatch::Both),
+                model_name_header: Some("X-Gateway-Model-Name".into()),
+                hostnames: vec!["api.example.com".into()],
                 ..RoutingSpec::default()
             }),
             ..InferenceServiceSpec::default()
@@ -164,6 +174,7 @@ fn the_httproute_infergate_writes_fits_the_gateway_api_schema() {
         model: ModelSpec {
             r#ref: "llama3-8b-v2".into(),
             image: None,
+            ..Default::default()
         },
         weight: 20,
         ..CanarySpec::default()
@@ -197,6 +208,7 @@ fn inference_pools_and_their_routes_fit_the_published_schemas() {
                 model: ModelSpec {
                     r#ref: "llama3-8b-v2".into(),
                     image: None,
+                    ..Default::default()
                 },
                 weight: 20,
                 ..CanarySpec::default()

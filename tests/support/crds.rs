@@ -175,6 +175,7 @@ pub fn llama_service(name: &str, image: &str, graph: Option<GraphSpec>) -> Infer
             model: ModelSpec {
                 r#ref: "llama3-8b".into(),
                 image: None,
+                ..Default::default()
             },
             engine: Some(EngineSpec {
                 image: Some(image.into()),

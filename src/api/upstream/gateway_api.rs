@@ -36,6 +36,9 @@ pub struct HTTPRouteSpec {
     /// Gateways the route attaches to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parent_refs: Vec<ParentReference>,
+    /// Hostnames the route serves (none: every hostname of its listeners).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<String>,
     /// Routing rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<HTTPRouteRule>,
@@ -86,6 +89,22 @@ pub struct HTTPRouteMatch {
     /// Path match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<HTTPPathMatch>,
+    /// Header matches (all must hold).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HTTPHeaderMatch>,
+}
+
+/// A header match.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HTTPHeaderMatch {
+    /// `Exact` or `RegularExpression`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub r#type: Option<String>,
+    /// The header's name (case-insensitive).
+    pub name: String,
+    /// The value it must have.
+    pub value: String,
 }
 
 /// A path match.
@@ -214,6 +233,7 @@ mod tests {
     #[test]
     fn serializes_with_gateway_api_field_names() {
         let route = HTTPRouteSpec {
+            hostnames: Vec::new(),
             parent_refs: vec![ParentReference {
                 name: "gw".into(),
                 ..ParentReference::default()
@@ -224,6 +244,7 @@ mod tests {
                         r#type: Some("PathPrefix".into()),
                         value: Some("/a".into()),
                     }),
+                    headers: Vec::new(),
                 }],
                 filters: vec![HTTPRouteFilter {
                     r#type: "URLRewrite".into(),

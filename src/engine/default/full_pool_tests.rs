@@ -24,6 +24,7 @@ fn with_canary(mut s: InferenceService) -> InferenceService {
         model: ModelSpec {
             r#ref: "m2".to_owned(),
             image: None,
+            ..Default::default()
         },
         weight: 10,
         ..CanarySpec::default()

@@ -96,6 +96,8 @@ pub(super) struct RoutingPaths {
     pub(super) request_timeout: &'static str,
     pub(super) gateway: &'static str,
     pub(super) backend_kind: &'static str,
+    pub(super) r#match: &'static str,
+    pub(super) model_name_header: &'static str,
     pub(super) endpoint_picker: PickerPaths,
 }
 
@@ -157,6 +159,8 @@ pub(super) const SPEC: SpecPaths = SpecPaths {
         request_timeout: "spec.routing.requestTimeout",
         gateway: "spec.routing.gateway",
         backend_kind: "spec.routing.backendKind",
+        r#match: "spec.routing.match",
+        model_name_header: "spec.routing.modelNameHeader",
         endpoint_picker: PickerPaths {
             mode: "spec.routing.endpointPicker.mode",
             image: "spec.routing.endpointPicker.image",

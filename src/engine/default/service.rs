@@ -247,7 +247,8 @@ fn default_metrics(
 }
 
 /// `spec.routing`: path template, request timeout, Gateway, backend kind,
-/// and the endpoint picker of an InferencePool backend.
+/// the match and its header, and the endpoint picker of an InferencePool
+/// backend.
 fn default_routing(f: &mut Filler<'_, '_>, r: &mut RoutingSpec, at: &paths::RoutingPaths) {
     f.fill(
         &mut r.path_template,
@@ -273,6 +274,27 @@ fn default_routing(f: &mut Filler<'_, '_>, r: &mut RoutingSpec, at: &paths::Rout
         |d| d.routing.as_ref()?.backend_kind,
         Some((BackendKind::Service, SOURCE_BUILT_IN)),
     );
+    // A route by model name: the policies' choice (nothing is written for
+    // a service routed by path, as before names), and the header.
+    f.fill(
+        &mut r.r#match,
+        at.r#match,
+        |d| d.routing.as_ref()?.r#match,
+        None,
+    );
+    if r.r#match
+        .is_some_and(crate::api::v1beta1::RouteMatch::by_name)
+    {
+        f.fill(
+            &mut r.model_name_header,
+            at.model_name_header,
+            |d| d.routing.as_ref()?.model_name_header.clone(),
+            Some((
+                crate::engine::model_names::DEFAULT_HEADER.to_owned(),
+                SOURCE_BUILT_IN,
+            )),
+        );
+    }
     if r.backend_kind == Some(BackendKind::InferencePool) {
         let picker = r
             .endpoint_picker

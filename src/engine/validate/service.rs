@@ -106,6 +106,7 @@ fn validate_judging(
     );
     check_metrics(&mut v.errors, &spec.child("metrics"), s.metrics.as_ref());
     let timeout = check_routing(&mut v.errors, &spec.child("routing"), svc, ctx);
+    crate::engine::model_names::check((&mut v.errors, &mut v.warnings), &spec, svc, &layers);
     super::capacity::check_capacity(&mut v, &spec, svc, ctx, &layers, fit);
     super::limits::check_service_limits(&mut v, &spec, svc, ctx, &layers, timeout);
     v

@@ -25,6 +25,7 @@ use crate::engine::builtin::{
     DEFAULT_HEALTH_TIMEOUT, DEFAULT_PARALLELISM, DEFAULT_PORT, DEFAULT_REPLICAS,
 };
 use crate::engine::capacity::flags::{self, FlagField};
+use crate::engine::model_names;
 
 /// Name of the engine container.
 pub const CONTAINER_NAME: &str = "engine";
@@ -66,11 +67,18 @@ pub fn engine_args_counted(svc: &InferenceService, track: Track) -> (Vec<String>
     } else {
         model_ref.clone()
     };
+    // A service that names its models serves spec.model's names on both
+    // tracks; otherwise each track serves its model's ref, as before names.
+    let served = if model_names::names_its_models(svc) {
+        model_names::served_name(svc).to_owned()
+    } else {
+        model_ref
+    };
     let mut args = vec![
         "--model".to_owned(),
         model,
         "--served-model-name".to_owned(),
-        model_ref,
+        served,
         "--port".to_owned(),
         engine_port(svc).to_string(),
     ];
@@ -85,6 +93,7 @@ pub fn engine_args_counted(svc: &InferenceService, track: Track) -> (Vec<String>
         args.push("--pipeline-parallel-size".to_owned());
         args.push(pipeline.to_string());
     }
+    args.extend(model_names::lora_args(svc));
     if let Some(engine) = svc.spec.engine.as_ref() {
         let mut own = std::borrow::Cow::Borrowed(engine.args.as_slice());
         if let Some(n) = engine.max_model_len {

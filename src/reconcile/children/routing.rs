@@ -5,16 +5,17 @@ use kube::ResourceExt;
 use super::deployment::engine_port;
 use super::error::BuildError;
 use super::httproute::{
-    GATEWAY_GROUP, HTTPBackendRef, HTTPPathMatch, HTTPPathModifier, HTTPRoute, HTTPRouteFilter,
-    HTTPRouteMatch, HTTPRouteRule, HTTPRouteSpec, HTTPRouteTimeouts, HTTPURLRewriteFilter,
-    ParentReference,
+    GATEWAY_GROUP, HTTPBackendRef, HTTPHeaderMatch, HTTPPathMatch, HTTPPathModifier, HTTPRoute,
+    HTTPRouteFilter, HTTPRouteMatch, HTTPRouteRule, HTTPRouteSpec, HTTPRouteTimeouts,
+    HTTPURLRewriteFilter, ParentReference,
 };
 use super::inferencepool;
 use super::meta::{Track, child_meta};
 use crate::api::GatewayRef;
-use crate::api::v1beta1::InferenceService;
+use crate::api::v1beta1::{InferenceService, RouteMatch};
 use crate::engine;
 use crate::engine::builtin::DEFAULT_REQUEST_TIMEOUT;
+use crate::engine::model_names;
 
 /// The canary weight to route now: `spec.canary.weight` once the canary has
 /// a ready replica, 0 before (and without a canary).
@@ -191,32 +192,74 @@ fn route_to(
                 name: gw.name,
                 section_name: None,
             }],
-            rules: vec![HTTPRouteRule {
-                matches: vec![HTTPRouteMatch {
-                    path: Some(HTTPPathMatch {
-                        r#type: Some("PathPrefix".to_owned()),
-                        value: Some(path),
-                    }),
-                }],
-                filters: vec![HTTPRouteFilter {
-                    r#type: "URLRewrite".to_owned(),
-                    url_rewrite: Some(HTTPURLRewriteFilter {
-                        path: Some(HTTPPathModifier {
-                            r#type: "ReplacePrefixMatch".to_owned(),
-                            replace_prefix_match: Some("/".to_owned()),
-                        }),
-                    }),
-                }],
-                backend_refs,
-                timeouts: Some(HTTPRouteTimeouts {
-                    request: Some(request_timeout(svc)),
-                    backend_request: None,
-                }),
-            }],
+            hostnames: svc
+                .spec
+                .routing
+                .as_ref()
+                .map(|r| r.hostnames.clone())
+                .unwrap_or_default(),
+            rules: rules(svc, path, &backend_refs),
         },
     );
     route.metadata = child_meta(svc, engine::primary_name(svc), Track::Primary)?;
     Ok(route)
+}
+
+/// The route's rules: the path rule (routed by path, or `Both`), then one
+/// rule per served name matching the model name header exactly (routed by
+/// name), each with the same backends and timeout.
+fn rules(
+    svc: &InferenceService,
+    path: String,
+    backend_refs: &[HTTPBackendRef],
+) -> Vec<HTTPRouteRule> {
+    let timeouts = Some(HTTPRouteTimeouts {
+        request: Some(request_timeout(svc)),
+        backend_request: None,
+    });
+    let how = model_names::route_match(svc);
+    let mut out = Vec::new();
+    if how != RouteMatch::ModelName {
+        out.push(HTTPRouteRule {
+            matches: vec![HTTPRouteMatch {
+                path: Some(HTTPPathMatch {
+                    r#type: Some("PathPrefix".to_owned()),
+                    value: Some(path),
+                }),
+                headers: Vec::new(),
+            }],
+            filters: vec![HTTPRouteFilter {
+                r#type: "URLRewrite".to_owned(),
+                url_rewrite: Some(HTTPURLRewriteFilter {
+                    path: Some(HTTPPathModifier {
+                        r#type: "ReplacePrefixMatch".to_owned(),
+                        replace_prefix_match: Some("/".to_owned()),
+                    }),
+                }),
+            }],
+            backend_refs: backend_refs.to_vec(),
+            timeouts: timeouts.clone(),
+        });
+    }
+    if how.by_name() {
+        let header = model_names::header(svc);
+        for (name, _) in model_names::served_names(svc) {
+            out.push(HTTPRouteRule {
+                matches: vec![HTTPRouteMatch {
+                    path: None,
+                    headers: vec![HTTPHeaderMatch {
+                        r#type: Some("Exact".to_owned()),
+                        name: header.to_owned(),
+                        value: name.to_owned(),
+                    }],
+                }],
+                filters: Vec::new(),
+                backend_refs: backend_refs.to_vec(),
+                timeouts: timeouts.clone(),
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -292,5 +335,71 @@ mod tests {
             None
         );
         assert_eq!(serve_route_prefix(&svc, "/team-a/rag"), "/team-a/rag");
+    }
+
+    #[test]
+    fn a_route_by_name_has_a_rule_per_served_name_with_the_weights_and_hostnames() {
+        let svc: InferenceService = serde_json::from_value(json!({
+            "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+            "metadata": {"namespace": "team-a", "name": "chat", "uid": "u-1"},
+            "spec": {
+                "model": {"ref": "m", "servedName": "llama-3-70b",
+                          "adapters": [{"name": "sql-lora", "source": "org/sql-lora"}]},
+                "engine": {"image": "registry.example.com/vllm:0.11", "port": 8000},
+                "canary": {"model": {"ref": "m"}, "weight": 20},
+                "routing": {"match": "ModelName", "modelNameHeader": "X-Gateway-Model-Name",
+                            "hostnames": ["api.example.com"], "requestTimeout": "2m",
+                            "gateway": {"name": "gw", "namespace": "gateways"}}
+            }
+        }))
+        .expect("service");
+        let route = http_route(&svc, 20).expect("builds").expect("a gateway");
+        let spec = serde_json::to_value(&route.spec).expect("json");
+        assert_eq!(spec["hostnames"], json!(["api.example.com"]));
+        let rules = spec["rules"].as_array().expect("rules");
+        assert_eq!(rules.len(), 2, "{spec}");
+        for (rule, name) in rules.iter().zip(["llama-3-70b", "sql-lora"]) {
+            assert_eq!(
+                rule["matches"],
+                json!([{"headers": [{"type": "Exact", "name": "X-Gateway-Model-Name", "value": name}]}])
+            );
+            assert_eq!(
+                rule.get("filters"),
+                None,
+                "no rewrite: the client's path stays"
+            );
+            assert_eq!(rule["timeouts"]["request"], "2m");
+            let weights: Vec<(&str, i64)> = rule["backendRefs"]
+                .as_array()
+                .expect("backends")
+                .iter()
+                .map(|b| {
+                    (
+                        b["name"].as_str().unwrap_or(""),
+                        b["weight"].as_i64().unwrap_or(0),
+                    )
+                })
+                .collect();
+            assert_eq!(weights, [("chat", 80), ("chat-canary", 20)]);
+        }
+        // Both keeps the path rule first.
+        let mut both = svc.clone();
+        if let Some(r) = both.spec.routing.as_mut() {
+            r.r#match = Some(RouteMatch::Both);
+        }
+        let route = http_route(&both, 20).expect("builds").expect("a gateway");
+        assert_eq!(route.spec.rules.len(), 3);
+        assert!(route.spec.rules[0].matches[0].path.is_some());
+        // The engine of both tracks serves the base's names.
+        let primary = super::super::engine_args(&svc, Track::Primary);
+        let canary = super::super::engine_args(&svc, Track::Canary);
+        for args in [&primary, &canary] {
+            let at = args
+                .iter()
+                .position(|a| a == "--served-model-name")
+                .expect("flag");
+            assert_eq!(args[at + 1], "llama-3-70b");
+            assert!(args.contains(&"--enable-lora".to_owned()));
+        }
     }
 }

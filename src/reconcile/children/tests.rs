@@ -24,6 +24,7 @@ fn svc() -> InferenceService {
             model: ModelSpec {
                 r#ref: "llama3-8b-q4".into(),
                 image: None,
+                ..Default::default()
             },
             engine: Some(EngineSpec {
                 image: Some("registry.example.com/vllm:0.9".into()),
@@ -77,6 +78,7 @@ fn with_canary(mut s: InferenceService, weight: i32, replicas: Option<i32>) -> I
         model: ModelSpec {
             r#ref: "llama3-8b-q5".into(),
             image: None,
+            ..Default::default()
         },
         engine_image: None,
         weight,

@@ -17,6 +17,7 @@ fn version(model: &str) -> VersionRef {
         model: ModelSpec {
             r#ref: model.into(),
             image: None,
+            ..Default::default()
         },
         engine_image: Some("registry.example.com/vllm:0.9".into()),
     }

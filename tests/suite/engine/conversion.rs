@@ -160,6 +160,7 @@ fn edits_through_the_old_version_are_kept() {
         model: ModelSpec {
             r#ref: "c".to_owned(),
             image: Some("registry.example.com/c:1".to_owned()),
+            ..Default::default()
         },
         engine_image: Some("registry.example.com/e:2".to_owned()),
         weight: 10,
@@ -273,6 +274,7 @@ fn full_pool_fields_survive_the_old_version() {
         model: ModelSpec {
             r#ref: "c".to_owned(),
             image: None,
+            ..Default::default()
         },
         weight: 10,
         on_full_pool: Some(CanaryOnFullPool::Borrow),

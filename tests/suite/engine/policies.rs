@@ -77,6 +77,7 @@ fn warn_enforcement_turns_violations_into_warnings() {
         model: ModelSpec {
             r#ref: "other".to_owned(),
             image: None,
+            ..Default::default()
         },
         weight: 40,
         ..Default::default()

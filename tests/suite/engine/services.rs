@@ -201,6 +201,7 @@ fn gpu_helpers() {
         model: ModelSpec {
             r#ref: "c".to_owned(),
             image: None,
+            ..Default::default()
         },
         weight: 10,
         ..Default::default()

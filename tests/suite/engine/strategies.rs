@@ -10,10 +10,10 @@ use infergate::api::rollout::{
     CanaryOnFullPool, RolloutCanarySpec, RolloutOnFullPool, RolloutSpec, RolloutStrategy,
 };
 use infergate::api::v1beta1::{
-    AcceleratorSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec, EnvFromSource,
-    EnvVar, GraphSpec, GraphStatus, InferenceService, InferenceServiceSpec, InferenceServiceStatus,
-    LocalObjectReference, ModelSpec, ParallelismSpec, PlacementSpec, RoutingSpec, SecretKeyRef,
-    SpreadAcross, Toleration,
+    AcceleratorSpec, AdapterSpec, AutoscalingSpec, Backend, CanarySpec, CanaryStatus, EngineSpec,
+    EnvFromSource, EnvVar, GraphSpec, GraphStatus, InferenceService, InferenceServiceSpec,
+    InferenceServiceStatus, LocalObjectReference, ModelSpec, ParallelismSpec, PlacementSpec,
+    RouteMatch, RoutingSpec, SecretKeyRef, SpreadAcross, Toleration,
 };
 use infergate::api::{
     AcceleratorType, ClusterInferencePolicy, GatewayRef, HealthCheckSpec, InferencePolicy,
@@ -342,7 +342,24 @@ fn graph_status() -> impl Strategy<Value = GraphStatus> {
 }
 
 fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
-    let model = (name(), opt(image())).prop_map(|(r, image)| ModelSpec { r#ref: r, image });
+    let adapter =
+        (name(), "[a-z]{1,6}/[a-z]{1,6}").prop_map(|(name, source)| AdapterSpec { name, source });
+    let model = (
+        name(),
+        opt(image()),
+        opt(name()),
+        prop::collection::vec(adapter, 0..3),
+        opt(1i32..=64),
+    )
+        .prop_map(
+            |(r, image, served_name, adapters, max_adapter_rank)| ModelSpec {
+                r#ref: r,
+                image,
+                served_name,
+                adapters,
+                max_adapter_rank,
+            },
+        );
     let engine = (
         opt(image()),
         opt(1i32..65535),
@@ -438,7 +455,11 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
             target_cpu_utilization_percent: t,
         });
     let canary = (
-        (name(), opt(image())).prop_map(|(r, image)| ModelSpec { r#ref: r, image }),
+        (name(), opt(image())).prop_map(|(r, image)| ModelSpec {
+            r#ref: r,
+            image,
+            ..ModelSpec::default()
+        }),
         opt(image()),
         0i32..=100,
         opt(0i32..4),
@@ -462,15 +483,34 @@ fn beta_spec() -> impl Strategy<Value = InferenceServiceSpec> {
         opt((name(), opt(name())).prop_map(|(name, namespace)| GatewayRef { name, namespace })),
         opt(backend_kind()),
         opt(endpoint_picker()),
+        (
+            opt(prop_oneof![
+                Just(RouteMatch::Path),
+                Just(RouteMatch::ModelName),
+                Just(RouteMatch::Both)
+            ]),
+            opt(Just("X-Model".to_owned())),
+            prop::collection::vec("[a-z]{1,6}\\.example\\.com", 0..2),
+        ),
     )
         .prop_map(
-            |(path_template, request_timeout, gateway, backend_kind, endpoint_picker)| {
+            |(
+                path_template,
+                request_timeout,
+                gateway,
+                backend_kind,
+                endpoint_picker,
+                (r#match, model_name_header, hostnames),
+            )| {
                 RoutingSpec {
                     path_template,
                     request_timeout,
                     gateway,
                     backend_kind,
                     endpoint_picker,
+                    r#match,
+                    model_name_header,
+                    hostnames,
                 }
             },
         );
@@ -631,6 +671,7 @@ fn policy_defaults() -> impl Strategy<Value = PolicyDefaults> {
                     gateway,
                     backend_kind: None,
                     endpoint_picker,
+                    ..RoutingDefaults::default()
                 },
             )),
         opt(1i32..100),

@@ -24,6 +24,7 @@ fn svc() -> InferenceService {
             model: ModelSpec {
                 r#ref: "llama3-70b".into(),
                 image: None,
+                ..Default::default()
             },
             engine: Some(EngineSpec {
                 image: Some("registry.example.com/ray-vllm:2.40".into()),
