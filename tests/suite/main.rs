@@ -33,6 +33,7 @@ mod e2e_inferencepool;
 mod e2e_kuberay;
 mod e2e_lws;
 mod e2e_lws_later;
+mod e2e_model_route;
 mod e2e_multi_node;
 mod e2e_optional;
 mod e2e_plugin;
