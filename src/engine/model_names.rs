@@ -243,6 +243,19 @@ pub fn check(
     svc: &InferenceService,
     layers: &[Layer<'_>],
 ) {
+    let routing = svc.spec.routing.as_ref();
+    let canary_names = svc
+        .spec
+        .canary
+        .as_ref()
+        .is_some_and(|c| c.model.served_name.is_some() || !c.model.adapters.is_empty());
+    if !names_its_models(svc)
+        && !canary_names
+        && routing.is_none_or(|r| r.model_name_header.is_none() && r.hostnames.is_empty())
+    {
+        // A service that names nothing: nothing to judge.
+        return;
+    }
     let model = spec.child("model");
     let adapters = model.child("adapters");
     // Names are unique within the service.
@@ -340,8 +353,8 @@ pub fn check(
             "must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)",
         ));
     }
-    let routing = spec.child("routing");
-    let hostnames = routing.child("hostnames");
+    let routing_at = spec.child("routing");
+    let hostnames = routing_at.child("hostnames");
     if let Some(r) = svc.spec.routing.as_ref() {
         for (i, h) in r.hostnames.iter().enumerate() {
             if !is_route_hostname(h) {
