@@ -6,6 +6,9 @@
 //! or v1alpha1 converted to v1beta1) are defaulted and validated exactly as
 //! the webhooks would; ClusterInferencePolicy and InferencePolicy objects
 //! are validated. Policies given with `--policy` are applied to the services.
+//! Services routed by name hold their served names in the order given, as
+//! admission records them: the later of two serving one name through one
+//! Gateway (hostnames that meet) is denied, across files and namespaces.
 //!
 //! Output: one line per object on standard error,
 //! `FILE [doc N] KIND NAMESPACE/NAME: FIELD: MESSAGE` (N counts the
@@ -308,21 +311,30 @@ fn default_all(
     pending
 }
 
-/// Validate each defaulted service (its GPU budget charged in input order,
-/// as admission would in that order) and report it; the admitted ones go
-/// to `r.services`.
+/// Validate each defaulted service (its served names held and its GPU
+/// budget charged in input order, as admission would in that order) and
+/// report it; the admitted ones go to `r.services`.
 fn judge_services(args: &Options, pending: Vec<Pending>, files: &Files, r: &mut Report) {
     let mut tally = super::charges::Charges::default();
+    let mut names = super::names::Names::default();
     for p in pending {
+        let svc = &p.defaulted.object;
         let mut v = with_context(files, &p.namespace, |ctx| {
-            let mut v = engine::validate_service(&p.defaulted.object, None, ctx);
+            let mut v = engine::validate_service(svc, None, ctx);
+            // Names first: a service denied for a name is not charged.
             if v.allowed() {
-                let charged = tally.charge(&p.defaulted.object, ctx);
+                v.errors.extend(names.check(svc).errors);
+            }
+            if v.allowed() {
+                let charged = tally.charge(svc, ctx);
                 v.errors.extend(charged.errors);
                 v.warnings.extend(charged.warnings);
             }
             v
         });
+        if v.allowed() {
+            names.record(svc);
+        }
         v.warnings.splice(0..0, p.warnings);
         v.warnings
             .splice(0..0, p.defaulted.warnings.iter().cloned());

@@ -505,3 +505,151 @@ fn a_replica_that_spans_nodes_is_judged_as_admission_judges_it() {
         stderr(&out)
     );
 }
+
+/// A service routed by name through Gateway `gateways/GATEWAY`.
+fn named_service(ns: &str, name: &str, gateway: &str, extra_model: &str) -> String {
+    format!(
+        "apiVersion: infergate.dev/v1beta1\nkind: InferenceService\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  model: {{ref: llama-3-70b{extra_model}}}\n  engine: {{image: registry.example.com/vllm:0.11.1}}\n  routing:\n    match: ModelName\n    gateway: {{name: {gateway}, namespace: gateways}}\n"
+    )
+}
+
+/// Two files serving one name through one Gateway: the later is denied,
+/// naming the holder only in its own namespace; through two Gateways both
+/// pass.
+#[test]
+fn two_files_serving_one_name_through_one_gateway_deny_the_later() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |file: &str, text: &str| {
+        let p = dir.path().join(file);
+        std::fs::write(&p, text).expect("write");
+        p
+    };
+    let a = write(
+        "a.yaml",
+        &named_service("team-a", "chat", "inference-gw", ""),
+    );
+    let b = write(
+        "b.yaml",
+        &named_service("team-b", "chat", "inference-gw", ""),
+    );
+    let c = write(
+        "c.yaml",
+        &named_service(
+            "team-a",
+            "chat-2",
+            "inference-gw",
+            ", servedName: other, adapters: [{name: llama-3-70b, source: org/x}]",
+        ),
+    );
+    let mut args = f(&a);
+    args.extend(f(&b));
+    args.extend(f(&c));
+    let out = check(&args, None);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("InferenceService team-a/chat: ok"), "{err}");
+    let want = format!(
+        "{} [doc 0] InferenceService team-b/chat: spec.model.servedName: Duplicate value: \"llama-3-70b\": served through Gateway gateways/inference-gw by a service in another namespace",
+        b.display()
+    );
+    assert!(err.lines().any(|l| l == want), "{err}");
+    // In the holder's namespace the holder is named; an adapter clashes too.
+    let want = format!(
+        "{} [doc 0] InferenceService team-a/chat-2: spec.model.adapters[0].name: Duplicate value: \"llama-3-70b\": served through Gateway gateways/inference-gw by team-a/chat",
+        c.display()
+    );
+    assert!(err.lines().any(|l| l == want), "{err}");
+    assert!(err.contains("checked: 1 valid, 2 violation(s)"), "{err}");
+
+    // Through another Gateway, both are admitted.
+    let other = write("d.yaml", &named_service("team-b", "chat", "other-gw", ""));
+    let mut args = f(&a);
+    args.extend(f(&other));
+    let out = check(&args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// The policy's adapter rules apply offline as at admission: a source the
+/// policy does not allow, and more adapters than it allows.
+#[test]
+fn an_adapter_source_the_policy_does_not_allow_is_denied_with_its_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {name: adapters}\nspec:\n  limits:\n    maxAdapters: 1\n    allowedAdapterSources: [\"org/*\", \"/models/*\"]\n",
+    )
+    .expect("write");
+    let with_policy = |input: &str| {
+        check(
+            &[
+                "-f".into(),
+                "-".into(),
+                "--policy".into(),
+                policy.display().to_string(),
+            ],
+            Some(input),
+        )
+    };
+    let allowed = named_service(
+        "team-a",
+        "chat",
+        "inference-gw",
+        ", adapters: [{name: sql, source: org/sql-lora}]",
+    );
+    let out = with_policy(&allowed);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let denied = allowed.replace("org/sql-lora", "someone-else/sql-lora");
+    let out = with_policy(&denied);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("InferenceService team-a/chat: spec.model.adapters[0].source: Invalid value: \"someone-else/sql-lora\": must match one of \"org/*\", \"/models/*\" (limits.allowedAdapterSources of ClusterInferencePolicy \"adapters\")"),
+        "{err}"
+    );
+    let two = allowed.replace(
+        "source: org/sql-lora}",
+        "source: org/sql-lora}, {name: chat-lora, source: org/chat-lora}",
+    );
+    let out = with_policy(&two);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("spec.model.adapters: Too many: must have at most 1 items (limits.maxAdapters of ClusterInferencePolicy \"adapters\"), has 2"),
+        "{err}"
+    );
+}
+
+/// A policy's `defaults.routing.match` and `modelNameHeader` are in the
+/// defaulted output, with their provenance.
+#[test]
+fn a_policy_routing_by_name_shows_in_the_defaulted_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = dir.path().join("p.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: infergate.dev/v1beta1\nkind: ClusterInferencePolicy\nmetadata: {name: by-name}\nspec:\n  defaults:\n    routing:\n      match: ModelName\n      modelNameHeader: X-Model\n      gateway: {name: inference-gw, namespace: gateways}\n",
+    )
+    .expect("write");
+    let out = check(
+        &[
+            "-f".into(),
+            "-".into(),
+            "--policy".into(),
+            policy.display().to_string(),
+            "-o".into(),
+            "yaml".into(),
+        ],
+        Some(GOOD_SVC),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let yaml = String::from_utf8_lossy(&out.stdout);
+    assert!(yaml.contains("match: ModelName"), "{yaml}");
+    assert!(yaml.contains("modelNameHeader: X-Model"), "{yaml}");
+    assert!(
+        yaml.contains("\\\"spec.routing.match\\\":\\\"ClusterInferencePolicy/by-name\\\"")
+            || yaml.contains("\"spec.routing.match\":\"ClusterInferencePolicy/by-name\""),
+        "{yaml}"
+    );
+}
