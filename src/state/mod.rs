@@ -16,6 +16,8 @@
 //! - [`scope`]: which namespaces are watched;
 //! - [`ledger`]: the per-namespace GPU budget ledgers, watched in
 //!   infergate's namespace and written by admission and the reconciler;
+//! - [`names`]: the per-Gateway names ledgers (one owner per served
+//!   name), written by admission and corrected by the reconciler;
 //! - [`room`]: free devices per AcceleratorClass, from watches of nodes
 //!   and of the pods that request devices;
 //! - [`served`]: whether the cluster serves an optional API admission
@@ -28,6 +30,7 @@ pub mod files;
 pub(crate) mod kept;
 pub mod ledger;
 pub mod namespace;
+pub mod names;
 pub mod room;
 pub mod routes;
 pub mod scope;

@@ -1,0 +1,151 @@
+//! The names ledgers corrected from the services the watch holds (run by
+//! the reconciler's leader, as the GPU budget ledgers are): every
+//! [`TICK`] all of them, and at once when a service is deleted, so a
+//! deleted service's names are free within a tick. A Gateway some service
+//! holds names on gets a ledger holding them; see [`correct`] for the
+//! rules.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::api::v1beta1::InferenceService;
+use crate::engine::model_names::{Claim, claims};
+use crate::state::ClusterState;
+
+use super::book::{Existing, Gateway, ServicesSeen, Sightings, correct, key, names_on};
+use super::store::NamesLedger;
+
+/// How often the ledgers are compared with the services (in memory; a
+/// ledger is written only when it is wrong).
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// A deleted service: namespace, name and uid.
+pub type Deletion = (String, String, Option<String>);
+
+/// Claims already worked out, by service uid, at a generation.
+#[derive(Default)]
+struct Known {
+    claims: HashMap<String, (Option<i64>, Arc<[Claim]>)>,
+    sightings: HashMap<Gateway, Sightings>,
+}
+
+impl Known {
+    fn claims(&mut self, svc: &InferenceService) -> Arc<[Claim]> {
+        let uid = svc.uid().unwrap_or_default();
+        let generation = svc.metadata.generation;
+        match self.claims.get(&uid) {
+            Some((g, c)) if *g == generation => Arc::clone(c),
+            _ => {
+                let c: Arc<[Claim]> = claims(svc).into();
+                self.claims.insert(uid, (generation, Arc::clone(&c)));
+                c
+            }
+        }
+    }
+}
+
+/// Correct the names ledgers until `token`.
+pub async fn correct_names(
+    ledger: NamesLedger,
+    state: Arc<ClusterState>,
+    mut deletions: mpsc::UnboundedReceiver<Deletion>,
+    token: CancellationToken,
+) {
+    let mut known = Known::default();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut deleted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        tokio::select! {
+            () = token.cancelled() => return,
+            _ = tick.tick() => {}
+            Some(first) = deletions.recv() => {
+                let mut next = Some(first);
+                while let Some((ns, name, uid)) = next {
+                    deleted.entry(key(&ns, &name)).or_default().extend(uid);
+                    next = deletions.try_recv().ok();
+                }
+            }
+        }
+        correct_all(&ledger, &state, &mut known, &deleted).await;
+    }
+}
+
+/// One pass over every Gateway a service holds names on or a ledger counts.
+async fn correct_all(
+    ledger: &NamesLedger,
+    state: &ClusterState,
+    known: &mut Known,
+    deleted: &BTreeMap<String, BTreeSet<String>>,
+) {
+    let services = state.services();
+    let mut by_gateway: BTreeMap<Gateway, BTreeMap<String, Existing>> = BTreeMap::new();
+    let mut uids = std::collections::HashSet::new();
+    for svc in services.state() {
+        uids.extend(svc.uid());
+        let held = known.claims(&svc);
+        let gateways: BTreeSet<Gateway> = held
+            .iter()
+            .map(|c| (c.gateway_namespace.clone(), c.gateway.clone()))
+            .collect();
+        for gw in gateways {
+            let existing = Existing {
+                uid: svc.uid(),
+                generation: svc.metadata.generation,
+                names: names_on(&gw, &held),
+            };
+            let k = key(&svc.namespace().unwrap_or_default(), &svc.name_any());
+            by_gateway.entry(gw).or_default().insert(k, existing);
+        }
+    }
+    known.claims.retain(|uid, _| uids.contains(uid));
+    for gw in ledger.gateways() {
+        by_gateway.entry(gw).or_default();
+    }
+    known.sightings.retain(|gw, _| by_gateway.contains_key(gw));
+    let now = Instant::now();
+    for (gw, holders) in by_gateway {
+        let sightings = known.sightings.entry(gw.clone()).or_default();
+        let written = ledger
+            .correct(&gw, |book, _exists| {
+                let mut seen = ServicesSeen {
+                    existing: holders,
+                    deleted: BTreeMap::new(),
+                };
+                for k in book.entries.keys() {
+                    if let Some(uids) = deleted.get(k) {
+                        seen.deleted.insert(k.clone(), uids.clone());
+                    }
+                    if seen.existing.contains_key(k) {
+                        continue;
+                    }
+                    let (ns, name) = super::book::holder(k);
+                    if let Some(svc) = services.get(&ObjectRef::new(name).within(ns)) {
+                        // It exists and holds nothing on this Gateway now.
+                        let existing = Existing {
+                            uid: svc.uid(),
+                            generation: svc.metadata.generation,
+                            names: BTreeSet::new(),
+                        };
+                        seen.existing.insert(k.clone(), existing);
+                    }
+                }
+                correct(book, &seen, sightings, now)
+            })
+            .await;
+        match written {
+            Ok(true) => debug!(gateway = %format!("{}/{}", gw.0, gw.1), "names ledger corrected"),
+            Ok(false) => {}
+            Err(e) => {
+                debug!(gateway = %format!("{}/{}", gw.0, gw.1), error = %e, "names ledger not corrected; next time");
+            }
+        }
+    }
+}
