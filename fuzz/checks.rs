@@ -24,6 +24,7 @@ fn admission() -> &'static Admission {
         metrics: Metrics::new(),
         access: infergate::webhook::access::AccessReviewer::default(),
         ledger: infergate::state::ledger::Ledger::default(),
+        names: infergate::state::names::NamesLedger::default(),
         owners: infergate::webhook::confine::Owners::default(),
     })
 }

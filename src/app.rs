@@ -257,6 +257,16 @@ pub async fn serve(
             stop.clone(),
         )
     });
+    // The names ledgers: one owner per served name on each Gateway,
+    // recorded at admission, corrected by the reconciler.
+    let names = client.as_ref().map_or_else(Default::default, |client| {
+        crate::state::names::NamesLedger::start(
+            client.clone(),
+            &args.namespace,
+            scope.clone(),
+            stop.clone(),
+        )
+    });
     let state = Arc::new(
         AppState::new(
             Arc::clone(&cluster),
@@ -270,6 +280,7 @@ pub async fn serve(
             metrics.clone(),
         ))
         .with_ledger(ledger.clone())
+        .with_names(names.clone())
         .with_owners(crate::webhook::confine::Owners::new(client.clone())),
     );
     {
@@ -304,7 +315,8 @@ pub async fn serve(
         .with_service_account(&args.service_account)
         .with_scope(scope.clone())
         .with_state(Arc::clone(&cluster))
-        .with_ledger(ledger);
+        .with_ledger(ledger)
+        .with_names(names);
         start_reconciler(client.clone(), config, shutdown.clone())
     });
 

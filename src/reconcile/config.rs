@@ -41,6 +41,9 @@ pub struct Config {
     /// The GPU budget ledgers, shared with the webhooks; each leadership
     /// term watches its own when `None`.
     pub ledger: Option<crate::state::ledger::Ledger>,
+    /// The names ledgers, shared with the webhooks; each leadership term
+    /// watches its own when `None`.
+    pub names: Option<crate::state::names::NamesLedger>,
 }
 
 impl Config {
@@ -67,6 +70,7 @@ impl Config {
             state: None,
             prometheus_url: None,
             ledger: None,
+            names: None,
         }
     }
 
@@ -83,6 +87,14 @@ impl Config {
     #[must_use]
     pub fn with_ledger(mut self, ledger: crate::state::ledger::Ledger) -> Self {
         self.ledger = Some(ledger);
+        self
+    }
+
+    /// Correct the names ledgers of `names` (the webhooks') instead of
+    /// watching them anew each term.
+    #[must_use]
+    pub fn with_names(mut self, names: crate::state::names::NamesLedger) -> Self {
+        self.names = Some(names);
         self
     }
 

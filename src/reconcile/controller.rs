@@ -98,6 +98,7 @@ pub async fn run_controller(
     info!("caches synced; reconciling");
 
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (deleted_rx, names_deleted_rx) = split_deletions(&mut tasks, deleted_rx);
     let service_events = super::accounting::tap_deletions(
         &mut tasks,
         Arc::clone(&state),
@@ -130,6 +131,14 @@ pub async fn run_controller(
     };
     let services = state.services();
     spawn_ledger_corrections(&mut tasks, &client, &config, &state, deleted_rx, &token);
+    spawn_names_corrections(
+        &mut tasks,
+        &client,
+        &config,
+        &state,
+        names_deleted_rx,
+        &token,
+    );
     let writer = Writer::new(client.clone(), reporter, echoes);
     let ctx = Arc::new(Ctx::new(
         client, config, writer, state, caches, pod_states, graph,
@@ -174,6 +183,48 @@ async fn forget_deleted(
     while let Some(key) = deleted.recv().await {
         ctx.forget_service(&key);
     }
+}
+
+type Deletions = tokio::sync::mpsc::UnboundedReceiver<super::accounting::Deletion>;
+
+/// Every deletion, to the budget ledgers' corrections and the names
+/// ledgers'.
+fn split_deletions(tasks: &mut JoinSet<()>, mut deleted: Deletions) -> (Deletions, Deletions) {
+    let (budget_tx, budget_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (names_tx, names_rx) = tokio::sync::mpsc::unbounded_channel();
+    tasks.spawn(async move {
+        while let Some(d) = deleted.recv().await {
+            let _ = names_tx.send(d.clone());
+            let _ = budget_tx.send(d);
+        }
+    });
+    (budget_rx, names_rx)
+}
+
+/// The names ledgers, corrected from the services this term (the ledgers
+/// given in the config, or ones watched from here).
+fn spawn_names_corrections(
+    tasks: &mut JoinSet<()>,
+    client: &Client,
+    config: &Config,
+    state: &Arc<ClusterState>,
+    deleted: Deletions,
+    token: &CancellationToken,
+) {
+    let names = config.names.clone().unwrap_or_else(|| {
+        crate::state::names::NamesLedger::start(
+            client.clone(),
+            &config.namespace,
+            config.scope.clone(),
+            token.clone(),
+        )
+    });
+    tasks.spawn(crate::state::names::correct_names(
+        names,
+        Arc::clone(state),
+        deleted,
+        token.clone(),
+    ));
 }
 
 /// The GPU budget ledgers, corrected from the services this term (the

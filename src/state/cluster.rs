@@ -53,6 +53,7 @@ pub struct ClusterState {
     service_events: Mutex<Option<mpsc::Sender<ServiceEvent>>>,
     room: Arc<Room>,
     served: Arc<super::served::Served>,
+    foreign: Arc<super::foreign::ForeignRoutes>,
 }
 
 impl Default for ClusterState {
@@ -81,6 +82,7 @@ impl ClusterState {
             service_events: Mutex::new(None),
             room: Arc::new(Room::default()),
             served: Arc::default(),
+            foreign: Arc::default(),
         }
     }
 
@@ -120,6 +122,13 @@ impl ClusterState {
     pub fn set_profiles(&self, profiles: ModelProfiles) {
         self.profiles.store(Arc::new(profiles));
         self.policy_changes.send_modify(|n| *n += 1);
+    }
+
+    /// The exact header matches of HTTPRoutes infergate does not own
+    /// (watched once the cluster serves HTTPRoutes).
+    #[must_use]
+    pub fn foreign_routes(&self) -> &super::foreign::ForeignRoutes {
+        &self.foreign
     }
 
     /// Free devices per AcceleratorClass, from the watches of nodes and
@@ -305,6 +314,8 @@ impl ClusterState {
         }
         self.spawn_namespace_watch(&client, shutdown.clone());
         self.served.spawn(client.clone(), shutdown.clone());
+        self.foreign
+            .spawn(client.clone(), scope.clone(), shutdown.clone());
         if *scope == Scope::All {
             super::room::watch::spawn(&self.room, &client, &shutdown);
         }

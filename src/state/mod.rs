@@ -16,6 +16,8 @@
 //! - [`scope`]: which namespaces are watched;
 //! - [`ledger`]: the per-namespace GPU budget ledgers, watched in
 //!   infergate's namespace and written by admission and the reconciler;
+//! - [`foreign`]: the exact header matches of HTTPRoutes infergate does
+//!   not own, from a watch started once the API is served;
 //! - [`names`]: the per-Gateway names ledgers (one owner per served
 //!   name), written by admission and corrected by the reconciler;
 //! - [`room`]: free devices per AcceleratorClass, from watches of nodes
@@ -27,10 +29,11 @@
 pub mod cluster;
 pub mod context;
 pub mod files;
+pub mod foreign;
 pub(crate) mod kept;
 pub mod ledger;
-pub mod namespace;
 pub mod names;
+pub mod namespace;
 pub mod room;
 pub mod routes;
 pub mod scope;

@@ -25,15 +25,18 @@ use kube::runtime::reflector::ObjectRef;
 use crate::api::GROUP;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::capacity::charge::Charge;
+use crate::engine::model_names::Claim;
 use crate::engine::references;
 use crate::engine::{Context, FieldError, ServerDefaults, Verdict};
 use crate::metrics::{Metrics, Webhook};
 use crate::state::ledger::{Ledger, Target};
+use crate::state::names::{Holder, NamesLedger};
 use crate::state::{ClusterState, context};
 use crate::telemetry::{Bounded, bounded_message};
 use crate::webhook::access::{AccessReviewer, Split};
 use crate::webhook::charging;
 use crate::webhook::confine::{Needs, Owners};
+use crate::webhook::naming;
 use crate::webhook::patch;
 use crate::webhook::review::{self, Object, Response, Review};
 
@@ -56,6 +59,8 @@ pub struct Admission {
     pub access: AccessReviewer,
     /// The GPU budget ledgers service writes are charged in.
     pub ledger: Ledger,
+    /// The names ledgers services routed by name record their names in.
+    pub names: NamesLedger,
     /// Asks the API server about a service that controls a child infergate
     /// writes, when the watch cache does not confirm the write.
     pub owners: Owners,
@@ -85,6 +90,8 @@ pub struct Pending {
     refs: Split,
     /// The charge the namespace's ledger must record.
     charge: Option<Charge>,
+    /// The names the Gateway's names ledger must record.
+    names: Option<Vec<Claim>>,
     /// The uid of the service charged and the generation its write stores.
     uid: Option<String>,
     generation: Option<i64>,
@@ -108,6 +115,7 @@ struct Waiting {
     head: Review,
     refs: Split,
     charge: Option<Charge>,
+    names: Option<Vec<Claim>>,
     uid: Option<String>,
     generation: Option<i64>,
     confine: Option<Needs>,
@@ -134,6 +142,7 @@ impl Admission {
             head: w.head,
             refs: w.refs,
             charge: w.charge,
+            names: w.names,
             uid: w.uid,
             generation: w.generation,
             confine: w.confine,
@@ -174,6 +183,17 @@ impl Admission {
             .access
             .settle(&head.user_info, head.namespace(), pending.refs)
             .await;
+        if let Some(mine) = pending.names.filter(|_| errors.is_empty()) {
+            let holder = Holder {
+                namespace: head.namespace(),
+                name: head.name.as_str(),
+                uid: pending.uid.as_deref(),
+                generation: pending.generation,
+            };
+            let left = charge_time_left(pending.start);
+            let recorded = self.names.record(holder, &mine, left).await;
+            errors = naming::errors_of(recorded, &mine);
+        }
         if let Some(charge) = pending.charge.filter(|_| errors.is_empty()) {
             let name = head.name.as_str();
             let target = Target {
@@ -303,13 +323,16 @@ impl Admission {
                 &[],
                 &head,
             ),
-            (resp, Some(Waiting { head, refs, charge, .. })) => {
+            (resp, Some(Waiting { head, refs, charge, names, .. })) => {
                 let ledger = charge.map(|_| {
                     FieldError::forbidden(
                         charging::FIELD,
                         "the namespace's GPU budget ledger must record this charge, which this caller cannot wait for; denied",
                     )
                 });
+                let ledger = ledger.into_iter().chain(names.map(|mine| {
+                    naming::not_recorded(&mine, "this caller cannot wait for it")
+                }));
                 let unasked: Vec<FieldError> = refs
                     .ask
                     .iter()
@@ -411,6 +434,19 @@ impl Admission {
         });
         verdict.errors.extend(admit.errors);
         verdict.warnings.extend(admit.warnings);
+        let names = if verdict.allowed() {
+            naming::admit(
+                &self.state,
+                &self.names,
+                &svc,
+                old.as_deref(),
+                review.dry_run,
+            )
+        } else {
+            naming::Names::default()
+        };
+        verdict.errors.extend(names.errors);
+        verdict.warnings.extend(names.warnings);
         if !verdict.allowed() {
             return (verdict_response(review, resp, &verdict, warnings), None);
         }
@@ -431,17 +467,21 @@ impl Admission {
             verdict.errors.append(&mut refs.denied);
         }
         let resp = verdict_response(review, resp, &verdict, warnings);
-        if !verdict.allowed() || (refs.ask.is_empty() && admit.charge.is_none()) {
+        if !verdict.allowed()
+            || (refs.ask.is_empty() && admit.charge.is_none() && names.record.is_none())
+        {
             return (resp, None);
         }
         // A write the cache already denies records no charge, but its
         // other references are still asked about, so that the denial
         // names each one.
         let charge = admit.charge.filter(|_| refs.denied.is_empty());
+        let names = names.record.filter(|_| refs.denied.is_empty());
         let waiting = Waiting {
             head: review.head(),
             refs,
             charge,
+            names,
             uid: svc.metadata.uid.clone(),
             generation: svc.metadata.generation,
             confine: None,
@@ -498,6 +538,7 @@ impl Admission {
                     head: review.head(),
                     refs: Split::default(),
                     charge: None,
+                    names: None,
                     uid: None,
                     generation: None,
                     confine: Some(needs),

@@ -12,6 +12,9 @@
 //!   services that control them;
 //! - [`charging`]: what admission decides about a charge on a namespace's
 //!   GPU budget ledger ([`crate::state::ledger`]);
+//! - [`naming`]: what admission decides about the served names of a
+//!   service routed by name on its Gateway's names ledger
+//!   ([`crate::state::names`]), and routes infergate does not own;
 //! - [`patch`]: the JSONPatch of what defaulting filled in;
 //! - `room`: the warnings of a write that needs room its GPU pool lacks;
 //! - [`tls`]: the serving certificate (resolver, files, rcgen, the
@@ -24,6 +27,7 @@ pub mod confine;
 pub mod conversion;
 pub mod limits;
 pub mod listener;
+pub mod naming;
 pub mod patch;
 pub mod review;
 mod room;

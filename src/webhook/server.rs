@@ -80,6 +80,7 @@ impl AppState {
                 metrics,
                 access: crate::webhook::access::AccessReviewer::default(),
                 ledger: crate::state::ledger::Ledger::default(),
+                names: crate::state::names::NamesLedger::default(),
                 owners: crate::webhook::confine::Owners::default(),
             },
             resolver,
@@ -110,6 +111,14 @@ impl AppState {
     #[must_use]
     pub fn with_ledger(mut self, ledger: crate::state::ledger::Ledger) -> Self {
         self.admission.ledger = ledger;
+        self
+    }
+
+    /// This state records the names of services routed by name in `names`
+    /// (the default has no API server: such a write is denied).
+    #[must_use]
+    pub fn with_names(mut self, names: crate::state::names::NamesLedger) -> Self {
+        self.admission.names = names;
         self
     }
 

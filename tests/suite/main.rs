@@ -35,6 +35,7 @@ mod e2e_lws;
 mod e2e_lws_later;
 mod e2e_model_route;
 mod e2e_multi_node;
+mod e2e_names;
 mod e2e_optional;
 mod e2e_plugin;
 mod e2e_plugin_rollout;

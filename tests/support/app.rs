@@ -59,6 +59,7 @@ pub fn admission(state: ClusterState, server: ServerDefaults) -> Admission {
         metrics: Metrics::new(),
         access: infergate::webhook::access::AccessReviewer::default(),
         ledger: infergate::state::ledger::Ledger::default(),
+        names: infergate::state::names::NamesLedger::default(),
         owners: infergate::webhook::confine::Owners::default(),
     }
 }

@@ -128,11 +128,12 @@ async fn correct_all(
                     }
                     let (ns, name) = super::book::holder(k);
                     if let Some(svc) = services.get(&ObjectRef::new(name).within(ns)) {
-                        // It exists and holds nothing on this Gateway now.
+                        // Not among the holders listed above: it holds
+                        // nothing here, or the watch delivered it since.
                         let existing = Existing {
                             uid: svc.uid(),
                             generation: svc.metadata.generation,
-                            names: BTreeSet::new(),
+                            names: names_on(&gw, &claims(&svc)),
                         };
                         seen.existing.insert(k.clone(), existing);
                     }

@@ -494,6 +494,7 @@ mod generated {
                 metrics: Metrics::new(),
                 access: crate::webhook::access::AccessReviewer::default(),
                 ledger: crate::state::ledger::Ledger::default(),
+                names: crate::state::names::NamesLedger::default(),
                 owners: crate::webhook::confine::Owners::default(),
             };
             match (decode(body.as_bytes()), decode_by_slices(body.as_bytes())) {
