@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::client::{PluginError, Target};
 use super::headroom::{NamespaceBudget, namespace_budget};
+use super::names::{ModelNames, model_names};
 use crate::api::rollout::{RolloutPhase, RolloutStatus, RolloutStrategy, VersionRef};
 use crate::api::upstream::gateway_api::HTTPRoute;
 use crate::api::v1beta1::{
@@ -142,6 +143,10 @@ pub struct ServiceFacts {
     /// The route, when one exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route: Option<RouteFacts>,
+    /// The names the service serves and whether each is routed (none for
+    /// a service that names nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_names: Option<ModelNames>,
     /// The progressive rollout, with `strategy: Canary`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutFacts>,
@@ -254,6 +259,7 @@ pub fn shape(svc: &InferenceService, observed: &RelatedObjects, now: Timestamp) 
             deployment_tracks(svc, observed, status.rollout.as_ref())
         },
         route: observed.route.as_ref().map(|r| route_facts(svc, r)),
+        model_names: model_names(svc, observed.route.as_ref()),
         rollout: rollout_facts(svc, status.rollout.as_ref(), now),
         conditions: status
             .conditions

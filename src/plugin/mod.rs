@@ -5,6 +5,7 @@
 //! - [`client`]: the kubeconfig, context and namespace, read like kubectl;
 //! - [`facts`]: what one service is, gathered from the API server (the
 //!   service, its Deployments, its route, its namespace's budget);
+//! - [`names`]: the names a service serves and whether each is routed;
 //! - [`status`]: one screen of those facts, redrawn on every watch event
 //!   with `-w`, or as JSON or YAML for scripts;
 //! - [`rollout`]: `rollout status` (waits, with kubectl's exit codes) and
@@ -19,6 +20,7 @@ pub mod client;
 pub mod facts;
 pub mod fit;
 pub mod headroom;
+pub mod names;
 pub mod rollout;
 pub mod status;
 pub mod term;

@@ -9,6 +9,7 @@ use futures::StreamExt;
 
 use super::client::{Connection, PluginError};
 use super::facts::{ServiceFacts, gather};
+use super::names::NameRoute;
 use super::term::Output;
 use super::term::{Style, Tone, tone_of};
 use super::watch::changes;
@@ -125,11 +126,18 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
                 .iter()
                 .map(|b| format!("{} {}", b.name, b.weight))
                 .collect();
+            // A route by name alone has no path rule.
+            let by_name = f
+                .model_names
+                .as_ref()
+                .is_some_and(|n| n.route_match == "ModelName");
             let _ = writeln!(
                 out,
                 "Route       {} {} -> {}",
                 r.gateway,
-                r.path.as_deref().unwrap_or("-"),
+                r.path
+                    .as_deref()
+                    .unwrap_or(if by_name { "(by model name)" } else { "-" }),
                 backends.join(", ")
             );
         }
@@ -137,6 +145,7 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
     }
     rollout_lines(&mut out, f, style);
     out.push('\n');
+    names_lines(&mut out, f, style);
     let rows: Vec<[String; 4]> = f
         .conditions
         .iter()
@@ -157,6 +166,47 @@ pub fn render(f: &ServiceFacts, style: Style) -> String {
     out.push('\n');
     resource_lines(&mut out, f, style);
     out
+}
+
+/// The names the service serves and whether each is routed, then a
+/// blank line (nothing for a service that names nothing).
+fn names_lines(out: &mut String, f: &ServiceFacts, style: Style) {
+    let Some(n) = &f.model_names else {
+        return;
+    };
+    let mut head = format!("Names       match {}", n.route_match);
+    if n.route_match != "Path" {
+        let _ = write!(head, ", header {}", n.header);
+    }
+    if let Some(g) = &n.gateway {
+        let _ = write!(head, ", gateway {g}");
+    }
+    if !n.hostnames.is_empty() {
+        let _ = write!(head, ", hostnames {}", n.hostnames.join(", "));
+    }
+    out.push_str(&head);
+    out.push_str("\n\n");
+    let rows: Vec<[String; 3]> = n
+        .names
+        .iter()
+        .map(|name| {
+            let serves = name
+                .adapter_source
+                .as_ref()
+                .map_or_else(|| "base model".to_owned(), |s| format!("adapter {s}"));
+            let routed = match name.route {
+                NameRoute::Routed => style.paint(Tone::Good, "yes"),
+                NameRoute::Waiting => {
+                    format!("{}: {}", style.paint(Tone::Wait, "waiting"), name.detail)
+                }
+                NameRoute::PathOnly => format!("by path: {}", name.detail),
+                _ => format!("{}: {}", style.paint(Tone::Bad, "no"), name.detail),
+            };
+            [name.name.clone(), serves, routed]
+        })
+        .collect();
+    table(out, ["MODEL NAME", "SERVES", "ROUTED"], &rows);
+    out.push('\n');
 }
 
 /// The rollout's lines: its phase, step and soak, the steps, the tracks'

@@ -12,6 +12,8 @@
 //! - `explain`: the findings of a service, most telling first;
 //! - `conditions`: the findings of each condition, by its reason;
 //! - `rollout`: the finding of a held, paused or rolled-back rollout;
+//! - `names`: a denial caused by a model name or an adapter, a refused
+//!   route's names, names the route has no rule for yet;
 //! - `commands`: the next commands, with the service's namespace and name;
 //! - `render`: the human text, and `why` run from the command line.
 
@@ -19,6 +21,7 @@ mod commands;
 mod conditions;
 mod explain;
 mod finding;
+mod names;
 mod render;
 mod rollout;
 
@@ -26,5 +29,7 @@ pub use explain::{explain, explanation, is_ready};
 pub use finding::{Explanation, Finding, Severity};
 pub use render::{Options, render, run};
 
+#[cfg(test)]
+mod names_tests;
 #[cfg(test)]
 mod tests;

@@ -244,8 +244,9 @@ pub(super) fn ready(c: &ConditionFacts, cmd: &Commands, class: Option<&str>) -> 
     Some(finding(rank, severity, &c.reason, track, sentence, next))
 }
 
-/// `RoutingReady=False` (no gateway is a choice, not a problem).
-pub(super) fn routing(c: &ConditionFacts, cmd: &Commands) -> Option<Finding> {
+/// `RoutingReady=False` (no gateway is a choice, not a problem);
+/// `refused_names` says which model names a refused route carries.
+pub(super) fn routing(c: &ConditionFacts, cmd: &Commands, refused_names: &str) -> Option<Finding> {
     let (rank, severity, sentence, next) = match reason(c) {
         Some(Reason::NoGateway) => return None,
         Some(Reason::ServeServiceMissing) => (
@@ -260,7 +261,10 @@ pub(super) fn routing(c: &ConditionFacts, cmd: &Commands) -> Option<Finding> {
         Some(Reason::RouteNotAccepted) => (
             rank::ROUTE,
             Severity::Blocking,
-            format!("The gateway refused the route: {}", quote(&c.message)),
+            format!(
+                "The gateway refused the route{refused_names}: {}",
+                quote(&c.message)
+            ),
             cmd.describe("httproute"),
         ),
         Some(Reason::InferencePoolNotAccepted) => (

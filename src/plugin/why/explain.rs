@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use super::commands::Commands;
 use super::conditions::{full_pool, graph, policy, ready, reconciled, routing};
 use super::finding::{Explanation, Finding, Severity, finding, rank};
+use super::names;
 use super::rollout::rollout;
-use crate::api::vocabulary::{CondStatus, ConditionType};
+use crate::api::vocabulary::{CondStatus, ConditionType, Reason};
 use crate::plugin::facts::{ConditionFacts, ServiceFacts};
 
 /// Whether the service is ready: `Ready=True`, and the reconciler has seen
@@ -41,10 +42,17 @@ pub fn explain(f: &ServiceFacts) -> Vec<Finding> {
         return out;
     }
     if let Some(c) = false_condition(f, ConditionType::PolicyCompliant) {
-        out.push(policy(c, &cmd));
+        // A violation caused by a name or an adapter is told as one.
+        let by_name = (c.reason == Reason::PolicyViolation.as_str())
+            .then(|| names::denial(c, &cmd))
+            .flatten();
+        out.push(by_name.unwrap_or_else(|| policy(c, &cmd)));
     }
     if let Some(c) = false_condition(f, ConditionType::Reconciled) {
-        out.extend(reconciled(c, &cmd, f.accelerator_class.as_deref()));
+        match names::held_name(&c.message).and_then(|_| names::denial(c, &cmd)) {
+            Some(held) => out.push(held),
+            None => out.extend(reconciled(c, &cmd, f.accelerator_class.as_deref())),
+        }
     }
     if let Some(c) = f
         .condition(ConditionType::GraphReady.as_str())
@@ -62,8 +70,9 @@ pub fn explain(f: &ServiceFacts) -> Vec<Finding> {
     }
     out.extend(rollout(f, &cmd));
     if let Some(c) = false_condition(f, ConditionType::RoutingReady) {
-        out.extend(routing(c, &cmd));
+        out.extend(routing(c, &cmd, &names::refused_names(f)));
     }
+    out.extend(names::missing_rules(f, &cmd));
     if let (Some(seen), Some(current)) = (f.observed_generation, f.generation)
         && seen < current
     {
