@@ -52,6 +52,7 @@ fn good_examples_pass() {
         "team-a/legacy:",
         "team-a/embed:",
         "team-a/chat-27b:",
+        "team-a/chat-lora:",
     ] {
         assert!(
             err.lines().any(|l| l.contains(name) && l.ends_with(": ok")),
