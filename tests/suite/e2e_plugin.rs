@@ -414,3 +414,91 @@ async fn krew_installs_the_plugin_and_kubectl_completes_it() {
         }
     }
 }
+
+/// `status` lists the names a service routed by name serves: waiting while
+/// no gateway has reported on its HTTPRoute, routed once the gateway has
+/// accepted it (the test plays the gateway controller).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_the_served_names_and_whether_the_gateway_routes_them() {
+    use infergate::api::common::AdapterSpec;
+    use infergate::api::upstream::gateway_api::HTTPRoute;
+    use infergate::api::v1beta1::RouteMatch;
+
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let (cp, client, ns, _reconciler) = setup("plugin-names").await;
+    let mut svc = support::llama_service("names", "registry.example.com/vllm:0.11.1", None);
+    svc.spec.model.served_name = Some("llama-3-8b".into());
+    svc.spec.model.adapters = vec![AdapterSpec {
+        name: "sql-lora".into(),
+        source: "org/sql-lora".into(),
+    }];
+    svc.spec.routing = Some(RoutingSpec {
+        gateway: Some(GatewayRef {
+            name: "public".into(),
+            namespace: Some("infra".into()),
+        }),
+        r#match: Some(RouteMatch::ModelName),
+        ..RoutingSpec::default()
+    });
+    Api::<InferenceService>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("create service");
+    wait_for::<InferenceService>(&client, &ns, "names", "routed", WAIT, |s| {
+        condition(s, "RoutingReady").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let facts = |cp: &support::ControlPlane| -> Value {
+        let out = cp.kubectl_infergate(&["status", "names", "-n", &ns, "-o", "json"]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let f = facts(cp);
+    let names = &f["modelNames"];
+    assert_eq!(names["match"], "ModelName", "{f}");
+    assert_eq!(names["gateway"], "infra/public");
+    assert_eq!(names["names"][0]["name"], "llama-3-8b");
+    assert_eq!(names["names"][1]["name"], "sql-lora");
+    assert_eq!(names["names"][1]["adapterSource"], "org/sql-lora");
+    for n in names["names"].as_array().expect("names") {
+        assert_eq!(
+            n["route"], "Waiting",
+            "no gateway controller runs here: {n}"
+        );
+        assert_eq!(n["routed"], false);
+    }
+
+    // The gateway accepts the route.
+    let parent = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "public", "namespace": "infra"});
+    let accepted = json!({"status": {"parents": [{
+        "parentRef": parent,
+        "controllerName": "example.com/gateway",
+        "conditions": [{
+            "type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1,
+        }],
+    }]}});
+    Api::<HTTPRoute>::namespaced(client.clone(), &ns)
+        .patch_status("names", &PatchParams::default(), &Patch::Merge(&accepted))
+        .await
+        .expect("the gateway's status");
+    let f = facts(cp);
+    for n in f["modelNames"]["names"].as_array().expect("names") {
+        assert_eq!(n["route"], "Routed", "{n}");
+        assert_eq!(n["routed"], true);
+    }
+    let out = cp.kubectl_infergate(&["status", "names", "-n", &ns]);
+    let screen = stdout(&out);
+    assert!(
+        screen.contains(
+            "Names       match ModelName, header X-Gateway-Model-Name, gateway infra/public"
+        ),
+        "{screen}"
+    );
+    assert!(
+        screen.lines().any(|l| l.starts_with("sql-lora ")
+            && l.contains("adapter org/sql-lora")
+            && l.ends_with("yes")),
+        "{screen}"
+    );
+}
