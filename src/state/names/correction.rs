@@ -29,11 +29,20 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// A deleted service: namespace, name and uid.
 pub type Deletion = (String, String, Option<String>);
 
+/// How long a deletion is remembered: a pass that cannot use it (the
+/// ledger's watch has not yet delivered the entry it releases, or its
+/// write met a conflict) leaves it to the next ones. A uid is never used
+/// again, so remembering it longer releases nothing it should not.
+pub const REMEMBER_DELETIONS: Duration = Duration::from_secs(60);
+
 /// Claims already worked out, by service uid, at a generation.
 #[derive(Default)]
 struct Known {
     claims: HashMap<String, (Option<i64>, Arc<[Claim]>)>,
     sightings: HashMap<Gateway, Sightings>,
+    /// Deleted services by data key: the uids deleted (none known: any
+    /// entry of that key), when last deleted.
+    deleted: HashMap<String, (BTreeSet<String>, Instant)>,
 }
 
 impl Known {
@@ -62,19 +71,32 @@ pub async fn correct_names(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let mut deleted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         tokio::select! {
             () = token.cancelled() => return,
             _ = tick.tick() => {}
             Some(first) = deletions.recv() => {
+                let now = Instant::now();
                 let mut next = Some(first);
                 while let Some((ns, name, uid)) = next {
-                    deleted.entry(key(&ns, &name)).or_default().extend(uid);
+                    let seen = known.deleted.entry(key(&ns, &name)).or_insert((BTreeSet::new(), now));
+                    seen.0.extend(uid);
+                    seen.1 = now;
                     next = deletions.try_recv().ok();
                 }
             }
         }
+        known
+            .deleted
+            .retain(|_, (_, at)| at.elapsed() < REMEMBER_DELETIONS);
+        let deleted: BTreeMap<String, BTreeSet<String>> = known
+            .deleted
+            .iter()
+            .map(|(k, (uids, _))| (k.clone(), uids.clone()))
+            .collect();
         correct_all(&ledger, &state, &mut known, &deleted).await;
+        // A deletion of no known uid releases any entry of its key: once
+        // only, or it would release the entry of a service created again.
+        known.deleted.retain(|_, (uids, _)| !uids.is_empty());
     }
 }
 

@@ -68,3 +68,81 @@ async fn forty_parallel_creates_serving_one_name_admit_exactly_one_five_times_ou
         assert!(after > before, "server {i} was handed no connection");
     }
 }
+
+/// The stored services of `namespaces` serving `served`.
+async fn holders(client: &kube::Client, namespaces: &[String], served: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let api: Api<InferenceService> = Api::namespaced(client.clone(), ns);
+        for svc in api.list(&ListParams::default()).await.unwrap() {
+            if svc.spec.model.served_name.as_deref() == Some(served) {
+                out.push(format!("{ns}/{}", svc.name_any()));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_rounds_of_delete_and_recreate_racing_another_namespaces_create_never_store_two_holders()
+ {
+    let (cp, client) = env().await;
+    let namespaces = [
+        cp.fresh_namespace("names-cycle").await,
+        cp.fresh_namespace("names-intruder").await,
+    ];
+    let gw = gateway("gw-cycle");
+    let cycled = by_name("cycled", &gw, "gemma-3", &[], &[]);
+    let intruder = by_name("intruder", &gw, "gemma-3", &[], &[]);
+    let api: Api<InferenceService> = Api::namespaced(client.clone(), &namespaces[0]);
+    let other: Api<InferenceService> = Api::namespaced(client.clone(), &namespaces[1]);
+    let pp = PostParams::default();
+    api.create(&pp, &cycled).await.unwrap();
+    let mut twice = Vec::new();
+    let mut intruder_won = 0;
+    for round in 0..20 {
+        api.delete("cycled", &Default::default()).await.unwrap();
+        let again = {
+            let (api, svc) = (api.clone(), cycled.clone());
+            tokio::spawn(async move { api.create(&PostParams::default(), &svc).await.is_ok() })
+        };
+        let took = {
+            let (other, svc) = (other.clone(), intruder.clone());
+            tokio::spawn(async move {
+                let until = Instant::now() + std::time::Duration::from_millis(400);
+                while Instant::now() < until {
+                    if other.create(&PostParams::default(), &svc).await.is_ok() {
+                        return true;
+                    }
+                }
+                false
+            })
+        };
+        let (again, took) = (again.await.unwrap(), took.await.unwrap());
+        let stored = holders(&client, &namespaces, "gemma-3").await;
+        if stored.len() > 1 {
+            twice.push(format!("round {round}: {stored:?}"));
+        }
+        if took {
+            intruder_won += 1;
+            other.delete("intruder", &Default::default()).await.unwrap();
+        }
+        if !again {
+            crate::support::eventually(
+                "cycled to be created again",
+                crate::support::WAIT,
+                async || api.create(&PostParams::default(), &cycled).await.ok(),
+            )
+            .await;
+        }
+    }
+    eprintln!(
+        "20 rounds: the intruder won {intruder_won}, two holders in {}",
+        twice.len()
+    );
+    assert!(
+        twice.is_empty(),
+        "two holders stored:\n{}",
+        twice.join("\n")
+    );
+}
