@@ -137,7 +137,7 @@ impl Claim {
             && self.gateway == other.gateway
             && self.gateway_namespace == other.gateway_namespace
             && match (&self.hostname, &other.hostname) {
-                (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                (Some(a), Some(b)) => hostnames_meet(a, b),
                 _ => true,
             }
     }
@@ -147,6 +147,19 @@ impl Claim {
     pub fn gateway_display(&self) -> String {
         format!("{}/{}", self.gateway_namespace, self.gateway)
     }
+}
+
+/// Whether a request for some host reaches routes of both hostnames: the
+/// same name, or a wildcard (`*.example.com`: any name below
+/// `example.com`) that covers the other.
+#[must_use]
+pub fn hostnames_meet(a: &str, b: &str) -> bool {
+    let (a, b) = (a.to_ascii_lowercase(), b.to_ascii_lowercase());
+    let below = |wild: &str, name: &str| {
+        wild.strip_prefix('*')
+            .is_some_and(|suffix| name.len() > suffix.len() && name.ends_with(suffix))
+    };
+    a == b || below(&a, &b) || below(&b, &a)
 }
 
 /// What the service holds: for a service routed by name through a

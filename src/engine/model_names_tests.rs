@@ -63,8 +63,13 @@ fn a_name_on_one_gateway_is_held_once_where_hostnames_meet() {
     let other = claims(&named("team-b", "chat", json!(["other.example.com"])));
     // No hostnames reach every hostname.
     assert!(clash(&everywhere, &api).is_some());
-    // Disjoint hostnames do not meet.
+    // Disjoint hostnames do not meet; a wildcard meets the names below it.
     assert!(clash(&api, &other).is_none());
+    let wild = claims(&named("team-c", "chat", json!(["*.example.com"])));
+    assert!(clash(&wild, &api).is_some());
+    assert!(hostnames_meet("*.example.com", "*.api.example.com"));
+    assert!(!hostnames_meet("*.example.com", "example.com"));
+    assert!(hostnames_meet("API.example.com", "api.example.com"));
     // Another gateway: no clash.
     let mut elsewhere = named("team-b", "chat", json!([]));
     if let Some(g) = elsewhere
