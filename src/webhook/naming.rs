@@ -68,7 +68,10 @@ pub fn admit(
     let gateway: Gateway = (first.gateway_namespace.clone(), first.gateway.clone());
     let book = ledger.cached(&gateway).unwrap_or_else(|| {
         let services = state.services().state();
-        NameBook::of_services(&gateway, services.iter().map(AsRef::as_ref))
+        std::sync::Arc::new(NameBook::of_services(
+            &gateway,
+            services.iter().map(AsRef::as_ref),
+        ))
     });
     let namespace = svc.metadata.namespace.as_deref().unwrap_or_default();
     let me = key(namespace, svc.metadata.name.as_deref().unwrap_or_default());

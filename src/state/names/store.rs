@@ -91,6 +91,10 @@ struct Inner {
     /// Per Gateway ledger name: this process's writes wait for each other,
     /// and the last object this process wrote or read.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<ConfigMap>>>>>,
+    /// The last book parsed from each watched ledger, by its name, with
+    /// the resourceVersion it was parsed at: admission reads a ledger
+    /// once per change, not once per request.
+    parsed: Mutex<HashMap<String, (String, Arc<NameBook>)>>,
 }
 
 impl std::fmt::Debug for NamesLedger {
@@ -132,6 +136,7 @@ impl NamesLedger {
                 scope,
                 store,
                 locks: Mutex::new(HashMap::new()),
+                parsed: Mutex::new(HashMap::new()),
             })),
         }
     }
@@ -139,9 +144,24 @@ impl NamesLedger {
     /// The book of `gateway` as the watch last saw it; `None` when the
     /// watch holds no ledger for it.
     #[must_use]
-    pub fn cached(&self, gateway: &Gateway) -> Option<NameBook> {
-        let cm = self.inner.as_ref()?.cached(gateway)?;
-        Some(NameBook::parse(cm.data.as_ref()))
+    pub fn cached(&self, gateway: &Gateway) -> Option<Arc<NameBook>> {
+        let inner = self.inner.as_ref()?;
+        let cm = inner.cached(gateway)?;
+        let rv = cm.metadata.resource_version.clone().unwrap_or_default();
+        let name = ledger_name(gateway);
+        let mut parsed = inner
+            .parsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((at, book)) = parsed.get(&name)
+            && *at == rv
+            && !rv.is_empty()
+        {
+            return Some(Arc::clone(book));
+        }
+        let book = Arc::new(NameBook::parse(cm.data.as_ref()));
+        parsed.insert(name, (rv, Arc::clone(&book)));
+        Some(book)
     }
 
     /// Every Gateway the watch holds a ledger for.
