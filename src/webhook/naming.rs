@@ -168,6 +168,37 @@ mod tests {
     }
 
     #[test]
+    fn a_foreign_route_on_the_gateway_matching_a_served_name_is_named_in_a_warning() {
+        let state = ClusterState::default();
+        let route: crate::api::upstream::gateway_api::HTTPRoute =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"namespace": "b", "name": "by-hand"},
+                "spec": {"parentRefs": [{"name": "gw", "namespace": "gateways"}],
+                         "rules": [{"matches": [{"headers": [
+                             {"type": "Exact", "name": "X-GATEWAY-MODEL-NAME", "value": "llama"}
+                         ]}]}]}
+            }))
+            .expect("fixture decodes");
+        state.foreign_routes().apply(&route);
+        let chat = svc("a", "chat", "llama", true);
+        let names = admit(&state, &NamesLedger::default(), &chat, Some(&chat), false);
+        assert_eq!(
+            names.warnings,
+            [
+                "spec.model.servedName: HTTPRoute b/by-hand on Gateway gateways/gw also matches X-Gateway-Model-Name: \"llama\", which this service serves; infergate does not own that route, and the Gateway may send this name's requests to it"
+            ]
+        );
+        assert!(names.errors.is_empty() && names.record.is_none());
+        let other = svc("a", "other", "mistral", true);
+        assert!(
+            admit(&state, &NamesLedger::default(), &other, None, true)
+                .warnings
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn a_failed_record_denies_on_the_first_names_field() {
         let chat = svc("a", "chat", "llama", true);
         let errors = errors_of(Recorded::Failed("x".to_owned()), &claims(&chat));

@@ -281,6 +281,34 @@ async fn a_second_service_serving_a_name_on_one_gateway_is_denied_naming_only_a_
         .await
         .unwrap_err();
     assert!(err.contains("Duplicate value: \"m\""), "{err}");
+    // An UPDATE that takes a held name is denied with its field; one that
+    // keeps its names is admitted.
+    let lora_api: Api<InferenceService> = Api::namespaced(client.clone(), &b);
+    let add = |adapters: serde_json::Value| {
+        Patch::Merge(json!({"spec": {"model": {"adapters": adapters}}}))
+    };
+    let err = lora_api
+        .patch(
+            "lora",
+            &PatchParams::default(),
+            &add(json!([{"name": "sql-lora", "source": "org/sql-lora"},
+                        {"name": "llama-3-70b", "source": "org/x"}])),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.model.adapters[1].name: Duplicate value: \"llama-3-70b\""),
+        "{err}"
+    );
+    lora_api
+        .patch(
+            "lora",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
     // Recorded in the Gateway's ledger.
     let book = ledger(&client, &gw).await.expect("a names ledger");
     assert!(
