@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --locked --bench scale                          # 1,000 services
 //! INFERGATE_SCALE_SERVICES=5000 INFERGATE_SCALE_BASELINE=0 cargo bench --locked --bench scale
+//! INFERGATE_SCALE_NAMES=1 cargo bench --locked --bench scale  # each service holding a name
 //! ```
 //!
 //! Starts the test control plane (etcd, kube-apiserver with an audit log,
@@ -134,7 +135,17 @@ async fn child(kubeconfig: std::path::PathBuf) {
         .await
         .expect("reconciler client");
     let token = CancellationToken::new();
-    let config = support::reconcile_config("scale-bench");
+    let mut config = support::reconcile_config("scale-bench");
+    if names_on() {
+        // As `serve` runs it: the names ledgers, which the leader corrects
+        // from the services it sees.
+        config = config.with_names(infergate::state::names::NamesLedger::start(
+            client.clone(),
+            support::SYSTEM_NAMESPACE,
+            infergate::state::Scope::All,
+            token.clone(),
+        ));
+    }
     let run = tokio::spawn(infergate::reconcile::run(client, config, token.clone()));
     let progress = {
         let durations = durations.clone();
@@ -319,14 +330,26 @@ fn all_reconciled(client: &Client, n: usize) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// `INFERGATE_SCALE_NAMES=1`: every service routed by path and by its own
+/// served name (`model-<i>`) through the one Gateway, so the names ledger
+/// of that Gateway holds one entry per service.
+fn names_on() -> bool {
+    std::env::var("INFERGATE_SCALE_NAMES").is_ok_and(|v| v == "1")
+}
+
 fn service_spec(i: usize) -> Value {
-    json!({
+    let mut spec = json!({
         "model": {"ref": format!("model-{i}")},
         "engine": {"image": "registry.example.com/vllm:0.9"},
         "replicas": 1,
         "canary": {"model": {"ref": format!("model-{i}-next")}, "weight": 10},
         "routing": {"gateway": {"name": "gw", "namespace": "gateways"}}
-    })
+    });
+    if names_on() {
+        spec["model"]["servedName"] = json!(format!("model-{i}"));
+        spec["routing"]["match"] = json!("Both");
+    }
+    spec
 }
 
 async fn create_service(client: &Client, ns: &str, i: usize) -> kube::Result<InferenceService> {
