@@ -29,9 +29,21 @@ async fn forty_parallel_creates_serving_one_name_admit_exactly_one_five_times_ou
             let api: Api<InferenceService> = Api::namespaced(client.clone(), &ns);
             let svc = by_name(&format!("svc-{i:02}"), &gw, "llama-3-70b", &[], &[]);
             tokio::spawn(async move {
-                api.create(&PostParams::default(), &svc)
-                    .await
-                    .map(|s| format!("{ns}/{}", s.name_any()))
+                // Names the ledger could not record in time are denied with
+                // "try again" (a loaded machine); a client tries again.
+                let mut tries = 0;
+                loop {
+                    match api.create(&PostParams::default(), &svc).await {
+                        Err(kube::Error::Api(s))
+                            if tries < 5
+                                && s.message.contains("could not record")
+                                && s.message.contains("try again") =>
+                        {
+                            tries += 1;
+                        }
+                        other => break other.map(|s| format!("{ns}/{}", s.name_any())),
+                    }
+                }
             })
         });
         let mut admitted = Vec::new();
