@@ -4,7 +4,11 @@
 //! cargo bench --locked --bench apiserver                 # 6 rounds x 150 ops, 10,000 services
 //! INFERGATE_APISERVER_SERVICES=500 INFERGATE_APISERVER_ROUNDS=2 \
 //!   INFERGATE_APISERVER_OPS=40 cargo bench --locked --bench apiserver
+//! INFERGATE_APISERVER_PARTS=E cargo bench --locked --bench apiserver   # part E alone
 //! ```
+//!
+//! `INFERGATE_APISERVER_PARTS` (`ACDEB`, every part) names the parts to run,
+//! in their order A, C, D, E, B.
 //!
 //! Starts the test control plane (etcd, kube-apiserver, kube-controller-manager
 //! from `tests/support`), installs the CRDs, runs the built `infergate serve
@@ -72,6 +76,22 @@
 //! (`infergate_budget_ledger_writes_total`: one per raising create, none
 //! per update).
 //!
+//! **E. Model names** (run after D). `INFERGATE_APISERVER_NAMES` (1,000)
+//! services routed by name (`routing.match: ModelName`) through one
+//! Gateway, each serving a name of its own, are created with infergate's
+//! webhooks, 16 at a time, so that the Gateway's names ledger (a ConfigMap
+//! in infergate's namespace) holds that many entries. Then, in
+//! `INFERGATE_APISERVER_ROUNDS` rounds, a block (as in A) under the
+//! fixed-patch no-op pair and one under infergate take turns (the order
+//! rotates each round) in A's namespace, whose services are routed by path
+//! and hold no names; then, with infergate's webhooks, creates of a service
+//! serving a new name through the same Gateway (one ledger write each)
+//! alternate with the plain create in a namespace without names. Reported:
+//! infergate's create p50 over the fixed pair's (pooled and per round), the
+//! named create's p50 over the plain one, and the ledger's entries and size
+//! before and after (the plain blocks write no ledger: its
+//! resourceVersion is checked to stay as it was).
+//!
 //! **B. Conversion at scale.** With infergate's webhooks registered,
 //! `INFERGATE_APISERVER_SERVICES` (10,000) v1beta1 services (the small spec,
 //! defaulted by the mutating webhook) are created, 16 at a time, across 5
@@ -118,6 +138,7 @@ use hyper::{Request, Response};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -125,6 +146,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use infergate::api::v1beta1::InferenceService;
+use infergate::state::names::{Gateway, NameBook, ledger_name};
 
 /// The webhook configurations' name in `webhooks/*.yaml`.
 const CONFIG_NAME: &str = "infergate";
@@ -150,6 +172,10 @@ struct Settings {
     rounds: usize,
     ops: usize,
     gets: usize,
+    /// Part E's services routed by name.
+    names: usize,
+    /// The parts to run, upper-case letters.
+    parts: String,
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -171,7 +197,16 @@ impl Settings {
             // Updates come in add/remove pairs: an even count leaves no finalizer.
             ops: ops + ops % 2,
             gets: env_usize("INFERGATE_APISERVER_GETS", 5).max(1),
+            names: env_usize("INFERGATE_APISERVER_NAMES", 1_000),
+            parts: std::env::var("INFERGATE_APISERVER_PARTS")
+                .unwrap_or_else(|_| "ACDEB".into())
+                .to_uppercase(),
         }
+    }
+
+    /// Whether part `p` runs.
+    fn part(&self, p: char) -> bool {
+        self.parts.contains(p)
     }
 }
 
@@ -774,6 +809,217 @@ async fn budgets(cp: &support::ControlPlane, servers: &Servers, client: &Client,
     }
 }
 
+/// The Gateway part E's services are routed by name through, one of this
+/// run's own (the namespace `gateways` need not exist: nothing is routed).
+fn names_gateway() -> Gateway {
+    (
+        "gateways".to_owned(),
+        format!("bench-names-{}", std::process::id()),
+    )
+}
+
+/// The small spec routed by name (`routing.match: ModelName`) through
+/// `gateway`, serving `served`.
+fn named_service(ns: &str, name: &str, gateway: &Gateway, served: &str) -> InferenceService {
+    serde_json::from_value(json!({
+        "apiVersion": "infergate.dev/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "model": {"ref": "m", "servedName": served},
+            "engine": {"image": "registry.example.com/vllm:0.9"},
+            "replicas": 1,
+            "routing": {"match": "ModelName", "gateway": {"name": gateway.1, "namespace": gateway.0}}
+        }
+    }))
+    .expect("service")
+}
+
+/// The names ledger of `gateway` as the API server holds it: its entries,
+/// the bytes of its data, and its resourceVersion (all empty without one).
+async fn names_ledger(client: &Client, gateway: &Gateway) -> (usize, usize, String) {
+    let api = Api::<ConfigMap>::namespaced(client.clone(), support::SYSTEM_NAMESPACE);
+    let cm = api
+        .get_opt(&ledger_name(gateway))
+        .await
+        .unwrap_or_else(|e| panic!("reading the names ledger: {e}"));
+    let Some(cm) = cm else {
+        return (0, 0, String::new());
+    };
+    let bytes = cm
+        .data
+        .as_ref()
+        .map_or(0, |d| d.iter().map(|(k, v)| k.len() + v.len()).sum());
+    let entries = NameBook::parse(cm.data.as_ref()).entries.len();
+    (
+        entries,
+        bytes,
+        cm.metadata.resource_version.unwrap_or_default(),
+    )
+}
+
+/// Part E: model names. `s.names` services routed by name through one
+/// Gateway, each serving a name of its own, fill its names ledger; then
+/// blocks (as in A) under the fixed-patch no-op pair and under infergate
+/// take turns in `ns`, whose services hold no names; then creates of a
+/// service serving a new name through the same Gateway (one ledger write
+/// each) alternate with the plain create in a namespace without names.
+async fn model_names(
+    cp: &support::ControlPlane,
+    servers: &Servers,
+    client: &Client,
+    ns: &str,
+    defaulted: &Defaulted,
+    s: &Settings,
+) {
+    let gateway = names_gateway();
+    switch(cp, servers, client, ns, Hooks::Infergate, None).await;
+    let held = cp.fresh_namespace("names").await;
+    let (took, retries) = create_many(client, std::slice::from_ref(&held), s.names, |ns, i| {
+        named_service(ns, &format!("named-{i}"), &gateway, &format!("model-{i}"))
+    })
+    .await;
+    let (entries, bytes, rv) = names_ledger(client, &gateway).await;
+    println!(
+        "E created {} services routed by name through Gateway {}/{} in {took:.1?} ({:.0}/s, concurrency {CONCURRENCY}, {retries} retries); its names ledger: {entries} entries, {:.1} KiB of data",
+        s.names,
+        gateway.0,
+        gateway.1,
+        s.names as f64 / took.as_secs_f64(),
+        bytes as f64 / 1024.0
+    );
+    assert_eq!(entries, s.names, "the names ledger's entries");
+
+    // (a) infergate against the fixed-patch pair, in a namespace without names.
+    const E_CONFIGS: [Hooks; 2] = [Hooks::Fixed, Hooks::Infergate];
+    let api = Api::<InferenceService>::namespaced(client.clone(), ns);
+    let mut samples: [Samples; 2] = Default::default();
+    let mut block_p50 = vec![[[0.0; 3]; 2]; s.rounds];
+    let cpu = cpu_jiffies();
+    for (round, round_p50) in block_p50.iter_mut().enumerate() {
+        for k in 0..E_CONFIGS.len() {
+            let idx = (round + k) % E_CONFIGS.len();
+            let cfg = E_CONFIGS[idx];
+            switch(cp, servers, client, ns, cfg, Some(defaulted)).await;
+            let tag = format!("e{round}-{}", cfg.name());
+            let p50 = block(servers, &api, ns, defaulted, &tag, s.ops, &mut samples[idx]).await;
+            round_p50[idx] = p50;
+            println!(
+                "E round {round} {:<9}  p50: create {:6.2} ms, create pre-defaulted {:6.2} ms, update {:6.2} ms   (load {})",
+                cfg.name(),
+                p50[0],
+                p50[1],
+                p50[2],
+                loadavg()
+            );
+        }
+    }
+    let share = cpu_share(cpu, cpu_jiffies());
+    let (_, _, rv_after) = names_ledger(client, &gateway).await;
+    for smp in &mut samples {
+        for v in &mut smp.ops {
+            v.sort_unstable();
+        }
+    }
+    let [fixed, ig] = &samples;
+    for (op, name) in OPS.iter().enumerate() {
+        for (cfg, smp) in E_CONFIGS.iter().zip(&samples) {
+            let v = &smp.ops[op];
+            println!(
+                "E {:<9} {name:<28} n {:4}  p50 {:6.2} ms  p90 {:6.2} ms  p99 {:6.2} ms",
+                cfg.name(),
+                v.len(),
+                pct(v, 0.5),
+                pct(v, 0.9),
+                pct(v, 0.99)
+            );
+        }
+    }
+    for (op, name) in OPS.iter().enumerate().take(2) {
+        let mut per_round: Vec<f64> = block_p50.iter().map(|b| b[1][op] / b[0][op]).collect();
+        per_round.sort_by(f64::total_cmp);
+        println!(
+            "E {name} beside {} names: p50 infergate / fixed {:.3}x (goal <= 1.1x); per round {} (median {:.2}); {share}",
+            s.names,
+            pct(&ig.ops[op], 0.5) / pct(&fixed.ops[op], 0.5),
+            per_round
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            per_round[per_round.len() / 2]
+        );
+    }
+    println!(
+        "E the names ledger during the plain blocks: {}",
+        if rv_after == rv {
+            format!("not written (resourceVersion {rv} as before)")
+        } else {
+            format!("WRITTEN (resourceVersion {rv} -> {rv_after})")
+        }
+    );
+
+    // (b) a create that records a new name, against the plain create.
+    switch(cp, servers, client, ns, Hooks::Infergate, None).await;
+    let named = cp.fresh_namespace("names-new").await;
+    let plain = cp.fresh_namespace("nonames").await;
+    let api_n = Api::<InferenceService>::namespaced(client.clone(), &named);
+    let api_p = Api::<InferenceService>::namespaced(client.clone(), &plain);
+    let mut latency: [Vec<u64>; 2] = Default::default();
+    for i in 0..s.ops + WARMUP {
+        for (k, api) in [(0, &api_n), (1, &api_p)] {
+            let svc = if k == 0 {
+                named_service(
+                    &named,
+                    &format!("new-{i}"),
+                    &gateway,
+                    &format!("new-model-{i}"),
+                )
+            } else {
+                small_service(&plain, &format!("plain-{i}"))
+            };
+            let t = Instant::now();
+            api.create(&PostParams::default(), &svc)
+                .await
+                .unwrap_or_else(|e| panic!("create {}: {e}", svc.name_any()));
+            if i >= WARMUP {
+                latency[k].push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+            }
+        }
+    }
+    let (entries_after, bytes_after, _) = names_ledger(client, &gateway).await;
+    const KINDS: [&str; 2] = ["create, new name", "create, no name"];
+    for (k, samples) in latency.iter_mut().enumerate() {
+        samples.sort_unstable();
+        println!(
+            "E {:<16} p50 {:6.2} ms  p90 {:6.2} ms  p99 {:6.2} ms",
+            KINDS[k],
+            pct(samples, 0.5),
+            pct(samples, 0.9),
+            pct(samples, 0.99)
+        );
+    }
+    println!(
+        "E p50 create recording a name in a ledger of {entries} / without a name: {:.2}x ({:+.2} ms)",
+        pct(&latency[0], 0.5) / pct(&latency[1], 0.5),
+        pct(&latency[0], 0.5) - pct(&latency[1], 0.5)
+    );
+    println!(
+        "E the names ledger: {entries} -> {entries_after} entries ({} for {} creates that record a name), {:.1} -> {:.1} KiB of data",
+        entries_after.saturating_sub(entries),
+        s.ops + WARMUP,
+        bytes as f64 / 1024.0,
+        bytes_after as f64 / 1024.0
+    );
+    for api in [&api_n, &api_p] {
+        let _ = api
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
+    }
+    let _ = Api::<InferenceService>::namespaced(client.clone(), &held)
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+}
+
 async fn delete_if_present<K>(api: Api<K>)
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
@@ -1259,7 +1505,15 @@ async fn alternate_reads(
     r
 }
 
-async fn create_many(client: &Client, namespaces: &[String], n: usize) -> (Duration, usize) {
+/// Create `n` services, `make(namespace, i)`, across `namespaces`,
+/// [`CONCURRENCY`] at a time (each retried up to 3 times); how long it took
+/// and the retries.
+async fn create_many(
+    client: &Client,
+    namespaces: &[String],
+    n: usize,
+    make: impl Fn(&str, usize) -> InferenceService,
+) -> (Duration, usize) {
     let start = Instant::now();
     let retries = Arc::new(AtomicU64::new(0));
     let results = futures::stream::iter(0..n)
@@ -1267,8 +1521,9 @@ async fn create_many(client: &Client, namespaces: &[String], n: usize) -> (Durat
             let ns = namespaces[i % namespaces.len()].clone();
             let api = Api::<InferenceService>::namespaced(client.clone(), &ns);
             let retries = retries.clone();
+            let svc = make(&ns, i);
             async move {
-                let svc = small_service(&ns, &format!("svc-{i}"));
+                let name = svc.name_any();
                 let mut attempt = 0;
                 loop {
                     match api.create(&PostParams::default(), &svc).await {
@@ -1278,10 +1533,10 @@ async fn create_many(client: &Client, namespaces: &[String], n: usize) -> (Durat
                         Err(e) if attempt < 3 => {
                             attempt += 1;
                             retries.fetch_add(1, Ordering::Relaxed);
-                            eprintln!("create {ns}/svc-{i} (retrying): {e}");
+                            eprintln!("create {ns}/{name} (retrying): {e}");
                             tokio::time::sleep(Duration::from_millis(500)).await;
                         }
-                        Err(e) => return Err(format!("{ns}/svc-{i}: {e}")),
+                        Err(e) => return Err(format!("{ns}/{name}: {e}")),
                     }
                 }
             }
@@ -1315,8 +1570,8 @@ async fn run() {
         }
     );
     println!(
-        "settings: INFERGATE_APISERVER_SERVICES={} INFERGATE_APISERVER_ROUNDS={} INFERGATE_APISERVER_OPS={} INFERGATE_APISERVER_GETS={}",
-        s.services, s.rounds, s.ops, s.gets
+        "settings: INFERGATE_APISERVER_SERVICES={} INFERGATE_APISERVER_ROUNDS={} INFERGATE_APISERVER_OPS={} INFERGATE_APISERVER_GETS={} INFERGATE_APISERVER_NAMES={} INFERGATE_APISERVER_PARTS={}",
+        s.services, s.rounds, s.ops, s.gets, s.names, s.parts
     );
     println!("commit:   {}", git_commit());
     println!(
@@ -1376,304 +1631,342 @@ async fn run() {
         serde_json::to_string(&fixed_patch.0).unwrap_or_default()
     );
     let mut samples: [Samples; 4] = Default::default();
-    println!(
-        "\n-- A: admission latency, {} rounds x {} configurations, per block {} creates of each spec (alternating) then {} metadata-only updates (sequential, one client)",
-        s.rounds,
-        CONFIGS.len(),
-        s.ops,
-        s.ops
-    );
-    let a_cpu = cpu_jiffies();
     // Each block's p50s, by round and configuration.
     let mut block_p50 = vec![[[0.0; 3]; 4]; s.rounds];
-    for (round, round_p50) in block_p50.iter_mut().enumerate() {
-        for k in 0..CONFIGS.len() {
-            let idx = (round + k) % CONFIGS.len();
-            let cfg = CONFIGS[idx];
-            switch(cp, &servers, &client, &ns, cfg, Some(&defaulted)).await;
-            let tag = format!("r{round}-{}", cfg.name());
-            let p50 = block(
-                &servers,
-                &api,
-                &ns,
-                &defaulted,
-                &tag,
-                s.ops,
-                &mut samples[idx],
-            )
-            .await;
-            round_p50[idx] = p50;
-            println!(
-                "round {round} {:<9}  p50: create {:6.2} ms, create pre-defaulted {:6.2} ms, update {:6.2} ms   (load {})",
-                cfg.name(),
-                p50[0],
-                p50[1],
-                p50[2],
-                loadavg()
-            );
+    let mut a_share = String::new();
+    if s.part('A') {
+        println!(
+            "\n-- A: admission latency, {} rounds x {} configurations, per block {} creates of each spec (alternating) then {} metadata-only updates (sequential, one client)",
+            s.rounds,
+            CONFIGS.len(),
+            s.ops,
+            s.ops
+        );
+        let a_cpu = cpu_jiffies();
+        for (round, round_p50) in block_p50.iter_mut().enumerate() {
+            for k in 0..CONFIGS.len() {
+                let idx = (round + k) % CONFIGS.len();
+                let cfg = CONFIGS[idx];
+                switch(cp, &servers, &client, &ns, cfg, Some(&defaulted)).await;
+                let tag = format!("r{round}-{}", cfg.name());
+                let p50 = block(
+                    &servers,
+                    &api,
+                    &ns,
+                    &defaulted,
+                    &tag,
+                    s.ops,
+                    &mut samples[idx],
+                )
+                .await;
+                round_p50[idx] = p50;
+                println!(
+                    "round {round} {:<9}  p50: create {:6.2} ms, create pre-defaulted {:6.2} ms, update {:6.2} ms   (load {})",
+                    cfg.name(),
+                    p50[0],
+                    p50[1],
+                    p50[2],
+                    loadavg()
+                );
+            }
         }
-    }
-    let a_share = cpu_share(a_cpu, cpu_jiffies());
-    for smp in &mut samples {
-        for v in &mut smp.ops {
-            v.sort_unstable();
+        a_share = cpu_share(a_cpu, cpu_jiffies());
+        for smp in &mut samples {
+            for v in &mut smp.ops {
+                v.sort_unstable();
+            }
         }
     }
 
     // ------------------------------------------------------------- C
-    println!(
-        "\n-- C: access reviews, {} creates of each kind (alternating, one client, infergate's webhooks)",
-        s.ops
-    );
-    switch(cp, &servers, &client, &ns, Hooks::Infergate, None).await;
-    access_reviews(&servers, &api, &ns, s.ops).await;
+    if s.part('C') {
+        println!(
+            "\n-- C: access reviews, {} creates of each kind (alternating, one client, infergate's webhooks)",
+            s.ops
+        );
+        switch(cp, &servers, &client, &ns, Hooks::Infergate, None).await;
+        access_reviews(&servers, &api, &ns, s.ops).await;
+    }
 
     // ------------------------------------------------------------- D
-    println!(
-        "\n-- D: GPU budgets, {} creates in a namespace with a budget and without, alternating; {} updates that keep the charge",
-        s.ops, s.ops
-    );
-    budgets(cp, &servers, &client, s.ops).await;
+    if s.part('D') {
+        println!(
+            "\n-- D: GPU budgets, {} creates in a namespace with a budget and without, alternating; {} updates that keep the charge",
+            s.ops, s.ops
+        );
+        budgets(cp, &servers, &client, s.ops).await;
+    }
+
+    // ------------------------------------------------------------- E
+    if s.part('E') {
+        println!(
+            "\n-- E: model names, {} services routed by name through one Gateway; {} rounds x 2 configurations (fixed, infergate) in a namespace without names, per block {} creates of each spec then {} metadata-only updates; {} creates recording a new name and without one, alternating",
+            s.names, s.rounds, s.ops, s.ops, s.ops
+        );
+        model_names(cp, &servers, &client, &ns, &defaulted, &s).await;
+    }
 
     // ------------------------------------------------------------- B
-    println!("\n-- B: conversion at scale, {} services", s.services);
-    switch(cp, &servers, &client, &ns, Hooks::Infergate, None).await;
-    let mut namespaces = Vec::new();
-    for _ in 0..CONVERSION_NAMESPACES {
-        namespaces.push(cp.fresh_namespace("conversion").await);
-    }
-    let converted_before = servers.converted().await;
-    let (created_in, retries) = create_many(&client, &namespaces, s.services).await;
-    println!(
-        "created {} v1beta1 services (defaulted by infergate) in {created_in:.1?} ({:.0}/s, concurrency {CONCURRENCY}, {CONVERSION_NAMESPACES} namespaces, {retries} retries)",
-        s.services,
-        s.services as f64 / created_in.as_secs_f64()
-    );
-    // The last write to any resource: the exact-RV reads below read this state.
-    let rv = Api::<InferenceService>::all(client.clone())
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        .expect("list")
-        .metadata
-        .resource_version
-        .expect("list resourceVersion");
-    // The v1alpha1 watch cache converts each write event, and may lag.
-    let created = Instant::now();
-    let (converted_on_write, last) =
-        wait_conversions(&servers, converted_before, s.services as u64).await;
-    let caught_up = last.saturating_duration_since(created);
-    println!(
-        "objects infergate converted for the v1alpha1 watch cache meanwhile: {converted_on_write}, the last {caught_up:.2?} after the last create"
-    );
-    for version in ["v1alpha1", "v1beta1"] {
-        let items = checked_items(cp, &list_args(version), version, &namespaces);
+    let conversion = if s.part('B') {
+        println!("\n-- B: conversion at scale, {} services", s.services);
+        switch(cp, &servers, &client, &ns, Hooks::Infergate, None).await;
+        let mut namespaces = Vec::new();
+        for _ in 0..CONVERSION_NAMESPACES {
+            namespaces.push(cp.fresh_namespace("conversion").await);
+        }
+        let converted_before = servers.converted().await;
+        let (created_in, retries) = create_many(&client, &namespaces, s.services, |ns, i| {
+            small_service(ns, &format!("svc-{i}"))
+        })
+        .await;
         println!(
-            "check: kubectl get {version} -A -o json: {items} items (want {})",
-            s.services
+            "created {} v1beta1 services (defaulted by infergate) in {created_in:.1?} ({:.0}/s, concurrency {CONCURRENCY}, {CONVERSION_NAMESPACES} namespaces, {retries} retries)",
+            s.services,
+            s.services as f64 / created_in.as_secs_f64()
         );
-        assert_eq!(items, s.services, "{version} items");
-    }
-    println!("B1. kubectl get -A -o json (served from each version's watch cache)");
-    let cached = alternate_reads(cp, &client, &servers, s.gets, list_args).await;
+        // The last write to any resource: the exact-RV reads below read this state.
+        let rv = Api::<InferenceService>::all(client.clone())
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .expect("list")
+            .metadata
+            .resource_version
+            .expect("list resourceVersion");
+        // The v1alpha1 watch cache converts each write event, and may lag.
+        let created = Instant::now();
+        let (converted_on_write, last) =
+            wait_conversions(&servers, converted_before, s.services as u64).await;
+        let caught_up = last.saturating_duration_since(created);
+        println!(
+            "objects infergate converted for the v1alpha1 watch cache meanwhile: {converted_on_write}, the last {caught_up:.2?} after the last create"
+        );
+        for version in ["v1alpha1", "v1beta1"] {
+            let items = checked_items(cp, &list_args(version), version, &namespaces);
+            println!(
+                "check: kubectl get {version} -A -o json: {items} items (want {})",
+                s.services
+            );
+            assert_eq!(items, s.services, "{version} items");
+        }
+        println!("B1. kubectl get -A -o json (served from each version's watch cache)");
+        let cached = alternate_reads(cp, &client, &servers, s.gets, list_args).await;
 
-    // A change of the CRD's spec makes the API server rebuild its storage
-    // and watch caches for every version: the v1alpha1 cache is listed
-    // again, through the conversion webhook, at a revision after `rv`.
-    let before = servers.converted().await;
-    let start = Instant::now();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .patch(
-            "inferenceservices.infergate.dev",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"conversion": {"webhook": {"conversionReviewVersions": ["v1", "v1beta1"]}}}})),
-        )
-        .await
-        .expect("patching the CRD");
-    let (last, last_change) = wait_conversions(&servers, before, s.services as u64).await;
-    let rebuilt = last_change.saturating_duration_since(start);
-    println!(
-        "after a CRD spec change: {last} objects converted, the last {rebuilt:.2?} after the change (the v1alpha1 watch cache re-listed)"
-    );
-    for version in ["v1alpha1", "v1beta1"] {
-        let items = checked_items(cp, &exact_rv_args(version, &rv), version, &namespaces);
+        // A change of the CRD's spec makes the API server rebuild its storage
+        // and watch caches for every version: the v1alpha1 cache is listed
+        // again, through the conversion webhook, at a revision after `rv`.
+        let before = servers.converted().await;
+        let start = Instant::now();
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .patch(
+                "inferenceservices.infergate.dev",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"conversion": {"webhook": {"conversionReviewVersions": ["v1", "v1beta1"]}}}})),
+            )
+            .await
+            .expect("patching the CRD");
+        let (last, last_change) = wait_conversions(&servers, before, s.services as u64).await;
+        let rebuilt = last_change.saturating_duration_since(start);
         println!(
-            "check: {version} list at resourceVersion {rv} (Exact): {items} items (want {})",
-            s.services
+            "after a CRD spec change: {last} objects converted, the last {rebuilt:.2?} after the change (the v1alpha1 watch cache re-listed)"
         );
-        assert_eq!(items, s.services, "{version} items at {rv}");
-    }
-    println!("B2. list at an exact resourceVersion older than the watch caches (read from etcd)");
-    let uncached = alternate_reads(cp, &client, &servers, s.gets, |v| exact_rv_args(v, &rv)).await;
+        for version in ["v1alpha1", "v1beta1"] {
+            let items = checked_items(cp, &exact_rv_args(version, &rv), version, &namespaces);
+            println!(
+                "check: {version} list at resourceVersion {rv} (Exact): {items} items (want {})",
+                s.services
+            );
+            assert_eq!(items, s.services, "{version} items at {rv}");
+        }
+        println!(
+            "B2. list at an exact resourceVersion older than the watch caches (read from etcd)"
+        );
+        let uncached =
+            alternate_reads(cp, &client, &servers, s.gets, |v| exact_rv_args(v, &rv)).await;
+        Some((
+            cached,
+            uncached,
+            converted_on_write,
+            caught_up,
+            last,
+            rebuilt,
+        ))
+    } else {
+        None
+    };
 
     // --------------------------------------------------------- table
-    let [none, ig, noop, fixed] = &samples;
     println!(
         "\n== results (commit {}, {} CPUs, {})",
         git_commit(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model()
     );
-    println!(
-        "A. admission latency, ms ({} rounds x {} ops per block; {a_share})",
-        s.rounds, s.ops
-    );
-    println!("| configuration | operation | n | p50 | p90 | p99 |");
-    println!("|---|---|---|---|---|---|");
-    for (op, name) in OPS.iter().enumerate() {
-        for (cfg, smp) in CONFIGS.iter().zip(&samples) {
-            let v = &smp.ops[op];
+    if s.part('A') {
+        let [none, ig, noop, fixed] = &samples;
+        println!(
+            "A. admission latency, ms ({} rounds x {} ops per block; {a_share})",
+            s.rounds, s.ops
+        );
+        println!("| configuration | operation | n | p50 | p90 | p99 |");
+        println!("|---|---|---|---|---|---|");
+        for (op, name) in OPS.iter().enumerate() {
+            for (cfg, smp) in CONFIGS.iter().zip(&samples) {
+                let v = &smp.ops[op];
+                println!(
+                    "| {} | {name} | {} | {:.2} | {:.2} | {:.2} |",
+                    cfg.name(),
+                    v.len(),
+                    pct(v, 0.5),
+                    pct(v, 0.9),
+                    pct(v, 0.99)
+                );
+            }
+        }
+        let p50 = |x: &Samples, op: usize| pct(&x.ops[op], 0.5);
+        let added = |x: &Samples, op: usize| p50(x, op) - p50(none, op);
+        println!("added at p50 over none, ms:");
+        for (op, name) in OPS.iter().enumerate() {
             println!(
-                "| {} | {name} | {} | {:.2} | {:.2} | {:.2} |",
+                "  {name:<28} infergate {:+.2}, noop {:+.2}, fixed {:+.2}",
+                added(ig, op),
+                added(noop, op),
+                added(fixed, op)
+            );
+        }
+        // Per round, each block against the other's block of the same round.
+        let per_round = |op: usize, other: usize| {
+            let mut r: Vec<f64> = block_p50.iter().map(|b| b[1][op] / b[other][op]).collect();
+            r.sort_by(f64::total_cmp);
+            r
+        };
+        let show = |r: &[f64]| {
+            r.iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        for (op, name) in OPS.iter().enumerate().take(2) {
+            let (vs_noop, vs_fixed) = (per_round(op, 2), per_round(op, 3));
+            println!(
+                "{name}: p50 infergate / noop {:.3}x, infergate / fixed {:.3}x (goal <= 1.1x); per round / noop {} (median {:.2}), / fixed {} (median {:.2}); added latency infergate / noop {:.2}x",
+                p50(ig, op) / p50(noop, op),
+                p50(ig, op) / p50(fixed, op),
+                show(&vs_noop),
+                vs_noop[vs_noop.len() / 2],
+                show(&vs_fixed),
+                vs_fixed[vs_fixed.len() / 2],
+                added(ig, op) / added(noop, op)
+            );
+        }
+        println!(
+            "admission requests received during the metadata-only update phases ({} updates per configuration): infergate {} (mutate {}, validate {}), noop {} (mutate {}, validate {})",
+            ig.ops[2].len(),
+            ig.update_calls.infergate(),
+            ig.update_calls.infergate_mutate,
+            ig.update_calls.infergate_validate,
+            noop.update_calls.noop(),
+            noop.update_calls.noop_mutate,
+            noop.update_calls.noop_validate
+        );
+        println!(
+            "  (fixed: {} during its update phases)",
+            fixed.update_calls.fixed()
+        );
+        println!(
+            "  (during the create phases: infergate {} for {} creates, noop {} for {}, fixed {} for {})",
+            ig.create_calls.infergate(),
+            ig.ops[0].len() + ig.ops[1].len(),
+            noop.create_calls.noop(),
+            noop.ops[0].len() + noop.ops[1].len(),
+            fixed.create_calls.fixed(),
+            fixed.ops[0].len() + fixed.ops[1].len()
+        );
+        println!(
+            "infergate's process CPU per operation, ms (create phases / update phases; in every configuration it also converts each write for the v1alpha1 watch cache):"
+        );
+        for (cfg, smp) in CONFIGS.iter().zip(&samples) {
+            let creates = (smp.ops[0].len() + smp.ops[1].len()).max(1) as f64;
+            let updates = smp.ops[2].len().max(1) as f64;
+            println!(
+                "  {:<9} {:.3} / {:.3}",
                 cfg.name(),
-                v.len(),
-                pct(v, 0.5),
-                pct(v, 0.9),
-                pct(v, 0.99)
+                smp.infergate_cpu_creates as f64 / creates,
+                smp.infergate_cpu_updates as f64 / updates
+            );
+        }
+        println!(
+            "no-op server thread CPU per create (noop / fixed configuration): {:.3} / {:.3} ms; infergate's own handling time per admission request (its histogram, create phases): {:.3} ms mean over {} requests",
+            noop.noop_cpu_creates as f64 / (noop.ops[0].len() + noop.ops[1].len()).max(1) as f64,
+            fixed.noop_cpu_creates as f64 / (fixed.ops[0].len() + fixed.ops[1].len()).max(1) as f64,
+            1000.0 * ig.create_calls.infergate_seconds / ig.create_calls.infergate().max(1) as f64,
+            ig.create_calls.infergate()
+        );
+        println!(
+            "the API server's wait per webhook call during the create phases, mean ms (its own histogram; mutating / validating):"
+        );
+        for (cfg, smp) in CONFIGS.iter().zip(&samples).skip(1) {
+            let [(mc, ms), (vc, vs)] = smp.create_waits;
+            println!(
+                "  {:<9} {:.3} / {:.3}   ({mc:.0} / {vc:.0} calls)",
+                cfg.name(),
+                1000.0 * ms / mc.max(1.0),
+                1000.0 * vs / vc.max(1.0),
             );
         }
     }
-    let p50 = |x: &Samples, op: usize| pct(&x.ops[op], 0.5);
-    let added = |x: &Samples, op: usize| p50(x, op) - p50(none, op);
-    println!("added at p50 over none, ms:");
-    for (op, name) in OPS.iter().enumerate() {
+    if let Some((cached, uncached, converted_on_write, caught_up, last, rebuilt)) = conversion {
+        let runs = |v: &[Duration]| {
+            v.iter()
+                .map(|d| format!("{:.2}", d.as_secs_f64()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         println!(
-            "  {name:<28} infergate {:+.2}, noop {:+.2}, fixed {:+.2}",
-            added(ig, op),
-            added(noop, op),
-            added(fixed, op)
+            "B. every service read in each version, {} services, median of {} reads each, alternating",
+            s.services, s.gets
+        );
+        println!("| read | version | median s | runs s | objects converted per read |");
+        println!("|---|---|---|---|---|");
+        for (name, r) in [
+            ("B1 kubectl get -A -o json (watch cache)", &cached),
+            ("B2 get --raw ?resourceVersionMatch=Exact (etcd)", &uncached),
+        ] {
+            println!(
+                "| {name} | v1alpha1 | {:.2} | {} | {:?} |",
+                median_secs(&r.alpha),
+                runs(&r.alpha),
+                r.converted_alpha
+            );
+            println!(
+                "| {name} | v1beta1 (storage) | {:.2} | {} | {:?} |",
+                median_secs(&r.beta),
+                runs(&r.beta),
+                r.converted_beta
+            );
+        }
+        for (name, r) in [("B1", &cached), ("B2", &uncached)] {
+            let reviews: f64 = r.reviews_alpha.iter().map(|x| x.0).sum();
+            let waited: f64 = r.reviews_alpha.iter().map(|x| x.1).sum();
+            let cpu: u64 = r.cpu_alpha.iter().sum();
+            let reads = r.alpha.len().max(1) as f64;
+            println!(
+                "{name} v1alpha1 / v1beta1: {:.2}x (goal < 2x; {}); per v1alpha1 read the API server sent {:.0} ConversionReviews and waited {:.2} s for them ({:.3} ms each); infergate's CPU {:.0} ms per read",
+                median_secs(&r.alpha) / median_secs(&r.beta),
+                r.share,
+                reviews / reads,
+                waited / reads,
+                if reviews > 0.0 {
+                    1000.0 * waited / reviews
+                } else {
+                    0.0
+                },
+                cpu as f64 / reads
+            );
+        }
+        println!(
+            "conversions outside the reads: {converted_on_write} for the v1alpha1 watch cache as the services were created (caught up {caught_up:.2?} after the last create), {last} when the watch caches were rebuilt ({rebuilt:.2?})"
         );
     }
-    // Per round, each block against the other's block of the same round.
-    let per_round = |op: usize, other: usize| {
-        let mut r: Vec<f64> = block_p50.iter().map(|b| b[1][op] / b[other][op]).collect();
-        r.sort_by(f64::total_cmp);
-        r
-    };
-    let show = |r: &[f64]| {
-        r.iter()
-            .map(|x| format!("{x:.2}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    for (op, name) in OPS.iter().enumerate().take(2) {
-        let (vs_noop, vs_fixed) = (per_round(op, 2), per_round(op, 3));
-        println!(
-            "{name}: p50 infergate / noop {:.3}x, infergate / fixed {:.3}x (goal <= 1.1x); per round / noop {} (median {:.2}), / fixed {} (median {:.2}); added latency infergate / noop {:.2}x",
-            p50(ig, op) / p50(noop, op),
-            p50(ig, op) / p50(fixed, op),
-            show(&vs_noop),
-            vs_noop[vs_noop.len() / 2],
-            show(&vs_fixed),
-            vs_fixed[vs_fixed.len() / 2],
-            added(ig, op) / added(noop, op)
-        );
-    }
-    println!(
-        "admission requests received during the metadata-only update phases ({} updates per configuration): infergate {} (mutate {}, validate {}), noop {} (mutate {}, validate {})",
-        ig.ops[2].len(),
-        ig.update_calls.infergate(),
-        ig.update_calls.infergate_mutate,
-        ig.update_calls.infergate_validate,
-        noop.update_calls.noop(),
-        noop.update_calls.noop_mutate,
-        noop.update_calls.noop_validate
-    );
-    println!(
-        "  (fixed: {} during its update phases)",
-        fixed.update_calls.fixed()
-    );
-    println!(
-        "  (during the create phases: infergate {} for {} creates, noop {} for {}, fixed {} for {})",
-        ig.create_calls.infergate(),
-        ig.ops[0].len() + ig.ops[1].len(),
-        noop.create_calls.noop(),
-        noop.ops[0].len() + noop.ops[1].len(),
-        fixed.create_calls.fixed(),
-        fixed.ops[0].len() + fixed.ops[1].len()
-    );
-    println!(
-        "infergate's process CPU per operation, ms (create phases / update phases; in every configuration it also converts each write for the v1alpha1 watch cache):"
-    );
-    for (cfg, smp) in CONFIGS.iter().zip(&samples) {
-        let creates = (smp.ops[0].len() + smp.ops[1].len()).max(1) as f64;
-        let updates = smp.ops[2].len().max(1) as f64;
-        println!(
-            "  {:<9} {:.3} / {:.3}",
-            cfg.name(),
-            smp.infergate_cpu_creates as f64 / creates,
-            smp.infergate_cpu_updates as f64 / updates
-        );
-    }
-    println!(
-        "no-op server thread CPU per create (noop / fixed configuration): {:.3} / {:.3} ms; infergate's own handling time per admission request (its histogram, create phases): {:.3} ms mean over {} requests",
-        noop.noop_cpu_creates as f64 / (noop.ops[0].len() + noop.ops[1].len()).max(1) as f64,
-        fixed.noop_cpu_creates as f64 / (fixed.ops[0].len() + fixed.ops[1].len()).max(1) as f64,
-        1000.0 * ig.create_calls.infergate_seconds / ig.create_calls.infergate().max(1) as f64,
-        ig.create_calls.infergate()
-    );
-    println!(
-        "the API server's wait per webhook call during the create phases, mean ms (its own histogram; mutating / validating):"
-    );
-    for (cfg, smp) in CONFIGS.iter().zip(&samples).skip(1) {
-        let [(mc, ms), (vc, vs)] = smp.create_waits;
-        println!(
-            "  {:<9} {:.3} / {:.3}   ({mc:.0} / {vc:.0} calls)",
-            cfg.name(),
-            1000.0 * ms / mc.max(1.0),
-            1000.0 * vs / vc.max(1.0),
-        );
-    }
-    let runs = |v: &[Duration]| {
-        v.iter()
-            .map(|d| format!("{:.2}", d.as_secs_f64()))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    println!(
-        "B. every service read in each version, {} services, median of {} reads each, alternating",
-        s.services, s.gets
-    );
-    println!("| read | version | median s | runs s | objects converted per read |");
-    println!("|---|---|---|---|---|");
-    for (name, r) in [
-        ("B1 kubectl get -A -o json (watch cache)", &cached),
-        ("B2 get --raw ?resourceVersionMatch=Exact (etcd)", &uncached),
-    ] {
-        println!(
-            "| {name} | v1alpha1 | {:.2} | {} | {:?} |",
-            median_secs(&r.alpha),
-            runs(&r.alpha),
-            r.converted_alpha
-        );
-        println!(
-            "| {name} | v1beta1 (storage) | {:.2} | {} | {:?} |",
-            median_secs(&r.beta),
-            runs(&r.beta),
-            r.converted_beta
-        );
-    }
-    for (name, r) in [("B1", &cached), ("B2", &uncached)] {
-        let reviews: f64 = r.reviews_alpha.iter().map(|x| x.0).sum();
-        let waited: f64 = r.reviews_alpha.iter().map(|x| x.1).sum();
-        let cpu: u64 = r.cpu_alpha.iter().sum();
-        let reads = r.alpha.len().max(1) as f64;
-        println!(
-            "{name} v1alpha1 / v1beta1: {:.2}x (goal < 2x; {}); per v1alpha1 read the API server sent {:.0} ConversionReviews and waited {:.2} s for them ({:.3} ms each); infergate's CPU {:.0} ms per read",
-            median_secs(&r.alpha) / median_secs(&r.beta),
-            r.share,
-            reviews / reads,
-            waited / reads,
-            if reviews > 0.0 {
-                1000.0 * waited / reviews
-            } else {
-                0.0
-            },
-            cpu as f64 / reads
-        );
-    }
-    println!(
-        "conversions outside the reads: {converted_on_write} for the v1alpha1 watch cache as the services were created (caught up {caught_up:.2?} after the last create), {last} when the watch caches were rebuilt ({rebuilt:.2?})"
-    );
     println!("load average at the end: {}", loadavg());
 
     let mut servers = servers;
