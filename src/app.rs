@@ -216,6 +216,39 @@ pub fn run(args: Options) -> ExitCode {
     }
 }
 
+/// The GPU budget ledgers (watched in infergate's namespace, written at
+/// admission, corrected by the reconciler) and the names ledgers (one
+/// owner per served name on each Gateway, the same way); empty without a
+/// cluster.
+fn ledgers(
+    client: Option<&kube::Client>,
+    namespace: &str,
+    scope: &crate::state::Scope,
+    metrics: &Metrics,
+    stop: &CancellationToken,
+) -> (
+    crate::state::ledger::Ledger,
+    crate::state::names::NamesLedger,
+) {
+    let Some(client) = client else {
+        return Default::default();
+    };
+    (
+        crate::state::ledger::Ledger::start(
+            client.clone(),
+            namespace,
+            metrics.clone(),
+            stop.clone(),
+        ),
+        crate::state::names::NamesLedger::start(
+            client.clone(),
+            namespace,
+            scope.clone(),
+            stop.clone(),
+        ),
+    )
+}
+
 /// The server, for callers that bring their own runtime, client and shutdown
 /// token (tests, benchmarks). `client` is needed when
 /// [`Options::needs_cluster`]. Once `shutdown` is cancelled, `/readyz`
@@ -247,26 +280,7 @@ pub async fn serve(
     }
     let cluster = watched_state(&args, client.as_ref(), &scope, &stop)?;
 
-    // The GPU budget ledgers: watched in infergate's namespace, written at
-    // admission, corrected by the reconciler.
-    let ledger = client.as_ref().map_or_else(Default::default, |client| {
-        crate::state::ledger::Ledger::start(
-            client.clone(),
-            &args.namespace,
-            metrics.clone(),
-            stop.clone(),
-        )
-    });
-    // The names ledgers: one owner per served name on each Gateway,
-    // recorded at admission, corrected by the reconciler.
-    let names = client.as_ref().map_or_else(Default::default, |client| {
-        crate::state::names::NamesLedger::start(
-            client.clone(),
-            &args.namespace,
-            scope.clone(),
-            stop.clone(),
-        )
-    });
+    let (ledger, names) = ledgers(client.as_ref(), &args.namespace, &scope, &metrics, &stop);
     let state = Arc::new(
         AppState::new(
             Arc::clone(&cluster),

@@ -308,50 +308,7 @@ pub fn check(
             ));
         }
     }
-    // One HTTPRoute holds at most 16 rules.
-    let by_name = route_match(svc).by_name();
-    if by_name {
-        // At most 15 names, one rule of the 16 left spare, as the API
-        // bounds them; `Both` counts the path rule among them.
-        let path_rule = usize::from(route_match(svc) == RouteMatch::Both);
-        let most = MAX_ROUTE_RULES - 1 - path_rule;
-        if names.len() > most {
-            errors.push(FieldError::too_many(
-                &adapters,
-                &format!(
-                    "a route by name holds one rule per served name: at most {most} names ({} adapters besides the base name{}), {} given",
-                    most - 1,
-                    if path_rule == 1 { " and the path rule" } else { "" },
-                    names.len()
-                ),
-            ));
-        }
-    }
-    let n = i32::try_from(svc.spec.model.adapters.len()).unwrap_or(i32::MAX);
-    let (deny, warn) = strictest(layers, |l| l.max_adapters);
-    let deny_bound = deny.as_ref().map_or(DEFAULT_MAX_ADAPTERS, |b| b.value);
-    if n > deny_bound {
-        let who = deny.as_ref().map_or_else(
-            || "where no policy sets limits.maxAdapters".to_owned(),
-            |b| format!("limits.maxAdapters of {}", b.layer.display()),
-        );
-        errors.push(FieldError::too_many(
-            &adapters,
-            &format!("must have at most {deny_bound} items ({who}), has {n}"),
-        ));
-    } else if let Some(b) = warn.filter(|b| n > b.value) {
-        warnings.push(
-            FieldError::too_many(
-                &adapters,
-                &format!(
-                    "must have at most {} items (limits.maxAdapters of {}), has {n}",
-                    b.value,
-                    b.layer.display()
-                ),
-            )
-            .to_string(),
-        );
-    }
+    check_counts((errors, warnings), &adapters, svc, layers);
     check_sources((errors, warnings), &adapters, svc, layers);
     if let Some(h) = svc
         .spec
@@ -378,6 +335,61 @@ pub fn check(
                 ));
             }
         }
+    }
+}
+
+/// How many names a route by name may hold, and how many adapters the
+/// policies allow (`adapters` is `spec.model.adapters`).
+fn check_counts(
+    (errors, warnings): (&mut Vec<FieldError>, &mut Vec<String>),
+    adapters: &Path<'_>,
+    svc: &InferenceService,
+    layers: &[Layer<'_>],
+) {
+    let names = served_names(svc);
+    // One HTTPRoute holds at most 16 rules.
+    let by_name = route_match(svc).by_name();
+    if by_name {
+        // At most 15 names, one rule of the 16 left spare, as the API
+        // bounds them; `Both` counts the path rule among them.
+        let path_rule = usize::from(route_match(svc) == RouteMatch::Both);
+        let most = MAX_ROUTE_RULES - 1 - path_rule;
+        if names.len() > most {
+            errors.push(FieldError::too_many(
+                adapters,
+                &format!(
+                    "a route by name holds one rule per served name: at most {most} names ({} adapters besides the base name{}), {} given",
+                    most - 1,
+                    if path_rule == 1 { " and the path rule" } else { "" },
+                    names.len()
+                ),
+            ));
+        }
+    }
+    let n = i32::try_from(svc.spec.model.adapters.len()).unwrap_or(i32::MAX);
+    let (deny, warn) = strictest(layers, |l| l.max_adapters);
+    let deny_bound = deny.as_ref().map_or(DEFAULT_MAX_ADAPTERS, |b| b.value);
+    if n > deny_bound {
+        let who = deny.as_ref().map_or_else(
+            || "where no policy sets limits.maxAdapters".to_owned(),
+            |b| format!("limits.maxAdapters of {}", b.layer.display()),
+        );
+        errors.push(FieldError::too_many(
+            adapters,
+            &format!("must have at most {deny_bound} items ({who}), has {n}"),
+        ));
+    } else if let Some(b) = warn.filter(|b| n > b.value) {
+        warnings.push(
+            FieldError::too_many(
+                adapters,
+                &format!(
+                    "must have at most {} items (limits.maxAdapters of {}), has {n}",
+                    b.value,
+                    b.layer.display()
+                ),
+            )
+            .to_string(),
+        );
     }
 }
 

@@ -98,7 +98,6 @@ pub async fn run_controller(
     info!("caches synced; reconciling");
 
     let (deleted_tx, deleted_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (deleted_rx, names_deleted_rx) = split_deletions(&mut tasks, deleted_rx);
     let service_events = super::accounting::tap_deletions(
         &mut tasks,
         Arc::clone(&state),
@@ -130,15 +129,7 @@ pub async fn run_controller(
         instance: Some(config.identity.clone()),
     };
     let services = state.services();
-    spawn_ledger_corrections(&mut tasks, &client, &config, &state, deleted_rx, &token);
-    spawn_names_corrections(
-        &mut tasks,
-        &client,
-        &config,
-        &state,
-        names_deleted_rx,
-        &token,
-    );
+    spawn_corrections(&mut tasks, &client, &config, &state, deleted_rx, &token);
     let writer = Writer::new(client.clone(), reporter, echoes);
     let ctx = Arc::new(Ctx::new(
         client, config, writer, state, caches, pod_states, graph,
@@ -186,6 +177,21 @@ async fn forget_deleted(
 }
 
 type Deletions = tokio::sync::mpsc::UnboundedReceiver<super::accounting::Deletion>;
+
+/// The budget ledgers' and the names ledgers' corrections, each told of
+/// every deletion.
+fn spawn_corrections(
+    tasks: &mut JoinSet<()>,
+    client: &Client,
+    config: &Config,
+    state: &Arc<ClusterState>,
+    deleted: Deletions,
+    token: &CancellationToken,
+) {
+    let (budget, names) = split_deletions(tasks, deleted);
+    spawn_ledger_corrections(tasks, client, config, state, budget, token);
+    spawn_names_corrections(tasks, client, config, state, names, token);
+}
 
 /// Every deletion, to the budget ledgers' corrections and the names
 /// ledgers'.

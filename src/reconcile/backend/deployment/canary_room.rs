@@ -69,6 +69,23 @@ fn lend(primary: &mut Deployment, lent: i32) {
         .insert(ANNOTATION_LENT.to_owned(), lent.to_string());
 }
 
+/// The canary went: the replicas the primary lent it come back once it is
+/// gone and their devices are free (`fits`: how many replicas fit now, when
+/// the canary's workload is gone and the room is known).
+fn give_back(primary: &mut Deployment, lent_before: i32, fits: Option<u64>) -> CanaryRoom {
+    if lent_before == 0 {
+        return CanaryRoom::default();
+    }
+    let back = fits.map_or(0, |f| i32::try_from(f).unwrap_or(i32::MAX).min(lent_before));
+    let lent = lent_before - back;
+    lend(primary, lent);
+    CanaryRoom {
+        lent,
+        recheck: lent > 0,
+        ..CanaryRoom::default()
+    }
+}
+
 /// Plan the canary's new replicas on the pool of the service's class,
 /// rendering the plan on `desired` (the canary's replicas, the primary's
 /// lent ones). Nothing changes where the room is not known.
@@ -95,26 +112,12 @@ pub(super) fn canary_room(
     let lent_before = live_primary.as_ref().map_or(0, lent_by);
     let free = ctx.state.free_devices(class_name);
     let Some((canary, _)) = desired.canary.as_mut() else {
-        // The canary went: its replicas come back once it is gone and
-        // their devices are free.
-        if lent_before == 0 {
-            return CanaryRoom::default();
-        }
-        let canary_name = builders::child_name(defaulted, Track::Canary);
-        let back = match (&free, live(&canary_name)) {
-            (Some(free), None) => {
-                let fits = free.replicas(per_replica, per_node);
-                i32::try_from(fits).unwrap_or(i32::MAX).min(lent_before)
-            }
-            _ => 0,
-        };
-        let lent = lent_before - back;
-        lend(&mut desired.primary, lent);
-        return CanaryRoom {
-            lent,
-            recheck: lent > 0,
-            ..CanaryRoom::default()
-        };
+        let canary_gone = live(&builders::child_name(defaulted, Track::Canary)).is_none();
+        let fits = free
+            .as_ref()
+            .filter(|_| canary_gone)
+            .map(|f| f.replicas(per_replica, per_node));
+        return give_back(&mut desired.primary, lent_before, fits);
     };
     let Some(free) = free else {
         // Not known: what was lent stays lent; right after a start, a new
