@@ -53,7 +53,7 @@ pub fn parallelism(svc: &InferenceService) -> (i32, i32) {
 pub fn group_of(svc: &InferenceService, class: Option<&AcceleratorClassSpec>) -> Option<Group> {
     let class = class?;
     if svc.spec.backend.unwrap_or_default() != Backend::Deployment
-        || super::gpus_per_replica(svc) <= 0
+        || super::resources::gpus_per_replica(svc) <= 0
     {
         return None;
     }
@@ -188,10 +188,10 @@ fn check_names(errors: &mut Vec<FieldError>, svc: &InferenceService) {
         .map(|a| a.max_replicas)
         .or(svc.spec.replicas)
         .unwrap_or(super::builtin::DEFAULT_REPLICAS)
-        .max(super::canary_replicas(svc));
-    let mut tracks = vec![super::primary_name(svc)];
+        .max(super::resources::canary_replicas(svc));
+    let mut tracks = vec![names::primary_name(svc)];
     if svc.spec.canary.is_some() {
-        tracks.push(super::canary_name(svc));
+        tracks.push(names::canary_name(svc));
     }
     let limit = names::max_lws_name(most);
     for track in tracks {

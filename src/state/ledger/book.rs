@@ -257,26 +257,24 @@ pub struct Sightings {
 }
 
 impl Sightings {
-    /// Whether `entry` of `name` is an admission's charge first seen less
-    /// than [`IN_FLIGHT`] before `now` (first seen now when new).
-    pub fn in_flight(&mut self, name: &str, entry: &Entry, now: Instant) -> bool {
-        let Some(seq) = &entry.seq else {
+    /// Whether the entry of `key` written by the admission `seq` (none:
+    /// not an admission's) was first seen less than [`IN_FLIGHT`] before
+    /// `now` (first seen now when new). Shared by every ledger whose
+    /// entries admissions write (the budget's, the names').
+    pub fn in_flight(&mut self, key: &str, seq: Option<&str>, now: Instant) -> bool {
+        let Some(seq) = seq else {
             return false;
         };
         let first = *self
             .first
-            .entry((name.to_owned(), seq.clone()))
+            .entry((key.to_owned(), seq.to_owned()))
             .or_insert(now);
         now.saturating_duration_since(first) < IN_FLIGHT
     }
 
-    /// Forget the writes `book` no longer holds.
-    pub fn keep_only(&mut self, book: &Book) {
-        self.first.retain(|(name, seq), _| {
-            book.entries
-                .get(name)
-                .is_some_and(|e| e.seq.as_deref() == Some(seq.as_str()))
-        });
+    /// Forget the writes a book no longer holds (`holds(key, seq)`).
+    pub fn keep_only(&mut self, holds: impl Fn(&str, &str) -> bool) {
+        self.first.retain(|(key, seq), _| holds(key, seq));
     }
 }
 
@@ -308,7 +306,7 @@ pub fn correct(
                     .is_some_and(|(s, e)| s >= e)
         });
         // Asked even when stored: a write seen once is never new again.
-        let fresh = sightings.in_flight(name, entry, now) && !stored;
+        let fresh = sightings.in_flight(name, entry.seq.as_deref(), now) && !stored;
         match current {
             Some(current) => {
                 let kept = if fresh {
@@ -345,6 +343,10 @@ pub fn correct(
             );
         }
     }
-    sightings.keep_only(&next);
+    sightings.keep_only(|name, seq| {
+        next.entries
+            .get(name)
+            .is_some_and(|e| e.seq.as_deref() == Some(seq))
+    });
     (next != *book).then_some(next)
 }

@@ -17,7 +17,7 @@
 //! generation or a later one, or, for a write never stored, until
 //! [`IN_FLIGHT`] after the reconciler first saw it ([`Sightings`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -244,36 +244,9 @@ pub struct ServicesSeen {
     pub deleted: BTreeMap<String, BTreeSet<String>>,
 }
 
-/// When the reconciler first saw each admission's entry in one Gateway's
-/// ledger, by its own clock.
-#[derive(Clone, Debug, Default)]
-pub struct Sightings {
-    first: HashMap<(String, String), Instant>,
-}
-
-impl Sightings {
-    /// Whether `holding` of `key` is an admission's entry first seen less
-    /// than [`IN_FLIGHT`] before `now` (first seen now when new).
-    pub fn in_flight(&mut self, key: &str, holding: &Holding, now: Instant) -> bool {
-        let Some(seq) = &holding.seq else {
-            return false;
-        };
-        let first = *self
-            .first
-            .entry((key.to_owned(), seq.clone()))
-            .or_insert(now);
-        now.saturating_duration_since(first) < IN_FLIGHT
-    }
-
-    /// Forget the writes `book` no longer holds.
-    pub fn keep_only(&mut self, book: &NameBook) {
-        self.first.retain(|(k, seq), _| {
-            book.entries
-                .get(k)
-                .is_some_and(|h| h.seq.as_deref() == Some(seq.as_str()))
-        });
-    }
-}
+/// When the reconciler first saw each admission's entry, as the budget
+/// ledger keeps it.
+pub use crate::state::ledger::book::Sightings;
 
 /// The book corrected from the services that exist, at `now` on the
 /// reconciler's clock; `None` when nothing changes. The budget ledger's
@@ -302,7 +275,7 @@ pub fn correct(
                     .is_some_and(|(s, e)| s >= e)
         });
         // Asked even when stored: a write seen once is never new again.
-        let fresh = sightings.in_flight(k, entry, now) && !stored;
+        let fresh = sightings.in_flight(k, entry.seq.as_deref(), now) && !stored;
         match current {
             Some(current) => {
                 let kept = if fresh {
@@ -340,6 +313,10 @@ pub fn correct(
             );
         }
     }
-    sightings.keep_only(&next);
+    sightings.keep_only(|k, seq| {
+        next.entries
+            .get(k)
+            .is_some_and(|h| h.seq.as_deref() == Some(seq))
+    });
     (next != *book).then_some(next)
 }
