@@ -13,6 +13,7 @@ pub mod field_path;
 pub mod full_pool;
 pub mod graph_source;
 pub mod hosts;
+pub mod json_text;
 pub mod model_names;
 #[cfg(test)]
 mod model_names_tests;

@@ -42,19 +42,24 @@ pub fn render_route_path_at(
 /// The (gateway with namespace resolved, rendered path) a service claims, if it has a gateway.
 #[must_use]
 pub fn route_claim(svc: &InferenceService) -> Option<(GatewayRef, String)> {
-    let gw = svc.spec.routing.as_ref()?.gateway.as_ref()?;
+    let gw = claimed_gateway(svc)?;
     let path = render_route_path(svc).ok()?;
+    Some((gw, path))
+}
+
+/// The Gateway of [`route_claim`], its namespace filled in, without
+/// rendering the path (for a caller that has rendered it already).
+#[must_use]
+pub fn claimed_gateway(svc: &InferenceService) -> Option<GatewayRef> {
+    let gw = svc.spec.routing.as_ref()?.gateway.as_ref()?;
     let namespace = gw
         .namespace
         .clone()
         .or_else(|| svc.metadata.namespace.clone());
-    Some((
-        GatewayRef {
-            name: gw.name.clone(),
-            namespace,
-        },
-        path,
-    ))
+    Some(GatewayRef {
+        name: gw.name.clone(),
+        namespace,
+    })
 }
 
 /// Render `template` for `svc`; the error is the reason, without the field.

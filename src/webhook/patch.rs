@@ -9,6 +9,7 @@
 
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 use crate::engine::Defaulted;
+use crate::engine::json_text;
 
 /// What to do with one top-level spec field, by its JSON key: the typed
 /// field is handed to [`SpecField::typed`] (absent as `None`); a key not
@@ -21,24 +22,51 @@ trait SpecField {
 
 /// Apply `f` to `spec.<key>`. Only the field itself is serialised by the
 /// visitors, not the whole spec: a patch usually touches a few small
-/// fields of a spec carrying long argument lists and environments.
+/// fields of a spec carrying long argument lists and environments. The
+/// spec is taken apart whole (no `..`), so a field added to the spec does
+/// not build until it has its arm here: a key without one would serialise
+/// the whole spec on every review that defaults it.
 fn spec_field<F: SpecField>(spec: &InferenceServiceSpec, key: &str, f: F) -> F::Out {
+    let InferenceServiceSpec {
+        model,
+        engine,
+        backend,
+        replicas,
+        autoscaling,
+        resources,
+        accelerator,
+        parallelism,
+        placement,
+        service_account_name,
+        image_pull_secrets,
+        canary,
+        health_check,
+        routing,
+        metrics,
+        rollout,
+        graph,
+    } = spec;
     match key {
-        "engine" => f.typed(spec.engine.as_ref()),
-        "backend" => f.typed(spec.backend.as_ref()),
-        "replicas" => f.typed(spec.replicas.as_ref()),
-        "autoscaling" => f.typed(spec.autoscaling.as_ref()),
-        "resources" => f.typed(spec.resources.as_ref()),
-        "accelerator" => f.typed(spec.accelerator.as_ref()),
-        "parallelism" => f.typed(spec.parallelism.as_ref()),
-        "healthCheck" => f.typed(spec.health_check.as_ref()),
-        "routing" => f.typed(spec.routing.as_ref()),
-        "model" => f.typed(Some(&spec.model)),
-        "canary" => f.typed(spec.canary.as_ref()),
-        "metrics" => f.typed(spec.metrics.as_ref()),
-        "rollout" => f.typed(spec.rollout.as_ref()),
-        "graph" => f.typed(spec.graph.as_ref()),
-        // Any other field: taken from the whole spec (slower, same result).
+        "engine" => f.typed(engine.as_ref()),
+        "backend" => f.typed(backend.as_ref()),
+        "replicas" => f.typed(replicas.as_ref()),
+        "autoscaling" => f.typed(autoscaling.as_ref()),
+        "resources" => f.typed(resources.as_ref()),
+        "accelerator" => f.typed(accelerator.as_ref()),
+        "parallelism" => f.typed(parallelism.as_ref()),
+        "placement" => f.typed(placement.as_ref()),
+        "serviceAccountName" => f.typed(service_account_name.as_ref()),
+        // Serialised only when not empty.
+        "imagePullSecrets" => f.typed(Some(image_pull_secrets).filter(|v| !v.is_empty())),
+        "healthCheck" => f.typed(health_check.as_ref()),
+        "routing" => f.typed(routing.as_ref()),
+        "model" => f.typed(Some(model)),
+        "canary" => f.typed(canary.as_ref()),
+        "metrics" => f.typed(metrics.as_ref()),
+        "rollout" => f.typed(rollout.as_ref()),
+        "graph" => f.typed(graph.as_ref()),
+        // Not a key of the spec's JSON: taken from the whole spec (slower,
+        // same result: absent).
         _ => f.untyped(spec, key),
     }
 }
@@ -100,7 +128,8 @@ impl Patch {
         self.0.extend_from_slice(br#"{"op":""#);
         self.0.extend_from_slice(op.as_bytes());
         self.0.extend_from_slice(br#"","path":"#);
-        serde_json::to_writer(&mut self.0, path)
+        json_text::push_string(&mut self.0, path);
+        Ok(())
     }
     fn add<V: serde::Serialize + ?Sized>(
         &mut self,
@@ -110,6 +139,30 @@ impl Patch {
         self.start("add", path)?;
         self.0.extend_from_slice(br#","value":"#);
         serde_json::to_writer(&mut self.0, value)?;
+        self.0.push(b'}');
+        Ok(())
+    }
+    /// An `add` of a string (an annotation's value: often JSON text itself,
+    /// mostly quotes to escape).
+    fn add_str(&mut self, path: &str, value: &str) -> Result<(), serde_json::Error> {
+        self.start("add", path)?;
+        self.0.extend_from_slice(br#","value":"#);
+        json_text::push_string(&mut self.0, value);
+        self.0.push(b'}');
+        Ok(())
+    }
+    /// An `add` of a map of strings (annotations where the object had none).
+    fn add_str_map(
+        &mut self,
+        path: &str,
+        map: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), serde_json::Error> {
+        self.start("add", path)?;
+        self.0.extend_from_slice(br#","value":"#);
+        json_text::push_string_map(
+            &mut self.0,
+            map.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
         self.0.push(b'}');
         Ok(())
     }
@@ -195,7 +248,7 @@ pub fn defaulting_patch(
         // The shallowest prefix `before` lacks: the whole subtree goes there.
         let path = if !top.present_before {
             key
-        } else if rest.matches('.').count() <= 1 {
+        } else if rest.bytes().filter(|&b| b == b'.').count() <= 1 {
             rest
         } else {
             if top.before.is_none() {
@@ -258,10 +311,10 @@ pub fn defaulting_patch(
         after.metadata.annotations.as_ref(),
     ) {
         (_, None) => {}
-        (None, Some(new)) => out.add("/metadata/annotations", new)?,
+        (None, Some(new)) => out.add_str_map("/metadata/annotations", new)?,
         (Some(old), Some(new)) => {
             for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
-                out.add(&pointer(["metadata", "annotations", key.as_str()]), value)?;
+                out.add_str(&pointer(["metadata", "annotations", key.as_str()]), value)?;
             }
             for key in old.keys().filter(|k| !new.contains_key(*k)) {
                 out.remove(&pointer(["metadata", "annotations", key.as_str()]))?;
@@ -338,6 +391,14 @@ mod tests {
             serde_json::from_value(serde_json::json!({"steps": [10, 50], "interval": "1m"}))
                 .unwrap(),
         );
+        s.spec.placement = Some(crate::api::v1beta1::PlacementSpec {
+            priority_class_name: Some("inference".to_owned()),
+            ..Default::default()
+        });
+        s.spec.service_account_name = Some("engine".to_owned());
+        s.spec.image_pull_secrets = vec![k8s_openapi::api::core::v1::LocalObjectReference {
+            name: "pull".to_owned(),
+        }];
         let full = default_service(&s, &platform()).object;
         let listed = [
             "engine",
@@ -347,10 +408,15 @@ mod tests {
             "resources",
             "accelerator",
             "parallelism",
+            "placement",
+            "serviceAccountName",
+            "imagePullSecrets",
             "healthCheck",
             "routing",
         ];
-        for spec in [&s.spec, &full.spec] {
+        let mut bare = svc();
+        bare.spec.image_pull_secrets.clear();
+        for spec in [&s.spec, &full.spec, &bare.spec] {
             let json = serde_json::to_value(spec).unwrap();
             let others = [
                 "model",
@@ -390,6 +456,14 @@ mod tests {
         let json = serde_json::to_value(&full.spec).unwrap();
         for key in listed {
             assert!(json.get(key).is_some(), "{key} is a key of the spec's JSON");
+        }
+        // Every key the spec serialises has its typed arm.
+        for key in json.as_object().unwrap().keys() {
+            assert!(
+                listed.contains(&key.as_str())
+                    || ["model", "canary", "metrics", "rollout", "graph"].contains(&key.as_str()),
+                "spec.{key} has no typed arm in spec_field"
+            );
         }
     }
 

@@ -14,6 +14,10 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+/// Counts allocations for `webhook::cost`; the system allocator otherwise.
+#[global_allocator]
+static ALLOCATOR: support::alloc_count::Counting = support::alloc_count::Counting;
+
 #[path = "../../benches/common/reviews.rs"]
 mod reviews;
 

@@ -22,9 +22,11 @@
 //!   module, its webhooks registered by URL;
 //! - [`plugin`]: the kubectl plugin on `PATH`, and its recorded outputs;
 //! - [`ray_serve`]: Ray Serve's own config schema, from `ray[serve]` in a virtual environment;
-//! - [`process`] and [`fixtures`]: child processes, repository files.
+//! - [`process`] and [`fixtures`]: child processes, repository files;
+//! - [`alloc_count`]: allocations of one thread counted (the test binary's allocator).
 #![allow(dead_code)]
 
+pub mod alloc_count;
 pub mod app;
 pub mod classes;
 pub mod control_plane;

@@ -24,6 +24,9 @@ static ZERO: LazyLock<Option<ParsedQuantity>> =
 /// A quantity must parse and be non-negative.
 pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &Path<'_>, q: Option<&Quantity>) {
     let Some(q) = q else { return };
+    if plain_quantity(&q.0) {
+        return;
+    }
     match ParsedQuantity::try_from(q) {
         Err(_) => errs.push(FieldError::invalid(
             field,
@@ -40,6 +43,18 @@ pub(super) fn check_quantity(errs: &mut Vec<FieldError>, field: &Path<'_>, q: Op
             }
         }
     }
+}
+
+/// Whether `s` is digits and at most one unit suffix (`4`, `500m`,
+/// `16Gi`): a non-negative quantity, as the parser would find, without
+/// parsing (at most 12 digits and units up to peta: well inside what the
+/// parser reads exactly).
+fn plain_quantity(s: &str) -> bool {
+    const SUFFIXES: [&str; 12] = [
+        "", "m", "k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti", "Pi",
+    ];
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    (1..=12).contains(&digits) && SUFFIXES.contains(&&s[digits..])
 }
 
 /// An image a service needs: set, not empty, without whitespace; `missing`
@@ -236,5 +251,46 @@ pub(super) fn check_at_least<T: PartialOrd + std::fmt::Display>(
             r,
             &format!("must be greater than or equal to {min}"),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// What the shortcut passes, the parser reads as a quantity >= 0.
+        #[test]
+        fn a_plain_quantity_parses_and_is_not_negative(
+            s in "[0-9]{1,12}(m|k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?|[0-9a-zA-Z.+-]{0,8}",
+        ) {
+            if plain_quantity(&s) {
+                let q = ParsedQuantity::try_from(s.as_str());
+                prop_assert!(q.is_ok(), "{s}: {q:?}");
+                prop_assert!(ZERO.as_ref().is_some_and(|z| q.unwrap() >= *z), "{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_shortcut_takes_plain_forms_only() {
+        for s in ["4", "500m", "16Gi", "000", "999999999999Pi"] {
+            assert!(plain_quantity(s), "{s}");
+        }
+        for s in [
+            "",
+            "-1",
+            "1.5",
+            "1e3",
+            "Gi",
+            "16GiB",
+            "1E",
+            "1Ei",
+            "9999999999999",
+        ] {
+            assert!(!plain_quantity(s), "{s}");
+        }
     }
 }

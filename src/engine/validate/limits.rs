@@ -110,13 +110,19 @@ impl Limits<'_, '_, '_> {
         if gpus <= 0 {
             return;
         }
+        let bound = |l: &PolicyLimits| l.max_gpus_per_replica;
+        let (deny, warn) = strictest(self.layers, bound);
+        if ![deny, warn].into_iter().flatten().any(|b| gpus > b.value) {
+            // Within every bound: nothing to word.
+            return;
+        }
         let par = svc.spec.parallelism.as_ref();
         let detail = format!(
             "GPUs per replica (tensor {} x pipeline {}) ",
             par.and_then(|p| p.tensor).unwrap_or(DEFAULT_PARALLELISM),
             par.and_then(|p| p.pipeline).unwrap_or(DEFAULT_PARALLELISM)
         );
-        self.max(at, gpus, |l| l.max_gpus_per_replica, &detail);
+        self.max(at, gpus, bound, &detail);
     }
 
     /// The accelerator type and class, and where the placement reaches.

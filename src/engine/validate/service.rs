@@ -317,7 +317,8 @@ fn check_route_owner(
     ctx: &Context,
     path: &str,
 ) {
-    let Some((gw, _)) = route::route_claim(svc) else {
+    // The path is rendered already: only the Gateway is wanted here.
+    let Some(gw) = route::claimed_gateway(svc) else {
         return;
     };
     let ns = svc.metadata.namespace.as_deref().unwrap_or(ctx.namespace);

@@ -6,6 +6,7 @@
 mod answers;
 mod bad_input;
 mod convert;
+mod cost;
 mod mutate;
 mod probes;
 mod registrations;
