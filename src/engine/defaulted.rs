@@ -26,4 +26,8 @@ pub struct Defaulted {
     pub filled: Vec<Provenance>,
     /// What a user should know about a value filled in (the fit shortened the context).
     pub warnings: Vec<String>,
+    /// The defaulted-from annotation of `object` as a JSON string (quoted
+    /// and escaped, as a patch carries it), written with the annotation;
+    /// `None` when nothing was filled.
+    pub annotation_json: Option<String>,
 }

@@ -7,6 +7,7 @@
 //! `metadata.annotations` ever change, so nothing else of the object is
 //! read, compared or touched, and nothing the user sent is removed.
 
+use crate::api::DEFAULTED_FROM_ANNOTATION;
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 use crate::engine::Defaulted;
 use crate::engine::json_text;
@@ -223,7 +224,7 @@ pub fn defaulting_patch(
     }
 
     let after = &defaulted.object;
-    let mut out = Patch(Vec::with_capacity(1024));
+    let mut out = Patch(Vec::with_capacity(4096));
     let mut tops: Vec<Top<'_>> = Vec::new();
     // Dotted paths below `spec` added so far: nothing below them again.
     let mut added: Vec<&str> = Vec::new();
@@ -231,7 +232,7 @@ pub fn defaulting_patch(
         let Some(rest) = p.field.strip_prefix("spec.") else {
             continue;
         };
-        let key = rest.split_once('.').map_or(rest, |(k, _)| k);
+        let key = rest.find('.').map_or(rest, |dot| &rest[..dot]);
         let i = match tops.iter().position(|t| t.key == key) {
             Some(i) => i,
             None => {
@@ -314,7 +315,15 @@ pub fn defaulting_patch(
         (None, Some(new)) => out.add_str_map("/metadata/annotations", new)?,
         (Some(old), Some(new)) => {
             for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
-                out.add_str(&pointer(["metadata", "annotations", key.as_str()]), value)?;
+                let at = pointer(["metadata", "annotations", key.as_str()]);
+                // The defaulted-from annotation comes already written as a
+                // JSON string (in the pass that wrote it): not escaped again.
+                match defaulted.annotation_json.as_deref() {
+                    Some(quoted) if key == DEFAULTED_FROM_ANNOTATION => {
+                        out.add_json(&at, quoted)?;
+                    }
+                    _ => out.add_str(&at, value)?,
+                }
             }
             for key in old.keys().filter(|k| !new.contains_key(*k)) {
                 out.remove(&pointer(["metadata", "annotations", key.as_str()]))?;
@@ -498,6 +507,7 @@ mod tests {
                 object: after.clone(),
                 filled: filled.clone(),
                 warnings: Vec::new(),
+                annotation_json: None,
             };
             let patch = typed(before, &d);
             assert_eq!(patch.0.len(), 1, "{patch:?}");

@@ -21,8 +21,10 @@ pub fn provenance_of(svc: &InferenceService) -> BTreeMap<String, String> {
 
 /// Add the fields of `filled` to `svc`'s annotation (entries already there
 /// are kept; a field filled again takes its new source). The JSON object is
-/// sorted by field, as a map of strings serialises.
-pub(super) fn record_provenance(svc: &mut InferenceService, filled: &[Provenance]) {
+/// sorted by field, as a map of strings serialises. Returns the annotation
+/// as a JSON string too (what a patch adding it carries), written in the
+/// same pass.
+pub(super) fn record_provenance(svc: &mut InferenceService, filled: &[Provenance]) -> String {
     let earlier = provenance_of(svc);
     let mut entries: Vec<(&str, usize, &str)> = Vec::with_capacity(earlier.len() + filled.len());
     entries.extend(earlier.iter().map(|(k, v)| (k.as_str(), 0, v.as_str())));
@@ -36,17 +38,13 @@ pub(super) fn record_provenance(svc: &mut InferenceService, filled: &[Provenance
     // first of each field kept.
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)));
     entries.dedup_by_key(|(k, _, _)| *k);
-    let mut json = String::with_capacity(
-        2 + entries
-            .iter()
-            .map(|(k, _, v)| k.len() + v.len() + 6)
-            .sum::<usize>(),
-    );
-    json_text::push_string_map(&mut json, entries.iter().map(|(k, _, v)| (*k, *v)));
+    let (json, quoted) =
+        json_text::string_map_and_its_string(entries.iter().map(|(k, _, v)| (*k, *v)));
     svc.metadata
         .annotations
         .get_or_insert_with(BTreeMap::new)
         .insert(DEFAULTED_FROM_ANNOTATION.to_owned(), json);
+    quoted
 }
 
 #[cfg(test)]
@@ -74,7 +72,14 @@ mod tests {
             p("spec.b", "built-in"),
             p("spec.b", "InferencePolicy/team"),
         ];
-        record_provenance(&mut svc, &filled);
+        let quoted = record_provenance(&mut svc, &filled);
+        assert_eq!(
+            quoted,
+            serde_json::to_string(
+                &svc.metadata.annotations.as_ref().unwrap()[DEFAULTED_FROM_ANNOTATION]
+            )
+            .unwrap()
+        );
         let mut expected: BTreeMap<&str, &str> =
             BTreeMap::from([("spec.a", "x"), ("spec.c", "y \"quoted\"")]);
         for f in &filled {

@@ -65,13 +65,12 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
     }
 
     let filled = f.filled;
-    if !filled.is_empty() {
-        record_provenance(&mut out, &filled);
-    }
+    let annotation_json = (!filled.is_empty()).then(|| record_provenance(&mut out, &filled));
     Defaulted {
         object: out,
         filled,
         warnings,
+        annotation_json,
     }
 }
 

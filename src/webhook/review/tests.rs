@@ -277,7 +277,23 @@ fn the_one_pass_takes_service_reviews_and_leaves_the_rest() {
         .position(|w| w == b"f:model\"")
         .unwrap();
     invalid_utf8[at] = 0xff;
-    bodies.extend([invalid_utf8, b"{}".to_vec(), b"not json".to_vec()]);
+    let mut trailing = body(&kubectl_shaped());
+    trailing.extend_from_slice(b" x");
+    let text = String::from_utf8(body(&kubectl_shaped())).unwrap();
+    let twice_spec = text.replacen(
+        "\"spec\":",
+        "\"spec\":{\"model\":{\"ref\":\"a\"}},\"spec\":",
+        1,
+    );
+    let unclosed = text[..text.len() - 1].to_owned();
+    bodies.extend([
+        invalid_utf8,
+        trailing,
+        twice_spec.into_bytes(),
+        unclosed.into_bytes(),
+        b"{}".to_vec(),
+        b"not json".to_vec(),
+    ]);
     for left in &bodies {
         assert!(
             decode_service(left).is_none(),
