@@ -228,11 +228,19 @@ pub fn decode(body: &[u8]) -> Result<Review, BadReview> {
 /// review of one service and too much for a hostile megabyte.
 const SIMD_MAX_BODY: usize = 64 * 1024;
 
+/// Nesting simd-json reads before it refuses a body: serde_json's own
+/// recursion limit, so that both refuse the same bodies (the refused one is
+/// then read, and refused with its reason, by serde_json) and the
+/// deserialiser's recursion over the tape stays shallow.
+const SIMD_MAX_DEPTH: usize = 128;
+
 thread_local! {
     /// The body's copy and simd-json's buffers, kept by each connection
     /// worker between requests (at most [`SIMD_MAX_BODY`] and its indexes).
-    static SIMD: std::cell::RefCell<(Vec<u8>, simd_json::Buffers)> =
-        std::cell::RefCell::new((Vec::new(), simd_json::Buffers::default()));
+    static SIMD: std::cell::RefCell<(Vec<u8>, simd_json::Buffers)> = std::cell::RefCell::new((
+        Vec::new(),
+        simd_json::Buffers::with_max_depth(0, SIMD_MAX_DEPTH),
+    ));
 }
 
 /// An InferenceService review (not v1alpha1) read in one pass, or `None`

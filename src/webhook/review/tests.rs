@@ -286,11 +286,23 @@ fn the_one_pass_takes_service_reviews_and_leaves_the_rest() {
         1,
     );
     let unclosed = text[..text.len() - 1].to_owned();
+    // An unknown field nested past serde_json's limit, well inside 64 KiB.
+    let deep_unknown = text.replacen(
+        "\"metadata\":{",
+        &format!(
+            "\"metadata\":{{\"x\":{}{},",
+            "[".repeat(1000),
+            "]".repeat(1000)
+        ),
+        1,
+    );
+    assert!(deep_unknown.len() < 64 * 1024 && deep_unknown.len() > text.len());
     bodies.extend([
         invalid_utf8,
         trailing,
         twice_spec.into_bytes(),
         unclosed.into_bytes(),
+        deep_unknown.into_bytes(),
         b"{}".to_vec(),
         b"not json".to_vec(),
     ]);
