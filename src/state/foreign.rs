@@ -211,7 +211,7 @@ impl ForeignRoutes {
             .default_backoff();
         futures::pin_mut!(stream);
         let mut staging = Index::default();
-        while let Some(event) = super::next_until(&mut stream, &shutdown).await {
+        while let Some(event) = super::watching::next_until(&mut stream, &shutdown).await {
             match event {
                 Ok(watcher::Event::Apply(r)) => self.update(|i| i.upsert(&r)),
                 Ok(watcher::Event::Delete(r)) => {
@@ -224,7 +224,7 @@ impl ForeignRoutes {
                     let next = std::mem::take(&mut staging);
                     self.update(|i| *i = next);
                 }
-                Err(e) => super::log_watch_error("HTTPRoute", &e, "foreign route watch"),
+                Err(e) => super::watching::log_watch_error("HTTPRoute", &e, "foreign route watch"),
             }
         }
     }

@@ -24,7 +24,8 @@
 //!   and of the pods that request devices;
 //! - [`served`]: whether the cluster serves an optional API admission
 //!   speaks of, from discovery in the background;
-//! - `kept`: the metadata a watch keeps, decoded as far as it is kept.
+//! - `kept`: the metadata a watch keeps, decoded as far as it is kept;
+//! - `watching`: a watch's next event until shutdown, and its errors logged.
 
 pub mod cluster;
 pub mod context;
@@ -38,9 +39,9 @@ pub mod room;
 pub mod routes;
 pub mod scope;
 pub mod served;
+pub(crate) mod watching;
 
 pub use cluster::{ClusterState, SERVICE_EVENT_BUFFER, ServiceEvent};
-pub(crate) use cluster::{log_watch_error, next_until};
 pub use context::{ContextSource, with_context};
 pub use namespace::NAMESPACE_NAME_LABEL;
 pub use room::Room;

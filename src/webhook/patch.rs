@@ -307,6 +307,19 @@ pub fn defaulting_patch(
         }
         added.push(path);
     }
+    annotation_ops(&mut out, before, defaulted)?;
+    Ok(out.finish())
+}
+
+/// The operations on `metadata.annotations`: the annotations defaulting
+/// wrote or changed (the defaulted-from annotation already written as a
+/// JSON string, not escaped again), and those it dropped.
+fn annotation_ops(
+    out: &mut Patch,
+    before: &InferenceService,
+    defaulted: &Defaulted,
+) -> Result<(), serde_json::Error> {
+    let after = &defaulted.object;
     match (
         before.metadata.annotations.as_ref(),
         after.metadata.annotations.as_ref(),
@@ -316,8 +329,6 @@ pub fn defaulting_patch(
         (Some(old), Some(new)) => {
             for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
                 let at = pointer(["metadata", "annotations", key.as_str()]);
-                // The defaulted-from annotation comes already written as a
-                // JSON string (in the pass that wrote it): not escaped again.
                 match defaulted.annotation_json.as_deref() {
                     Some(quoted) if key == DEFAULTED_FROM_ANNOTATION => {
                         out.add_json(&at, quoted)?;
@@ -330,7 +341,7 @@ pub fn defaulting_patch(
             }
         }
     }
-    Ok(out.finish())
+    Ok(())
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ async fn run(
         let mut changed = match event {
             Ok(event) => feeds[i].handle(&pods, event),
             Err(e) => {
-                crate::state::log_watch_error("Pod", &e, "engine pod watch");
+                crate::state::watching::log_watch_error("Pod", &e, "engine pod watch");
                 continue;
             }
         };

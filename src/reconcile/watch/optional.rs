@@ -156,7 +156,7 @@ impl<K: ChildKind> OptionalChildren<K> {
                                 return Ended::Removed;
                             }
                         } else {
-                            crate::state::log_watch_error(K::KIND, &e, "child watch");
+                            crate::state::watching::log_watch_error(K::KIND, &e, "child watch");
                         }
                     }
                     None => return Ended::ControllerGone,

@@ -171,7 +171,7 @@ async fn forward_children<K: ChildKind>(
             Ok(event) => feed.take(event),
             Err(e) => {
                 metrics.child_watch_error(K::KIND);
-                crate::state::log_watch_error(K::KIND, &e, "child watch");
+                crate::state::watching::log_watch_error(K::KIND, &e, "child watch");
                 Vec::new()
             }
         };

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::capacity::charge::Charge;
 use crate::metrics::Metrics;
-use crate::state::next_until;
+use crate::state::watching::{log_watch_error, next_until};
 
 use super::book::{Book, Entry};
 
@@ -131,7 +131,7 @@ impl Ledger {
             futures::pin_mut!(stream);
             while let Some(event) = next_until(&mut stream, &shutdown).await {
                 if let Err(e) = event {
-                    crate::state::log_watch_error("ConfigMap", &e, "ledger watch");
+                    log_watch_error("ConfigMap", &e, "ledger watch");
                 }
             }
         });

@@ -17,7 +17,7 @@ use tracing::debug;
 
 use crate::api::v1beta1::InferenceService;
 use crate::engine::model_names::{Claim, claims};
-use crate::state::ClusterState;
+use crate::state::cluster::ClusterState;
 
 use super::book::{Existing, Gateway, ServicesSeen, Sightings, correct, key, names_on};
 use super::store::NamesLedger;

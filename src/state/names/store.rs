@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::api::v1beta1::InferenceService;
 use crate::engine::FieldError;
 use crate::engine::model_names::Claim;
-use crate::state::Scope;
 use crate::state::ledger::{CHARGE_DEADLINE, LEDGER_LABEL, MAX_ATTEMPTS};
-use crate::state::next_until;
+use crate::state::scope::Scope;
+use crate::state::watching::{log_watch_error, next_until};
 
 use super::book::{Gateway, Holding, NameBook, key, names_on};
 
@@ -125,7 +125,7 @@ impl NamesLedger {
             futures::pin_mut!(stream);
             while let Some(event) = next_until(&mut stream, &shutdown).await {
                 if let Err(e) = event {
-                    crate::state::log_watch_error("ConfigMap", &e, "names ledger watch");
+                    log_watch_error("ConfigMap", &e, "names ledger watch");
                 }
             }
         });

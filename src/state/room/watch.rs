@@ -15,7 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::decode::{RoomNode, RoomPod};
 use super::index::Room;
-use crate::state::{log_watch_error, next_until, scope};
+use crate::state::scope;
+use crate::state::watching::{log_watch_error, next_until};
 
 /// The pods whose devices are taken: bound to a node, not finished.
 pub const POD_FIELDS: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
