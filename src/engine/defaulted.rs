@@ -1,9 +1,49 @@
 //! What defaulting returns: the defaulted object and where each filled-in
 //! value came from.
 
-use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::api::v1beta1::InferenceService;
+
+/// Where a filled-in value came from: a fixed name (`"flag"`,
+/// `"built-in"`), or a name made for the request (a policy's, an
+/// AcceleratorClass's) and shared by every field it fills, so a source is
+/// written once per request however many fields it fills.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A name known when the server was built.
+    Fixed(&'static str),
+    /// A name made for the request.
+    Shared(Arc<str>),
+}
+
+impl std::ops::Deref for Source {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Source::Fixed(s) => s,
+            Source::Shared(s) => s,
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl From<&'static str> for Source {
+    fn from(s: &'static str) -> Self {
+        Source::Fixed(s)
+    }
+}
+
+impl From<String> for Source {
+    fn from(s: String) -> Self {
+        Source::Shared(Arc::from(s))
+    }
+}
 
 /// One defaulted field and where its value came from
 /// (`"InferencePolicy/team-a/defaults"`, `"ClusterInferencePolicy/platform"`, `"flag"`, `"built-in"`).
@@ -12,7 +52,7 @@ pub struct Provenance {
     /// Field path such as `spec.engine.image`.
     pub field: &'static str,
     /// Where the value came from.
-    pub source: Cow<'static, str>,
+    pub source: Source,
     /// The value filled in, as JSON text (`None` only if it failed to serialise).
     pub value: Option<String>,
 }

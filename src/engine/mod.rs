@@ -36,7 +36,7 @@ pub use context::{
     ServerDefaults,
 };
 pub use default::default_service;
-pub use defaulted::{Defaulted, Provenance};
+pub use defaulted::{Defaulted, Provenance, Source};
 pub use duration::{
     canonical_gateway_duration, format_gateway_duration, parse_gateway_duration, parse_go_duration,
 };

@@ -32,10 +32,18 @@ impl Layer<'_> {
     /// Provenance source: `InferencePolicy/team-a/defaults`, `ClusterInferencePolicy/platform`.
     #[must_use]
     pub fn source(&self) -> String {
-        match self.namespace {
-            Some(ns) => format!("{}/{ns}/{}", self.kind, self.name),
-            None => format!("{}/{}", self.kind, self.name),
+        // Pushed, not formatted: written once per layer on every review
+        // that takes a default from it.
+        let ns = self.namespace.unwrap_or("");
+        let mut s = String::with_capacity(self.kind.len() + ns.len() + self.name.len() + 2);
+        s.push_str(self.kind);
+        s.push('/');
+        if let Some(ns) = self.namespace {
+            s.push_str(ns);
+            s.push('/');
         }
+        s.push_str(self.name);
+        s
     }
 
     /// How messages name the policy: `ClusterInferencePolicy "platform"`.

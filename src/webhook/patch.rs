@@ -101,7 +101,7 @@ impl SpecField for Present {
 /// Write the JSONPatch `add` of `spec.<key>` at `path`, if present.
 struct WriteAdd<'o> {
     out: &'o mut Patch,
-    path: &'o str,
+    path: Path<'o>,
 }
 
 impl SpecField for WriteAdd<'_> {
@@ -120,21 +120,55 @@ impl SpecField for WriteAdd<'_> {
     }
 }
 
+/// Where an operation applies.
+#[derive(Clone, Copy)]
+enum Path<'p> {
+    /// A field below `spec` by its dotted path (`routing.gateway`), the
+    /// pointer written from it in place.
+    Spec(&'p str),
+    /// A JSON pointer, as it is.
+    Pointer(&'p str),
+}
+
 /// A JSONPatch being written as JSON text.
 struct Patch(Vec<u8>);
 
 impl Patch {
-    fn start(&mut self, op: &str, path: &str) -> Result<(), serde_json::Error> {
+    fn start(&mut self, op: &str, path: Path<'_>) -> Result<(), serde_json::Error> {
         self.0.push(if self.0.is_empty() { b'[' } else { b',' });
         self.0.extend_from_slice(br#"{"op":""#);
         self.0.extend_from_slice(op.as_bytes());
         self.0.extend_from_slice(br#"","path":"#);
-        json_text::push_string(&mut self.0, path);
+        match path {
+            // A spec field's tokens are JSON keys of the spec: letters and
+            // digits, nothing a pointer or a JSON string escapes. Anything
+            // else goes the long way.
+            Path::Spec(dotted)
+                if dotted
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.') =>
+            {
+                self.0.extend_from_slice(br#""/spec/"#);
+                let at = self.0.len();
+                self.0.extend_from_slice(dotted.as_bytes());
+                for b in &mut self.0[at..] {
+                    if *b == b'.' {
+                        *b = b'/';
+                    }
+                }
+                self.0.push(b'"');
+            }
+            Path::Spec(dotted) => {
+                let p = pointer(std::iter::once("spec").chain(dotted.split('.')));
+                json_text::push_string(&mut self.0, &p);
+            }
+            Path::Pointer(p) => json_text::push_string(&mut self.0, p),
+        }
         Ok(())
     }
     fn add<V: serde::Serialize + ?Sized>(
         &mut self,
-        path: &str,
+        path: Path<'_>,
         value: &V,
     ) -> Result<(), serde_json::Error> {
         self.start("add", path)?;
@@ -145,7 +179,7 @@ impl Patch {
     }
     /// An `add` of a string (an annotation's value: often JSON text itself,
     /// mostly quotes to escape).
-    fn add_str(&mut self, path: &str, value: &str) -> Result<(), serde_json::Error> {
+    fn add_str(&mut self, path: Path<'_>, value: &str) -> Result<(), serde_json::Error> {
         self.start("add", path)?;
         self.0.extend_from_slice(br#","value":"#);
         json_text::push_string(&mut self.0, value);
@@ -155,7 +189,7 @@ impl Patch {
     /// An `add` of a map of strings (annotations where the object had none).
     fn add_str_map(
         &mut self,
-        path: &str,
+        path: Path<'_>,
         map: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), serde_json::Error> {
         self.start("add", path)?;
@@ -168,14 +202,14 @@ impl Patch {
         Ok(())
     }
     /// An `add` of a value already serialised as JSON text.
-    fn add_json(&mut self, path: &str, json: &str) -> Result<(), serde_json::Error> {
+    fn add_json(&mut self, path: Path<'_>, json: &str) -> Result<(), serde_json::Error> {
         self.start("add", path)?;
         self.0.extend_from_slice(br#","value":"#);
         self.0.extend_from_slice(json.as_bytes());
         self.0.push(b'}');
         Ok(())
     }
-    fn remove(&mut self, path: &str) -> Result<(), serde_json::Error> {
+    fn remove(&mut self, path: Path<'_>) -> Result<(), serde_json::Error> {
         self.start("remove", path)?;
         self.0.push(b'}');
         Ok(())
@@ -194,13 +228,19 @@ fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> String {
     let mut p = String::with_capacity(64);
     for t in tokens {
         p.push('/');
-        for c in t.chars() {
-            match c {
-                '~' => p.push_str("~0"),
-                '/' => p.push_str("~1"),
-                c => p.push(c),
-            }
+        // `~` and `/` are ASCII: the runs between them are whole chars.
+        let mut from = 0;
+        for (i, b) in t.bytes().enumerate() {
+            let escaped = match b {
+                b'~' => "~0",
+                b'/' => "~1",
+                _ => continue,
+            };
+            p.push_str(&t[from..i]);
+            p.push_str(escaped);
+            from = i + 1;
         }
+        p.push_str(&t[from..]);
     }
     p
 }
@@ -225,14 +265,17 @@ pub fn defaulting_patch(
 
     let after = &defaulted.object;
     let mut out = Patch(Vec::with_capacity(4096));
-    let mut tops: Vec<Top<'_>> = Vec::new();
+    let mut tops: Vec<Top<'_>> = Vec::with_capacity(16);
     // Dotted paths below `spec` added so far: nothing below them again.
-    let mut added: Vec<&str> = Vec::new();
+    let mut added: Vec<&str> = Vec::with_capacity(defaulted.filled.len());
     for p in &defaulted.filled {
         let Some(rest) = p.field.strip_prefix("spec.") else {
             continue;
         };
-        let key = rest.find('.').map_or(rest, |dot| &rest[..dot]);
+        // Byte searches: a field path is ASCII, and `str::find` of a char
+        // costs more than these short paths.
+        let first_dot = rest.bytes().position(|b| b == b'.');
+        let key = first_dot.map_or(rest, |dot| &rest[..dot]);
         let i = match tops.iter().position(|t| t.key == key) {
             Some(i) => i,
             None => {
@@ -257,7 +300,7 @@ pub fn defaulting_patch(
             }
             let mut end = rest.len();
             if let Some(mut container) = top.before.as_ref().and_then(Option::as_ref) {
-                let parents = rest.match_indices('.').map(|(at, _)| at).skip(1);
+                let parents = (key.len() + 1..rest.len()).filter(|&at| rest.as_bytes()[at] == b'.');
                 let mut from = key.len() + 1;
                 for at in parents {
                     match container.get(&rest[from..at]) {
@@ -274,23 +317,23 @@ pub fn defaulting_patch(
         };
         let below = |a: &&str| {
             path.strip_prefix(*a)
-                .is_some_and(|r| r.is_empty() || r.starts_with('.'))
+                .is_some_and(|r| r.is_empty() || r.as_bytes()[0] == b'.')
         };
         if added.iter().any(below) {
             continue;
         }
-        let ptr = pointer(std::iter::once("spec").chain(path.split('.')));
+        let at = Path::Spec(path);
         if path == key {
             spec_field(
                 &after.spec,
                 key,
                 WriteAdd {
                     out: &mut out,
-                    path: &ptr,
+                    path: at,
                 },
             )?;
         } else if let Some(value) = p.value.as_deref().filter(|_| path == rest) {
-            out.add_json(&ptr, value)?;
+            out.add_json(at, value)?;
         } else {
             if top.after.is_none() {
                 top.after = Some(spec_field(&after.spec, key, ToValue)?);
@@ -303,7 +346,7 @@ pub fn defaulting_patch(
             let Some(value) = value else {
                 continue;
             };
-            out.add(&ptr, value)?;
+            out.add(at, value)?;
         }
         added.push(path);
     }
@@ -325,19 +368,23 @@ fn annotation_ops(
         after.metadata.annotations.as_ref(),
     ) {
         (_, None) => {}
-        (None, Some(new)) => out.add_str_map("/metadata/annotations", new)?,
+        (None, Some(new)) => out.add_str_map(Path::Pointer("/metadata/annotations"), new)?,
         (Some(old), Some(new)) => {
             for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
                 let at = pointer(["metadata", "annotations", key.as_str()]);
                 match defaulted.annotation_json.as_deref() {
                     Some(quoted) if key == DEFAULTED_FROM_ANNOTATION => {
-                        out.add_json(&at, quoted)?;
+                        out.add_json(Path::Pointer(&at), quoted)?;
                     }
-                    _ => out.add_str(&at, value)?,
+                    _ => out.add_str(Path::Pointer(&at), value)?,
                 }
             }
             for key in old.keys().filter(|k| !new.contains_key(*k)) {
-                out.remove(&pointer(["metadata", "annotations", key.as_str()]))?;
+                out.remove(Path::Pointer(&pointer([
+                    "metadata",
+                    "annotations",
+                    key.as_str(),
+                ])))?;
             }
         }
     }
@@ -346,13 +393,11 @@ fn annotation_ops(
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
-
     use super::*;
     use crate::api::ResourcesSpec;
     use crate::api::v1beta1::RoutingSpec;
     use crate::engine::default::SOURCE_BUILT_IN;
-    use crate::engine::{PolicySnapshot, Provenance, ServerDefaults};
+    use crate::engine::{PolicySnapshot, Provenance, ServerDefaults, Source};
 
     fn svc() -> InferenceService {
         let mut s = InferenceService::new("chat", Default::default());
@@ -460,7 +505,7 @@ mod tests {
                     key,
                     WriteAdd {
                         out: &mut out,
-                        path: "/x",
+                        path: Path::Pointer("/x"),
                     },
                 )
                 .unwrap();
@@ -495,7 +540,7 @@ mod tests {
         use crate::api::GatewayRef;
         let filled = vec![Provenance {
             field: "spec.routing.gateway.namespace",
-            source: Cow::Borrowed(SOURCE_BUILT_IN),
+            source: Source::Fixed(SOURCE_BUILT_IN),
             value: Some(r#""gateways""#.to_owned()),
         }];
         let mut before = svc();
@@ -603,11 +648,32 @@ mod tests {
                         text.replace_range(at..=at, &c.to_string());
                     }
                     let mut out = Patch(Vec::new());
-                    out.add("/metadata/annotations/a~1b", &text).unwrap();
+                    out.add(Path::Pointer("/metadata/annotations/a~1b"), &text)
+                        .unwrap();
                     let written: serde_json::Value = serde_json::from_slice(&out.finish()).unwrap();
                     assert_eq!(written[0]["value"], serde_json::Value::String(text.clone()));
                 }
             }
+        }
+    }
+
+    /// A spec field's path written in place is the pointer [`pointer`]
+    /// makes of it, plain or not.
+    #[test]
+    fn spec_paths_are_written_as_their_pointers() {
+        for dotted in [
+            "replicas",
+            "routing.gateway.namespace",
+            "a~b.c/d",
+            "x\"y",
+            "é.z",
+        ] {
+            let mut fast = Patch(Vec::new());
+            fast.remove(Path::Spec(dotted)).unwrap();
+            let slow_ptr = pointer(std::iter::once("spec").chain(dotted.split('.')));
+            let mut slow = Patch(Vec::new());
+            slow.remove(Path::Pointer(&slow_ptr)).unwrap();
+            assert_eq!(fast.finish(), slow.finish(), "{dotted}");
         }
     }
 

@@ -1,10 +1,8 @@
 //! Filling one field: from the first policy layer that sets it, else a
 //! fallback (a server flag, a built-in value), recording where it came from.
 
-use std::borrow::Cow;
-
 use crate::api::policy::PolicyDefaults;
-use crate::engine::defaulted::Provenance;
+use crate::engine::defaulted::{Provenance, Source};
 use crate::engine::policy::{Layer, first_default};
 
 /// Provenance of a server flag.
@@ -15,8 +13,8 @@ pub const SOURCE_BUILT_IN: &str = "built-in";
 /// The layers a service's defaults come from, and the fields filled so far.
 pub(super) struct Filler<'l, 'a> {
     pub(super) layers: &'l [Layer<'a>],
-    /// Each layer's provenance source, formatted on first use.
-    sources: Vec<Option<Cow<'static, str>>>,
+    /// Each layer's provenance source, written on first use.
+    sources: Vec<Option<Source>>,
     pub(super) filled: Vec<Provenance>,
 }
 
@@ -25,7 +23,8 @@ impl<'l, 'a> Filler<'l, 'a> {
         Self {
             layers,
             sources: vec![None; layers.len()],
-            filled: Vec::new(),
+            // A service written whole by defaulting fills about 30 fields.
+            filled: Vec::with_capacity(32),
         }
     }
 
@@ -42,7 +41,7 @@ impl<'l, 'a> Filler<'l, 'a> {
         }
         let found = match self.first(from_policy) {
             Some(found) => Some(found),
-            None => fallback.map(|(v, src)| (v, Cow::Borrowed(src))),
+            None => fallback.map(|(v, src)| (v, Source::Fixed(src))),
         };
         if let Some((v, source)) = found {
             let value = serde_json::to_string(&v).ok();
@@ -59,10 +58,10 @@ impl<'l, 'a> Filler<'l, 'a> {
     pub(super) fn first<T>(
         &mut self,
         from_policy: impl Fn(&'a PolicyDefaults) -> Option<T>,
-    ) -> Option<(T, Cow<'static, str>)> {
+    ) -> Option<(T, Source)> {
         let (v, i) = first_default(self.layers, from_policy)?;
         let layer = &self.layers[i];
-        let source = self.sources[i].get_or_insert_with(|| Cow::Owned(layer.source()));
+        let source = self.sources[i].get_or_insert_with(|| Source::from(layer.source()));
         Some((v, source.clone()))
     }
 
@@ -81,7 +80,7 @@ impl<'l, 'a> Filler<'l, 'a> {
     pub(super) fn record<T: serde::Serialize>(
         &mut self,
         field: &'static str,
-        source: impl Into<Cow<'static, str>>,
+        source: impl Into<Source>,
         value: &T,
     ) {
         self.filled.push(Provenance {

@@ -49,9 +49,8 @@ pub(super) fn record_provenance(svc: &mut InferenceService, filled: &[Provenance
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
-
     use super::*;
+    use crate::engine::Source;
 
     /// Sorted by field, entries already there kept, the last source of a
     /// field filled twice winning: what a map of strings gave before.
@@ -64,7 +63,7 @@ mod tests {
         )]));
         let p = |field, source: &'static str| Provenance {
             field,
-            source: Cow::Borrowed(source),
+            source: Source::Fixed(source),
             value: None,
         };
         let filled = [

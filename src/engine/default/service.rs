@@ -373,7 +373,7 @@ fn merge_plan(
     f: &mut Filler<'_, '_>,
     r: &mut RolloutSpec,
     plan: RolloutSpec,
-    source: std::borrow::Cow<'static, str>,
+    source: crate::engine::defaulted::Source,
     at: &paths::RolloutPaths,
 ) {
     let RolloutSpec {
