@@ -7,6 +7,8 @@
 //! `[a-z0-9-]`, trimmed of `-`, at most 63 characters). The path is trimmed,
 //! gets a leading `/`, loses a trailing `/`, and empty segments are dropped.
 
+use std::borrow::Cow;
+
 use crate::api::{GatewayRef, v1beta1::InferenceService};
 
 use super::builtin::DEFAULT_PATH_TEMPLATE;
@@ -70,27 +72,33 @@ pub fn render_template(template: &str, svc: &InferenceService) -> Result<String,
     };
     let mut raw = String::with_capacity(template.len() + 32);
     let mut rest = template;
-    while let Some(open) = rest.find(['{', '}']) {
+    while let Some(open) = rest.bytes().position(|b| b == b'{' || b == b'}') {
         if rest.as_bytes()[open] == b'}' {
             return Err("unmatched '}'".to_owned());
         }
         raw.push_str(&rest[..open]);
         let after = &rest[open + 1..];
         let close = after
-            .find('}')
+            .bytes()
+            .position(|b| b == b'}')
             .ok_or_else(|| "unclosed '{' placeholder".to_owned())?;
         let expr = after[..close].trim();
         if expr.contains('{') {
             return Err("nested '{' in placeholder".to_owned());
         }
         let value = lookup(expr, svc, &object)?;
-        let clean = sanitize_segment(&value);
-        if clean.is_empty() {
-            return Err(format!(
-                "placeholder {{{expr}}} renders empty (value {value:?})"
-            ));
+        if is_label(&value) {
+            // What sanitizing would give back unchanged.
+            raw.push_str(&value);
+        } else {
+            let clean = sanitize_segment(&value);
+            if clean.is_empty() {
+                return Err(format!(
+                    "placeholder {{{expr}}} renders empty (value {value:?})"
+                ));
+            }
+            raw.push_str(&clean);
         }
-        raw.push_str(&clean);
         rest = &after[close + 1..];
     }
     raw.push_str(rest);
@@ -104,6 +112,18 @@ pub fn render_template(template: &str, svc: &InferenceService) -> Result<String,
     }
     check_gateway_path(&path)?;
     Ok(path)
+}
+
+/// Whether `value` is an RFC 1123 label already ([`sanitize_segment`]
+/// gives it back as it is): a namespace's or a name's usual value.
+fn is_label(value: &str) -> bool {
+    let b = value.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
 }
 
 /// Make a placeholder value an RFC 1123 label: lowercase, characters outside
@@ -141,12 +161,21 @@ fn check_gateway_path(path: &str) -> Result<(), String> {
             path.len()
         ));
     }
-    let lower = path.to_ascii_lowercase();
-    for bad in ["//", "/./", "/../", "%2f", "#"] {
-        if lower.contains(bad) {
-            return Err(format!(
-                "rendered path {path:?} must not contain {bad:?} (Gateway API path rules)"
-            ));
+    // Every piece below starts with `//`, `/.`, `%2` or `#`: a path with
+    // none of them (nearly all) is not searched piece by piece.
+    let suspect = path.contains('#')
+        || path
+            .as_bytes()
+            .windows(2)
+            .any(|w| matches!(w, [b'/', b'/' | b'.'] | [b'%', b'2']));
+    if suspect {
+        let lower = path.to_ascii_lowercase();
+        for bad in ["//", "/./", "/../", "%2f", "#"] {
+            if lower.contains(bad) {
+                return Err(format!(
+                    "rendered path {path:?} must not contain {bad:?} (Gateway API path rules)"
+                ));
+            }
         }
     }
     if path.ends_with("/.") || path.ends_with("/..") {
@@ -188,7 +217,11 @@ struct Roots<'a> {
 }
 
 /// Resolve one placeholder expression such as `.metadata.labels['app']`.
-fn lookup(expr: &str, svc: &InferenceService, object: &Roots<'_>) -> Result<String, String> {
+fn lookup<'s>(
+    expr: &str,
+    svc: &'s InferenceService,
+    object: &Roots<'_>,
+) -> Result<Cow<'s, str>, String> {
     let not_set = |what: &Path<'_>| format!("placeholder {{{expr}}}: {what} is not set");
     if let Some(rest) = expr.strip_prefix(".metadata.") {
         for (prefix, map, what) in [
@@ -207,7 +240,7 @@ fn lookup(expr: &str, svc: &InferenceService, object: &Roots<'_>) -> Result<Stri
                 })?;
                 return map
                     .and_then(|m| m.get(key))
-                    .cloned()
+                    .map(|v| Cow::Borrowed(v.as_str()))
                     .ok_or_else(|| format!("placeholder {{{expr}}}: {what} {key:?} is missing"));
             }
         }
@@ -215,12 +248,14 @@ fn lookup(expr: &str, svc: &InferenceService, object: &Roots<'_>) -> Result<Stri
             "name" => svc
                 .metadata
                 .name
-                .clone()
+                .as_deref()
+                .map(Cow::Borrowed)
                 .ok_or_else(|| not_set(&object.metadata.child("name"))),
             "namespace" => svc
                 .metadata
                 .namespace
-                .clone()
+                .as_deref()
+                .map(Cow::Borrowed)
                 .ok_or_else(|| not_set(&object.metadata.child("namespace"))),
             "uid" => Err(format!(
                 "placeholder {{{expr}}}: .metadata.uid is not allowed (it does not exist at admission)"
@@ -238,7 +273,7 @@ fn lookup(expr: &str, svc: &InferenceService, object: &Roots<'_>) -> Result<Stri
     if let Some(path) = expr.strip_prefix(".spec.") {
         let field = object.spec.child(path);
         return match spec_scalar(svc, path) {
-            SpecField::Value(v) => Ok(v),
+            SpecField::Value(v) => Ok(Cow::Owned(v)),
             SpecField::Unset => Err(not_set(&field)),
             SpecField::NotScalar => Err(format!("placeholder {{{expr}}}: {field} is not a scalar")),
             SpecField::SelfReference => Err(format!(
@@ -452,6 +487,41 @@ mod tests {
 
     use super::*;
     use crate::api::v1beta1::RoutingSpec;
+
+    proptest::proptest! {
+        /// A value taken as a label already is what sanitizing gives back.
+        #[test]
+        fn a_label_is_its_own_sanitized_value(v in "[a-z0-9-]{0,70}|[A-Za-z0-9_.-]{0,8}") {
+            if is_label(&v) {
+                proptest::prop_assert_eq!(sanitize_segment(&v), v);
+            }
+        }
+
+        /// The paths not searched piece by piece get the answer the search
+        /// gave: the same error for each piece, in the same order.
+        #[test]
+        fn forbidden_pieces_are_found_as_the_plain_search_finds_them(
+            path in "/[a-z/.%2fF#]{0,12}",
+        ) {
+            let lower = path.to_ascii_lowercase();
+            let searched = ["//", "/./", "/../", "%2f", "#"]
+                .into_iter()
+                .find(|bad| lower.contains(bad));
+            let got = check_gateway_path(&path);
+            match searched {
+                Some(bad) => proptest::prop_assert_eq!(
+                    got,
+                    Err(format!(
+                        "rendered path {path:?} must not contain {bad:?} (Gateway API path rules)"
+                    ))
+                ),
+                None => proptest::prop_assert!(
+                    !got.as_ref().is_err_and(|e| e.contains("must not contain")),
+                    "{got:?}"
+                ),
+            }
+        }
+    }
 
     fn svc(template: &str) -> InferenceService {
         let mut s = InferenceService::new("Chat_V1", Default::default());

@@ -264,10 +264,13 @@ pub fn defaulting_patch(
     }
 
     let after = &defaulted.object;
-    let mut out = Patch(Vec::with_capacity(4096));
+    // Room for the operations and the annotation's string, grown once.
+    let quoted_len = defaulted.annotation_json.as_ref().map_or(0, String::len);
+    let mut out = Patch(Vec::with_capacity(4096 + quoted_len));
     let mut tops: Vec<Top<'_>> = Vec::with_capacity(16);
-    // Dotted paths below `spec` added so far: nothing below them again.
-    let mut added: Vec<&str> = Vec::with_capacity(defaulted.filled.len());
+    // Dotted paths below `spec` added so far, with their top-level field's
+    // index in `tops`: nothing below them again.
+    let mut added: Vec<(usize, &str)> = Vec::with_capacity(defaulted.filled.len());
     for p in &defaulted.filled {
         let Some(rest) = p.field.strip_prefix("spec.") else {
             continue;
@@ -276,7 +279,10 @@ pub fn defaulting_patch(
         // costs more than these short paths.
         let first_dot = rest.bytes().position(|b| b == b'.');
         let key = first_dot.map_or(rest, |dot| &rest[..dot]);
-        let i = match tops.iter().position(|t| t.key == key) {
+        // Fields of one top-level field are filled one after another: the
+        // last one is checked first.
+        let last = tops.len().checked_sub(1).filter(|&l| tops[l].key == key);
+        let i = match last.or_else(|| tops.iter().position(|t| t.key == key)) {
             Some(i) => i,
             None => {
                 tops.push(Top {
@@ -315,9 +321,11 @@ pub fn defaulting_patch(
             }
             &rest[..end]
         };
-        let below = |a: &&str| {
-            path.strip_prefix(*a)
-                .is_some_and(|r| r.is_empty() || r.as_bytes()[0] == b'.')
+        let below = |&(top, a): &(usize, &str)| {
+            top == i
+                && path
+                    .strip_prefix(a)
+                    .is_some_and(|r| r.is_empty() || r.as_bytes()[0] == b'.')
         };
         if added.iter().any(below) {
             continue;
@@ -348,7 +356,7 @@ pub fn defaulting_patch(
             };
             out.add(at, value)?;
         }
-        added.push(path);
+        added.push((i, path));
     }
     annotation_ops(&mut out, before, defaulted)?;
     Ok(out.finish())
