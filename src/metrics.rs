@@ -123,10 +123,25 @@ struct KindLabels {
     kind: &'static str,
 }
 
+/// The operation label values, in the order of [`AdmissionSeries`].
+const OPERATIONS: [&str; 5] = ["other", "CREATE", "UPDATE", "DELETE", "CONNECT"];
+
+/// The admission series by webhook, operation (as [`OPERATIONS`]) and
+/// outcome, each shared with its family once recorded.
+#[derive(Default)]
+struct AdmissionSeries {
+    requests: [[[std::sync::OnceLock<Counter>; 2]; 5]; 2],
+    duration: [std::sync::OnceLock<Histogram>; 2],
+}
+
 struct Inner {
     registry: Registry,
     admission_requests: Family<AdmissionLabels, Counter>,
     admission_duration: HistogramFamily<WebhookLabels>,
+    /// Each admission series, taken from its family the first time it is
+    /// recorded (it appears then, as before) and kept: a request does not
+    /// take the family's lock or hash its labels.
+    admission_series: AdmissionSeries,
     conversion_objects: Family<ConversionLabels, Counter>,
     reconcile_total: Family<ReconcileLabels, Counter>,
     reconcile_duration: Histogram,
@@ -270,6 +285,7 @@ impl Metrics {
                 registry,
                 admission_requests,
                 admission_duration,
+                admission_series: AdmissionSeries::default(),
                 conversion_objects,
                 reconcile_total,
                 reconcile_duration,
@@ -340,18 +356,30 @@ impl Metrics {
     /// Record one answered admission request. `operation` is the
     /// AdmissionRequest operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
     pub fn admission(&self, webhook: Webhook, operation: &str, allowed: bool, elapsed: Duration) {
-        self.inner
-            .admission_requests
-            .get_or_create(&AdmissionLabels {
-                webhook: webhook.as_str(),
-                operation: operation_label(operation),
-                allowed: if allowed { "true" } else { "false" },
+        let inner = &*self.inner;
+        let operation = operation_label(operation);
+        let w = webhook as usize;
+        let o = OPERATIONS.iter().position(|o| *o == operation).unwrap_or(0);
+        inner.admission_series.requests[w][o][usize::from(allowed)]
+            .get_or_init(|| {
+                inner
+                    .admission_requests
+                    .get_or_create(&AdmissionLabels {
+                        webhook: webhook.as_str(),
+                        operation,
+                        allowed: if allowed { "true" } else { "false" },
+                    })
+                    .clone()
             })
             .inc();
-        self.inner
-            .admission_duration
-            .get_or_create(&WebhookLabels {
-                webhook: webhook.as_str(),
+        inner.admission_series.duration[w]
+            .get_or_init(|| {
+                inner
+                    .admission_duration
+                    .get_or_create(&WebhookLabels {
+                        webhook: webhook.as_str(),
+                    })
+                    .clone()
             })
             .observe(elapsed.as_secs_f64());
     }

@@ -93,7 +93,6 @@ fn the_core_does_no_io_and_knows_no_wire_format() {
         "kube::Api",
         "std::fs",
         "std::net",
-        "simd_json",
         "json_patch",
         "base64",
         "crate::webhook",
