@@ -132,7 +132,17 @@ impl Admission {
     /// Answer a review body for `webhook`: decode, admit, record. `Err`
     /// means the body is not an AdmissionReview at all (HTTP 400).
     pub fn handle(&self, webhook: Webhook, body: &[u8]) -> Result<Answer, BadReview> {
-        let start = Instant::now();
+        self.handle_since(webhook, body, Instant::now())
+    }
+
+    /// [`Admission::handle`] of a request that arrived at `start` (its
+    /// time to answer, and what is left for the ledger, count from then).
+    pub fn handle_since(
+        &self,
+        webhook: Webhook,
+        body: &[u8],
+        start: Instant,
+    ) -> Result<Answer, BadReview> {
         let review = review::decode(body)?;
         let (response, pending) = match webhook {
             Webhook::Mutate => (self.mutate(&review), None),

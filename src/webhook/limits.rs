@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::body::Body;
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// Largest admission body accepted: an UPDATE review carries the object and
 /// the old object, each up to the API server's 3 MiB request limit, plus
@@ -195,6 +196,17 @@ impl Intake {
     /// large one waiting for room it does not need.
     pub async fn admit(&self, bytes: usize) -> Result<Admitted, Refused> {
         let n = bytes.clamp(1, self.total_bytes);
+        // Room free now (nearly every request): taken without a timer or a
+        // place in the wait list, both shared by every connection worker.
+        if let Ok(request) = Arc::clone(&self.requests).try_acquire_owned()
+            && self.bytes.try_take(n)
+        {
+            return Ok(Admitted {
+                bytes: Arc::clone(&self.bytes),
+                taken: n,
+                _request: request,
+            });
+        }
         let take = async {
             let request = Arc::clone(&self.requests).acquire_owned().await.ok()?;
             loop {
@@ -255,6 +267,18 @@ pub async fn read_body(
     limit: usize,
     deadline: Duration,
 ) -> Result<Vec<u8>, BodyError> {
+    read_body_until(body, declared, limit, deadline, Instant::now() + deadline).await
+}
+
+/// [`read_body`] against a deadline fixed already (`deadline` after the
+/// request's start, which the caller read once for all its deadlines).
+pub async fn read_body_until(
+    body: &mut Body,
+    declared: Option<usize>,
+    limit: usize,
+    deadline: Duration,
+    until: Instant,
+) -> Result<Vec<u8>, BodyError> {
     let read = async {
         let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
         while let Some(frame) = body.frame().await {
@@ -268,7 +292,7 @@ pub async fn read_body(
         }
         Ok(buf)
     };
-    tokio::time::timeout(deadline, read)
+    tokio::time::timeout_at(until, read)
         .await
         .unwrap_or(Err(BodyError::Timeout(deadline)))
 }

@@ -34,6 +34,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tokio::time::Instant;
 
 use crate::metrics::Webhook;
 use crate::telemetry::Bounded;
@@ -227,7 +228,7 @@ enum Worked {
 }
 
 /// Work out the answer to `body` (synchronous: inline or in the pool).
-fn answer(state: &AppState, endpoint: Endpoint, body: &[u8]) -> Worked {
+fn answer(state: &AppState, endpoint: Endpoint, body: &[u8], start: Instant) -> Worked {
     let webhook = match endpoint {
         Endpoint::Mutate => Webhook::Mutate,
         Endpoint::Validate => Webhook::Validate,
@@ -238,7 +239,10 @@ fn answer(state: &AppState, endpoint: Endpoint, body: &[u8]) -> Worked {
             );
         }
     };
-    match state.admission.handle(webhook, body) {
+    match state
+        .admission
+        .handle_since(webhook, body, start.into_std())
+    {
         Ok(answer) if answer.pending.is_some() => Worked::Pending(Box::new(answer)),
         Ok(answer) => {
             let (status, bytes) = encode_answer(&answer);
@@ -351,7 +355,12 @@ fn too_large(limit: usize) -> Response {
 }
 
 /// One webhook request, from headers to answer (see the module docs).
-async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
+async fn webhook(
+    state: Arc<AppState>,
+    endpoint: Endpoint,
+    request: Request,
+    start: Instant,
+) -> Response {
     let limit = endpoint.body_limit();
     let declared = limits::content_length(request.headers());
     let http1 = request.version() <= Version::HTTP_11;
@@ -375,7 +384,15 @@ async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> 
         Ok(room) => room,
         Err(Refused::Busy) => return unread(body).refuse(busy(endpoint)),
     };
-    let body = match limits::read_body(&mut body, declared, limit, limits::BODY_READ_TIMEOUT).await
+    let read_until = start + limits::BODY_READ_TIMEOUT;
+    let body = match limits::read_body_until(
+        &mut body,
+        declared,
+        limit,
+        limits::BODY_READ_TIMEOUT,
+        read_until,
+    )
+    .await
     {
         Ok(body) => body,
         Err(e @ BodyError::TooLarge { .. }) => {
@@ -398,7 +415,7 @@ async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> 
     let job_state = Arc::clone(&state);
     let len = body.len();
     let job = move || {
-        let worked = answer(&job_state, endpoint, &body);
+        let worked = answer(&job_state, endpoint, &body, start);
         drop(body);
         (worked, room)
     };
@@ -435,9 +452,13 @@ async fn webhook(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> 
     response
 }
 
-/// Bound a webhook request by [`limits::REQUEST_TIMEOUT`].
-async fn deadline(endpoint: Endpoint, work: impl Future<Output = Response>) -> Response {
-    match tokio::time::timeout(limits::REQUEST_TIMEOUT, work).await {
+/// Bound a webhook request by [`limits::REQUEST_TIMEOUT`] from `start`.
+async fn deadline(
+    endpoint: Endpoint,
+    start: Instant,
+    work: impl Future<Output = Response>,
+) -> Response {
+    match tokio::time::timeout_at(start + limits::REQUEST_TIMEOUT, work).await {
         Ok(response) => response,
         Err(_) => {
             tracing::warn!(
@@ -455,24 +476,23 @@ async fn deadline(endpoint: Endpoint, work: impl Future<Output = Response>) -> R
     }
 }
 
+/// One request to `endpoint`: the clock is read once, at its start, for
+/// every deadline and the time it took.
+async fn endpoint(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
+    let start = Instant::now();
+    deadline(endpoint, start, webhook(state, endpoint, request, start)).await
+}
+
 async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    deadline(Endpoint::Mutate, webhook(state, Endpoint::Mutate, request)).await
+    endpoint(state, Endpoint::Mutate, request).await
 }
 
 async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    deadline(
-        Endpoint::Validate,
-        webhook(state, Endpoint::Validate, request),
-    )
-    .await
+    endpoint(state, Endpoint::Validate, request).await
 }
 
 async fn convert(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    deadline(
-        Endpoint::Convert,
-        webhook(state, Endpoint::Convert, request),
-    )
-    .await
+    endpoint(state, Endpoint::Convert, request).await
 }
 
 async fn not_found() -> Response {
