@@ -53,8 +53,10 @@ pub struct Provenance {
     pub field: &'static str,
     /// Where the value came from.
     pub source: Source,
-    /// The value filled in, as JSON text (`None` only if it failed to serialise).
-    pub value: Option<String>,
+    /// Where the value filled in is, as JSON text, in [`Defaulted::values`]
+    /// (`None` only if it failed to serialise): every value of a call is
+    /// written into one buffer, not a string each.
+    pub value: Option<std::ops::Range<usize>>,
 }
 
 /// The defaulted object and the fields filled in now.
@@ -70,4 +72,16 @@ pub struct Defaulted {
     /// and escaped, as a patch carries it), written with the annotation;
     /// `None` when nothing was filled.
     pub annotation_json: Option<String>,
+    /// The values filled in, as JSON text, one after another (see
+    /// [`Defaulted::value`]).
+    pub values: Vec<u8>,
+}
+
+impl Defaulted {
+    /// The value `filled` was filled with, as JSON text.
+    #[must_use]
+    pub fn value(&self, filled: &Provenance) -> Option<&str> {
+        let bytes = self.values.get(filled.value.clone()?)?;
+        std::str::from_utf8(bytes).ok()
+    }
 }

@@ -102,11 +102,21 @@ pub fn render_template(template: &str, svc: &InferenceService) -> Result<String,
         rest = &after[close + 1..];
     }
     raw.push_str(rest);
-    let mut path = String::with_capacity(raw.len() + 1);
-    for seg in raw.trim().split('/').filter(|s| !s.is_empty()) {
-        path.push('/');
-        path.push_str(seg);
-    }
+    // Normal already (the default template's rendering): kept as it is.
+    let normal = raw.starts_with('/')
+        && !raw.ends_with('/')
+        && !raw.contains("//")
+        && raw.trim().len() == raw.len();
+    let path = if normal {
+        raw
+    } else {
+        let mut path = String::with_capacity(raw.len() + 1);
+        for seg in raw.trim().split('/').filter(|s| !s.is_empty()) {
+            path.push('/');
+            path.push_str(seg);
+        }
+        path
+    };
     if path.is_empty() {
         return Err("renders an empty path".to_owned());
     }

@@ -340,7 +340,7 @@ pub fn defaulting_patch(
                     path: at,
                 },
             )?;
-        } else if let Some(value) = p.value.as_deref().filter(|_| path == rest) {
+        } else if let Some(value) = defaulted.value(p).filter(|_| path == rest) {
             out.add_json(at, value)?;
         } else {
             if top.after.is_none() {
@@ -549,7 +549,7 @@ mod tests {
         let filled = vec![Provenance {
             field: "spec.routing.gateway.namespace",
             source: Source::Fixed(SOURCE_BUILT_IN),
-            value: Some(r#""gateways""#.to_owned()),
+            value: Some(0..r#""gateways""#.len()),
         }];
         let mut before = svc();
         before.spec.routing = Some(RoutingSpec::default());
@@ -572,6 +572,7 @@ mod tests {
                 filled: filled.clone(),
                 warnings: Vec::new(),
                 annotation_json: None,
+                values: br#""gateways""#.to_vec(),
             };
             let patch = typed(before, &d);
             assert_eq!(patch.0.len(), 1, "{patch:?}");

@@ -16,6 +16,8 @@ pub(super) struct Filler<'l, 'a> {
     /// Each layer's provenance source, written on first use.
     sources: Vec<Option<Source>>,
     pub(super) filled: Vec<Provenance>,
+    /// The filled values as JSON text, one after another.
+    pub(super) values: Vec<u8>,
 }
 
 impl<'l, 'a> Filler<'l, 'a> {
@@ -25,6 +27,7 @@ impl<'l, 'a> Filler<'l, 'a> {
             sources: vec![None; layers.len()],
             // A service written whole by defaulting fills about 30 fields.
             filled: Vec::with_capacity(32),
+            values: Vec::with_capacity(512),
         }
     }
 
@@ -44,7 +47,7 @@ impl<'l, 'a> Filler<'l, 'a> {
             None => fallback.map(|(v, src)| (v, Source::Fixed(src))),
         };
         if let Some((v, source)) = found {
-            let value = serde_json::to_string(&v).ok();
+            let value = self.write_value(&v);
             *slot = Some(v);
             self.filled.push(Provenance {
                 field,
@@ -83,11 +86,24 @@ impl<'l, 'a> Filler<'l, 'a> {
         source: impl Into<Source>,
         value: &T,
     ) {
+        let value = self.write_value(value);
         self.filled.push(Provenance {
             field,
             source: source.into(),
-            value: serde_json::to_string(value).ok(),
+            value,
         });
+    }
+
+    /// Append `value` as JSON text to the values; where it is.
+    fn write_value<T: serde::Serialize>(&mut self, value: &T) -> Option<std::ops::Range<usize>> {
+        let start = self.values.len();
+        match serde_json::to_writer(&mut self.values, value) {
+            Ok(()) => Some(start..self.values.len()),
+            Err(_) => {
+                self.values.truncate(start);
+                None
+            }
+        }
     }
 
     /// Whether any layer's defaults satisfy `set`.

@@ -64,13 +64,14 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
         );
     }
 
-    let filled = f.filled;
+    let (filled, values) = (f.filled, f.values);
     let annotation_json = (!filled.is_empty()).then(|| record_provenance(&mut out, &filled));
     Defaulted {
         object: out,
         filled,
         warnings,
         annotation_json,
+        values,
     }
 }
 

@@ -322,7 +322,10 @@ fn check_route_owner(
         return;
     };
     let ns = svc.metadata.namespace.as_deref().unwrap_or(ctx.namespace);
-    if let Some((ons, oname)) = ctx.routes.owner(&gw, path, (ns, &svc.name_any())) {
+    // The name as `name_any` gives it, borrowed.
+    let name = svc.metadata.name.as_deref();
+    let name = name.or(svc.metadata.generate_name.as_deref()).unwrap_or("");
+    if let Some((ons, oname)) = ctx.routes.owner(&gw, path, (ns, name)) {
         errs.push(FieldError::duplicate(
             at,
             format!("{path:?}"),
