@@ -358,7 +358,11 @@ impl Metrics {
     pub fn admission(&self, webhook: Webhook, operation: &str, allowed: bool, elapsed: Duration) {
         let inner = &*self.inner;
         let operation = operation_label(operation);
-        let w = webhook as usize;
+        // Exhaustive: a new webhook does not build until it has its place.
+        let w = match webhook {
+            Webhook::Mutate => 0,
+            Webhook::Validate => 1,
+        };
         let o = OPERATIONS.iter().position(|o| *o == operation).unwrap_or(0);
         inner.admission_series.requests[w][o][usize::from(allowed)]
             .get_or_init(|| {

@@ -36,7 +36,8 @@ pub const MAX_REQUESTS_IN_FLIGHT: usize = 256;
 /// Longest a request waits for room in the budget before a 503.
 pub const ADMIT_WAIT: Duration = Duration::from_secs(2);
 /// Deadline for reading a whole body: 32 MiB at 4 MB/s, far slower than
-/// any API server on a cluster network.
+/// any API server on a cluster network. Counted from the request's
+/// arrival (a wait for room, at most [`ADMIT_WAIT`], included).
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Deadline for a whole request, body included: the largest
 /// `timeoutSeconds` a webhook registration may set.

@@ -478,21 +478,21 @@ async fn deadline(
 
 /// One request to `endpoint`: the clock is read once, at its start, for
 /// every deadline and the time it took.
-async fn endpoint(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
+async fn serve_endpoint(state: Arc<AppState>, endpoint: Endpoint, request: Request) -> Response {
     let start = Instant::now();
     deadline(endpoint, start, webhook(state, endpoint, request, start)).await
 }
 
 async fn mutate(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    endpoint(state, Endpoint::Mutate, request).await
+    serve_endpoint(state, Endpoint::Mutate, request).await
 }
 
 async fn validate(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    endpoint(state, Endpoint::Validate, request).await
+    serve_endpoint(state, Endpoint::Validate, request).await
 }
 
 async fn convert(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    endpoint(state, Endpoint::Convert, request).await
+    serve_endpoint(state, Endpoint::Convert, request).await
 }
 
 async fn not_found() -> Response {
