@@ -123,14 +123,15 @@ struct KindLabels {
     kind: &'static str,
 }
 
-/// The operation label values, in the order of [`AdmissionSeries`].
+/// The operation label values (anything else is `other`), in the order of
+/// [`AdmissionSeries`].
 const OPERATIONS: [&str; 5] = ["other", "CREATE", "UPDATE", "DELETE", "CONNECT"];
 
 /// The admission series by webhook, operation (as [`OPERATIONS`]) and
 /// outcome, each shared with its family once recorded.
 #[derive(Default)]
 struct AdmissionSeries {
-    requests: [[[std::sync::OnceLock<Counter>; 2]; 5]; 2],
+    requests: [[[std::sync::OnceLock<Counter>; 2]; OPERATIONS.len()]; 2],
     duration: [std::sync::OnceLock<Histogram>; 2],
 }
 
@@ -173,15 +174,10 @@ impl Default for Metrics {
     }
 }
 
-/// Map an operation string to a bounded label value.
-fn operation_label(op: &str) -> &'static str {
-    match op {
-        "CREATE" => "CREATE",
-        "UPDATE" => "UPDATE",
-        "DELETE" => "DELETE",
-        "CONNECT" => "CONNECT",
-        _ => "other",
-    }
+/// An operation string's place in [`OPERATIONS`], its bounded label.
+fn operation_index(op: &str) -> usize {
+    // Anything not listed is `other`, at index 0.
+    OPERATIONS.iter().position(|o| *o == op).unwrap_or(0)
 }
 
 /// Map an apiVersion (or bare version) to a bounded label value.
@@ -357,13 +353,13 @@ impl Metrics {
     /// AdmissionRequest operation (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`).
     pub fn admission(&self, webhook: Webhook, operation: &str, allowed: bool, elapsed: Duration) {
         let inner = &*self.inner;
-        let operation = operation_label(operation);
+        let o = operation_index(operation);
+        let operation = OPERATIONS[o];
         // Exhaustive: a new webhook does not build until it has its place.
         let w = match webhook {
             Webhook::Mutate => 0,
             Webhook::Validate => 1,
         };
-        let o = OPERATIONS.iter().position(|o| *o == operation).unwrap_or(0);
         inner.admission_series.requests[w][o][usize::from(allowed)]
             .get_or_init(|| {
                 inner
@@ -470,6 +466,34 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+    }
+
+    /// An admission series appears when first recorded (not before), and
+    /// the series kept after that counts into the same family; every
+    /// operation keeps its own label.
+    #[test]
+    fn admission_series_appear_on_first_use_and_keep_counting() {
+        let m = Metrics::new();
+        assert!(
+            !m.encode()
+                .unwrap()
+                .contains("infergate_admission_requests_total{"),
+            "no series before a request"
+        );
+        for op in ["CREATE", "CREATE", "CREATE", "DELETE", "CONNECT", "other"] {
+            m.admission(Webhook::Validate, op, true, Duration::from_millis(1));
+        }
+        let text = m.encode().unwrap();
+        for needle in [
+            r#"infergate_admission_requests_total{webhook="validate",operation="CREATE",allowed="true"} 3"#,
+            r#"infergate_admission_requests_total{webhook="validate",operation="DELETE",allowed="true"} 1"#,
+            r#"infergate_admission_requests_total{webhook="validate",operation="CONNECT",allowed="true"} 1"#,
+            r#"infergate_admission_requests_total{webhook="validate",operation="other",allowed="true"} 1"#,
+            r#"infergate_admission_duration_seconds_count{webhook="validate"} 6"#,
+        ] {
+            assert!(text.contains(needle), "missing {needle}\n{text}");
+        }
+        assert!(!text.contains(r#"webhook="mutate""#), "{text}");
     }
 
     #[test]

@@ -260,20 +260,11 @@ pub enum BodyError {
 }
 
 /// Read `body` whole into one buffer (sized once from `declared`), refusing
-/// more than `limit` bytes or taking longer than `deadline`. On a refusal
-/// `body` holds what is still to come (see [`discard`]).
+/// more than `limit` bytes or going on past `until` (`deadline` after the
+/// request's arrival, the one clock reading its deadlines count from; the
+/// error names `deadline`). On a refusal `body` holds what is still to come
+/// (see [`discard`]).
 pub async fn read_body(
-    body: &mut Body,
-    declared: Option<usize>,
-    limit: usize,
-    deadline: Duration,
-) -> Result<Vec<u8>, BodyError> {
-    read_body_until(body, declared, limit, deadline, Instant::now() + deadline).await
-}
-
-/// [`read_body`] against a deadline fixed already (`deadline` after the
-/// request's start, which the caller read once for all its deadlines).
-pub async fn read_body_until(
     body: &mut Body,
     declared: Option<usize>,
     limit: usize,
@@ -391,6 +382,9 @@ impl Offload {
 mod tests {
     use super::*;
 
+    const SECOND: Duration = Duration::from_secs(1);
+    const FIFTY_MS: Duration = Duration::from_millis(50);
+
     #[test]
     fn the_budget_follows_the_memory_limit_and_always_fits_one_largest_body() {
         const MIB: u64 = 1024 * 1024;
@@ -447,7 +441,7 @@ mod tests {
     async fn bodies_are_read_within_their_limit_and_deadline() {
         let mut body = Body::from(vec![b'x'; 10]);
         assert_eq!(
-            read_body(&mut body, Some(10), 10, Duration::from_secs(1))
+            read_body(&mut body, Some(10), 10, SECOND, Instant::now() + SECOND)
                 .await
                 .unwrap()
                 .len(),
@@ -455,7 +449,7 @@ mod tests {
         );
         let mut body = Body::from(vec![b'x'; 11]);
         assert!(matches!(
-            read_body(&mut body, None, 10, Duration::from_secs(1)).await,
+            read_body(&mut body, None, 10, SECOND, Instant::now() + SECOND).await,
             Err(BodyError::TooLarge { limit: 10 })
         ));
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
@@ -463,7 +457,7 @@ mod tests {
         tx.send(Ok(axum::body::Bytes::from_static(b"x")))
             .await
             .unwrap();
-        let slow = read_body(&mut body, None, 10, Duration::from_millis(50)).await;
+        let slow = read_body(&mut body, None, 10, FIFTY_MS, Instant::now() + FIFTY_MS).await;
         assert!(matches!(slow, Err(BodyError::Timeout(_))), "{slow:?}");
         drop(tx);
     }
@@ -492,7 +486,7 @@ mod tests {
             })
         };
         assert!(matches!(
-            read_body(&mut body, None, 250, Duration::from_secs(1)).await,
+            read_body(&mut body, None, 250, SECOND, Instant::now() + SECOND).await,
             Err(BodyError::TooLarge { limit: 250 })
         ));
         assert_eq!(

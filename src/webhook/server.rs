@@ -385,7 +385,7 @@ async fn webhook(
         Err(Refused::Busy) => return unread(body).refuse(busy(endpoint)),
     };
     let read_until = start + limits::BODY_READ_TIMEOUT;
-    let body = match limits::read_body_until(
+    let body = match limits::read_body(
         &mut body,
         declared,
         limit,
