@@ -22,7 +22,7 @@ mod request;
 
 pub use answer::{Response, encode};
 pub use incoming::{BadReview, decode, decode_by_slices};
-pub use request::{API_VERSION, KIND, Object, Review};
+pub use request::{API_VERSION, KIND, Name, Object, ObjectKind, ObjectResource, Review};
 
 #[cfg(test)]
 mod tests;

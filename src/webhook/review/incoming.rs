@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::Operation;
-use kube::core::{GroupVersionKind, GroupVersionResource};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::request::{API_VERSION, KIND, Object, Review};
+use super::request::{API_VERSION, KIND, Name, Object, ObjectKind, ObjectResource, Review, name};
 use crate::api::GROUP;
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 
@@ -19,7 +18,7 @@ use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 /// wire type of this module, the rest by their own types).
 impl Object {
     /// Decode `raw` as an object of `kind`.
-    pub(super) fn decode(raw: &RawValue, kind: &GroupVersionKind) -> Self {
+    pub(super) fn decode(raw: &RawValue, kind: &ObjectKind) -> Self {
         fn typed<T: serde::de::DeserializeOwned>(
             raw: &RawValue,
             wrap: impl FnOnce(T) -> Object,
@@ -32,7 +31,7 @@ impl Object {
         if kind.group != GROUP {
             return typed(raw, |c| Object::Child(Box::new(c)));
         }
-        match kind.kind.as_str() {
+        match &*kind.kind {
             "InferenceService" if kind.version == "v1alpha1" => {
                 typed(raw, |s| Object::ServiceV1alpha1(Box::new(s)))
             }
@@ -69,10 +68,10 @@ pub enum BadReview {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReviewIn<R> {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
+    #[serde(default, deserialize_with = "name")]
+    api_version: Name,
+    #[serde(default, deserialize_with = "name")]
+    kind: Name,
     request: Option<R>,
 }
 
@@ -82,14 +81,14 @@ struct ReviewIn<R> {
 #[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
 struct RequestIn<O> {
     uid: String,
-    kind: GroupVersionKind,
-    resource: GroupVersionResource,
+    kind: ObjectKind,
+    resource: ObjectResource,
     #[serde(default)]
     sub_resource: Option<String>,
     #[serde(default)]
-    request_kind: Option<GroupVersionKind>,
+    request_kind: Option<ObjectKind>,
     #[serde(default)]
-    request_resource: Option<GroupVersionResource>,
+    request_resource: Option<ObjectResource>,
     #[serde(default)]
     request_sub_resource: Option<String>,
     #[serde(default)]
@@ -110,7 +109,7 @@ struct RequestIn<O> {
 impl<O> RequestIn<O> {
     /// The typed review, each object turned into an [`Object`] by `typed`
     /// (the old object on UPDATE only).
-    fn into_review(self, typed: impl Fn(O, &GroupVersionKind) -> Object) -> Review {
+    fn into_review(self, typed: impl Fn(O, &ObjectKind) -> Object) -> Review {
         let object = self.object.map(|o| typed(o, &self.kind));
         let old_object = match self.operation {
             Operation::Update => self.old_object.map(|o| typed(o, &self.kind)),
@@ -257,8 +256,8 @@ pub fn decode_by_slices(body: &[u8]) -> Result<Review, BadReview> {
         serde_json::from_slice(body).map_err(|e| BadReview::Decode(e.to_string()))?;
     if review.api_version != API_VERSION || review.kind != KIND {
         return Err(BadReview::WrongType {
-            api_version: review.api_version,
-            kind: review.kind,
+            api_version: review.api_version.into_owned(),
+            kind: review.kind.into_owned(),
         });
     }
     let r = review.request.ok_or(BadReview::NoRequest)?;

@@ -2,18 +2,110 @@
 //! ([`Object`]), and the `apiVersion` and `kind` of the reviews this
 //! webhook answers.
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::core::admission::Operation;
-use kube::core::{GroupVersionKind, GroupVersionResource};
+use serde::Deserialize;
 
 use crate::api::v1beta1::InferenceService;
-use crate::api::{ClusterInferencePolicy, InferencePolicy, v1alpha1};
+use crate::api::{ClusterInferencePolicy, GROUP, InferencePolicy, v1alpha1};
 use crate::webhook::confine::Child;
 
 /// The `apiVersion` of the reviews this webhook answers.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 /// The `kind` of the reviews this webhook answers.
 pub const KIND: &str = "AdmissionReview";
+
+/// A name a review's envelope carries (its `apiVersion` and `kind`, a
+/// group, version, kind or resource): borrowed for the names of
+/// infergate's own reviews, owned for any other. A review names its kind
+/// and resource twice (`kind`, `requestKind`): fourteen strings that were
+/// as many allocations on every request.
+pub type Name = Cow<'static, str>;
+
+/// The names [`Name`] reads without an allocation.
+const KNOWN_NAMES: &[&str] = &[
+    API_VERSION,
+    KIND,
+    GROUP,
+    "",
+    "v1beta1",
+    "v1alpha1",
+    "InferenceService",
+    "inferenceservices",
+    "ClusterInferencePolicy",
+    "clusterinferencepolicies",
+    "InferencePolicy",
+    "inferencepolicies",
+];
+
+/// Read a [`Name`]: one of [`KNOWN_NAMES`] borrowed, any other owned.
+pub(super) fn name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+    struct Visitor;
+    impl serde::de::Visitor<'_> for Visitor {
+        type Value = Name;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name, E> {
+            Ok(KNOWN_NAMES
+                .iter()
+                .find(|k| **k == v)
+                .map_or_else(|| Cow::Owned(v.to_owned()), |k| Cow::Borrowed(*k)))
+        }
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Name, E> {
+            Ok(KNOWN_NAMES
+                .iter()
+                .find(|k| **k == v)
+                .map_or(Cow::Owned(v), |k| Cow::Borrowed(*k)))
+        }
+    }
+    d.deserialize_str(Visitor)
+}
+
+/// The group, version and kind of a review's object (as kube-core's
+/// `GroupVersionKind`, its names read by [`name`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ObjectKind {
+    /// API group (empty for the core group).
+    #[serde(deserialize_with = "name")]
+    pub group: Name,
+    /// Version.
+    #[serde(deserialize_with = "name")]
+    pub version: Name,
+    /// Kind.
+    #[serde(deserialize_with = "name")]
+    pub kind: Name,
+}
+
+impl ObjectKind {
+    /// The kind `kind` of `group`/`version`.
+    #[must_use]
+    pub fn new(group: &str, version: &str, kind: &str) -> Self {
+        let owned = |s: &str| Cow::Owned(s.to_owned());
+        Self {
+            group: owned(group),
+            version: owned(version),
+            kind: owned(kind),
+        }
+    }
+}
+
+/// The group, version and resource a review addresses (as kube-core's
+/// `GroupVersionResource`, its names read by [`name`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ObjectResource {
+    /// API group (empty for the core group).
+    #[serde(deserialize_with = "name")]
+    pub group: Name,
+    /// Version.
+    #[serde(deserialize_with = "name")]
+    pub version: Name,
+    /// Resource (plural, lowercase).
+    #[serde(deserialize_with = "name")]
+    pub resource: Name,
+}
 
 /// One admission request, typed: the request's fields (as kube-core names
 /// them, less `options`) and its objects decoded by kind.
@@ -22,15 +114,15 @@ pub struct Review {
     /// Echoed in the response.
     pub uid: String,
     /// The kind of the object, in the version the webhook is called with.
-    pub kind: GroupVersionKind,
+    pub kind: ObjectKind,
     /// The resource being admitted.
-    pub resource: GroupVersionResource,
+    pub resource: ObjectResource,
     /// The subresource, if any.
     pub sub_resource: Option<String>,
     /// The kind the user sent, when the API server converted it (`matchPolicy: Equivalent`).
-    pub request_kind: Option<GroupVersionKind>,
+    pub request_kind: Option<ObjectKind>,
     /// The resource the user addressed, when the API server converted it.
-    pub request_resource: Option<GroupVersionResource>,
+    pub request_resource: Option<ObjectResource>,
     /// The subresource the user addressed.
     pub request_sub_resource: Option<String>,
     /// The object's name (empty on a CREATE with `generateName`).

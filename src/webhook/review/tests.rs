@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
+use kube::core::Status;
 use kube::core::admission::Operation;
-use kube::core::{GroupVersionKind, Status};
 
 use super::incoming::decode_service;
 use super::*;
@@ -62,7 +62,7 @@ fn decodes_a_kubectl_shaped_review() {
         assert_eq!(review.uid, request["uid"].as_str().unwrap());
         assert_eq!(
             review.kind,
-            GroupVersionKind::gvk(GROUP, "v1beta1", "InferenceService")
+            ObjectKind::new(GROUP, "v1beta1", "InferenceService")
         );
         assert_eq!(review.resource.resource, "inferenceservices");
         assert_eq!(review.request_kind.as_ref(), Some(&review.kind));
@@ -543,4 +543,27 @@ mod generated {
             }
         }
     }
+}
+
+/// The envelope's names of infergate's own reviews are read without an
+/// allocation (borrowed); any other name is read as sent (owned).
+#[test]
+fn envelope_names_are_borrowed_when_known_and_kept_as_sent_otherwise() {
+    use std::borrow::Cow;
+    let review = decode_value(&kubectl_shaped()).unwrap();
+    for name in [
+        &review.kind.group,
+        &review.kind.version,
+        &review.kind.kind,
+        &review.resource.group,
+        &review.resource.version,
+        &review.resource.resource,
+    ] {
+        assert!(matches!(name, Cow::Borrowed(_)), "{name:?} was allocated");
+    }
+    let mut other = kubectl_shaped();
+    other["request"]["kind"] = json!({"group": "apps", "version": "v1", "kind": "Déployment\n"});
+    let review = decode_value(&other).unwrap();
+    assert_eq!(review.kind, ObjectKind::new("apps", "v1", "Déployment\n"));
+    assert!(matches!(review.kind.kind, Cow::Owned(_)));
 }
