@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -259,30 +259,44 @@ pub enum BodyError {
     Read(String),
 }
 
-/// Read `body` whole into one buffer (sized once from `declared`), refusing
-/// more than `limit` bytes or going on past `until` (`deadline` after the
-/// request's arrival, the one clock reading its deadlines count from; the
-/// error names `deadline`). On a refusal `body` holds what is still to come
-/// (see [`discard`]).
+/// Read `body` whole, refusing more than `limit` bytes or going on past
+/// `until` (`deadline` after the request's arrival, the one clock reading
+/// its deadlines count from; the error names `deadline`). A body that
+/// arrives in one piece (an admission review almost always does) is kept
+/// as it came, not copied; pieces are joined in one buffer sized once from
+/// `declared`. On a refusal `body` holds what is still to come (see
+/// [`discard`]).
 pub async fn read_body(
     body: &mut Body,
     declared: Option<usize>,
     limit: usize,
     deadline: Duration,
     until: Instant,
-) -> Result<Vec<u8>, BodyError> {
+) -> Result<Bytes, BodyError> {
     let read = async {
-        let mut buf = Vec::with_capacity(declared.unwrap_or(0).min(limit));
+        let mut first: Option<Bytes> = None;
+        let mut joined: Vec<u8> = Vec::new();
+        let mut len = 0;
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
-            if let Ok(data) = frame.into_data() {
-                if buf.len() + data.len() > limit {
-                    return Err(BodyError::TooLarge { limit });
-                }
-                buf.extend_from_slice(&data);
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            if len + data.len() > limit {
+                return Err(BodyError::TooLarge { limit });
             }
+            len += data.len();
+            if len == data.len() && first.is_none() {
+                first = Some(data);
+                continue;
+            }
+            if let Some(first) = first.take() {
+                joined.reserve_exact(declared.unwrap_or(0).min(limit).max(len));
+                joined.extend_from_slice(&first);
+            }
+            joined.extend_from_slice(&data);
         }
-        Ok(buf)
+        Ok(first.unwrap_or_else(|| Bytes::from(joined)))
     };
     tokio::time::timeout_at(until, read)
         .await
@@ -460,6 +474,43 @@ mod tests {
         let slow = read_body(&mut body, None, 10, FIFTY_MS, Instant::now() + FIFTY_MS).await;
         assert!(matches!(slow, Err(BodyError::Timeout(_))), "{slow:?}");
         drop(tx);
+    }
+
+    /// A body in one piece is kept as it came; pieces are joined in order,
+    /// empty ones included, and the limit counts them all.
+    #[tokio::test]
+    async fn bodies_in_pieces_are_joined_in_order() {
+        let mut body = Body::from(axum::body::Bytes::from_static(b"whole"));
+        let read = read_body(&mut body, Some(5), 5, SECOND, Instant::now() + SECOND).await;
+        assert_eq!(&read.unwrap()[..], b"whole");
+        for (pieces, declared) in [
+            (vec!["ab", "cd", "e"], Some(5)),
+            (vec!["", "ab", "", "cde"], None),
+            (vec!["", "", "abcde"], None),
+        ] {
+            let (tx, mut body) = channel_body();
+            let sending = tokio::spawn(async move {
+                for p in pieces {
+                    tx.send(Ok(axum::body::Bytes::from_static(p.as_bytes())))
+                        .await
+                        .unwrap();
+                }
+            });
+            let read = read_body(&mut body, declared, 5, SECOND, Instant::now() + SECOND).await;
+            assert_eq!(&read.unwrap()[..], b"abcde");
+            sending.await.unwrap();
+        }
+        let (tx, mut body) = channel_body();
+        for p in ["abc", "def"] {
+            tx.send(Ok(axum::body::Bytes::from_static(p.as_bytes())))
+                .await
+                .unwrap();
+        }
+        drop(tx);
+        assert!(matches!(
+            read_body(&mut body, None, 5, SECOND, Instant::now() + SECOND).await,
+            Err(BodyError::TooLarge { limit: 5 })
+        ));
     }
 
     /// A body streamed from a channel, and the channel's sender.

@@ -133,34 +133,41 @@ enum Path<'p> {
 /// A JSONPatch being written as JSON text.
 struct Patch(Vec<u8>);
 
+/// The operations defaulting writes.
+#[derive(Clone, Copy)]
+enum Op {
+    Add,
+    Remove,
+}
+
 impl Patch {
-    fn start(&mut self, op: &str, path: Path<'_>) -> Result<(), serde_json::Error> {
+    fn start(&mut self, op: Op, path: Path<'_>) -> Result<(), serde_json::Error> {
         self.0.push(if self.0.is_empty() { b'[' } else { b',' });
-        self.0.extend_from_slice(br#"{"op":""#);
-        self.0.extend_from_slice(op.as_bytes());
-        self.0.extend_from_slice(br#"","path":"#);
+        self.0.extend_from_slice(match op {
+            Op::Add => br#"{"op":"add","path":"#.as_slice(),
+            Op::Remove => br#"{"op":"remove","path":"#.as_slice(),
+        });
         match path {
-            // A spec field's tokens are JSON keys of the spec: letters and
-            // digits, nothing a pointer or a JSON string escapes. Anything
-            // else goes the long way.
-            Path::Spec(dotted)
-                if dotted
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.') =>
-            {
-                self.0.extend_from_slice(br#""/spec/"#);
-                let at = self.0.len();
-                self.0.extend_from_slice(dotted.as_bytes());
-                for b in &mut self.0[at..] {
-                    if *b == b'.' {
-                        *b = b'/';
-                    }
-                }
-                self.0.push(b'"');
-            }
             Path::Spec(dotted) => {
-                let p = pointer(std::iter::once("spec").chain(dotted.split('.')));
-                json_text::push_string(&mut self.0, &p);
+                // A spec field's tokens are JSON keys of the spec: letters
+                // and digits, nothing a pointer or a JSON string escapes;
+                // written in one pass, dots turned to slashes. Anything
+                // else is taken back and goes the long way.
+                let at = self.0.len();
+                self.0.reserve(dotted.len() + 8);
+                self.0.extend_from_slice(br#""/spec/"#);
+                let mut plain = true;
+                for &b in dotted.as_bytes() {
+                    plain &= b.is_ascii_alphanumeric() || b == b'.';
+                    self.0.push(if b == b'.' { b'/' } else { b });
+                }
+                if plain {
+                    self.0.push(b'"');
+                } else {
+                    self.0.truncate(at);
+                    let p = pointer(std::iter::once("spec").chain(dotted.split('.')));
+                    json_text::push_string(&mut self.0, &p);
+                }
             }
             Path::Pointer(p) => json_text::push_string(&mut self.0, p),
         }
@@ -171,7 +178,7 @@ impl Patch {
         path: Path<'_>,
         value: &V,
     ) -> Result<(), serde_json::Error> {
-        self.start("add", path)?;
+        self.start(Op::Add, path)?;
         self.0.extend_from_slice(br#","value":"#);
         serde_json::to_writer(&mut self.0, value)?;
         self.0.push(b'}');
@@ -180,7 +187,7 @@ impl Patch {
     /// An `add` of a string (an annotation's value: often JSON text itself,
     /// mostly quotes to escape).
     fn add_str(&mut self, path: Path<'_>, value: &str) -> Result<(), serde_json::Error> {
-        self.start("add", path)?;
+        self.start(Op::Add, path)?;
         self.0.extend_from_slice(br#","value":"#);
         json_text::push_string(&mut self.0, value);
         self.0.push(b'}');
@@ -192,7 +199,7 @@ impl Patch {
         path: Path<'_>,
         map: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), serde_json::Error> {
-        self.start("add", path)?;
+        self.start(Op::Add, path)?;
         self.0.extend_from_slice(br#","value":"#);
         json_text::push_string_map(
             &mut self.0,
@@ -203,14 +210,14 @@ impl Patch {
     }
     /// An `add` of a value already serialised as JSON text.
     fn add_json(&mut self, path: Path<'_>, json: &str) -> Result<(), serde_json::Error> {
-        self.start("add", path)?;
+        self.start(Op::Add, path)?;
         self.0.extend_from_slice(br#","value":"#);
         self.0.extend_from_slice(json.as_bytes());
         self.0.push(b'}');
         Ok(())
     }
     fn remove(&mut self, path: Path<'_>) -> Result<(), serde_json::Error> {
-        self.start("remove", path)?;
+        self.start(Op::Remove, path)?;
         self.0.push(b'}');
         Ok(())
     }
@@ -362,6 +369,10 @@ pub fn defaulting_patch(
     Ok(out.finish())
 }
 
+/// Where the defaulted-from annotation is, as a JSON pointer (its `/`
+/// escaped).
+const DEFAULTED_FROM_POINTER: &str = "/metadata/annotations/infergate.dev~1defaulted-from";
+
 /// The operations on `metadata.annotations`: the annotations defaulting
 /// wrote or changed (the defaulted-from annotation already written as a
 /// JSON string, not escaped again), and those it dropped.
@@ -379,12 +390,14 @@ fn annotation_ops(
         (None, Some(new)) => out.add_str_map(Path::Pointer("/metadata/annotations"), new)?,
         (Some(old), Some(new)) => {
             for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
-                let at = pointer(["metadata", "annotations", key.as_str()]);
                 match defaulted.annotation_json.as_deref() {
                     Some(quoted) if key == DEFAULTED_FROM_ANNOTATION => {
-                        out.add_json(Path::Pointer(&at), quoted)?;
+                        out.add_json(Path::Pointer(DEFAULTED_FROM_POINTER), quoted)?;
                     }
-                    _ => out.add_str(Path::Pointer(&at), value)?,
+                    _ => {
+                        let at = pointer(["metadata", "annotations", key.as_str()]);
+                        out.add_str(Path::Pointer(&at), value)?;
+                    }
                 }
             }
             for key in old.keys().filter(|k| !new.contains_key(*k)) {
@@ -693,6 +706,10 @@ mod tests {
         assert_eq!(
             pointer(["metadata", "annotations", "infergate.dev/defaulted-from"]),
             "/metadata/annotations/infergate.dev~1defaulted-from"
+        );
+        assert_eq!(
+            pointer(["metadata", "annotations", DEFAULTED_FROM_ANNOTATION]),
+            DEFAULTED_FROM_POINTER
         );
         for token in ["a~b/c", "~1", "/~0", "é 😀", "", "plain"] {
             assert_eq!(

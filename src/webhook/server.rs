@@ -191,8 +191,50 @@ impl Endpoint {
 /// An answer's body that keeps its request's room in the budget until the
 /// last byte is handed to the connection.
 struct Held {
-    pieces: std::collections::VecDeque<Bytes>,
+    pieces: Pieces,
     _room: Admitted,
+}
+
+/// An answer's bytes, in the order they are sent: one piece (every
+/// admission answer: no list to allocate) or several (a conversion's).
+enum Pieces {
+    One(Option<Bytes>),
+    Many(std::collections::VecDeque<Bytes>),
+}
+
+impl Pieces {
+    /// One piece. Its buffer is trimmed to its length first (in place for
+    /// an answer sized close to its length), so that it becomes `Bytes`
+    /// without an allocation of its own.
+    fn one(mut bytes: Vec<u8>) -> Self {
+        bytes.shrink_to_fit();
+        Pieces::One(Some(Bytes::from(bytes)))
+    }
+
+    fn many(pieces: Vec<Vec<u8>>) -> Self {
+        Pieces::Many(pieces.into_iter().map(Bytes::from).collect())
+    }
+
+    fn next(&mut self) -> Option<Bytes> {
+        match self {
+            Pieces::One(one) => one.take(),
+            Pieces::Many(many) => many.pop_front(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Pieces::One(one) => one.is_none(),
+            Pieces::Many(many) => many.is_empty(),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Pieces::One(one) => one.as_ref().map_or(0, |b| b.len() as u64),
+            Pieces::Many(many) => many.iter().map(|b| b.len() as u64).sum(),
+        }
+    }
 }
 
 impl http_body::Body for Held {
@@ -203,11 +245,7 @@ impl http_body::Body for Held {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
-        Poll::Ready(
-            self.pieces
-                .pop_front()
-                .map(|b| Ok(http_body::Frame::data(b))),
-        )
+        Poll::Ready(self.pieces.next().map(|b| Ok(http_body::Frame::data(b))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -215,14 +253,14 @@ impl http_body::Body for Held {
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.pieces.iter().map(|b| b.len() as u64).sum())
+        http_body::SizeHint::with_exact(self.pieces.len())
     }
 }
 
 /// What the synchronous part of a request worked out.
 enum Worked {
     /// The answer, in pieces to be sent in order.
-    Done(StatusCode, Vec<Vec<u8>>),
+    Done(StatusCode, Pieces),
     /// An admission answer that waits for access reviews.
     Pending(Box<Answer>),
 }
@@ -235,7 +273,10 @@ fn answer(state: &AppState, endpoint: Endpoint, body: &[u8], start: Instant) -> 
         Endpoint::Convert => {
             return Worked::Done(
                 StatusCode::OK,
-                crate::webhook::conversion::convert_review_pieces(body, &state.admission.metrics),
+                Pieces::many(crate::webhook::conversion::convert_review_pieces(
+                    body,
+                    &state.admission.metrics,
+                )),
             );
         }
     };
@@ -246,14 +287,14 @@ fn answer(state: &AppState, endpoint: Endpoint, body: &[u8], start: Instant) -> 
         Ok(answer) if answer.pending.is_some() => Worked::Pending(Box::new(answer)),
         Ok(answer) => {
             let (status, bytes) = encode_answer(&answer);
-            Worked::Done(status, vec![bytes])
+            Worked::Done(status, Pieces::one(bytes))
         }
         Err(e @ (BadReview::Decode(_) | BadReview::WrongType { .. } | BadReview::NoRequest)) => {
             let message = e.to_string();
             tracing::info!(webhook = webhook.as_str(), error = %Bounded(&message), "rejected malformed admission request");
             let (status, bytes) =
                 error_bytes(StatusCode::BAD_REQUEST, &Bounded(&message).to_string());
-            Worked::Done(status, vec![bytes])
+            Worked::Done(status, Pieces::one(bytes))
         }
     }
 }
@@ -425,18 +466,18 @@ async fn webhook(
             return json_error(StatusCode::INTERNAL_SERVER_ERROR, e);
         }
     };
-    let (status, bytes) = match worked {
-        Worked::Done(status, bytes) => (status, bytes),
+    let (status, pieces) = match worked {
+        Worked::Done(status, pieces) => (status, pieces),
         Worked::Pending(pending) => {
             // Boxed: its waits (access reviews, the ledgers) would
             // otherwise size every request's future, moved whole.
             let answer = Box::pin(state.admission.finish(*pending)).await;
             let (status, bytes) = encode_answer(&answer);
-            (status, vec![bytes])
+            (status, Pieces::one(bytes))
         }
     };
     let held = Held {
-        pieces: bytes.into_iter().map(Bytes::from).collect(),
+        pieces,
         _room: room,
     };
     let mut response = Response::new(Body::new(held));
