@@ -24,7 +24,7 @@ pub const KIND: &str = "AdmissionReview";
 /// as many allocations on every request.
 pub type Name = Cow<'static, str>;
 
-/// The names [`Name`] reads without an allocation.
+/// The names a review's envelope is read with without an allocation.
 const KNOWN_NAMES: &[&str] = &[
     API_VERSION,
     KIND,
@@ -65,7 +65,7 @@ pub(super) fn name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Er
 }
 
 /// The group, version and kind of a review's object (as kube-core's
-/// `GroupVersionKind`, its names read by [`name`]).
+/// `GroupVersionKind`, each name a [`Name`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct ObjectKind {
     /// API group (empty for the core group).
@@ -93,7 +93,7 @@ impl ObjectKind {
 }
 
 /// The group, version and resource a review addresses (as kube-core's
-/// `GroupVersionResource`, its names read by [`name`]).
+/// `GroupVersionResource`, each name a [`Name`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct ObjectResource {
     /// API group (empty for the core group).
