@@ -24,7 +24,7 @@ pub const KIND: &str = "AdmissionReview";
 /// as many allocations on every request.
 pub type Name = Cow<'static, str>;
 
-/// The names a review's envelope is read with without an allocation.
+/// The names [`name`] borrows instead of allocating.
 const KNOWN_NAMES: &[&str] = &[
     API_VERSION,
     KIND,
