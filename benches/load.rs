@@ -26,7 +26,11 @@
 //! before the run and sent as it is),
 //! with kubectl-shaped bodies. Each
 //! scenario reports the server's CPU per request from the process's own
-//! counters (every thread but the driver's).
+//! counters (every thread but the driver's), the driver's beside it, and
+//! the server's over the driver's: the driver does the same work per
+//! request whatever the build, so that ratio compares builds run minutes
+//! apart on a machine whose speed drifts (it moved by a fifth within an
+//! hour on 2026-12-07).
 //!
 //! - **Closed loop**: one request in flight per connection, the next sent as
 //!   soon as the answer is in. The scenarios take turns within each round,
@@ -151,6 +155,10 @@ struct Sample {
     /// CPU time the server used meanwhile (every thread but the driver's),
     /// from the process's own counters, seconds.
     server_cpu: f64,
+    /// CPU time the driver's threads used meanwhile, seconds: the same work
+    /// per request whatever the server does, so the machine's speed at the
+    /// time (see [`Sample::cpu_per_request_us`]).
+    driver_cpu: f64,
 }
 
 impl Sample {
@@ -165,11 +173,19 @@ impl Sample {
         self.lat.extend(other.lat);
         self.steal += other.steal;
         self.server_cpu += other.server_cpu;
+        self.driver_cpu += other.driver_cpu;
     }
 
     /// Server CPU per answered request, microseconds.
     fn cpu_per_request_us(&self) -> f64 {
         1e6 * self.server_cpu / self.requests.max(1) as f64
+    }
+
+    /// The driver's CPU per answered request, microseconds. The server's
+    /// over it compares builds run minutes apart on a machine whose speed
+    /// drifts: the driver does the same work for each.
+    fn driver_cpu_per_request_us(&self) -> f64 {
+        1e6 * self.driver_cpu / self.requests.max(1) as f64
     }
 
     /// Steal as a share of the wall time of all CPUs.
@@ -222,9 +238,10 @@ fn stat_cpu_secs(stat: &str) -> f64 {
 }
 
 /// CPU time this process has used on everything but the load driver's
-/// threads (named `driver`), seconds: the whole process's counter, which
-/// keeps the time of threads that have ended, less the driver's threads.
-fn server_cpu_secs() -> f64 {
+/// threads (named `driver`), and on the driver's threads, seconds: the
+/// whole process's counter (which keeps the time of threads that have
+/// ended) less the driver's threads, and those threads.
+fn cpu_secs() -> (f64, f64) {
     let all = std::fs::read_to_string("/proc/self/stat").map_or(0.0, |s| stat_cpu_secs(&s));
     let mut driver = 0.0;
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
@@ -238,7 +255,7 @@ fn server_cpu_secs() -> f64 {
             }
         }
     }
-    all - driver
+    (all - driver, driver)
 }
 
 /// Time the hypervisor ran something else while a vCPU of this VM wanted
@@ -379,7 +396,7 @@ async fn drive(
 ) -> Sample {
     let start = Instant::now();
     let steal_start = steal_secs();
-    let cpu_start = server_cpu_secs();
+    let (cpu_start, driver_start) = cpu_secs();
     let end = start + measure;
     let n = senders.len();
     let mut tasks = Vec::with_capacity(n);
@@ -433,7 +450,9 @@ async fn drive(
     // than `measure` to send what was scheduled, and its rate shows it.
     sample.secs = start.elapsed().as_secs_f64().max(measure.as_secs_f64());
     sample.steal = steal_secs() - steal_start;
-    sample.server_cpu = server_cpu_secs() - cpu_start;
+    let (cpu_end, driver_end) = cpu_secs();
+    sample.server_cpu = cpu_end - cpu_start;
+    sample.driver_cpu = driver_end - driver_start;
     sample
 }
 
@@ -777,9 +796,13 @@ fn main() {
                 100.0 * hi
             )
         };
+        let (server, driver) = (
+            total.cpu_per_request_us(),
+            total.driver_cpu_per_request_us(),
+        );
         let extra = format!(
-            "{extra}  server cpu {:.0} us/req",
-            total.cpu_per_request_us()
+            "{extra}  server cpu {server:.1} us/req (driver {driver:.1}, server/driver {:.2})",
+            server / driver.max(0.001)
         );
         row(name, total, body.len(), cpus, &extra);
     }
