@@ -106,27 +106,6 @@ pub enum Refused {
 struct Room {
     available: std::sync::Mutex<usize>,
     freed: tokio::sync::Notify,
-    /// Requests waiting for room. Room given back wakes waiters only when
-    /// there are any: a wake-up takes a lock and writes state that every
-    /// connection worker shares, on every request otherwise.
-    waiting: std::sync::atomic::AtomicUsize,
-}
-
-/// One request counted in [`Room::waiting`] while it waits (and until it
-/// stops waiting, whether it got room, timed out or was dropped).
-struct Waiting<'r>(&'r std::sync::atomic::AtomicUsize);
-
-impl<'r> Waiting<'r> {
-    fn new(count: &'r std::sync::atomic::AtomicUsize) -> Self {
-        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Waiting(count)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
 }
 
 impl Room {
@@ -142,16 +121,11 @@ impl Room {
         }
     }
 
-    /// Give `n` bytes back and wake the waiters, if any. No wake-up is
-    /// lost: a waiter counts itself in `waiting` before it looks for room
-    /// (under the lock), so either it sees these bytes or this sees it.
     fn give_back(&self, n: usize) {
         if let Ok(mut available) = self.available.lock() {
             *available += n;
         }
-        if self.waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            self.freed.notify_waiters();
-        }
+        self.freed.notify_waiters();
     }
 
     fn available(&self) -> usize {
@@ -192,7 +166,6 @@ impl Intake {
             bytes: Arc::new(Room {
                 available: std::sync::Mutex::new(bytes),
                 freed: tokio::sync::Notify::new(),
-                waiting: std::sync::atomic::AtomicUsize::new(0),
             }),
             total_bytes: bytes,
             requests: Arc::new(Semaphore::new(requests.max(1))),
@@ -237,7 +210,6 @@ impl Intake {
         }
         let take = async {
             let request = Arc::clone(&self.requests).acquire_owned().await.ok()?;
-            let _waiting = Waiting::new(&self.bytes.waiting);
             loop {
                 let freed = self.bytes.freed.notified();
                 tokio::pin!(freed);
@@ -481,7 +453,7 @@ mod tests {
 
     /// Many requests taking turns at room for one, on several threads:
     /// every one gets it (room given back while one waits always wakes it),
-    /// and none is counted as waiting afterwards, the refused ones included.
+    /// and all the room is back afterwards, a refused wait's included.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn waiters_are_woken_whenever_room_comes_back() {
         let budget = Arc::new(Intake::new(10, 64, Duration::from_secs(5)));
@@ -500,24 +472,11 @@ mod tests {
             assert_eq!(turn.await.unwrap(), Ok(()));
         }
         assert_eq!(budget.available_bytes(), 10);
-        assert_eq!(
-            budget
-                .bytes
-                .waiting
-                .load(std::sync::atomic::Ordering::SeqCst),
-            0
-        );
         let short = Intake::new(10, 4, Duration::from_millis(20));
         let held = short.admit(10).await.unwrap();
         assert_eq!(short.admit(5).await.unwrap_err(), Refused::Busy);
-        assert_eq!(
-            short
-                .bytes
-                .waiting
-                .load(std::sync::atomic::Ordering::SeqCst),
-            0
-        );
         drop(held);
+        assert_eq!(short.available_bytes(), 10);
     }
 
     #[tokio::test]
