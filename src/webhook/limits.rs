@@ -260,8 +260,8 @@ pub enum BodyError {
 }
 
 /// Read `body` whole, refusing more than `limit` bytes or going on past
-/// `until` (`deadline` after the request's arrival, the one clock reading
-/// its deadlines count from; the error names `deadline`). A body that
+/// `deadline` after `arrived` (the request's arrival, the one clock
+/// reading its deadlines count from). A body that
 /// arrives in one piece (an admission review almost always does) is kept
 /// as it came, not copied; pieces are joined in one buffer sized once from
 /// `declared`. On a refusal `body` holds what is still to come (see
@@ -271,7 +271,7 @@ pub async fn read_body(
     declared: Option<usize>,
     limit: usize,
     deadline: Duration,
-    until: Instant,
+    arrived: Instant,
 ) -> Result<Bytes, BodyError> {
     let read = async {
         let mut first: Option<Bytes> = None;
@@ -298,7 +298,7 @@ pub async fn read_body(
         }
         Ok(first.unwrap_or_else(|| Bytes::from(joined)))
     };
-    tokio::time::timeout_at(until, read)
+    tokio::time::timeout_at(arrived + deadline, read)
         .await
         .unwrap_or(Err(BodyError::Timeout(deadline)))
 }
@@ -483,7 +483,7 @@ mod tests {
     async fn bodies_are_read_within_their_limit_and_deadline() {
         let mut body = Body::from(vec![b'x'; 10]);
         assert_eq!(
-            read_body(&mut body, Some(10), 10, SECOND, Instant::now() + SECOND)
+            read_body(&mut body, Some(10), 10, SECOND, Instant::now())
                 .await
                 .unwrap()
                 .len(),
@@ -491,7 +491,7 @@ mod tests {
         );
         let mut body = Body::from(vec![b'x'; 11]);
         assert!(matches!(
-            read_body(&mut body, None, 10, SECOND, Instant::now() + SECOND).await,
+            read_body(&mut body, None, 10, SECOND, Instant::now()).await,
             Err(BodyError::TooLarge { limit: 10 })
         ));
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
@@ -499,7 +499,7 @@ mod tests {
         tx.send(Ok(axum::body::Bytes::from_static(b"x")))
             .await
             .unwrap();
-        let slow = read_body(&mut body, None, 10, FIFTY_MS, Instant::now() + FIFTY_MS).await;
+        let slow = read_body(&mut body, None, 10, FIFTY_MS, Instant::now()).await;
         assert!(matches!(slow, Err(BodyError::Timeout(_))), "{slow:?}");
         drop(tx);
     }
@@ -509,7 +509,7 @@ mod tests {
     #[tokio::test]
     async fn bodies_in_pieces_are_joined_in_order() {
         let mut body = Body::from(axum::body::Bytes::from_static(b"whole"));
-        let read = read_body(&mut body, Some(5), 5, SECOND, Instant::now() + SECOND).await;
+        let read = read_body(&mut body, Some(5), 5, SECOND, Instant::now()).await;
         assert_eq!(&read.unwrap()[..], b"whole");
         for (pieces, declared) in [
             (vec!["ab", "cd", "e"], Some(5)),
@@ -524,7 +524,7 @@ mod tests {
                         .unwrap();
                 }
             });
-            let read = read_body(&mut body, declared, 5, SECOND, Instant::now() + SECOND).await;
+            let read = read_body(&mut body, declared, 5, SECOND, Instant::now()).await;
             assert_eq!(&read.unwrap()[..], b"abcde");
             sending.await.unwrap();
         }
@@ -536,7 +536,7 @@ mod tests {
         }
         drop(tx);
         assert!(matches!(
-            read_body(&mut body, None, 5, SECOND, Instant::now() + SECOND).await,
+            read_body(&mut body, None, 5, SECOND, Instant::now()).await,
             Err(BodyError::TooLarge { limit: 5 })
         ));
     }
@@ -565,7 +565,7 @@ mod tests {
             })
         };
         assert!(matches!(
-            read_body(&mut body, None, 250, SECOND, Instant::now() + SECOND).await,
+            read_body(&mut body, None, 250, SECOND, Instant::now()).await,
             Err(BodyError::TooLarge { limit: 250 })
         ));
         assert_eq!(

@@ -425,15 +425,8 @@ async fn webhook(
         Ok(room) => room,
         Err(Refused::Busy) => return unread(body).refuse(busy(endpoint)),
     };
-    let read_until = start + limits::BODY_READ_TIMEOUT;
-    let body = match limits::read_body(
-        &mut body,
-        declared,
-        limit,
-        limits::BODY_READ_TIMEOUT,
-        read_until,
-    )
-    .await
+    let body = match limits::read_body(&mut body, declared, limit, limits::BODY_READ_TIMEOUT, start)
+        .await
     {
         Ok(body) => body,
         Err(e @ BodyError::TooLarge { .. }) => {

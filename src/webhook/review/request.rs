@@ -40,6 +40,11 @@ const KNOWN_NAMES: &[&str] = &[
     "inferencepolicies",
 ];
 
+/// `v` as one of [`KNOWN_NAMES`], if it is one.
+fn known(v: &str) -> Option<&'static str> {
+    KNOWN_NAMES.iter().copied().find(|k| *k == v)
+}
+
 /// Read a [`Name`]: one of [`KNOWN_NAMES`] borrowed, any other owned.
 pub(super) fn name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
     struct Visitor;
@@ -49,16 +54,10 @@ pub(super) fn name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Name, D::Er
             f.write_str("a string")
         }
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name, E> {
-            Ok(KNOWN_NAMES
-                .iter()
-                .find(|k| **k == v)
-                .map_or_else(|| Cow::Owned(v.to_owned()), |k| Cow::Borrowed(*k)))
+            Ok(known(v).map_or_else(|| Cow::Owned(v.to_owned()), Cow::Borrowed))
         }
         fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Name, E> {
-            Ok(KNOWN_NAMES
-                .iter()
-                .find(|k| **k == v)
-                .map_or(Cow::Owned(v), |k| Cow::Borrowed(*k)))
+            Ok(known(&v).map_or(Cow::Owned(v), Cow::Borrowed))
         }
     }
     d.deserialize_str(Visitor)
