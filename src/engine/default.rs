@@ -8,7 +8,8 @@
 //! `infergate.dev/defaulted-from` annotation; entries already there are
 //! kept, so defaulting an already defaulted object changes nothing.
 //!
-//! The result is values and their provenance ([`super::Defaulted`]); the
+//! The result is values and their provenance ([`super::DefaultedSpec`],
+//! or [`super::Defaulted`] with the whole object); the
 //! webhook turns it into a JSONPatch (`webhook::patch`).
 //!
 //! `service` defaults each group of fields in turn (`fit`, `placement` and
@@ -26,7 +27,7 @@ mod service;
 
 pub use filler::{SOURCE_BUILT_IN, SOURCE_FLAG};
 pub use provenance::provenance_of;
-pub use service::default_service;
+pub use service::{default_service, default_spec};
 
 #[cfg(test)]
 mod full_pool_tests;

@@ -1,9 +1,11 @@
-//! What defaulting returns: the defaulted object and where each filled-in
-//! value came from.
+//! What defaulting returns: the defaulted spec (or the whole object) and
+//! where each filled-in value came from.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::api::v1beta1::InferenceService;
+use crate::api::DEFAULTED_FROM_ANNOTATION;
+use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 
 /// Where a filled-in value came from: a fixed name (`"flag"`,
 /// `"built-in"`), or a name made for the request (a policy's, an
@@ -53,10 +55,72 @@ pub struct Provenance {
     pub field: &'static str,
     /// Where the value came from.
     pub source: Source,
-    /// Where the value filled in is, as JSON text, in [`Defaulted::values`]
+    /// Where the value filled in is, as JSON text, in [`DefaultedSpec::values`]
     /// (`None` only if it failed to serialise): every value of a call is
     /// written into one buffer, not a string each.
     pub value: Option<std::ops::Range<usize>>,
+}
+
+/// The defaulted spec and the fields filled in now
+/// ([`super::default_spec`]): all the mutating webhook's patch needs (it
+/// changes only the spec and one annotation), without a copy of the rest
+/// of the object.
+#[derive(Clone, Debug)]
+pub struct DefaultedSpec {
+    /// The spec with every default applied.
+    pub spec: InferenceServiceSpec,
+    /// Fields filled in by this call (empty for an already defaulted object).
+    pub filled: Vec<Provenance>,
+    /// What a user should know about a value filled in (the fit shortened the context).
+    pub warnings: Vec<String>,
+    /// The `infergate.dev/defaulted-from` annotation after this call
+    /// (the entries already there and the fields filled now); `None` when
+    /// nothing was filled.
+    pub annotation: Option<DefaultedFrom>,
+    /// The values filled in, as JSON text, one after another (see
+    /// [`DefaultedSpec::value`]).
+    pub values: Vec<u8>,
+}
+
+/// The `infergate.dev/defaulted-from` annotation's value, written once in
+/// both forms it is needed in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefaultedFrom {
+    /// The annotation's value: a JSON object of field paths and sources.
+    pub json: String,
+    /// `json` as a JSON string (quoted and escaped, as a patch carries it).
+    pub quoted: String,
+}
+
+impl DefaultedSpec {
+    /// The value `filled` was filled with, as JSON text.
+    #[must_use]
+    pub fn value(&self, filled: &Provenance) -> Option<&str> {
+        let bytes = self.values.get(filled.value.clone()?)?;
+        std::str::from_utf8(bytes).ok()
+    }
+
+    /// The whole defaulted object: `svc`, the object this spec was
+    /// defaulted from, with this spec and annotation.
+    #[must_use]
+    pub fn into_defaulted(self, svc: &InferenceService) -> Defaulted {
+        let mut metadata = svc.metadata.clone();
+        if let Some(a) = self.annotation {
+            metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(DEFAULTED_FROM_ANNOTATION.to_owned(), a.json);
+        }
+        Defaulted {
+            object: InferenceService {
+                metadata,
+                spec: self.spec,
+                status: svc.status.clone(),
+            },
+            filled: self.filled,
+            warnings: self.warnings,
+        }
+    }
 }
 
 /// The defaulted object and the fields filled in now.
@@ -68,20 +132,4 @@ pub struct Defaulted {
     pub filled: Vec<Provenance>,
     /// What a user should know about a value filled in (the fit shortened the context).
     pub warnings: Vec<String>,
-    /// The defaulted-from annotation of `object` as a JSON string (quoted
-    /// and escaped, as a patch carries it), written with the annotation;
-    /// `None` when nothing was filled.
-    pub annotation_json: Option<String>,
-    /// The values filled in, as JSON text, one after another (see
-    /// [`Defaulted::value`]).
-    pub values: Vec<u8>,
-}
-
-impl Defaulted {
-    /// The value `filled` was filled with, as JSON text.
-    #[must_use]
-    pub fn value(&self, filled: &Provenance) -> Option<&str> {
-        let bytes = self.values.get(filled.value.clone()?)?;
-        std::str::from_utf8(bytes).ok()
-    }
 }

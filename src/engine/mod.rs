@@ -35,8 +35,8 @@ pub use context::{
     AcceleratorClasses, Context, ModelProfiles, NoRoutes, PolicySnapshot, RouteIndex,
     ServerDefaults,
 };
-pub use default::default_service;
-pub use defaulted::{Defaulted, Provenance, Source};
+pub use default::{default_service, default_spec};
+pub use defaulted::{Defaulted, DefaultedFrom, DefaultedSpec, Provenance, Source};
 pub use duration::{
     canonical_gateway_duration, format_gateway_duration, parse_gateway_duration, parse_go_duration,
 };

@@ -295,7 +295,7 @@ impl Admission {
             }
             _ => return with_warnings(resp, warnings),
         };
-        let defaulted = self.with_context(review, |ctx| crate::engine::default_service(svc, ctx));
+        let defaulted = self.with_context(review, |ctx| crate::engine::default_spec(svc, ctx));
         warnings.extend(defaulted.warnings.iter().cloned());
         let patch = match patch::defaulting_patch(svc, &defaulted) {
             Ok(p) => p,

@@ -1,6 +1,7 @@
 //! The JSONPatch of a mutating answer, written from what defaulting
-//! returned ([`Defaulted`]: the defaulted object and the provenance of
-//! each field filled in) rather than by comparing whole objects.
+//! returned ([`DefaultedSpec`]: the defaulted spec, the annotation and the
+//! provenance of each field filled in) rather than by comparing whole
+//! objects.
 //!
 //! One `add` per filled field, or one for the shallowest parent the object
 //! lacks, and one per annotation defaulting wrote. Only `spec` fields and
@@ -9,7 +10,7 @@
 
 use crate::api::DEFAULTED_FROM_ANNOTATION;
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
-use crate::engine::Defaulted;
+use crate::engine::DefaultedSpec;
 use crate::engine::json_text;
 
 /// What to do with one top-level spec field, by its JSON key: the typed
@@ -133,20 +134,11 @@ enum Path<'p> {
 /// A JSONPatch being written as JSON text.
 struct Patch(Vec<u8>);
 
-/// The operations defaulting writes.
-#[derive(Clone, Copy)]
-enum Op {
-    Add,
-    Remove,
-}
-
 impl Patch {
-    fn start(&mut self, op: Op, path: Path<'_>) -> Result<(), serde_json::Error> {
+    /// Begin an `add` (defaulting only adds) at `path`.
+    fn start(&mut self, path: Path<'_>) -> Result<(), serde_json::Error> {
         self.0.push(if self.0.is_empty() { b'[' } else { b',' });
-        self.0.extend_from_slice(match op {
-            Op::Add => br#"{"op":"add","path":"#.as_slice(),
-            Op::Remove => br#"{"op":"remove","path":"#.as_slice(),
-        });
+        self.0.extend_from_slice(br#"{"op":"add","path":"#);
         match path {
             Path::Spec(dotted) => {
                 // A spec field's tokens are JSON keys of the spec: letters
@@ -178,46 +170,17 @@ impl Patch {
         path: Path<'_>,
         value: &V,
     ) -> Result<(), serde_json::Error> {
-        self.start(Op::Add, path)?;
+        self.start(path)?;
         self.0.extend_from_slice(br#","value":"#);
         serde_json::to_writer(&mut self.0, value)?;
         self.0.push(b'}');
         Ok(())
     }
-    /// An `add` of a string (an annotation's value: often JSON text itself,
-    /// mostly quotes to escape).
-    fn add_str(&mut self, path: Path<'_>, value: &str) -> Result<(), serde_json::Error> {
-        self.start(Op::Add, path)?;
-        self.0.extend_from_slice(br#","value":"#);
-        json_text::push_string(&mut self.0, value);
-        self.0.push(b'}');
-        Ok(())
-    }
-    /// An `add` of a map of strings (annotations where the object had none).
-    fn add_str_map(
-        &mut self,
-        path: Path<'_>,
-        map: &std::collections::BTreeMap<String, String>,
-    ) -> Result<(), serde_json::Error> {
-        self.start(Op::Add, path)?;
-        self.0.extend_from_slice(br#","value":"#);
-        json_text::push_string_map(
-            &mut self.0,
-            map.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        );
-        self.0.push(b'}');
-        Ok(())
-    }
     /// An `add` of a value already serialised as JSON text.
     fn add_json(&mut self, path: Path<'_>, json: &str) -> Result<(), serde_json::Error> {
-        self.start(Op::Add, path)?;
+        self.start(path)?;
         self.0.extend_from_slice(br#","value":"#);
         self.0.extend_from_slice(json.as_bytes());
-        self.0.push(b'}');
-        Ok(())
-    }
-    fn remove(&mut self, path: Path<'_>) -> Result<(), serde_json::Error> {
-        self.start(Op::Remove, path)?;
         self.0.push(b'}');
         Ok(())
     }
@@ -252,13 +215,14 @@ fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> String {
     p
 }
 
-/// The JSONPatch that turns `before` into `defaulted.object`, as JSON text
+/// The JSONPatch that turns `before` into the object `defaulted` describes
+/// (`defaulted.into_defaulted(before).object`), as JSON text
 /// (`[]` when defaulting changed nothing). A filled field whose parent
 /// `before` lacks is added with the parent, its subtree written straight
 /// from the typed field.
 pub fn defaulting_patch(
     before: &InferenceService,
-    defaulted: &Defaulted,
+    defaulted: &DefaultedSpec,
 ) -> Result<Vec<u8>, serde_json::Error> {
     use serde_json::Value;
 
@@ -270,9 +234,9 @@ pub fn defaulting_patch(
         after: Option<Option<Value>>,
     }
 
-    let after = &defaulted.object;
+    let after = &defaulted.spec;
     // Room for the operations and the annotation's string, grown once.
-    let quoted_len = defaulted.annotation_json.as_ref().map_or(0, String::len);
+    let quoted_len = defaulted.annotation.as_ref().map_or(0, |a| a.quoted.len());
     let mut out = Patch(Vec::with_capacity(4096 + quoted_len));
     let mut tops: Vec<Top<'_>> = Vec::with_capacity(16);
     // Dotted paths below `spec` added so far, with their top-level field's
@@ -340,7 +304,7 @@ pub fn defaulting_patch(
         let at = Path::Spec(path);
         if path == key {
             spec_field(
-                &after.spec,
+                after,
                 key,
                 WriteAdd {
                     out: &mut out,
@@ -351,7 +315,7 @@ pub fn defaulting_patch(
             out.add_json(at, value)?;
         } else {
             if top.after.is_none() {
-                top.after = Some(spec_field(&after.spec, key, ToValue)?);
+                top.after = Some(spec_field(after, key, ToValue)?);
             }
             let value = top
                 .after
@@ -373,47 +337,39 @@ pub fn defaulting_patch(
 /// escaped).
 const DEFAULTED_FROM_POINTER: &str = "/metadata/annotations/infergate.dev~1defaulted-from";
 
-/// The operations on `metadata.annotations`: the annotations defaulting
-/// wrote or changed (the defaulted-from annotation already written as a
-/// JSON string, not escaped again), and those it dropped.
+/// The operation on `metadata.annotations`: the defaulted-from annotation
+/// added when defaulting wrote or changed it (already written as a JSON
+/// string, not escaped again), with the annotations themselves when
+/// `before` had none. Defaulting changes no other annotation.
 fn annotation_ops(
     out: &mut Patch,
     before: &InferenceService,
-    defaulted: &Defaulted,
+    defaulted: &DefaultedSpec,
 ) -> Result<(), serde_json::Error> {
-    let after = &defaulted.object;
-    match (
-        before.metadata.annotations.as_ref(),
-        after.metadata.annotations.as_ref(),
-    ) {
-        (_, None) => {}
-        (None, Some(new)) => out.add_str_map(Path::Pointer("/metadata/annotations"), new)?,
-        (Some(old), Some(new)) => {
-            for (key, value) in new.iter().filter(|(k, v)| old.get(*k) != Some(*v)) {
-                match defaulted.annotation_json.as_deref() {
-                    Some(quoted) if key == DEFAULTED_FROM_ANNOTATION => {
-                        out.add_json(Path::Pointer(DEFAULTED_FROM_POINTER), quoted)?;
-                    }
-                    _ => {
-                        let at = pointer(["metadata", "annotations", key.as_str()]);
-                        out.add_str(Path::Pointer(&at), value)?;
-                    }
-                }
-            }
-            for key in old.keys().filter(|k| !new.contains_key(*k)) {
-                out.remove(Path::Pointer(&pointer([
-                    "metadata",
-                    "annotations",
-                    key.as_str(),
-                ])))?;
-            }
+    let Some(from) = defaulted.annotation.as_ref() else {
+        return Ok(());
+    };
+    match before.metadata.annotations.as_ref() {
+        None => {
+            out.start(Path::Pointer("/metadata/annotations"))?;
+            out.0.extend_from_slice(br#","value":{"#);
+            json_text::push_string(&mut out.0, DEFAULTED_FROM_ANNOTATION);
+            out.0.push(b':');
+            out.0.extend_from_slice(from.quoted.as_bytes());
+            out.0.extend_from_slice(b"}}");
         }
+        Some(old) if old.get(DEFAULTED_FROM_ANNOTATION) != Some(&from.json) => {
+            out.add_json(Path::Pointer(DEFAULTED_FROM_POINTER), &from.quoted)?;
+        }
+        Some(_) => {}
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::api::ResourcesSpec;
     use crate::api::v1beta1::RoutingSpec;
@@ -437,14 +393,21 @@ mod tests {
         }
     }
 
-    fn default_service(svc: &InferenceService, policies: &PolicySnapshot) -> Defaulted {
+    fn default_spec(svc: &InferenceService, policies: &PolicySnapshot) -> DefaultedSpec {
         crate::engine::context::in_team_a(policies, &ServerDefaults::default(), |ctx| {
-            crate::engine::default_service(svc, ctx)
+            crate::engine::default_spec(svc, ctx)
+        })
+    }
+
+    /// The whole defaulted object, as the engine's other callers get it.
+    fn default_service(svc: &InferenceService, policies: &PolicySnapshot) -> InferenceService {
+        crate::engine::context::in_team_a(policies, &ServerDefaults::default(), |ctx| {
+            crate::engine::default_service(svc, ctx).object
         })
     }
 
     /// The patch, parsed as a JSONPatch.
-    fn typed(before: &InferenceService, d: &Defaulted) -> json_patch::Patch {
+    fn typed(before: &InferenceService, d: &DefaultedSpec) -> json_patch::Patch {
         serde_json::from_slice(&defaulting_patch(before, d).unwrap()).unwrap()
     }
 
@@ -485,7 +448,7 @@ mod tests {
         s.spec.image_pull_secrets = vec![k8s_openapi::api::core::v1::LocalObjectReference {
             name: "pull".to_owned(),
         }];
-        let full = default_service(&s, &platform()).object;
+        let full = default_service(&s, &platform());
         let listed = [
             "engine",
             "backend",
@@ -580,11 +543,11 @@ mod tests {
             (&before, "/spec/routing/gateway"),
             (&with_gateway, "/spec/routing/gateway/namespace"),
         ] {
-            let d = Defaulted {
-                object: after.clone(),
+            let d = DefaultedSpec {
+                spec: after.spec.clone(),
                 filled: filled.clone(),
                 warnings: Vec::new(),
-                annotation_json: None,
+                annotation: None,
                 values: br#""gateways""#.to_vec(),
             };
             let patch = typed(before, &d);
@@ -596,6 +559,67 @@ mod tests {
             let mut json = serde_json::to_value(before).unwrap();
             json_patch::patch(&mut json, &patch).unwrap();
             assert_eq!(json, serde_json::to_value(&after).unwrap());
+        }
+    }
+
+    /// The defaulted-from annotation: added with the annotations when the
+    /// object has none, added beside the others when it has some, replaced
+    /// when more fields are filled, left alone when nothing is; applied,
+    /// the patch gives the object the engine's other callers get.
+    #[test]
+    fn the_annotation_is_added_beside_the_others_or_replaced() {
+        let bare = svc();
+        let mut others = svc();
+        others.metadata.annotations = Some(BTreeMap::from([
+            ("a/b".to_owned(), "x".to_owned()),
+            ("z".to_owned(), "{\"quoted\": 1}".to_owned()),
+        ]));
+        let defaulted = default_service(&others, &platform());
+        // The image taken out again: filled from the same source, the
+        // annotation stays as it is.
+        let mut again = defaulted.clone();
+        again.spec.engine.as_mut().unwrap().image = None;
+        // The image and its entry taken out: the annotation is replaced.
+        let mut forgotten = again.clone();
+        let entries = forgotten.metadata.annotations.as_mut().unwrap();
+        let mut from: BTreeMap<String, String> =
+            serde_json::from_str(&entries[DEFAULTED_FROM_ANNOTATION]).unwrap();
+        assert!(from.remove("spec.engine.image").is_some());
+        entries.insert(
+            DEFAULTED_FROM_ANNOTATION.to_owned(),
+            serde_json::to_string(&from).unwrap(),
+        );
+        // (object, operations in all, operations on the annotations)
+        for (before, ops, on_annotations) in [
+            (&bare, None, 1),
+            (&others, None, 1),
+            (&again, Some(1), 0),
+            (&forgotten, Some(2), 1),
+            (&defaulted, Some(0), 0),
+        ] {
+            let d = default_spec(before, &platform());
+            let patch = typed(before, &d);
+            if let Some(n) = ops {
+                assert_eq!(patch.0.len(), n, "{patch:?}");
+            }
+            let annotation_ops = patch
+                .0
+                .iter()
+                .filter(|op| {
+                    matches!(op, json_patch::PatchOperation::Add(a)
+                        if a.path.as_str().starts_with("/metadata"))
+                })
+                .count();
+            assert_eq!(annotation_ops, on_annotations, "{patch:?}");
+            let mut json = serde_json::to_value(before).unwrap();
+            json_patch::patch(&mut json, &patch).unwrap();
+            assert_eq!(
+                json,
+                serde_json::to_value(default_service(before, &platform())).unwrap()
+            );
+            if before.metadata.annotations.is_some() {
+                assert_eq!(json["metadata"]["annotations"]["a/b"], "x");
+            }
         }
     }
 
@@ -629,7 +653,7 @@ mod tests {
             max_unavailable: Some(1),
             ..RolloutSpec::default()
         });
-        let d = default_service(&before, &policies);
+        let d = default_spec(&before, &policies);
         let patch = typed(&before, &d);
         let paths: Vec<String> = patch
             .0
@@ -650,7 +674,10 @@ mod tests {
         );
         let mut json = serde_json::to_value(&before).unwrap();
         json_patch::patch(&mut json, &patch).unwrap();
-        assert_eq!(json, serde_json::to_value(&d.object).unwrap());
+        assert_eq!(
+            json,
+            serde_json::to_value(default_service(&before, &policies)).unwrap()
+        );
         assert_eq!(json["spec"]["rollout"]["onFullPool"], "Wait");
         assert_eq!(json["spec"]["rollout"]["canary"]["onFullPool"], "Wait");
     }
@@ -691,10 +718,10 @@ mod tests {
             "é.z",
         ] {
             let mut fast = Patch(Vec::new());
-            fast.remove(Path::Spec(dotted)).unwrap();
+            fast.add_json(Path::Spec(dotted), "1").unwrap();
             let slow_ptr = pointer(std::iter::once("spec").chain(dotted.split('.')));
             let mut slow = Patch(Vec::new());
-            slow.remove(Path::Pointer(&slow_ptr)).unwrap();
+            slow.add_json(Path::Pointer(&slow_ptr), "1").unwrap();
             assert_eq!(fast.finish(), slow.finish(), "{dotted}");
         }
     }

@@ -444,20 +444,29 @@ async fn webhook(
         }
         Err(e @ BodyError::Read(_)) => return json_error(StatusCode::BAD_REQUEST, e.to_string()),
     };
-    // The job owns the body and the room: a request abandoned at its
-    // deadline still holds its room until the work on it has ended.
-    let job_state = Arc::clone(&state);
     let len = body.len();
-    let job = move || {
-        let worked = answer(&job_state, endpoint, &body, start);
+    let (worked, room) = if Offload::offloads(len) {
+        // The job owns the body and the room: a request abandoned at its
+        // deadline still holds its room until the work on it has ended.
+        let job_state = Arc::clone(&state);
+        let job = move || {
+            let worked = answer(&job_state, endpoint, &body, start);
+            drop(body);
+            (worked, room)
+        };
+        match state.offload.run(len, job).await {
+            Ok(done) => done,
+            Err(e) => {
+                return json_error(StatusCode::INTERNAL_SERVER_ERROR, e);
+            }
+        }
+    } else {
+        // Answered on this worker, within this poll: no job to own the
+        // state (a clone of the state's `Arc` is a write to a counter every
+        // worker shares).
+        let worked = answer(&state, endpoint, &body, start);
         drop(body);
         (worked, room)
-    };
-    let (worked, room) = match state.offload.run(len, job).await {
-        Ok(done) => done,
-        Err(e) => {
-            return json_error(StatusCode::INTERNAL_SERVER_ERROR, e);
-        }
     };
     let (status, pieces) = match worked {
         Worked::Done(status, pieces) => (status, pieces),

@@ -15,7 +15,7 @@ use crate::engine::builtin::{
     DEFAULT_PORT, DEFAULT_REPLICAS, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TARGET_CPU,
 };
 use crate::engine::context::Context;
-use crate::engine::defaulted::Defaulted;
+use crate::engine::defaulted::{Defaulted, DefaultedSpec};
 use crate::engine::policy::layers;
 use crate::engine::rollout::only_an_address;
 
@@ -27,10 +27,19 @@ use super::provenance::record_provenance;
 /// `infergate.dev/defaulted-from` annotation. Idempotent.
 #[must_use]
 pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
+    default_spec(svc, ctx).into_defaulted(svc)
+}
+
+/// Fill every default of `svc`'s spec and write the
+/// `infergate.dev/defaulted-from` annotation it then has, without copying
+/// the rest of the object: what the mutating webhook patches. Idempotent
+/// as [`default_service`] is.
+#[must_use]
+pub fn default_spec(svc: &InferenceService, ctx: &Context) -> DefaultedSpec {
     let layers = layers(ctx);
-    let mut out = svc.clone();
+    let mut out = svc.spec.clone();
     let mut f = Filler::new(&layers);
-    let spec = &mut out.spec;
+    let spec = &mut out;
     let at = &SPEC;
 
     let engine = spec.engine.get_or_insert_with(EngineSpec::default);
@@ -65,12 +74,12 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
     }
 
     let (filled, values) = (f.filled, f.values);
-    let annotation_json = (!filled.is_empty()).then(|| record_provenance(&mut out, &filled));
-    Defaulted {
-        object: out,
+    let annotation = (!filled.is_empty()).then(|| record_provenance(svc, &filled));
+    DefaultedSpec {
+        spec: out,
         filled,
         warnings,
-        annotation_json,
+        annotation,
         values,
     }
 }

@@ -18,7 +18,10 @@ use super::strategies::{alpha_service, beta_service, snapshot};
 use super::{ctx_run, validate};
 
 /// The webhook's patch for `defaulted`, parsed.
-fn defaulting_patch(before: &InferenceService, defaulted: &engine::Defaulted) -> json_patch::Patch {
+fn defaulting_patch(
+    before: &InferenceService,
+    defaulted: &engine::DefaultedSpec,
+) -> json_patch::Patch {
     let text = infergate::webhook::patch::defaulting_patch(before, defaulted).unwrap();
     serde_json::from_slice(&text).unwrap()
 }
@@ -97,11 +100,16 @@ proptest! {
         } else {
             BTreeMap::new()
         };
-        let (once, twice) = ctx_run(&policies, &labels, &NoRoutes, |c| {
+        let (once, twice, spec_once, spec_twice) = ctx_run(&policies, &labels, &NoRoutes, |c| {
             let once = engine::default_service(&svc, c);
             let twice = engine::default_service(&once.object, c);
-            (once, twice)
+            // What the mutating webhook patches from: the spec alone.
+            let spec_once = engine::default_spec(&svc, c);
+            let spec_twice = engine::default_spec(&once.object, c);
+            (once, twice, spec_once, spec_twice)
         });
+        prop_assert_eq!(&spec_once.spec, &once.object.spec);
+        prop_assert_eq!(&spec_once.filled, &once.filled);
         prop_assert_eq!(&twice.object, &once.object);
         prop_assert!(twice.filled.is_empty());
         let j1 = serde_json::to_value(&once.object).unwrap();
@@ -115,12 +123,12 @@ proptest! {
         prop_assert_eq!(&patched, &j1);
         // The webhook's patch, built from what defaulting recorded, does the
         // same with adds only, and is empty for a defaulted object.
-        let recorded = defaulting_patch(&svc, &once);
+        let recorded = defaulting_patch(&svc, &spec_once);
         prop_assert!(recorded.0.iter().all(|op| matches!(op, json_patch::PatchOperation::Add(_))));
         let mut patched = j0.clone();
         json_patch::patch(&mut patched, &recorded).unwrap();
         prop_assert_eq!(&patched, &j1);
-        prop_assert!(defaulting_patch(&once.object, &twice).0.is_empty());
+        prop_assert!(defaulting_patch(&once.object, &spec_twice).0.is_empty());
         // Replicas the user set, 0 included, are never changed.
         if let Some(r) = svc.spec.replicas {
             prop_assert_eq!(once.object.spec.replicas, Some(r));
