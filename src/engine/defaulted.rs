@@ -1,10 +1,8 @@
 //! What defaulting returns: the defaulted spec (or the whole object) and
 //! where each filled-in value came from.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::api::DEFAULTED_FROM_ANNOTATION;
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
 
 /// Where a filled-in value came from: a fixed name (`"flag"`,
@@ -82,13 +80,12 @@ pub struct DefaultedSpec {
     pub values: Vec<u8>,
 }
 
-/// The `infergate.dev/defaulted-from` annotation's value, written once in
-/// both forms it is needed in.
+/// The `infergate.dev/defaulted-from` annotation's value as the mutating
+/// webhook's patch carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DefaultedFrom {
-    /// The annotation's value: a JSON object of field paths and sources.
-    pub json: String,
-    /// `json` as a JSON string (quoted and escaped, as a patch carries it).
+    /// The annotation's value (a JSON object of field paths and sources)
+    /// as a JSON string: quoted and escaped.
     pub quoted: String,
 }
 
@@ -98,28 +95,6 @@ impl DefaultedSpec {
     pub fn value(&self, filled: &Provenance) -> Option<&str> {
         let bytes = self.values.get(filled.value.clone()?)?;
         std::str::from_utf8(bytes).ok()
-    }
-
-    /// The whole defaulted object: `svc`, the object this spec was
-    /// defaulted from, with this spec and annotation.
-    #[must_use]
-    pub fn into_defaulted(self, svc: &InferenceService) -> Defaulted {
-        let mut metadata = svc.metadata.clone();
-        if let Some(a) = self.annotation {
-            metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(DEFAULTED_FROM_ANNOTATION.to_owned(), a.json);
-        }
-        Defaulted {
-            object: InferenceService {
-                metadata,
-                spec: self.spec,
-                status: svc.status.clone(),
-            },
-            filled: self.filled,
-            warnings: self.warnings,
-        }
     }
 }
 

@@ -103,51 +103,44 @@ fn plain(s: &str) -> bool {
     })
 }
 
-/// The JSON object of `entries` (as [`push_string_map`] writes it) and
-/// that text as a JSON string (as [`push_string`] writes it), both in one
-/// pass when every key and value is plain: nothing to escape twice.
-pub fn string_map_and_its_string<'a>(
+/// The JSON object of `entries` (as [`push_string_map`] writes it) as a
+/// JSON string (that text as [`push_string`] writes it): in one pass when
+/// every key and value is plain, the object's quotes escaped as they are
+/// written.
+pub fn string_map_as_string<'a>(
     entries: impl IntoIterator<Item = (&'a str, &'a str)> + Clone,
-) -> (String, String) {
-    let mut size = 2;
+) -> String {
+    let mut size = 4;
     let mut all_plain = true;
     for (k, v) in entries.clone() {
-        size += k.len() + v.len() + 6;
+        size += k.len() + v.len() + 10;
         all_plain &= plain(k) && plain(v);
     }
-    let mut json = String::with_capacity(size);
     if !all_plain {
+        let mut json = String::with_capacity(size);
         push_string_map(&mut json, entries);
-        let mut quoted = String::with_capacity(size + size / 4 + 2);
+        let mut quoted = String::with_capacity(json.len() + json.len() / 4 + 2);
         push_string(&mut quoted, &json);
-        return (json, quoted);
+        return quoted;
     }
-    // Plain: the same text twice, its quotes bare in one and escaped in
-    // the other; the marks between a key and its value, and between
-    // entries, written as one piece each.
-    let mut quoted = String::with_capacity(size + size / 2 + 2);
-    json.push('{');
+    // The marks between a key and its value, and between entries, written
+    // as one piece each; each entry opens with the marks that close the
+    // one before it.
+    let mut quoted = String::with_capacity(size);
     quoted.push_str("\"{");
-    // Each entry opens with the marks that close the one before it.
-    let mut open = ("\"", "\\\"");
+    let mut open = "\\\"";
     for (k, v) in entries {
-        json.push_str(open.0);
-        json.push_str(k);
-        json.push_str("\":\"");
-        json.push_str(v);
-        quoted.push_str(open.1);
+        quoted.push_str(open);
         quoted.push_str(k);
         quoted.push_str("\\\":\\\"");
         quoted.push_str(v);
-        open = ("\",\"", "\\\",\\\"");
+        open = "\\\",\\\"";
     }
-    if open.0.len() > 1 {
-        json.push('"');
+    if open.len() > 2 {
         quoted.push_str("\\\"");
     }
-    json.push('}');
     quoted.push_str("}\"");
-    (json, quoted)
+    quoted
 }
 
 #[cfg(test)]
@@ -190,14 +183,14 @@ mod tests {
     }
 
     proptest! {
-        /// Both texts, plain entries or not, are what serde_json writes.
+        /// The string, plain entries or not, is what serde_json writes.
         #[test]
-        fn a_map_and_its_string_are_written_as_serde_json_writes_them(
+        fn a_map_as_a_string_is_written_as_serde_json_writes_it(
             map in proptest::collection::btree_map("[a-z.]{0,12}|.{0,6}", "[A-Za-z/-]{0,12}|.{0,6}", 0..6),
         ) {
-            let (json, quoted) =
-                string_map_and_its_string(map.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            prop_assert_eq!(&json, &serde_json::to_string(&map).unwrap());
+            let quoted =
+                string_map_as_string(map.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            let json = serde_json::to_string(&map).unwrap();
             prop_assert_eq!(&quoted, &serde_json::to_string(&json).unwrap());
         }
 

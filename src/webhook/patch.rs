@@ -143,20 +143,21 @@ impl Patch {
             Path::Spec(dotted) => {
                 // A spec field's tokens are JSON keys of the spec: letters
                 // and digits, nothing a pointer or a JSON string escapes;
-                // written in one pass, dots turned to slashes. Anything
-                // else is taken back and goes the long way.
-                let at = self.0.len();
-                self.0.reserve(dotted.len() + 8);
-                self.0.extend_from_slice(br#""/spec/"#);
-                let mut plain = true;
-                for &b in dotted.as_bytes() {
-                    plain &= b.is_ascii_alphanumeric() || b == b'.';
-                    self.0.push(if b == b'.' { b'/' } else { b });
-                }
+                // copied whole, then its dots turned to slashes (two loops
+                // without a branch per byte). Anything else goes the long
+                // way.
+                let plain = dotted
+                    .bytes()
+                    .fold(true, |p, b| p & (b.is_ascii_alphanumeric() | (b == b'.')));
                 if plain {
+                    self.0.extend_from_slice(br#""/spec/"#);
+                    let at = self.0.len();
+                    self.0.extend_from_slice(dotted.as_bytes());
+                    for b in &mut self.0[at..] {
+                        *b = if *b == b'.' { b'/' } else { *b };
+                    }
                     self.0.push(b'"');
                 } else {
-                    self.0.truncate(at);
                     let p = pointer(std::iter::once("spec").chain(dotted.split('.')));
                     json_text::push_string(&mut self.0, &p);
                 }
@@ -216,7 +217,7 @@ fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> String {
 }
 
 /// The JSONPatch that turns `before` into the object `defaulted` describes
-/// (`defaulted.into_defaulted(before).object`), as JSON text
+/// (what `engine::default_service` returns for `before`), as JSON text
 /// (`[]` when defaulting changed nothing). A filled field whose parent
 /// `before` lacks is added with the parent, its subtree written straight
 /// from the typed field.
@@ -358,10 +359,19 @@ fn annotation_ops(
             out.0.extend_from_slice(from.quoted.as_bytes());
             out.0.extend_from_slice(b"}}");
         }
-        Some(old) if old.get(DEFAULTED_FROM_ANNOTATION) != Some(&from.json) => {
-            out.add_json(Path::Pointer(DEFAULTED_FROM_POINTER), &from.quoted)?;
+        Some(old) => {
+            // Unchanged when the annotation there, written as a JSON
+            // string, is the string defaulting wrote (escaping is one to
+            // one): written only on an UPDATE of a defaulted object.
+            let unchanged = old.get(DEFAULTED_FROM_ANNOTATION).is_some_and(|v| {
+                let mut quoted = String::with_capacity(from.quoted.len());
+                json_text::push_string(&mut quoted, v);
+                quoted == from.quoted
+            });
+            if !unchanged {
+                out.add_json(Path::Pointer(DEFAULTED_FROM_POINTER), &from.quoted)?;
+            }
         }
-        Some(_) => {}
     }
     Ok(())
 }

@@ -19,13 +19,35 @@ pub fn provenance_of(svc: &InferenceService) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// The annotation `svc` has once the fields of `filled` are added to it
-/// (entries already there are kept; a field filled again takes its new
-/// source). The JSON object is sorted by field, as a map of strings
-/// serialises; its JSON string (what a patch adding it carries) is written
-/// in the same pass.
+/// The annotation `svc` has once the fields of `filled` are added to it,
+/// as a patch carries it: a JSON string ([`annotation_json`] is the
+/// annotation itself).
 pub(super) fn record_provenance(svc: &InferenceService, filled: &[Provenance]) -> DefaultedFrom {
     let earlier = provenance_of(svc);
+    let entries = merged(&earlier, filled);
+    DefaultedFrom {
+        quoted: json_text::string_map_as_string(entries.iter().map(|(_, k, _, v)| (*k, *v))),
+    }
+}
+
+/// The annotation `svc` has once the fields of `filled` are added to it:
+/// a JSON object of field paths and sources.
+pub(super) fn annotation_json(svc: &InferenceService, filled: &[Provenance]) -> String {
+    let earlier = provenance_of(svc);
+    let mut json = String::new();
+    let entries = merged(&earlier, filled);
+    json_text::push_string_map(&mut json, entries.iter().map(|(_, k, _, v)| (*k, *v)));
+    json
+}
+
+/// The entries of the annotation (their heads, fields, order and
+/// sources): those of `earlier` and the fields of `filled` (a field filled
+/// again takes its new source), sorted by field as a map of strings
+/// serialises.
+fn merged<'a>(
+    earlier: &'a BTreeMap<String, String>,
+    filled: &'a [Provenance],
+) -> Vec<(Head, &'a str, usize, &'a str)> {
     let mut entries: Vec<(Head, &str, usize, &str)> =
         Vec::with_capacity(earlier.len() + filled.len());
     entries.extend(
@@ -44,9 +66,7 @@ pub(super) fn record_provenance(svc: &InferenceService, filled: &[Provenance]) -
     // (two integer comparisons), whole only when the heads are equal.
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)).then(b.2.cmp(&a.2)));
     entries.dedup_by_key(|(_, k, _, _)| *k);
-    let (json, quoted) =
-        json_text::string_map_and_its_string(entries.iter().map(|(_, k, _, v)| (*k, *v)));
-    DefaultedFrom { json, quoted }
+    entries
 }
 
 /// The first 24 bytes of a field's path as two big-endian integers, zero
@@ -135,18 +155,19 @@ mod tests {
             p("spec.b", "InferencePolicy/team"),
         ];
         let from = record_provenance(&svc, &filled);
-        assert_eq!(from.quoted, serde_json::to_string(&from.json).unwrap());
+        let json = annotation_json(&svc, &filled);
+        assert_eq!(from.quoted, serde_json::to_string(&json).unwrap());
         let mut expected: BTreeMap<&str, &str> =
             BTreeMap::from([("spec.a", "x"), ("spec.c", "y \"quoted\"")]);
         for f in &filled {
             expected.insert(f.field, &f.source);
         }
-        assert_eq!(from.json, serde_json::to_string(&expected).unwrap());
+        assert_eq!(json, serde_json::to_string(&expected).unwrap());
         svc.metadata
             .annotations
             .as_mut()
             .unwrap()
-            .insert(DEFAULTED_FROM_ANNOTATION.to_owned(), from.json);
+            .insert(DEFAULTED_FROM_ANNOTATION.to_owned(), json);
         assert_eq!(
             provenance_of(&svc),
             expected

@@ -1,6 +1,9 @@
 //! `default_service`: every group of a service's fields defaulted in turn,
 //! each by a function given its fields' paths.
 
+use std::collections::BTreeMap;
+
+use crate::api::DEFAULTED_FROM_ANNOTATION;
 use crate::api::policy::PolicyDefaults;
 use crate::api::rollout::{RolloutCanarySpec, RolloutSpec, RolloutStrategy};
 use crate::api::v1beta1::{
@@ -21,13 +24,32 @@ use crate::engine::rollout::only_an_address;
 
 use super::filler::{Filler, SOURCE_BUILT_IN, SOURCE_FLAG};
 use super::paths::{self, SPEC, SpecPaths};
-use super::provenance::record_provenance;
+use super::provenance::{annotation_json, record_provenance};
 
 /// Fill every default, write/extend the
 /// `infergate.dev/defaulted-from` annotation. Idempotent.
 #[must_use]
 pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
-    default_spec(svc, ctx).into_defaulted(svc)
+    let d = default_spec(svc, ctx);
+    let mut metadata = svc.metadata.clone();
+    if !d.filled.is_empty() {
+        metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(
+                DEFAULTED_FROM_ANNOTATION.to_owned(),
+                annotation_json(svc, &d.filled),
+            );
+    }
+    Defaulted {
+        object: InferenceService {
+            metadata,
+            spec: d.spec,
+            status: svc.status.clone(),
+        },
+        filled: d.filled,
+        warnings: d.warnings,
+    }
 }
 
 /// Fill every default of `svc`'s spec and write the
