@@ -6,7 +6,9 @@
 //!
 //! The numbers, and why they are what they are, are in `docs/limits.md`.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -298,9 +300,51 @@ pub async fn read_body(
         }
         Ok(first.unwrap_or_else(|| Bytes::from(joined)))
     };
-    tokio::time::timeout_at(arrived + deadline, read)
+    within(arrived + deadline, read)
         .await
         .unwrap_or(Err(BodyError::Timeout(deadline)))
+}
+
+/// `work`, given up at `until` (`Err` then). The deadline is armed only
+/// once the work has waited: work done in its first poll (a body that
+/// arrived with its headers, an answer worked out inline: nearly every
+/// request) makes no timer, and making one clones the runtime's handle, a
+/// counter every worker writes.
+pub fn within<F: Future>(until: Instant, work: F) -> Within<F> {
+    Within {
+        work,
+        until,
+        timer: None,
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future [`within`] returns.
+    pub struct Within<F> {
+        #[pin]
+        work: F,
+        until: Instant,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+    }
+}
+
+impl<F: Future> Future for Within<F> {
+    type Output = Result<F::Output, ()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(done) = this.work.poll(cx) {
+            return Poll::Ready(Ok(done));
+        }
+        if this.timer.is_none() {
+            this.timer.set(Some(tokio::time::sleep_until(*this.until)));
+        }
+        match this.timer.as_pin_mut() {
+            Some(timer) => timer.poll(cx).map(Err),
+            None => Poll::Pending,
+        }
+    }
 }
 
 /// What became of a refused body read and thrown away by [`discard`], and
@@ -598,6 +642,45 @@ mod tests {
         mut rx: tokio::sync::mpsc::Receiver<T>,
     ) -> impl futures::Stream<Item = T> + Send + 'static {
         futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    }
+
+    /// Work done in its first poll makes no timer: it runs outside any
+    /// runtime, where making one would panic.
+    #[test]
+    fn work_done_at_once_makes_no_timer() {
+        let answer = futures::executor::block_on(within(Instant::now(), async { 7 }));
+        assert_eq!(answer, Ok(7));
+    }
+
+    /// Work done at once is not given up, even past its deadline (as
+    /// `timeout_at` polls the work before the timer); work that waits is
+    /// woken when it is ready, or given up at the deadline.
+    #[tokio::test(flavor = "current_thread")]
+    async fn work_is_given_up_at_its_deadline_only_when_it_waits() {
+        let past = Instant::now() - SECOND;
+        assert_eq!(within(past, async { 7 }).await, Ok(7));
+        let (tx, rx) = tokio::sync::oneshot::channel::<u8>();
+        let later = tokio::spawn(within(Instant::now() + SECOND, rx));
+        tokio::task::yield_now().await;
+        tx.send(3).unwrap();
+        assert_eq!(later.await.unwrap(), Ok(Ok(3)));
+        let start = Instant::now();
+        let never = std::future::pending::<()>();
+        assert_eq!(within(start + FIFTY_MS, never).await, Err(()));
+        assert!(start.elapsed() >= FIFTY_MS);
+        // Pending once, then ready: the timer armed after the first poll
+        // does not stop it.
+        let mut polls = 0;
+        let twice = std::future::poll_fn(|cx| {
+            polls += 1;
+            if polls == 1 {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            } else {
+                Poll::Ready(polls)
+            }
+        });
+        assert_eq!(within(Instant::now() + SECOND, twice).await, Ok(2));
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -501,9 +501,9 @@ async fn deadline(
     start: Instant,
     work: impl Future<Output = Response>,
 ) -> Response {
-    match tokio::time::timeout_at(start + limits::REQUEST_TIMEOUT, work).await {
+    match limits::within(start + limits::REQUEST_TIMEOUT, work).await {
         Ok(response) => response,
-        Err(_) => {
+        Err(()) => {
             tracing::warn!(
                 endpoint = endpoint.as_str(),
                 "request did not complete within its deadline"
