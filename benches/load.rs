@@ -23,7 +23,9 @@
 //! `raw2mb`/`rawalpha` (the raw-I/O baseline of a conversion: the body of
 //! `convert1000`/`alpha1000` received whole and not parsed, and answered
 //! with as many bytes as the conversion answers, its answer computed once
-//! before the run and sent as it is),
+//! before the run and sent as it is), `rawmutate`/`rawvalidate` (the same
+//! for an admission review: `mutate`'s or `validate`'s body, answered with
+//! that webhook's own answer),
 //! with kubectl-shaped bodies. Each
 //! scenario reports the server's CPU per request from the process's own
 //! counters (every thread but the driver's), the driver's beside it, and
@@ -648,9 +650,29 @@ fn main() {
         );
         Bytes::from(answer)
     };
+    // And each admission webhook's own answer to its body (the same policies
+    // as the server's): what answering costs with nothing parsed.
+    let admission_answer = |webhook, body: &Bytes| {
+        let state = support::app_state(ClusterState::new(policies()), ServerDefaults::default());
+        let answer = state
+            .admission
+            .handle(webhook, body)
+            .expect("the bench's review")
+            .to_json()
+            .expect("an answer");
+        Bytes::from(answer)
+    };
     let raw = [
         ("convert1000", answer_of(&convert1000_body)),
         ("alpha1000", answer_of(&alpha1000_body)),
+        (
+            "mutate",
+            admission_answer(infergate::metrics::Webhook::Mutate, &mutate_body),
+        ),
+        (
+            "validate",
+            admission_answer(infergate::metrics::Webhook::Validate, &validate_body),
+        ),
     ];
 
     // Server: its own runtime, like `infergate serve`.
@@ -691,7 +713,9 @@ fn main() {
 
     let scenarios: Vec<(&'static str, &'static str, Bytes)> = vec![
         ("fixed", "/fixed", mutate_body.clone()),
+        ("rawmutate", "/raw/mutate", mutate_body.clone()),
         ("mutate", "/mutate?timeout=10s", mutate_body),
+        ("rawvalidate", "/raw/validate", validate_body.clone()),
         ("validate", "/validate?timeout=10s", validate_body),
         ("convert100", "/convert?timeout=30s", convert_body),
         ("raw2mb", "/raw/convert1000", convert1000_body.clone()),
@@ -813,13 +837,18 @@ fn main() {
             .find(|((name, ..), _)| *name == wanted)
             .map(|(_, t)| t.cpu_per_request_us())
     };
-    for ((convert, raw), (_, answer)) in [("convert1000", "raw2mb"), ("alpha1000", "rawalpha")]
-        .into_iter()
-        .zip(&raw)
+    for ((convert, raw), (_, answer)) in [
+        ("convert1000", "raw2mb"),
+        ("alpha1000", "rawalpha"),
+        ("mutate", "rawmutate"),
+        ("validate", "rawvalidate"),
+    ]
+    .into_iter()
+    .zip(&raw)
     {
         if let (Some(c), Some(r)) = (cpu_of(convert), cpu_of(raw)) {
             println!(
-                "{convert} costs {:.2}x the server CPU of {raw} (the same bytes in, not parsed, and the conversion's {} bytes answered): {c:.0} vs {r:.0} us per request",
+                "{convert} costs {:.2}x the server CPU of {raw} (the same bytes in, not parsed, and the webhook's own {} bytes answered): {c:.1} vs {r:.1} us per request",
                 c / r.max(1.0),
                 answer.len()
             );

@@ -340,6 +340,7 @@ impl<F: Future> Future for Within<F> {
         if this.timer.is_none() {
             this.timer.set(Some(tokio::time::sleep_until(*this.until)));
         }
+        // Set just above when it was not: `None` does not happen.
         match this.timer.as_pin_mut() {
             Some(timer) => timer.poll(cx).map(Err),
             None => Poll::Pending,

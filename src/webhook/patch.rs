@@ -4,9 +4,11 @@
 //! objects.
 //!
 //! One `add` per filled field, or one for the shallowest parent the object
-//! lacks, and one per annotation defaulting wrote. Only `spec` fields and
-//! `metadata.annotations` ever change, so nothing else of the object is
-//! read, compared or touched, and nothing the user sent is removed.
+//! lacks, and one for the defaulted-from annotation when defaulting wrote
+//! or changed it (with the annotations, when the object had none). Only
+//! `spec` fields and `metadata.annotations` ever change, so nothing else
+//! of the object is read, compared or touched, and nothing the user sent
+//! is removed.
 
 use crate::api::DEFAULTED_FROM_ANNOTATION;
 use crate::api::v1beta1::{InferenceService, InferenceServiceSpec};
@@ -362,7 +364,8 @@ fn annotation_ops(
         Some(old) => {
             // Unchanged when the annotation there, written as a JSON
             // string, is the string defaulting wrote (escaping is one to
-            // one): written only on an UPDATE of a defaulted object.
+            // one); the copy is made only for an object that already
+            // carries it (an UPDATE of a defaulted object).
             let unchanged = old.get(DEFAULTED_FROM_ANNOTATION).is_some_and(|v| {
                 let mut quoted = String::with_capacity(from.quoted.len());
                 json_text::push_string(&mut quoted, v);
