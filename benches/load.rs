@@ -651,7 +651,9 @@ fn main() {
         Bytes::from(answer)
     };
     // And each admission webhook's own answer to its body (the same policies
-    // as the server's): what answering costs with nothing parsed.
+    // as the server's): what answering costs with nothing parsed. Checked
+    // to admit (and, for `/mutate`, to patch): a denial would be a short
+    // answer.
     let admission_answer = |webhook, body: &Bytes| {
         let state = support::app_state(ClusterState::new(policies()), ServerDefaults::default());
         let answer = state
@@ -660,6 +662,11 @@ fn main() {
             .expect("the bench's review")
             .to_json()
             .expect("an answer");
+        let json: serde_json::Value = serde_json::from_slice(&answer).expect("JSON");
+        assert_eq!(json["response"]["allowed"], true, "{json}");
+        if webhook == infergate::metrics::Webhook::Mutate {
+            assert!(json["response"]["patch"].is_string(), "{json}");
+        }
         Bytes::from(answer)
     };
     let raw = [

@@ -418,15 +418,13 @@ impl Offload {
         len > INLINE_BODY_LIMIT
     }
 
-    /// Run `job` inline when `len` is small, else in the pool.
+    /// Run `job` in the pool, waiting for a free thread. Work on a body
+    /// [`Offload::offloads`] does not send here is done by the caller, on
+    /// its own worker.
     pub async fn run<T: Send + 'static>(
         &self,
-        len: usize,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, String> {
-        if !Self::offloads(len) {
-            return Ok(job());
-        }
         let _slot = Arc::clone(&self.slots)
             .acquire_owned()
             .await
@@ -687,16 +685,19 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn large_work_leaves_the_worker_free() {
         let pool = Offload::new(1);
+        assert!(Offload::offloads(INLINE_BODY_LIMIT + 1));
+        assert!(!Offload::offloads(10));
         let (release, blocked) = std::sync::mpsc::channel::<()>();
-        let large = pool.run(INLINE_BODY_LIMIT + 1, move || {
+        let large = pool.run(move || {
             blocked.recv().ok();
             "large"
         });
-        // On this single-threaded runtime, the small job runs while the
-        // large one still blocks its pool thread.
+        // On this single-threaded runtime, small work (done by the caller,
+        // as the server does it) runs while the large job still blocks its
+        // pool thread.
         let small = async {
             tokio::task::yield_now().await;
-            let answer = pool.run(10, || "small").await;
+            let answer: Result<&str, String> = Ok("small");
             release.send(()).ok();
             answer
         };

@@ -454,7 +454,7 @@ async fn webhook(
             drop(body);
             (worked, room)
         };
-        match state.offload.run(len, job).await {
+        match state.offload.run(job).await {
             Ok(done) => done,
             Err(e) => {
                 return json_error(StatusCode::INTERNAL_SERVER_ERROR, e);
