@@ -30,7 +30,7 @@ use super::provenance::{annotation_json, record_provenance};
 /// `infergate.dev/defaulted-from` annotation. Idempotent.
 #[must_use]
 pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
-    let d = default_spec(svc, ctx);
+    let d = fill_spec(svc, ctx);
     let mut metadata = svc.metadata.clone();
     if !d.filled.is_empty() {
         metadata
@@ -58,6 +58,14 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
 /// as [`default_service`] is.
 #[must_use]
 pub fn default_spec(svc: &InferenceService, ctx: &Context) -> DefaultedSpec {
+    let mut d = fill_spec(svc, ctx);
+    d.annotation = (!d.filled.is_empty()).then(|| record_provenance(svc, &d.filled));
+    d
+}
+
+/// Every default of `svc`'s spec filled; the annotation left to the
+/// caller, which writes it in the one form it needs.
+fn fill_spec(svc: &InferenceService, ctx: &Context) -> DefaultedSpec {
     let layers = layers(ctx);
     let mut out = svc.spec.clone();
     let mut f = Filler::new(&layers);
@@ -95,14 +103,12 @@ pub fn default_spec(svc: &InferenceService, ctx: &Context) -> DefaultedSpec {
         );
     }
 
-    let (filled, values) = (f.filled, f.values);
-    let annotation = (!filled.is_empty()).then(|| record_provenance(svc, &filled));
     DefaultedSpec {
         spec: out,
-        filled,
+        filled: f.filled,
         warnings,
-        annotation,
-        values,
+        annotation: None,
+        values: f.values,
     }
 }
 
