@@ -8,11 +8,17 @@
 //! Discovery is asked every `DISCOVERY_POLL`, and at once when the watch
 //! finds the resource gone, so a watch on a kind that vanished never keeps
 //! retrying.
+//!
+//! No reconcile meets a served kind's cache before its first list: the
+//! start of a term waits for it (`settled`), and an arrival is told once
+//! the new watch has listed. A reconcile that met the cache empty would
+//! apply every child of the kind again, and could take for its own a
+//! child of the same name someone else made.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::channel::mpsc;
+use futures::channel::{mpsc, oneshot};
 use kube::Client;
 use kube::runtime::watcher::{self, Event};
 use tracing::{debug, info, warn};
@@ -48,6 +54,9 @@ pub(super) struct OptionalChildren<K: ChildKind> {
     /// What is told: reconcile every service (`true`) or only those
     /// waiting for an optional CRD.
     pub(super) reconcile_all_on_arrival: bool,
+    /// Told once the start of the term may reconcile: discovery's first
+    /// answer says the CRD is not served, or the first list is cached.
+    pub(super) settled: Option<oneshot::Sender<()>>,
 }
 
 impl<K: ChildKind> OptionalChildren<K> {
@@ -62,10 +71,9 @@ impl<K: ChildKind> OptionalChildren<K> {
             self.metrics.optional_api_installed(K::KIND, true);
             if arrival {
                 info!(kind = K::KIND, "CRD installed; watching its children");
-                let _ = self.appeared.unbounded_send(self.reconcile_all_on_arrival);
             }
             self.metrics.child_watch_started(K::KIND);
-            match self.watch_while_installed().await {
+            match self.watch_while_installed(arrival).await {
                 Ended::ControllerGone => return,
                 Ended::Removed => {}
             }
@@ -98,7 +106,7 @@ impl<K: ChildKind> OptionalChildren<K> {
 
     /// Ask discovery every [`DISCOVERY_POLL`] until the CRD is served;
     /// whether it was at the first question.
-    async fn until_installed(&self) -> bool {
+    async fn until_installed(&mut self) -> bool {
         let mut first = true;
         let mut failing = false;
         loop {
@@ -108,6 +116,7 @@ impl<K: ChildKind> OptionalChildren<K> {
                     if first {
                         self.metrics.optional_api_installed(K::KIND, false);
                         debug!(kind = K::KIND, "CRD not installed; not watched until it is");
+                        self.settle();
                     }
                     failing = false;
                 }
@@ -123,11 +132,20 @@ impl<K: ChildKind> OptionalChildren<K> {
         }
     }
 
+    /// The start of the term may reconcile (said once).
+    fn settle(&mut self) {
+        if let Some(settled) = self.settled.take() {
+            let _ = settled.send(());
+        }
+    }
+
     /// Watch the kind's children into the cache and hand every touched one
     /// to the controller, until discovery says the CRD is gone (asked every
     /// [`DISCOVERY_POLL`], and at once when the watch finds the resource
-    /// gone) or the controller is.
-    async fn watch_while_installed(&mut self) -> Ended {
+    /// gone) or the controller is. Once the first list is cached, the term's
+    /// start is settled, or (`arrival`: the CRD came after the term began)
+    /// the arrival is told.
+    async fn watch_while_installed(&mut self, arrival: bool) -> Ended {
         self.feed.restart();
         let mut stream = std::pin::pin!(child_stream::<K>(&self.client, &self.scope));
         let mut poll =
@@ -136,12 +154,26 @@ impl<K: ChildKind> OptionalChildren<K> {
         // The first list is not handed on: at the start of the term every
         // service is reconciled anyway, and after an arrival the services
         // that wait for the kind are.
+        let mut listed = false;
         loop {
             tokio::select! {
                 item = stream.next() => match item {
                     Some(Ok(event)) => {
+                        let list_done = matches!(event, Event::InitDone);
                         for child in self.feed.take(event) {
                             if self.tx.unbounded_send(child).is_err() {
+                                return Ended::ControllerGone;
+                            }
+                        }
+                        if list_done && !listed {
+                            listed = true;
+                            self.settle();
+                            if arrival
+                                && self
+                                    .appeared
+                                    .unbounded_send(self.reconcile_all_on_arrival)
+                                    .is_err()
+                            {
                                 return Ended::ControllerGone;
                             }
                         }

@@ -7,12 +7,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::channel::mpsc;
+use futures::channel::{mpsc, oneshot};
 use futures::future::BoxFuture;
 use kube::Client;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, Predicate, predicates};
 use tokio::task::JoinSet;
+use tracing::warn;
 
 use super::child::{Feed, child_stream};
 use super::echo::Echoes;
@@ -25,6 +26,11 @@ use crate::metrics::Metrics;
 use crate::reconcile::graph as resolve;
 use crate::state::{Scope, ServiceEvent};
 
+/// How long the start of a term waits for an optional kind's first list
+/// (its CRD served): then the services are reconciled as if the kind had
+/// no children yet (a warning says so).
+pub const OPTIONAL_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Adds one kind's owner triggers to the controller.
 type Trigger = Box<dyn FnOnce(Controller<InferenceService>) -> Controller<InferenceService> + Send>;
 
@@ -32,8 +38,9 @@ type Trigger = Box<dyn FnOnce(Controller<InferenceService>) -> Controller<Infere
 pub(in crate::reconcile) struct ChildWatches {
     /// Every kind's cache (and an optional CRD's discovery).
     pub(in crate::reconcile) caches: ChildCaches,
-    /// Ends once every cache the controller waits for holds its first list
-    /// (an optional kind's is not waited for).
+    /// Ends once every built-in kind's cache holds its first list, and
+    /// each optional kind's is known absent or holds its first list too
+    /// (waited for [`OPTIONAL_LIST_WAIT`] at most).
     pub(in crate::reconcile) synced: BoxFuture<'static, ()>,
     /// Every kind's stream of touched children, for the controller.
     pub(in crate::reconcile) triggers: Triggers,
@@ -69,9 +76,7 @@ impl ChildWatches {
         ChildWatches {
             caches: starter.caches,
             synced: Box::pin(async move {
-                for cache in synced {
-                    cache.await;
-                }
+                futures::future::join_all(synced).await;
             }),
             triggers: Triggers(starter.triggers),
         }
@@ -130,8 +135,24 @@ impl KindVisitor for Starter<'_> {
                 reconcile_all_on_arrival,
             } => {
                 let api = Arc::new(discovery::<K>());
-                // The controller does not wait for an optional cache: its
-                // first list triggers the services it names.
+                // The controller waits for an optional cache too where the
+                // CRD is served: a reconcile that met it empty would apply
+                // every child of the kind again (and take for new a child
+                // someone else made). Not longer than OPTIONAL_LIST_WAIT: a
+                // kind infergate may not list must not hold up every service.
+                let (settled_tx, settled) = oneshot::channel();
+                self.synced.push(Box::pin(async move {
+                    if tokio::time::timeout(OPTIONAL_LIST_WAIT, settled)
+                        .await
+                        .is_err()
+                    {
+                        warn!(
+                            kind = K::KIND,
+                            waited = ?OPTIONAL_LIST_WAIT,
+                            "the children of an optional CRD are not listed yet; reconciling meanwhile as if there were none"
+                        );
+                    }
+                }));
                 self.tasks.spawn(
                     OptionalChildren::<K> {
                         client: self.client.clone(),
@@ -142,6 +163,7 @@ impl KindVisitor for Starter<'_> {
                         tx,
                         appeared: self.crd_appeared.clone(),
                         reconcile_all_on_arrival,
+                        settled: Some(settled_tx),
                     }
                     .follow(),
                 );
