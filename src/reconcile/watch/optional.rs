@@ -216,7 +216,167 @@ fn resource_gone(e: &watcher::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use http::{Request, Response};
+    use kube::client::Body;
+    use kube::runtime::reflector;
+    use tower_test::mock::{self, Handle};
+
     use super::*;
+    use crate::reconcile::children::httproute::HTTPRoute;
+    use crate::reconcile::watch::echo::Echoes;
+    use crate::reconcile::watch::owned::OwnedIndex;
+
+    type ApiServer = Handle<Request<Body>, Response<Body>>;
+
+    /// HTTPRoute's children followed against a mock API server: the
+    /// follower's task, its cache, and what it tells.
+    struct Followed {
+        server: ApiServer,
+        cache: reflector::Store<HTTPRoute>,
+        settled: oneshot::Receiver<()>,
+        appeared: mpsc::UnboundedReceiver<bool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    fn follow_routes() -> Followed {
+        let (service, server) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let (cache, writer) = reflector::store();
+        let (tx, _triggers) = mpsc::unbounded();
+        let (appeared_tx, appeared) = mpsc::unbounded();
+        let (settled_tx, settled) = oneshot::channel();
+        let follower = OptionalChildren::<HTTPRoute> {
+            client,
+            scope: Scope::default(),
+            metrics: Metrics::default(),
+            discovery: Arc::new(crate::reconcile::watch::kinds::discovery::<HTTPRoute>()),
+            feed: Feed::new(
+                writer,
+                Arc::new(Echoes::detached()),
+                Arc::new(OwnedIndex::default()),
+            ),
+            tx,
+            appeared: appeared_tx,
+            reconcile_all_on_arrival: false,
+            settled: Some(settled_tx),
+        };
+        Followed {
+            server,
+            cache,
+            settled,
+            appeared,
+            task: tokio::spawn(follower.follow()),
+        }
+    }
+
+    type Reply = tower_test::mock::SendResponse<Response<Body>>;
+
+    /// The next request, which must be to `path` (a minute at most: the
+    /// follower asks discovery again every `DISCOVERY_POLL`).
+    async fn next(server: &mut ApiServer, path: &str) -> Reply {
+        let (request, reply) = tokio::time::timeout(Duration::from_secs(60), server.next_request())
+            .await
+            .expect("a request in time")
+            .expect("a request");
+        assert_eq!(request.uri().path(), path, "{}", request.uri());
+        reply
+    }
+
+    fn reply(reply: Reply, status: u16, body: &serde_json::Value) {
+        reply.send_response(
+            Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(body).expect("JSON")))
+                .expect("response"),
+        );
+    }
+
+    /// Answer the next request, to `path`, with `status` and `body`.
+    async fn answer(server: &mut ApiServer, path: &str, status: u16, body: &serde_json::Value) {
+        reply(next(server, path).await, status, body);
+    }
+
+    fn not_found() -> serde_json::Value {
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404})
+    }
+
+    fn served() -> serde_json::Value {
+        serde_json::json!({
+            "kind": "APIResourceList", "apiVersion": "v1",
+            "groupVersion": "gateway.networking.k8s.io/v1",
+            "resources": [{"name": "httproutes", "singularName": "httproute",
+                "namespaced": true, "kind": "HTTPRoute", "verbs": ["list", "watch"]}]
+        })
+    }
+
+    fn route_list() -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRouteList",
+            "metadata": {"resourceVersion": "7"},
+            "items": [{
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": "chat", "namespace": "team", "uid": "r1", "resourceVersion": "7"},
+                "spec": {}
+            }]
+        })
+    }
+
+    const GROUP_PATH: &str = "/apis/gateway.networking.k8s.io/v1";
+    const LIST_PATH: &str = "/apis/gateway.networking.k8s.io/v1/httproutes";
+
+    #[tokio::test]
+    async fn a_served_kind_settles_the_term_start_only_once_its_first_list_is_cached() {
+        let mut f = follow_routes();
+        answer(&mut f.server, GROUP_PATH, 200, &served()).await;
+        // Served: the start waits for the list, asked now, not answered yet.
+        let list = next(&mut f.server, LIST_PATH).await;
+        assert!(f.settled.try_recv().expect("not dropped").is_none());
+        reply(list, 200, &route_list());
+        tokio::time::timeout(Duration::from_secs(5), &mut f.settled)
+            .await
+            .expect("settled in time")
+            .expect("settled");
+        // By then the cache holds the list: a reconcile finds the route.
+        assert_eq!(f.cache.state().len(), 1);
+        // Served from the start: no arrival to announce.
+        assert!(f.appeared.try_recv().is_err());
+        f.task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_kind_not_served_settles_the_term_start_at_discoverys_first_answer() {
+        let mut f = follow_routes();
+        answer(&mut f.server, GROUP_PATH, 404, &not_found()).await;
+        tokio::time::timeout(Duration::from_secs(5), &mut f.settled)
+            .await
+            .expect("settled in time")
+            .expect("settled");
+        assert!(f.cache.state().is_empty());
+        f.task.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kind_installed_later_is_announced_once_its_first_list_is_cached() {
+        let mut f = follow_routes();
+        answer(&mut f.server, GROUP_PATH, 404, &not_found()).await;
+        // The next question comes a DISCOVERY_POLL later (the clock is
+        // paused: it advances when every task waits): now served.
+        answer(&mut f.server, GROUP_PATH, 200, &served()).await;
+        let list = next(&mut f.server, LIST_PATH).await;
+        assert!(
+            f.appeared.try_recv().is_err(),
+            "announced before the new watch listed"
+        );
+        reply(list, 200, &route_list());
+        let told = tokio::time::timeout(Duration::from_secs(5), f.appeared.next())
+            .await
+            .expect("announced in time");
+        assert_eq!(told, Some(false), "the services waiting for the kind");
+        assert_eq!(f.cache.state().len(), 1);
+        f.task.abort();
+    }
 
     #[test]
     fn a_404_of_the_watch_is_a_resource_gone() {
