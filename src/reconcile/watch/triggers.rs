@@ -29,7 +29,7 @@ use crate::state::{Scope, ServiceEvent};
 /// How long the start of a term waits for an optional kind's first list
 /// (its CRD served): then the services are reconciled as if the kind had
 /// no children yet (a warning says so).
-pub const OPTIONAL_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+const OPTIONAL_LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Adds one kind's owner triggers to the controller.
 type Trigger = Box<dyn FnOnce(Controller<InferenceService>) -> Controller<InferenceService> + Send>;
