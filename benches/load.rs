@@ -522,7 +522,7 @@ fn start_server(
     // answered with the conversion's own answer, made before the run: the
     // same bytes each way as a conversion.
     for (name, answer) in raw {
-        let answer_of_raw = answer.clone();
+        let scanned = answer.clone();
         let answer = answer.clone();
         router = router.route(
             &format!("/raw/{name}"),
@@ -539,7 +539,6 @@ fn start_server(
         );
         // The floor of reading JSON: the same, the body read through first
         // (checked as JSON by serde_json, nothing kept).
-        let scanned = answer_of_raw.clone();
         router = router.route(
             &format!("/scan/{name}"),
             axum::routing::post(move |body: Bytes| {
