@@ -75,12 +75,36 @@ impl ChildWatches {
         let synced = starter.synced;
         ChildWatches {
             caches: starter.caches,
-            synced: Box::pin(async move {
-                futures::future::join_all(synced).await;
-            }),
+            synced: all_synced(synced),
             triggers: Triggers(starter.triggers),
         }
     }
+}
+
+/// Ends once every one of `synced` has: all waited for at once, so the
+/// bounded waits of the optional kinds add up to one bound, not one each.
+fn all_synced(synced: Vec<BoxFuture<'static, ()>>) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        futures::future::join_all(synced).await;
+    })
+}
+
+/// Ends once an optional kind's follower says the term's start may
+/// reconcile (`settled`; or it is gone), or after [`OPTIONAL_LIST_WAIT`],
+/// with a warning.
+fn optional_settled(kind: &'static str, settled: oneshot::Receiver<()>) -> BoxFuture<'static, ()> {
+    Box::pin(async move {
+        if tokio::time::timeout(OPTIONAL_LIST_WAIT, settled)
+            .await
+            .is_err()
+        {
+            warn!(
+                kind,
+                waited = ?OPTIONAL_LIST_WAIT,
+                "the children of an optional CRD are not listed yet; reconciling meanwhile as if there were none"
+            );
+        }
+    })
 }
 
 /// Every kind's owner triggers.
@@ -141,18 +165,7 @@ impl KindVisitor for Starter<'_> {
                 // someone else made). Not longer than OPTIONAL_LIST_WAIT: a
                 // kind infergate may not list must not hold up every service.
                 let (settled_tx, settled) = oneshot::channel();
-                self.synced.push(Box::pin(async move {
-                    if tokio::time::timeout(OPTIONAL_LIST_WAIT, settled)
-                        .await
-                        .is_err()
-                    {
-                        warn!(
-                            kind = K::KIND,
-                            waited = ?OPTIONAL_LIST_WAIT,
-                            "the children of an optional CRD are not listed yet; reconciling meanwhile as if there were none"
-                        );
-                    }
-                }));
+                self.synced.push(optional_settled(K::KIND, settled));
                 self.tasks.spawn(
                     OptionalChildren::<K> {
                         client: self.client.clone(),
@@ -258,6 +271,37 @@ pub(in crate::reconcile) fn service_triggers(
 
 #[cfg(test)]
 mod tests {
+    /// The start of a term waits for every optional kind's list at most
+    /// OPTIONAL_LIST_WAIT in all, however many never settle; a kind that
+    /// settled, or whose follower is gone, holds nothing up.
+    #[tokio::test(start_paused = true)]
+    async fn optional_kinds_that_never_list_hold_the_start_up_one_bound_in_all() {
+        use super::{OPTIONAL_LIST_WAIT, all_synced, optional_settled};
+        let mut senders = Vec::new();
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            let (tx, rx) = futures::channel::oneshot::channel();
+            senders.push(tx);
+            waits.push(optional_settled("HTTPRoute", rx));
+        }
+        let start = tokio::time::Instant::now();
+        all_synced(waits).await;
+        assert_eq!(start.elapsed(), OPTIONAL_LIST_WAIT);
+
+        let (told, settled) = futures::channel::oneshot::channel();
+        told.send(()).expect("receiver kept");
+        let (gone, dropped) = futures::channel::oneshot::channel::<()>();
+        drop(gone);
+        let start = tokio::time::Instant::now();
+        all_synced(vec![
+            optional_settled("PodMonitor", settled),
+            optional_settled("RayService", dropped),
+        ])
+        .await;
+        assert_eq!(start.elapsed(), std::time::Duration::ZERO);
+        drop(senders);
+    }
+
     use futures::StreamExt;
     use serde_json::json;
 
