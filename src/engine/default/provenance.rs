@@ -22,7 +22,7 @@ pub fn provenance_of(svc: &InferenceService) -> BTreeMap<String, String> {
 /// The annotation `svc` has once the fields of `filled` are added to it,
 /// as a patch carries it: a JSON string ([`annotation_json`] is the
 /// annotation itself).
-pub(super) fn record_provenance(svc: &InferenceService, filled: &[Provenance]) -> DefaultedFrom {
+pub(super) fn annotation_quoted(svc: &InferenceService, filled: &[Provenance]) -> DefaultedFrom {
     let earlier = provenance_of(svc);
     let entries = merged(&earlier, filled);
     DefaultedFrom {
@@ -154,7 +154,7 @@ mod tests {
             p("spec.b", "built-in"),
             p("spec.b", "InferencePolicy/team"),
         ];
-        let from = record_provenance(&svc, &filled);
+        let from = annotation_quoted(&svc, &filled);
         let json = annotation_json(&svc, &filled);
         assert_eq!(from.quoted, serde_json::to_string(&json).unwrap());
         let mut expected: BTreeMap<&str, &str> =

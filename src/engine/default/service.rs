@@ -24,7 +24,7 @@ use crate::engine::rollout::only_an_address;
 
 use super::filler::{Filler, SOURCE_BUILT_IN, SOURCE_FLAG};
 use super::paths::{self, SPEC, SpecPaths};
-use super::provenance::{annotation_json, record_provenance};
+use super::provenance::{annotation_json, annotation_quoted};
 
 /// Fill every default, write/extend the
 /// `infergate.dev/defaulted-from` annotation. Idempotent.
@@ -59,7 +59,7 @@ pub fn default_service(svc: &InferenceService, ctx: &Context) -> Defaulted {
 #[must_use]
 pub fn default_spec(svc: &InferenceService, ctx: &Context) -> DefaultedSpec {
     let mut d = fill_spec(svc, ctx);
-    d.annotation = (!d.filled.is_empty()).then(|| record_provenance(svc, &d.filled));
+    d.annotation = (!d.filled.is_empty()).then(|| annotation_quoted(svc, &d.filled));
     d
 }
 
